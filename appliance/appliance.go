@@ -1,0 +1,238 @@
+// Package appliance is the leasehold node's behaviour: the coordinator's
+// leasing rules and planner, window snapshots on disk, and the watchman,
+// wired together over one catalog by Appliance. It knows the store and the
+// domain, and nothing of HTTP.
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// Config is how a node runs. Zero fields take the defaults below.
+type Config struct {
+	// DataDir holds the catalog, the snapshots and the admin token.
+	DataDir string
+	// LeaseTTL is how long a holder may be quiet before its group is free.
+	LeaseTTL time.Duration
+	// MaxAttempts fails a range leased this many times without finishing.
+	MaxAttempts int64
+	// SnapshotMaxBytes is the largest snapshot accepted.
+	SnapshotMaxBytes int64
+	// HistoryMinFreeBytes: below this much free space on the data disk only
+	// tail work is leased. 0 turns the cap off.
+	HistoryMinFreeBytes int64
+	// NodeUnseen is how long a node may go unseen before it is a finding
+	// (default 10 lease TTLs).
+	NodeUnseen time.Duration
+	// SnapshotMaxAge makes a held group's snapshot older than this a
+	// finding; 0 turns that finding off.
+	SnapshotMaxAge time.Duration
+	// NowFunc is the clock (default time.Now).
+	NowFunc func() time.Time
+	// Store tunes the catalog (synchronous mode, group commit).
+	Store store.Options
+	// LeaseFunc, if set, is told of every lease granted.
+	LeaseFunc func(takeover bool)
+	Logger    *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultLeaseTTL         = 60 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultSnapshotMaxBytes = 64 << 30
+)
+
+// Appliance is a running node's behaviour over its catalog.
+type Appliance struct {
+	Config      Config
+	DB          *store.DB
+	Coordinator *Coordinator
+	Snapshots   *Snapshots
+	Watchman    *Watchman
+
+	freeMu    sync.Mutex
+	freeAt    time.Time
+	freeBytes int64
+}
+
+// Open opens the node's data directory (creating it), its catalog and its
+// snapshot store. Errors: invalid config, unavailable data dir or catalog.
+func Open(cfg Config) (*Appliance, error) {
+	if cfg.DataDir == "" {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "no data directory given")
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.LeaseTTL < 0 {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "lease TTL %s is negative", cfg.LeaseTTL)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxAttempts < 1 {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "max attempts must be at least 1")
+	}
+	if cfg.SnapshotMaxBytes == 0 {
+		cfg.SnapshotMaxBytes = DefaultSnapshotMaxBytes
+	}
+	if cfg.SnapshotMaxBytes < 0 || cfg.HistoryMinFreeBytes < 0 {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "byte sizes must not be negative")
+	}
+	if cfg.NodeUnseen == 0 {
+		cfg.NodeUnseen = 10 * cfg.LeaseTTL
+	}
+	if cfg.NowFunc == nil {
+		cfg.NowFunc = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Store.NowFunc = cfg.NowFunc
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, dirError(cfg.DataDir, err)
+	}
+	if err := probeWritable(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	db, err := store.Open(filepath.Join(cfg.DataDir, "catalog.db"), cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	a := &Appliance{Config: cfg, DB: db}
+	snaps, err := openSnapshots(filepath.Join(cfg.DataDir, "snapshots"), db, cfg.SnapshotMaxBytes, cfg.NowFunc, cfg.Logger)
+	if err != nil {
+		db.Close()
+		return nil, dirError(cfg.DataDir, err)
+	}
+	a.Snapshots = snaps
+	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, leaseFunc: cfg.LeaseFunc}
+	rules, err := db.Rules(context.Background())
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	a.Coordinator.setRules(rules)
+	a.Watchman = &Watchman{db: db, now: cfg.NowFunc, bounds: store.FindingBounds{
+		RangeHeartbeat: cfg.LeaseTTL, LeaseQuiet: cfg.LeaseTTL, NodeUnseen: cfg.NodeUnseen, SnapshotAge: cfg.SnapshotMaxAge,
+	}}
+	return a, nil
+}
+
+// Close flushes the writer and closes the catalog.
+func (a *Appliance) Close() error { return a.DB.Close() }
+
+// Ready reports whether the catalog can be written and the data disk has
+// room: nil when ready. Errors: unavailable, no space.
+func (a *Appliance) Ready(ctx context.Context) error {
+	if err := probeWritable(a.Config.DataDir); err != nil {
+		return err
+	}
+	return a.DB.Ping(ctx)
+}
+
+// historyCapped reports whether the data disk is short of space, so only
+// tail work may be leased. The free space is read at most once a second.
+func (a *Appliance) historyCapped() bool {
+	if a.Config.HistoryMinFreeBytes <= 0 {
+		return false
+	}
+	a.freeMu.Lock()
+	defer a.freeMu.Unlock()
+	if now := time.Now(); now.Sub(a.freeAt) > time.Second {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(a.Config.DataDir, &st); err == nil {
+			a.freeBytes = int64(st.Bavail) * int64(st.Bsize)
+		}
+		a.freeAt = now
+	}
+	return a.freeBytes < a.Config.HistoryMinFreeBytes
+}
+
+// AdminToken returns the admin token: the given one, else the one in
+// <data>/admin.token, else a new one written there with mode 0600.
+func AdminToken(dataDir, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	path := filepath.Join(dataDir, "admin.token")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", leasehold.Errorf(leasehold.KindInvalid, "%s is empty: delete it to have a new token made, or give --admin-token", path)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", dirError(dataDir, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", dirError(dataDir, err)
+	}
+	t, err := NewToken("lha_")
+	if err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", dirError(dataDir, err)
+	}
+	_, werr := f.WriteString(t + "\n")
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(tmp)
+		return "", dirError(dataDir, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", dirError(dataDir, err)
+	}
+	return t, syncDir(dataDir)
+}
+
+func probeWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return dirError(dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return dirError(dir, os.Remove(name))
+}
+
+func dirError(dir string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *leasehold.Error
+	if errors.As(err, &le) {
+		return err
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return leasehold.Wrap(leasehold.KindNoSpace, err, "data dir %s: the disk is full", dir)
+	}
+	return leasehold.Wrap(leasehold.KindUnavailable, err, "data dir %s is not usable: %v", dir, unwrapPath(err))
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}

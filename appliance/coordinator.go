@@ -1,0 +1,332 @@
+package appliance
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// Coordinator applies the leasing rules and the planner to the catalog.
+// Every method that changes something runs as one queued write, so it is
+// durable when it returns.
+type Coordinator struct {
+	db          *store.DB
+	ttl         time.Duration
+	maxAttempts int64
+	// tailOnlyFunc reports whether only tail work may be leased now (the
+	// history cap on a short disk).
+	tailOnlyFunc func() bool
+	leaseFunc    func(takeover bool)
+	rules        atomic.Pointer[leasehold.RuleSet]
+}
+
+// TTL is how long a holder may be quiet before its group is free.
+func (c *Coordinator) TTL() time.Duration { return c.ttl }
+
+// NodeSpec is a node to register; nil fields take defaults.
+type NodeSpec struct {
+	Name        string
+	PriorityMin *int64
+	PriorityMax *int64
+	Capacity    *int64
+}
+
+// Defaults of a registered node: every priority, four groups at once.
+const (
+	DefaultPriorityMin = -1 << 31
+	DefaultPriorityMax = 1<<31 - 1
+	DefaultCapacity    = 4
+)
+
+// HashToken is how tokens are kept: only their sha-256.
+func HashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// TokenEqual compares a presented token with a known one in constant time
+// (by their hashes, so lengths leak nothing either).
+func TokenEqual(presented, known string) bool {
+	return subtle.ConstantTimeCompare(HashToken(presented), HashToken(known)) == 1
+}
+
+// NewToken makes a random bearer token.
+func NewToken(prefix string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// RegisterNode registers a node and returns it with its token, which is
+// never stored or shown again. Errors: invalid, conflict (name taken).
+func (c *Coordinator) RegisterNode(ctx context.Context, s NodeSpec) (leasehold.Node, error) {
+	if !leasehold.ValidNodeName(s.Name) {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "node name %q: use 1-128 bytes of A-Za-z0-9._+- starting with a letter or digit", s.Name)
+	}
+	nn := store.NewNode{Name: s.Name, PriorityMin: DefaultPriorityMin, PriorityMax: DefaultPriorityMax, Capacity: DefaultCapacity}
+	if s.PriorityMin != nil {
+		nn.PriorityMin = *s.PriorityMin
+	}
+	if s.PriorityMax != nil {
+		nn.PriorityMax = *s.PriorityMax
+	}
+	if s.Capacity != nil {
+		nn.Capacity = *s.Capacity
+	}
+	if nn.PriorityMin > nn.PriorityMax {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "priority_min %d is above priority_max %d", nn.PriorityMin, nn.PriorityMax)
+	}
+	if nn.Capacity < 0 {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "capacity %d is negative", nn.Capacity)
+	}
+	token, err := NewToken("lhn_")
+	if err != nil {
+		return leasehold.Node{}, leasehold.Wrap(leasehold.KindInternal, err, "making a token")
+	}
+	nn.TokenHash = HashToken(token)
+	var n leasehold.Node
+	err = c.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		n, err = tx.CreateNode(nn)
+		return err
+	})
+	n.Token = token
+	return n, err
+}
+
+// AuthNode finds the node a bearer token belongs to. Errors: unauthorized.
+func (c *Coordinator) AuthNode(ctx context.Context, token string) (store.NodeAuth, error) {
+	h := HashToken(token)
+	a, err := c.db.NodeByTokenHash(ctx, h)
+	if errors.Is(err, leasehold.ErrNotFound) || err == nil && subtle.ConstantTimeCompare(a.TokenHash, h) != 1 {
+		return store.NodeAuth{}, leasehold.Errorf(leasehold.KindUnauthorized, "unknown token")
+	}
+	return a, err
+}
+
+// Nodes lists the registered nodes.
+func (c *Coordinator) Nodes(ctx context.Context) ([]leasehold.Node, error) { return c.db.Nodes(ctx) }
+
+// SetPaused pauses or resumes a node; by names who did it. Errors: not found.
+func (c *Coordinator) SetPaused(ctx context.Context, id int64, paused bool, by string) (leasehold.Node, error) {
+	if len(by) > 255 {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "by: at most 255 bytes")
+	}
+	var n leasehold.Node
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		n, err = tx.SetPaused(id, paused, by)
+		return err
+	})
+	return n, err
+}
+
+// DeleteNode removes a node and its token; what it held is released at its
+// resume points. Errors: not found.
+func (c *Coordinator) DeleteNode(ctx context.Context, id int64) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts) })
+}
+
+// PutGroup creates or updates a group. Errors: invalid, conflict.
+func (c *Coordinator) PutGroup(ctx context.Context, name string, s store.GroupSpec) (leasehold.Group, bool, error) {
+	if !leasehold.ValidGroupName(name) {
+		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "group name %q: use 1-255 bytes of A-Za-z0-9._+- starting with a letter or digit", name)
+	}
+	if s.RangeSize != nil && *s.RangeSize < 1 {
+		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "range_size must be at least 1")
+	}
+	if s.Start != nil && *s.Start < 0 {
+		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "start must be 0 or more")
+	}
+	var g leasehold.Group
+	var created bool
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		g, created, err = tx.PutGroup(name, s)
+		return err
+	})
+	return g, created, err
+}
+
+// PlanTail plans the named group's tail up to high. Errors: invalid, not
+// found, unprocessable (too many ranges for one call).
+func (c *Coordinator) PlanTail(ctx context.Context, name string, high int64) (int64, error) {
+	if high < 0 {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "high must be 0 or more")
+	}
+	return c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) { return tx.PlanTail(id, high) })
+}
+
+// PlanHistory plans the named group's history down to low. Errors as PlanTail.
+func (c *Coordinator) PlanHistory(ctx context.Context, name string, low int64) (int64, error) {
+	if low < 0 {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "low must be 0 or more")
+	}
+	return c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) { return tx.PlanHistory(id, low) })
+}
+
+func (c *Coordinator) plan(ctx context.Context, name string, f func(*store.Tx, int64) (int64, error)) (int64, error) {
+	var n int64
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		g, err := tx.GroupByName(name)
+		if err != nil {
+			return err
+		}
+		n, err = f(tx, g.ID)
+		return err
+	})
+	return n, err
+}
+
+// Retry plans a failed range again. Errors: not found, conflict.
+func (c *Coordinator) Retry(ctx context.Context, rangeID int64) (leasehold.Range, error) {
+	var r leasehold.Range
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		r, err = tx.Retry(rangeID)
+		return err
+	})
+	return r, err
+}
+
+// PutRules stores a new version of the rules (a JSON object) and makes it
+// current. Errors: invalid.
+func (c *Coordinator) PutRules(ctx context.Context, body json.RawMessage) (int64, error) {
+	if t := strings.TrimSpace(string(body)); !strings.HasPrefix(t, "{") || !json.Valid(body) {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "rules must be a JSON object")
+	}
+	var v int64
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		v, err = tx.PutRules(body)
+		return err
+	})
+	if err == nil {
+		c.setRules(leasehold.RuleSet{Version: v, Body: append([]byte(nil), body...)})
+	}
+	return v, err
+}
+
+func (c *Coordinator) setRules(rs leasehold.RuleSet) {
+	for {
+		old := c.rules.Load()
+		if old != nil && old.Version >= rs.Version {
+			return
+		}
+		if c.rules.CompareAndSwap(old, &rs) {
+			return
+		}
+	}
+}
+
+// Rules is the current rule set (version 0, {} before any).
+func (c *Coordinator) Rules() leasehold.RuleSet { return *c.rules.Load() }
+
+// Lease is rule 1 for the node: a grant, or nil when there is nothing to
+// lease. It carries the current rules.
+func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error) {
+	var g *leasehold.Grant
+	req := store.LeaseRequest{NodeID: nodeID, TTL: c.ttl, MaxAttempts: c.maxAttempts, TailOnly: c.tailOnlyFunc()}
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		var err error
+		g, err = tx.LeaseGroup(req)
+		return err
+	})
+	if err != nil || g == nil {
+		return nil, err
+	}
+	g.Rules = c.Rules()
+	if c.leaseFunc != nil {
+		c.leaseFunc(g.Takeover)
+	}
+	return g, nil
+}
+
+// Next is rule 3: the holder's range in work or the next planned one, nil
+// when the group is caught up. Errors: not found, lease lost.
+func (c *Coordinator) Next(ctx context.Context, nodeID, groupID, fence int64) (*leasehold.Range, error) {
+	var r *leasehold.Range
+	rules := c.Rules()
+	tailOnly := c.tailOnlyFunc()
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		bmin, bmax, err := tx.NodeBand(nodeID)
+		if err != nil {
+			return err
+		}
+		if tailOnly {
+			bmax = min(bmax, leasehold.TailPriority)
+		}
+		r, err = tx.NextRange(groupID, nodeID, fence, bmin, bmax, rules.Version, c.maxAttempts)
+		return err
+	})
+	return r, err
+}
+
+// Heartbeat is rule 5. Errors: not found, lease lost.
+func (c *Coordinator) Heartbeat(ctx context.Context, nodeID, groupID, fence int64) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		return tx.Heartbeat(groupID, nodeID, fence)
+	})
+}
+
+// Release is rule 5. Errors: not found, lease lost.
+func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		return tx.Release(groupID, nodeID, fence, c.maxAttempts)
+	})
+}
+
+// Progress is rule 4. Errors: not found, lease lost, conflict, unprocessable.
+func (c *Coordinator) Progress(ctx context.Context, nodeID, rangeID, fence, next int64) (leasehold.Range, error) {
+	var r leasehold.Range
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		var err error
+		r, err = tx.Progress(rangeID, nodeID, fence, next)
+		return err
+	})
+	return r, err
+}
+
+// Finish is rule 4's end. Errors: invalid, not found, lease lost, conflict.
+func (c *Coordinator) Finish(ctx context.Context, nodeID, rangeID, fence, headers int64) (leasehold.Range, error) {
+	if headers < 0 {
+		return leasehold.Range{}, leasehold.Errorf(leasehold.KindInvalid, "headers must be 0 or more")
+	}
+	var r leasehold.Range
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		var err error
+		r, err = tx.Finish(rangeID, nodeID, fence, headers)
+		return err
+	})
+	return r, err
+}

@@ -1,0 +1,330 @@
+package appliance
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// Snapshots keeps window snapshots on disk, one gzip file per group named
+// from the group's id and a sequence number only ("<group>-<seq>.gz").
+//
+// An upload streams through sha-256 into "<group>-<seq>.part", is fsynced
+// and renamed to its final name, the directory fsynced, and only then is it
+// recorded in the catalog; the file the catalog pointed at before is removed
+// after that commit. So the recorded snapshot is always whole: a broken
+// upload, a bad digest, a full disk or a lost lease leaves it untouched.
+type Snapshots struct {
+	dir      string
+	db       *store.DB
+	maxBytes int64
+	now      func() time.Time
+	log      *slog.Logger
+	seq      atomic.Int64
+
+	mu        sync.Mutex
+	uploading map[int64]bool
+}
+
+// Upload is one snapshot upload.
+type Upload struct {
+	GroupID int64
+	// NodeID and Fence name the holder; NodeID 0 is an operator's upload,
+	// refused while the group is held.
+	NodeID, Fence int64
+	Next          int64
+	Body          io.Reader
+	// Gzip says the body is gzip already and is stored as is; otherwise the
+	// node compresses it.
+	Gzip bool
+	// Digest, if set, is the sha-256 the body as sent must have.
+	Digest []byte
+}
+
+const copyBuffer = 1 << 20
+
+func openSnapshots(dir string, db *store.DB, maxBytes int64, now func() time.Time, log *slog.Logger) (*Snapshots, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Snapshots{dir: dir, db: db, maxBytes: maxBytes, now: now, log: log, uploading: map[int64]bool{}}
+	last, err := s.sweep(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	s.seq.Store(max(time.Now().UnixNano(), last))
+	return s, nil
+}
+
+// MaxBytes is the largest snapshot accepted, as sent and as stored.
+func (s *Snapshots) MaxBytes() int64 { return s.maxBytes }
+
+func (s *Snapshots) path(groupID, seq int64, ext string) string {
+	return filepath.Join(s.dir, strconv.FormatInt(groupID, 10)+"-"+strconv.FormatInt(seq, 10)+ext)
+}
+
+// sweep removes what a crash may have left: .part files and snapshot files
+// the catalog does not point at. It returns the highest sequence seen.
+func (s *Snapshots) sweep(ctx context.Context) (int64, error) {
+	recorded, err := s.db.SnapshotFiles(ctx)
+	if err != nil {
+		return 0, err
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0, err
+	}
+	var last int64
+	for _, e := range entries {
+		name := e.Name()
+		base, ext, _ := strings.Cut(name, ".")
+		g, q, ok := strings.Cut(base, "-")
+		gid, err1 := strconv.ParseInt(g, 10, 64)
+		seq, err2 := strconv.ParseInt(q, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue // not ours
+		}
+		last = max(last, seq)
+		if ext == "gz" && recorded[gid] == seq {
+			continue
+		}
+		if ext == "gz" || ext == "part" {
+			if err := os.Remove(filepath.Join(s.dir, name)); err == nil {
+				s.log.Info("removed a snapshot file the catalog does not point at", "file", name)
+			}
+		}
+	}
+	return last, nil
+}
+
+// Put stores an upload as the group's snapshot. Errors: not found, lease
+// lost, conflict (another upload of the group is under way, or an
+// operator's upload while the group is held), too large, unprocessable (the
+// digest does not match), no space, invalid (the body broke off).
+func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, error) {
+	var snap leasehold.Snapshot
+	if u.Next < 0 {
+		return snap, leasehold.Errorf(leasehold.KindInvalid, "next must be 0 or more")
+	}
+	s.mu.Lock()
+	if s.uploading[u.GroupID] {
+		s.mu.Unlock()
+		return snap, leasehold.Errorf(leasehold.KindConflict, "a snapshot of group %d is being uploaded already", u.GroupID)
+	}
+	s.uploading[u.GroupID] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.uploading, u.GroupID)
+		s.mu.Unlock()
+	}()
+
+	// Refuse early, before reading gigabytes, if the caller cannot write;
+	// the record below checks again inside the transaction.
+	holder, fence, err := s.db.HolderOf(ctx, u.GroupID)
+	if err != nil {
+		return snap, err
+	}
+	switch {
+	case u.NodeID > 0 && (holder != u.NodeID || fence != u.Fence):
+		if holder == 0 {
+			return snap, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is not held (fence %d, you named %d)", u.GroupID, fence, u.Fence)
+		}
+		return snap, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is held by node %d at fence %d", u.GroupID, holder, fence)
+	case u.NodeID == 0 && holder != 0:
+		return snap, leasehold.Errorf(leasehold.KindConflict, "group %d is held by node %d at fence %d; release it first", u.GroupID, holder, fence)
+	}
+
+	seq := s.seq.Add(1)
+	part := s.path(u.GroupID, seq, ".part")
+	final := s.path(u.GroupID, seq, ".gz")
+	size, sum, err := s.write(part, u)
+	if err != nil {
+		os.Remove(part)
+		return snap, err
+	}
+	if err := os.Rename(part, final); err != nil {
+		os.Remove(part)
+		return snap, fileError(err, "storing the snapshot")
+	}
+	if err := syncDir(s.dir); err != nil {
+		os.Remove(final)
+		return snap, fileError(err, "storing the snapshot")
+	}
+	snap = leasehold.Snapshot{Next: u.Next, Size: size, SHA256: sum, At: s.now().UTC().Truncate(time.Millisecond), File: seq}
+	err = s.db.Write(ctx, func(tx *store.Tx) error {
+		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
+		if err == nil && old != nil && old.File != seq {
+			oldPath := s.path(u.GroupID, old.File, ".gz")
+			tx.AfterCommit(func() { os.Remove(oldPath) })
+		}
+		return err
+	})
+	if err != nil {
+		os.Remove(final)
+		return leasehold.Snapshot{}, err
+	}
+	return snap, nil
+}
+
+// write streams the body into path, compressing it unless it is gzip, and
+// returns the stored size and sha-256. The file is fsynced before it returns.
+func (s *Snapshots) write(path string, u Upload) (int64, string, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, "", fileError(err, "storing the snapshot")
+	}
+	defer f.Close()
+	stored := sha256.New()
+	counted := &countingWriter{w: f}
+	bw := bufio.NewWriterSize(io.MultiWriter(counted, stored), copyBuffer)
+
+	var sent hash.Hash
+	body := u.Body
+	if u.Digest != nil {
+		if u.Gzip {
+			sent = stored // the body as sent is what is stored
+		} else {
+			sent = sha256.New()
+			body = io.TeeReader(body, sent)
+		}
+	}
+	var dst io.Writer = bw
+	var zw *gzip.Writer
+	if !u.Gzip {
+		zw, _ = gzip.NewWriterLevel(bw, gzip.BestSpeed)
+		dst = zw
+	}
+	buf := make([]byte, copyBuffer)
+	if _, err := io.CopyBuffer(onlyWriter{dst}, onlyReader{body}, buf); err != nil {
+		return 0, "", bodyError(err, s.maxBytes)
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return 0, "", fileError(err, "compressing the snapshot")
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, "", fileError(err, "storing the snapshot")
+	}
+	if counted.n > s.maxBytes {
+		return 0, "", leasehold.Errorf(leasehold.KindTooLarge, "the stored snapshot would be %d bytes, over the limit of %d", counted.n, s.maxBytes)
+	}
+	if u.Digest != nil {
+		if got := sent.Sum(nil); string(got) != string(u.Digest) {
+			return 0, "", leasehold.Errorf(leasehold.KindUnprocessable, "the body's sha-256 is %x, not the %x its digest header names", got, u.Digest)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, "", fileError(err, "storing the snapshot")
+	}
+	if err := f.Close(); err != nil {
+		return 0, "", fileError(err, "storing the snapshot")
+	}
+	return counted.n, hex.EncodeToString(stored.Sum(nil)), nil
+}
+
+// Open opens the group's stored snapshot for reading; a nil file means the
+// group has none. Errors: not found (no such group).
+func (s *Snapshots) Open(ctx context.Context, groupID int64) (*os.File, *leasehold.Snapshot, error) {
+	for try := 0; ; try++ {
+		snap, err := s.db.Snapshot(ctx, groupID)
+		if err != nil || snap == nil {
+			return nil, nil, err
+		}
+		f, err := os.Open(s.path(groupID, snap.File, ".gz"))
+		if err == nil {
+			return f, snap, nil
+		}
+		// A new upload may have replaced it between the read and the open.
+		if !errors.Is(err, fs.ErrNotExist) || try > 0 {
+			return nil, nil, fileError(err, "opening the snapshot")
+		}
+	}
+}
+
+// Path is the stored file of a recorded snapshot (for checks and tools).
+func (s *Snapshots) Path(groupID int64, snap leasehold.Snapshot) string {
+	return s.path(groupID, snap.File, ".gz")
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// onlyWriter and onlyReader hide ReadFrom/WriteTo so io.CopyBuffer uses
+// the one buffer it is given.
+type onlyWriter struct{ io.Writer }
+type onlyReader struct{ io.Reader }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// fileError maps a disk error to its kind: a full disk is no space, a
+// read-only one unavailable.
+func fileError(err error, doing string) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return leasehold.Wrap(leasehold.KindNoSpace, err, "%s: the data disk is full", doing)
+	case errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EIO):
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "%s: the data disk cannot be written: %v", doing, err)
+	}
+	return leasehold.Wrap(leasehold.KindInternal, err, "%s: %v", doing, err)
+}
+
+// bodyError maps a failed copy of an upload: the limit is too large, the
+// disk is as fileError says, and anything else is a body that broke off.
+func bodyError(err error, limit int64) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return leasehold.Errorf(leasehold.KindTooLarge, "the snapshot is over the limit of %d bytes", limit)
+	}
+	var le *leasehold.Error
+	if errors.As(err, &le) {
+		return err
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EIO) {
+		return fileError(err, "storing the snapshot")
+	}
+	return leasehold.Wrap(leasehold.KindInvalid, err, "the upload broke off: %v", err)
+}
+
+// ErrSnapshotTooLarge is returned for a declared Content-Length over the limit.
+func ErrSnapshotTooLarge(n, limit int64) error {
+	return leasehold.Errorf(leasehold.KindTooLarge, "the snapshot is %s, over the limit of %d bytes", fmt.Sprint(n), limit)
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"leasehold/appliance"
+	"leasehold/store"
+	"leasehold/web"
+)
+
+// Main is `leasehold serve`: it reads flags and the environment, wires the
+// appliance and the web server, and runs them until its context ends.
+type Main struct {
+	DataDir             string
+	Listen              string
+	LeaseTTL            time.Duration
+	AdminToken          string
+	SnapshotMaxBytes    byteSize
+	MaxAttempts         int64
+	HistoryMinFreeBytes byteSize
+	NodeUnseen          time.Duration
+	SnapshotMaxAge      time.Duration
+	Synchronous         string
+	NoGroupCommit       bool
+	LogLevel            string
+	ShutdownTimeout     time.Duration
+
+	stdout, stderr io.Writer
+
+	mu    sync.Mutex
+	addr  net.Addr
+	ready chan struct{}
+	app   *appliance.Appliance
+}
+
+// NewMain returns a Main with the defaults.
+func NewMain(stdout, stderr io.Writer) *Main {
+	return &Main{
+		DataDir: "./data", Listen: "127.0.0.1:8080", LeaseTTL: appliance.DefaultLeaseTTL,
+		SnapshotMaxBytes: appliance.DefaultSnapshotMaxBytes, MaxAttempts: appliance.DefaultMaxAttempts,
+		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
+		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
+	}
+}
+
+// ParseFlags reads LEASEHOLD_<FLAG> from the environment, then the flags,
+// which win. A bad value is a usage error.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("leasehold serve", flag.ContinueOnError)
+	fs.SetOutput(m.stderr)
+	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory: catalog, snapshots, admin token")
+	fs.StringVar(&m.Listen, "listen", m.Listen, "address to serve HTTP on")
+	fs.DurationVar(&m.LeaseTTL, "lease-ttl", m.LeaseTTL, "how long a holder may be quiet before its group is taken over")
+	fs.StringVar(&m.AdminToken, "admin-token", m.AdminToken, "admin token (default: generated into <data>/admin.token)")
+	fs.Var(&m.SnapshotMaxBytes, "snapshot-max-bytes", "largest snapshot accepted (bytes, or with KiB/MiB/GiB/TiB)")
+	fs.Int64Var(&m.MaxAttempts, "max-attempts", m.MaxAttempts, "a range leased this many times without finishing is failed")
+	fs.Var(&m.HistoryMinFreeBytes, "history-min-free-bytes", "below this much free space on the data disk only tail work is leased (0: off)")
+	fs.DurationVar(&m.NodeUnseen, "node-unseen", m.NodeUnseen, "a node not seen for this long is a finding (default 10 lease TTLs)")
+	fs.DurationVar(&m.SnapshotMaxAge, "snapshot-max-age", m.SnapshotMaxAge, "a held group's snapshot older than this is a finding (0: off)")
+	fs.StringVar(&m.Synchronous, "synchronous", m.Synchronous, "SQLite synchronous mode, FULL or NORMAL (NORMAL can lose acknowledged writes on power loss)")
+	fs.BoolVar(&m.NoGroupCommit, "no-group-commit", m.NoGroupCommit, "one transaction per write (to measure what group commit buys)")
+	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error")
+	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", m.ShutdownTimeout, "how long to let requests in flight finish on SIGTERM")
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", env, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return usageError(envErr)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return usageError(err)
+	}
+	if fs.NArg() > 0 {
+		return usageError(fmt.Errorf("serve takes no arguments, got %q", fs.Args()))
+	}
+	switch {
+	case m.LeaseTTL <= 0:
+		return usageError(fmt.Errorf("--lease-ttl must be positive"))
+	case m.MaxAttempts < 1:
+		return usageError(fmt.Errorf("--max-attempts must be at least 1"))
+	case m.SnapshotMaxBytes < 1:
+		return usageError(fmt.Errorf("--snapshot-max-bytes must be positive"))
+	case m.Synchronous != "FULL" && m.Synchronous != "NORMAL":
+		return usageError(fmt.Errorf("--synchronous must be FULL or NORMAL"))
+	case m.DataDir == "":
+		return usageError(fmt.Errorf("--data must name a directory"))
+	}
+	if _, err := parseLevel(m.LogLevel); err != nil {
+		return usageError(err)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q: use debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// Addr is the address the node listens on, once it does.
+func (m *Main) Addr() net.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// Ready is closed once the node serves.
+func (m *Main) Ready() <-chan struct{} { return m.ready }
+
+// Run serves until ctx ends, then stops taking requests, lets those in
+// flight finish, flushes the writer and closes the catalog. An unusable
+// data dir is a usage error.
+func (m *Main) Run(ctx context.Context) error {
+	level, _ := parseLevel(m.LogLevel)
+	log := slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	metrics := web.NewMetrics()
+	app, err := appliance.Open(appliance.Config{
+		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
+		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
+		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
+		Store:     store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch},
+		LeaseFunc: metrics.LeaseGranted, Logger: log,
+	})
+	if err != nil {
+		return usageError(err)
+	}
+	m.app = app
+	defer app.Close()
+	token, err := appliance.AdminToken(m.DataDir, m.AdminToken)
+	if err != nil {
+		return usageError(err)
+	}
+	ln, err := net.Listen("tcp", m.Listen)
+	if err != nil {
+		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
+	}
+	srv := web.New(app, web.Options{AdminToken: token, Metrics: metrics, Logger: log})
+	m.mu.Lock()
+	m.addr = ln.Addr()
+	m.mu.Unlock()
+
+	tokenFrom := "--admin-token"
+	if m.AdminToken == "" {
+		tokenFrom, _ = filepath.Abs(filepath.Join(m.DataDir, "admin.token"))
+	}
+	log.Info("leasehold serving", "version", Version, "url", "http://"+ln.Addr().String(), "data", m.DataDir,
+		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	close(m.ready)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight")
+	sctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	if err := app.Close(); err != nil {
+		return err
+	}
+	log.Info("stopped; catalog flushed and closed")
+	if serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
+		return serr
+	}
+	return nil
+}
+
+// byteSize is a flag of bytes: a plain number or one with a unit.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	v, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(v)
+	return nil
+}
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3},
+	{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1},
+}
+
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suffix)) {
+			t, mult = strings.TrimSpace(t[:len(t)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size in bytes (like 1048576, 512MiB or 64GiB)", s)
+	}
+	return v * mult, nil
+}

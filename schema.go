@@ -1,0 +1,168 @@
+// Package leasehold holds the domain of the leasehold node: groups of
+// sequential ids, the ranges planned over them, the leases that hand a group
+// to one worker node at a time, window snapshots, findings, and the error
+// kinds every layer speaks. It imports nothing of the project; the SQLite
+// store, the node's behaviour and the HTTP API build on it.
+package leasehold
+
+import (
+	_ "embed"
+	"time"
+)
+
+// Schema is the whole SQLite schema of the catalog at SchemaVersion.
+//
+//go:embed schema.sql
+var Schema string
+
+// SchemaVersion is the PRAGMA user_version that Schema creates. A database
+// with a higher version was written by a newer binary and is refused.
+const SchemaVersion = 1
+
+// Range statuses.
+const (
+	StatusPlanned = "planned"
+	StatusLeased  = "leased"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+)
+
+// TailPriority is the priority of every range the tail plans: below zero,
+// so live work comes before any history.
+const TailPriority = -1
+
+// Node is a worker node: a registered identity that leases groups.
+type Node struct {
+	ID          int64      `json:"id"`
+	Name        string     `json:"name"`
+	PriorityMin int64      `json:"priority_min"`
+	PriorityMax int64      `json:"priority_max"`
+	Capacity    int64      `json:"capacity"`
+	Paused      bool       `json:"paused"`
+	PausedBy    string     `json:"paused_by"`
+	PausedAt    *time.Time `json:"paused_at"`
+	Held        int64      `json:"held"`
+	LastSeenAt  *time.Time `json:"last_seen_at"`
+	// Token is set only in the answer to the node's registration.
+	Token string `json:"token,omitempty"`
+}
+
+// Group is a source of sequential ids.
+type Group struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	Priority  int64  `json:"priority"`
+	Active    bool   `json:"active"`
+	RangeSize int64  `json:"range_size"`
+	Start     int64  `json:"start"`
+	// TailEnd is the highest id the tail has planned (Start-1 before any).
+	TailEnd int64 `json:"tail_end"`
+	// HistoryFloor is the lowest id planned (Start before any).
+	HistoryFloor int64     `json:"history_floor"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// GroupDetail is a group with its lease and its range counts by status.
+type GroupDetail struct {
+	Group
+	Lease  *Lease           `json:"lease"`
+	Ranges map[string]int64 `json:"ranges"`
+}
+
+// Range is a planned span of ids, Start..End inclusive, resumed at Next.
+type Range struct {
+	ID          int64     `json:"id"`
+	GroupID     int64     `json:"group_id"`
+	Start       int64     `json:"start"`
+	End         int64     `json:"end"`
+	Next        int64     `json:"next"`
+	Status      string    `json:"status"`
+	Priority    int64     `json:"priority"`
+	NodeID      *int64    `json:"node_id"`
+	Attempts    int64     `json:"attempts"`
+	RuleVersion int64     `json:"rule_version"`
+	Headers     int64     `json:"headers"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Lease is who holds a group, at which fence, and what it has done.
+type Lease struct {
+	NodeID      int64     `json:"node_id"`
+	Node        string    `json:"node"`
+	Fence       int64     `json:"fence"`
+	LeasedAt    time.Time `json:"leased_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	RangeID     *int64    `json:"range_id"`
+	Snapshot    *Snapshot `json:"snapshot"`
+	RangesDone  int64     `json:"ranges_done"`
+	Headers     int64     `json:"headers"`
+}
+
+// Snapshot describes a group's stored window snapshot: the id the window
+// covers up to (exclusive), the gzip size and sha-256 (hex) of the stored
+// bytes, and when it was stored. File is the on-disk sequence number.
+type Snapshot struct {
+	Next   int64     `json:"next"`
+	Size   int64     `json:"size"`
+	SHA256 string    `json:"sha256"`
+	At     time.Time `json:"at"`
+	File   int64     `json:"-"`
+}
+
+// RuleSet is a version of the rules the workers index by.
+type RuleSet struct {
+	Version int64  `json:"version"`
+	Body    []byte `json:"body"`
+}
+
+// Grant is the answer to a lease: the group, the fence every holder call
+// must name, the current rules and the snapshot to resume from, if any.
+type Grant struct {
+	Group    Group
+	Fence    int64
+	Rules    RuleSet
+	Snapshot *Snapshot
+	// Takeover is true when the group was taken from a quiet holder.
+	Takeover bool
+}
+
+// Finding is something the watchman reports as stuck, with its age.
+type Finding struct {
+	Kind   string    `json:"kind"`
+	Group  string    `json:"group"`
+	Range  *int64    `json:"range"`
+	Node   string    `json:"node"`
+	Since  time.Time `json:"since"`
+	AgeS   float64   `json:"age_s"`
+	Detail string    `json:"detail"`
+}
+
+// Finding kinds.
+const (
+	FindingRangeStale  = "range_stale"
+	FindingLeaseQuiet  = "lease_quiet"
+	FindingRangeFailed = "range_failed"
+	FindingNodeUnseen  = "node_unseen"
+	FindingSnapshotOld = "snapshot_old"
+)
+
+// Backlog is planned work waiting for a free worker: never a stall.
+type Backlog struct {
+	Planned     int64   `json:"planned"`
+	OldestAgeS  float64 `json:"oldest_age_s"`
+	Tail        int64   `json:"tail"`
+	TailOldestS float64 `json:"tail_oldest_age_s"`
+	History     int64   `json:"history"`
+	HistOldestS float64 `json:"history_oldest_age_s"`
+}
+
+// Event is one row of the outbox.
+type Event struct {
+	ID      int64     `json:"id"`
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	GroupID *int64    `json:"group_id"`
+	RangeID *int64    `json:"range_id"`
+	NodeID  *int64    `json:"node_id"`
+	Body    []byte    `json:"body"`
+}

@@ -1,0 +1,423 @@
+// Package store keeps leasehold's catalog in SQLite (modernc.org/sqlite).
+//
+// One writer connection owns every write: callers queue a function of *Tx
+// and the writer runs whatever has queued up inside one BEGIN IMMEDIATE
+// transaction, each function under its own savepoint, then commits once
+// (group commit: one fsync for many requests). A caller is answered only
+// after the commit, so with synchronous=FULL an acknowledged write is on
+// disk. Reads go to a pool of read-only connections and never wait for the
+// writer (WAL). The store knows SQL and nothing of HTTP or NATS.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"leasehold"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Options tune how the store is opened. The zero value is the durable default.
+type Options struct {
+	// NowFunc is the clock; nil means time.Now. Tests move it.
+	NowFunc func() time.Time
+	// Synchronous is the SQLite synchronous mode: "FULL" (default) or
+	// "NORMAL". Only benchmarks that show the cost of durability lower it.
+	Synchronous string
+	// MaxBatch caps how many queued writes share one transaction (default 256).
+	MaxBatch int
+	// NoGroupCommit gives every write its own transaction and fsync; it
+	// exists to measure what group commit buys.
+	NoGroupCommit bool
+	// BatchFunc, if set, is told the size of every committed batch.
+	BatchFunc func(size int)
+	// Readers is the size of the reader pool (default 4).
+	Readers int
+}
+
+// DB is an open catalog.
+type DB struct {
+	path  string
+	w     *sql.DB
+	r     *sql.DB
+	now   func() time.Time
+	opts  Options
+	queue chan *write
+
+	wstmts []*sql.Stmt // prepared on the writer; used only by the writer goroutine
+
+	rmu    sync.Mutex
+	rstmts map[string]*sql.Stmt
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	stopped   chan struct{}
+	mu        sync.RWMutex // held for reading while enqueueing, for writing by Close
+	closed    bool
+
+	commits atomic.Int64
+	writes  atomic.Int64
+}
+
+// Stats are the writer's counters since Open.
+type Stats struct {
+	Commits int64 // transactions committed
+	Writes  int64 // queued writes answered
+}
+
+type write struct {
+	ctx   context.Context
+	fn    func(*Tx) error
+	done  chan error
+	after []func()
+}
+
+// Open opens (creating if needed) the catalog at path, migrates it to
+// leasehold.SchemaVersion and starts the writer. A catalog written by a
+// newer binary is refused with an unavailable error.
+func Open(path string, o Options) (*DB, error) {
+	if o.NowFunc == nil {
+		o.NowFunc = time.Now
+	}
+	if o.Synchronous == "" {
+		o.Synchronous = "FULL"
+	}
+	if o.Synchronous != "FULL" && o.Synchronous != "NORMAL" {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "synchronous must be FULL or NORMAL, not %q", o.Synchronous)
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.NoGroupCommit {
+		o.MaxBatch = 1
+	}
+	if o.Readers <= 0 {
+		o.Readers = 4
+	}
+	base := "file:" + (&url.URL{Path: path}).EscapedPath()
+	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	w, err := sql.Open("sqlite", base+"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous("+o.Synchronous+")&"+common)
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	db := &DB{
+		path: path, w: w, now: o.NowFunc, opts: o,
+		queue:   make(chan *write, 4096),
+		rstmts:  map[string]*sql.Stmt{},
+		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	if err := db.migrate(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	var mode string
+	if err := w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		w.Close()
+		return nil, mapError(err, "reading the journal mode")
+	}
+	if mode != "wal" {
+		w.Close()
+		return nil, leasehold.Errorf(leasehold.KindUnavailable, "%s: journal mode is %q, not wal (is the file on a filesystem without shared memory?)", path, mode)
+	}
+	for _, q := range writerQueries {
+		st, err := w.Prepare(q.sql)
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("store: preparing %q: %w", q.sql, err)
+		}
+		db.wstmts = append(db.wstmts, st)
+	}
+	r, err := sql.Open("sqlite", base+"?_pragma=query_only(1)&"+common)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(o.Readers)
+	r.SetMaxIdleConns(o.Readers)
+	db.r = r
+	go db.run()
+	return db, nil
+}
+
+func (db *DB) migrate() error {
+	var version int
+	if err := db.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return mapError(err, "opening "+db.path)
+	}
+	switch {
+	case version > leasehold.SchemaVersion:
+		return leasehold.Errorf(leasehold.KindUnavailable,
+			"%s has schema version %d, newer than this binary's %d: run a newer leasehold", db.path, version, leasehold.SchemaVersion)
+	case version == leasehold.SchemaVersion:
+		return nil
+	}
+	// Versions below the current one would be migrated step by step here;
+	// version 1 is the first, so only a new catalog gets the whole schema.
+	tx, err := db.w.Begin()
+	if err != nil {
+		return mapError(err, "migrating "+db.path)
+	}
+	defer tx.Rollback()
+	if version == 0 {
+		if _, err := tx.Exec(leasehold.Schema); err != nil {
+			return fmt.Errorf("store: creating the schema: %w", err)
+		}
+	}
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", leasehold.SchemaVersion)); err != nil {
+		return mapError(err, "migrating "+db.path)
+	}
+	return mapError(tx.Commit(), "migrating "+db.path)
+}
+
+// Close stops taking writes, lets the queued ones commit, and closes the
+// database. It is safe to call more than once.
+func (db *DB) Close() error {
+	var err error
+	db.closeOnce.Do(func() {
+		db.mu.Lock()
+		db.closed = true
+		db.mu.Unlock()
+		close(db.closing)
+		<-db.stopped
+		for _, st := range db.wstmts {
+			st.Close()
+		}
+		db.rmu.Lock()
+		for _, st := range db.rstmts {
+			st.Close()
+		}
+		db.rmu.Unlock()
+		err = errors.Join(db.r.Close(), db.w.Close())
+	})
+	return err
+}
+
+// Stats returns the writer's counters.
+func (db *DB) Stats() Stats {
+	return Stats{Commits: db.commits.Load(), Writes: db.writes.Load()}
+}
+
+// Now is the store's clock.
+func (db *DB) Now() time.Time { return db.now() }
+
+// Ping checks that the catalog can be read and written: it runs an empty
+// write through the writer (a real commit).
+func (db *DB) Ping(ctx context.Context) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(qPing)
+		return err
+	})
+}
+
+// Write queues fn to run inside the writer's next transaction and waits for
+// that transaction to commit. fn's error rolls back fn's own work only and is
+// returned; a failed commit is returned to every write of its batch. fn must
+// not keep tx past its return.
+func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
+	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return leasehold.Errorf(leasehold.KindUnavailable, "the catalog is closing")
+	}
+	select {
+	case db.queue <- w:
+	case <-ctx.Done():
+		db.mu.RUnlock()
+		return ctx.Err()
+	}
+	db.mu.RUnlock()
+	// Once queued, wait for the answer even if ctx ends: the write may be
+	// committing, and the caller must not be told it did not happen.
+	err := <-w.done
+	if err == nil {
+		for _, f := range w.after {
+			f()
+		}
+	}
+	return err
+}
+
+func (db *DB) run() {
+	defer close(db.stopped)
+	batch := make([]*write, 0, db.opts.MaxBatch)
+	for {
+		var first *write
+		select {
+		case first = <-db.queue:
+		case <-db.closing:
+			// Drain what was queued before Close took the lock.
+			for {
+				select {
+				case w := <-db.queue:
+					db.commit(append(batch[:0], w))
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < db.opts.MaxBatch {
+			select {
+			case w := <-db.queue:
+				batch = append(batch, w)
+			default:
+				break fill
+			}
+		}
+		db.commit(batch)
+	}
+}
+
+// commit runs one batch in one transaction.
+func (db *DB) commit(batch []*write) {
+	results := make([]error, len(batch))
+	ctx := context.Background()
+	sqltx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		err = mapError(err, "starting a transaction")
+		for _, w := range batch {
+			w.done <- err
+		}
+		return
+	}
+	tx := &Tx{tx: sqltx, db: db, ctx: ctx}
+	ran := 0
+	for i, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		tx.now = db.now()
+		tx.cur = w
+		results[i] = db.runOne(tx, w)
+		ran++
+	}
+	tx.cur = nil
+	if ran == 0 {
+		err = sqltx.Rollback()
+	} else {
+		err = sqltx.Commit()
+	}
+	if err != nil {
+		err = mapError(err, "committing")
+		for i := range results {
+			if results[i] == nil {
+				results[i] = err
+			}
+		}
+	} else if ran > 0 {
+		db.commits.Add(1)
+		if db.opts.BatchFunc != nil {
+			db.opts.BatchFunc(ran)
+		}
+	}
+	db.writes.Add(int64(len(batch)))
+	for i, w := range batch {
+		w.done <- results[i]
+	}
+}
+
+// runOne runs a write under its own savepoint, so its error or panic undoes
+// only its own statements.
+func (db *DB) runOne(tx *Tx, w *write) (err error) {
+	if _, err := tx.exec(qSavepoint); err != nil {
+		return mapError(err, "starting a savepoint")
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = leasehold.Wrap(leasehold.KindInternal, fmt.Errorf("panic in write: %v\n%s", p, debug.Stack()), "internal error")
+		}
+		if err != nil {
+			w.after = nil
+			if _, rerr := tx.exec(qRollbackTo); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		if _, rerr := tx.exec(qRelease); rerr != nil && err == nil {
+			err = mapError(rerr, "releasing a savepoint")
+		}
+	}()
+	return w.fn(tx)
+}
+
+// readStmt returns the reader pool's prepared statement for q.
+func (db *DB) readStmt(q string) (*sql.Stmt, error) {
+	db.rmu.Lock()
+	defer db.rmu.Unlock()
+	if st, ok := db.rstmts[q]; ok {
+		return st, nil
+	}
+	st, err := db.r.Prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	db.rstmts[q] = st
+	return st, nil
+}
+
+func (db *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := db.readStmt(q)
+	if err != nil {
+		return nil, mapError(err, "reading")
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	return rows, mapError(err, "reading")
+}
+
+func (db *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := db.readStmt(q)
+	if err != nil {
+		// A statement that does not prepare is a programming error; let the
+		// scan report it through a row that fails.
+		return db.r.QueryRowContext(ctx, q, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// mapError turns SQLite errors into leasehold error kinds by their code.
+func mapError(err error, doing string) error {
+	if err == nil {
+		return nil
+	}
+	var le *leasehold.Error
+	if errors.As(err, &le) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_FULL:
+			return leasehold.Wrap(leasehold.KindNoSpace, err, "%s: the data disk is full", doing)
+		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
+			sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOTADB,
+			sqlite3.SQLITE_CORRUPT:
+			return leasehold.Wrap(leasehold.KindUnavailable, err, "%s: the catalog is unavailable: %v", doing, se.Error())
+		}
+	}
+	return leasehold.Wrap(leasehold.KindInternal, err, "%s: %v", doing, err)
+}
+
+// isUnique reports whether err is a UNIQUE constraint failure.
+func isUnique(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}

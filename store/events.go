@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+
+	"leasehold"
+)
+
+// Event kinds written to the outbox.
+const (
+	EventNodeRegistered = "node_registered"
+	EventNodePaused     = "node_paused"
+	EventNodeResumed    = "node_resumed"
+	EventNodeDeleted    = "node_deleted"
+	EventGroupCreated   = "group_created"
+	EventGroupUpdated   = "group_updated"
+	EventTailPlanned    = "tail_planned"
+	EventHistoryPlanned = "history_planned"
+	EventLeaseGranted   = "lease_granted"
+	EventLeaseReleased  = "lease_released"
+	EventRangeLeased    = "range_leased"
+	EventRangeProgress  = "range_progress"
+	EventRangeFinished  = "range_finished"
+	EventRangeFailed    = "range_failed"
+	EventRangeRetried   = "range_retried"
+	EventRangesReplan   = "ranges_replanned"
+	EventSnapshotStored = "snapshot_stored"
+	EventRulesSet       = "rules_set"
+)
+
+var qEventInsert = wq(`INSERT INTO events (at, kind, group_id, range_id, node_id, body) VALUES (?, ?, ?, ?, ?, ?)`)
+
+// event writes one outbox row in the current transaction. Zero ids are
+// stored as NULL.
+func (tx *Tx) event(kind string, groupID, rangeID, nodeID int64, body map[string]any) error {
+	b := []byte("{}")
+	if len(body) > 0 {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	_, err := tx.exec(qEventInsert, ms(tx.now), kind, zeroNull(groupID), zeroNull(rangeID), zeroNull(nodeID), string(b))
+	return err
+}
+
+func zeroNull(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// Events returns up to limit outbox rows after id, oldest first.
+func (db *DB) Events(ctx context.Context, after int64, limit int) ([]leasehold.Event, error) {
+	rows, err := db.query(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []leasehold.Event
+	for rows.Next() {
+		var e leasehold.Event
+		var at int64
+		var g, r, n sql.NullInt64
+		var body string
+		if err := rows.Scan(&e.ID, &at, &e.Kind, &g, &r, &n, &body); err != nil {
+			return nil, mapError(err, "reading events")
+		}
+		e.At, e.GroupID, e.RangeID, e.NodeID, e.Body = fromMS(at), nullInt(g), nullInt(r), nullInt(n), []byte(body)
+		out = append(out, e)
+	}
+	return out, mapError(rows.Err(), "reading events")
+}

@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"leasehold"
+)
+
+// FindingBounds are the ages past which the watchman reports something as
+// stuck. A zero bound turns that kind of finding off.
+type FindingBounds struct {
+	RangeHeartbeat time.Duration // a leased range not heartbeaten
+	LeaseQuiet     time.Duration // a held lease whose holder went quiet
+	NodeUnseen     time.Duration // a registered node not seen
+	SnapshotAge    time.Duration // a held group's snapshot older than this
+	Limit          int           // at most this many findings of each kind
+}
+
+// Findings computes what is stuck as of now, from indexed queries only,
+// newest first within each kind.
+func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]leasehold.Finding, error) {
+	if b.Limit <= 0 {
+		b.Limit = 100
+	}
+	out := []leasehold.Finding{}
+	add := func(kind, q string, bound time.Duration, detail func(age time.Duration, extra int64) string) error {
+		if bound <= 0 && kind != leasehold.FindingRangeFailed {
+			return nil
+		}
+		rows, err := db.query(ctx, q, ms(now.Add(-bound)), b.Limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var f leasehold.Finding
+			var rng sql.NullInt64
+			var since, extra int64
+			if err := rows.Scan(&f.Group, &rng, &f.Node, &since, &extra); err != nil {
+				return mapError(err, "computing findings")
+			}
+			f.Kind, f.Range, f.Since = kind, nullInt(rng), fromMS(since)
+			age := now.Sub(f.Since)
+			f.AgeS = age.Seconds()
+			f.Detail = detail(age, extra)
+			out = append(out, f)
+		}
+		return mapError(rows.Err(), "computing findings")
+	}
+	round := func(d time.Duration) time.Duration { return d.Round(time.Second) }
+	if err := add(leasehold.FindingRangeStale, `SELECT g.name, r.id, coalesce(n.name, ''), r.heartbeat_at, r.next_id
+		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
+		WHERE r.status = 'leased' AND r.heartbeat_at < ?1 ORDER BY r.heartbeat_at DESC LIMIT ?2`, b.RangeHeartbeat,
+		func(age time.Duration, next int64) string {
+			return fmt.Sprintf("no heartbeat for %s (bound %s), resume point %d", round(age), b.RangeHeartbeat, next)
+		}); err != nil {
+		return nil, err
+	}
+	if err := add(leasehold.FindingLeaseQuiet, `SELECT g.name, l.range_id, coalesce(n.name, ''), l.heartbeat_at, l.fence
+		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
+		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 ORDER BY l.heartbeat_at DESC LIMIT ?2`, b.LeaseQuiet,
+		func(age time.Duration, fence int64) string {
+			return fmt.Sprintf("holder quiet for %s at fence %d: awaiting takeover", round(age), fence)
+		}); err != nil {
+		return nil, err
+	}
+	if err := add(leasehold.FindingRangeFailed, `SELECT g.name, r.id, coalesce(n.name, ''), r.updated_at, r.attempts
+		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
+		WHERE r.status = 'failed' AND ?1 = ?1 ORDER BY r.updated_at DESC LIMIT ?2`, 0,
+		func(_ time.Duration, attempts int64) string {
+			return fmt.Sprintf("failed after %d attempts: retry it when the cause is fixed", attempts)
+		}); err != nil {
+		return nil, err
+	}
+	if err := add(leasehold.FindingNodeUnseen, `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity
+		FROM nodes n WHERE coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`, b.NodeUnseen,
+		func(age time.Duration, _ int64) string {
+			return fmt.Sprintf("not seen for %s", round(age))
+		}); err != nil {
+		return nil, err
+	}
+	if err := add(leasehold.FindingSnapshotOld, `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0)
+		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
+		WHERE l.node_id IS NOT NULL AND coalesce(l.snapshot_at, l.leased_at) < ?1 ORDER BY 4 DESC LIMIT ?2`, b.SnapshotAge,
+		func(age time.Duration, next int64) string {
+			return fmt.Sprintf("window snapshot %s old (next %d) on a group in work", round(age), next)
+		}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Backlog counts planned work waiting for a worker, by lane, with the
+// oldest waiting age. Backlog is never a finding.
+func (db *DB) Backlog(ctx context.Context, now time.Time) (leasehold.Backlog, error) {
+	var b leasehold.Backlog
+	lane := func(tail bool) (int64, float64, error) {
+		var n int64
+		var oldest sql.NullInt64
+		err := db.queryRow(ctx, `SELECT count(*), min(updated_at) FROM ranges WHERE status = 'planned' AND (priority < 0) = ?`, tail).Scan(&n, &oldest)
+		if err != nil || !oldest.Valid {
+			return n, 0, mapError(err, "counting the backlog")
+		}
+		return n, now.Sub(fromMS(oldest.Int64)).Seconds(), nil
+	}
+	var err error
+	if b.Tail, b.TailOldestS, err = lane(true); err != nil {
+		return b, err
+	}
+	if b.History, b.HistOldestS, err = lane(false); err != nil {
+		return b, err
+	}
+	b.Planned = b.Tail + b.History
+	b.OldestAgeS = max(b.TailOldestS, b.HistOldestS)
+	return b, nil
+}

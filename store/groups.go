@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"leasehold"
+)
+
+const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at`
+
+func scanGroup(s scanner) (leasehold.Group, error) {
+	var g leasehold.Group
+	var created int64
+	err := s.Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created)
+	g.CreatedAt = fromMS(created)
+	return g, err
+}
+
+// GroupSpec is what an admin sets on a group; nil fields are left as they
+// are (or take their defaults on creation).
+type GroupSpec struct {
+	Priority  *int64
+	Active    *bool
+	RangeSize *int64
+	Start     *int64
+}
+
+// Defaults for a new group.
+const (
+	DefaultRangeSize = 100000
+	DefaultStart     = 1
+)
+
+var (
+	qGroupByName = wq(`SELECT ` + groupColumns + ` FROM groups g WHERE g.name = ?`)
+	qGroupByID   = wq(`SELECT ` + groupColumns + ` FROM groups g WHERE g.id = ?`)
+	qGroupInsert = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?5 - 1, ?5, ?6, ?6, ?6)`)
+	qLeaseInsert = wq(`INSERT INTO group_leases (group_id) VALUES (?)`)
+	qGroupUpdate = wq(`UPDATE groups SET priority = ?, active = ?, range_size = ?, updated_at = ? WHERE id = ?`)
+	qRangeInsert = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, priority, updated_at) VALUES (?1, ?2, ?3, ?2, ?4, ?5)`)
+	qTailSet     = wq(`UPDATE groups SET tail_end = ?2, history_floor = min(history_floor, ?3), updated_at = ?4,
+		urgent = CASE WHEN urgent IS NULL OR urgent > ?5 THEN ?5 ELSE urgent END WHERE id = ?1`)
+	qFloorSet = wq(`UPDATE groups SET history_floor = ?2, updated_at = ?3,
+		urgent = CASE WHEN urgent IS NULL OR urgent > ?4 THEN ?4 ELSE urgent END WHERE id = ?1`)
+)
+
+// PutGroup creates the named group or updates it. start is taken only on
+// creation; a different start on an existing group is a conflict. It
+// reports whether the group was created.
+func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) {
+	g, err := tx.GroupByName(name)
+	switch {
+	case errors.Is(err, leasehold.ErrNotFound):
+		pri, active, size, start := int64(0), true, int64(DefaultRangeSize), int64(DefaultStart)
+		if s.Priority != nil {
+			pri = *s.Priority
+		}
+		if s.Active != nil {
+			active = *s.Active
+		}
+		if s.RangeSize != nil {
+			size = *s.RangeSize
+		}
+		if s.Start != nil {
+			start = *s.Start
+		}
+		res, err := tx.exec(qGroupInsert, name, pri, active, size, start, ms(tx.now))
+		if err != nil {
+			return g, false, mapError(err, "creating a group")
+		}
+		id, _ := res.LastInsertId()
+		if _, err := tx.exec(qLeaseInsert, id); err != nil {
+			return g, false, mapError(err, "creating a group")
+		}
+		if err := tx.event(EventGroupCreated, id, 0, 0, map[string]any{"name": name, "priority": pri, "active": active, "range_size": size, "start": start}); err != nil {
+			return g, false, err
+		}
+		g, err = tx.Group(id)
+		return g, true, err
+	case err != nil:
+		return g, false, err
+	}
+	if s.Start != nil && *s.Start != g.Start {
+		return g, false, leasehold.Errorf(leasehold.KindConflict, "group %s starts at %d; start is set only when a group is created", name, g.Start)
+	}
+	if s.Priority != nil {
+		g.Priority = *s.Priority
+	}
+	if s.Active != nil {
+		g.Active = *s.Active
+	}
+	if s.RangeSize != nil {
+		g.RangeSize = *s.RangeSize
+	}
+	if _, err := tx.exec(qGroupUpdate, g.Priority, g.Active, g.RangeSize, ms(tx.now), g.ID); err != nil {
+		return g, false, mapError(err, "updating a group")
+	}
+	err = tx.event(EventGroupUpdated, g.ID, 0, 0, map[string]any{"priority": g.Priority, "active": g.Active, "range_size": g.RangeSize})
+	return g, false, err
+}
+
+// GroupByName reads a group inside the transaction.
+func (tx *Tx) GroupByName(name string) (leasehold.Group, error) {
+	g, err := scanGroup(tx.queryRow(qGroupByName, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, leasehold.Errorf(leasehold.KindNotFound, "group %s not found", name)
+	}
+	return g, mapError(err, "reading a group")
+}
+
+// Group reads a group by id inside the transaction.
+func (tx *Tx) Group(id int64) (leasehold.Group, error) {
+	g, err := scanGroup(tx.queryRow(qGroupByID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", id)
+	}
+	return g, mapError(err, "reading a group")
+}
+
+// MaxPlanRanges bounds the ranges one planning call may create, so a typo
+// in high or low cannot stall the writer for minutes.
+const MaxPlanRanges = 100000
+
+// PlanTail plans ranges of the group's range size from the tail's end up
+// to high, at TailPriority. It is idempotent: a high at or below the tail's
+// end plans nothing. More than MaxPlanRanges is unprocessable.
+func (tx *Tx) PlanTail(groupID, high int64) (int64, error) {
+	g, err := tx.Group(groupID)
+	if err != nil {
+		return 0, err
+	}
+	if high <= g.TailEnd {
+		return 0, nil
+	}
+	first := g.TailEnd + 1
+	if n := (high - first + g.RangeSize) / g.RangeSize; n > MaxPlanRanges {
+		return 0, leasehold.Errorf(leasehold.KindUnprocessable,
+			"planning %d..%d in ranges of %d would make %d ranges; at most %d a call", first, high, g.RangeSize, n, MaxPlanRanges)
+	}
+	var n int64
+	for s := first; s <= high; s += g.RangeSize {
+		e := min(s+g.RangeSize-1, high)
+		if _, err := tx.exec(qRangeInsert, g.ID, s, e, leasehold.TailPriority, ms(tx.now)); err != nil {
+			return 0, mapError(err, "planning the tail")
+		}
+		n++
+	}
+	if _, err := tx.exec(qTailSet, g.ID, high, first, ms(tx.now), leasehold.TailPriority); err != nil {
+		return 0, mapError(err, "planning the tail")
+	}
+	return n, tx.event(EventTailPlanned, g.ID, 0, 0, map[string]any{"from": first, "high": high, "planned": n})
+}
+
+// PlanHistory plans ranges backwards from below the lowest planned id down
+// to low; the range nearest the group's start gets priority 0 and each one
+// further down one more. Idempotent like PlanTail.
+func (tx *Tx) PlanHistory(groupID, low int64) (int64, error) {
+	g, err := tx.Group(groupID)
+	if err != nil {
+		return 0, err
+	}
+	top := g.HistoryFloor - 1
+	if low > top {
+		return 0, nil
+	}
+	if n := (top - low + g.RangeSize) / g.RangeSize; n > MaxPlanRanges {
+		return 0, leasehold.Errorf(leasehold.KindUnprocessable,
+			"planning %d..%d in ranges of %d would make %d ranges; at most %d a call", low, top, g.RangeSize, n, MaxPlanRanges)
+	}
+	var n int64
+	floor := g.HistoryFloor
+	minPri := int64(-1)
+	for e := top; e >= low; e -= g.RangeSize {
+		s := max(e-g.RangeSize+1, low)
+		pri := max((g.Start-1-e)/g.RangeSize, 0)
+		if minPri < 0 || pri < minPri {
+			minPri = pri
+		}
+		if _, err := tx.exec(qRangeInsert, g.ID, s, e, pri, ms(tx.now)); err != nil {
+			return 0, mapError(err, "planning history")
+		}
+		floor = s
+		n++
+	}
+	if _, err := tx.exec(qFloorSet, g.ID, floor, ms(tx.now), minPri); err != nil {
+		return 0, mapError(err, "planning history")
+	}
+	return n, tx.event(EventHistoryPlanned, g.ID, 0, 0, map[string]any{"from": top, "low": low, "planned": n})
+}
+
+// GroupByName reads a group.
+func (db *DB) GroupByName(ctx context.Context, name string) (leasehold.Group, error) {
+	g, err := scanGroup(db.queryRow(ctx, `SELECT `+groupColumns+` FROM groups g WHERE g.name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, leasehold.Errorf(leasehold.KindNotFound, "group %s not found", name)
+	}
+	return g, mapError(err, "reading a group")
+}
+
+// Groups lists up to limit groups with ids above after, by id.
+func (db *DB) Groups(ctx context.Context, after int64, limit int) ([]leasehold.Group, error) {
+	rows, err := db.query(ctx, `SELECT `+groupColumns+` FROM groups g WHERE g.id > ? ORDER BY g.id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []leasehold.Group{}
+	for rows.Next() {
+		g, err := scanGroup(rows)
+		if err != nil {
+			return nil, mapError(err, "listing groups")
+		}
+		out = append(out, g)
+	}
+	return out, mapError(rows.Err(), "listing groups")
+}
+
+// GroupDetail reads a group with its lease and its range counts by status.
+func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDetail, error) {
+	var d leasehold.GroupDetail
+	g, err := db.GroupByName(ctx, name)
+	if err != nil {
+		return d, err
+	}
+	d.Group = g
+	if d.Lease, err = db.Lease(ctx, g.ID); err != nil {
+		return d, err
+	}
+	d.Ranges = map[string]int64{leasehold.StatusPlanned: 0, leasehold.StatusLeased: 0, leasehold.StatusDone: 0, leasehold.StatusFailed: 0}
+	for st := range d.Ranges {
+		var n int64
+		if err := db.queryRow(ctx, `SELECT count(*) FROM ranges WHERE group_id = ? AND status = ?`, g.ID, st).Scan(&n); err != nil {
+			return d, mapError(err, "counting ranges")
+		}
+		d.Ranges[st] = n
+	}
+	return d, nil
+}

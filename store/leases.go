@@ -1,0 +1,586 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"leasehold"
+)
+
+// LeaseRequest is what the lease rule needs to know beyond the node's row.
+type LeaseRequest struct {
+	NodeID int64
+	// TTL is how long a holder may be quiet before its group is free.
+	TTL time.Duration
+	// TailOnly restricts the lease to tail work (the history cap).
+	TailOnly bool
+	// MaxAttempts fails a range leased this many times without finishing.
+	MaxAttempts int64
+}
+
+var (
+	qNodeLeaseInfo = wq(`SELECT paused, capacity, priority_min, priority_max FROM nodes WHERE id = ?`)
+	qNodeHeldLive  = wq(`SELECT count(*) FROM group_leases WHERE node_id = ? AND heartbeat_at >= ?`)
+	// The free group with the most urgent work in the band: one seek on groups_free.
+	qChooseFree = wq(`SELECT id, urgent, free_since, priority FROM groups
+		WHERE held = 0 AND active = 1 AND urgent BETWEEN ?1 AND ?2
+		ORDER BY urgent, free_since, priority, id LIMIT 1`)
+	// Held groups whose holder went quiet: bounded by the leases held, not the catalog.
+	qChooseQuiet = wq(`SELECT g.id, g.urgent, l.heartbeat_at, g.priority FROM group_leases l JOIN groups g ON g.id = l.group_id
+		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.urgent BETWEEN ?2 AND ?3
+		ORDER BY g.urgent, l.heartbeat_at, g.priority, g.id LIMIT 1`)
+	qLeaseRow = wq(`SELECT l.node_id, l.fence, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, coalesce(n.name, '')
+		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`)
+	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL
+		WHERE group_id = ?1 RETURNING fence`)
+	qGroupHeld    = wq(`UPDATE groups SET held = 1 WHERE id = ?`)
+	qGroupFree    = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
+	qGroupUrgent  = wq(`UPDATE groups SET urgent = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased')) WHERE id = ?1`)
+	qLeaseDrop    = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?`)
+	qLeaseBeat    = wq(`UPDATE group_leases SET heartbeat_at = ?4 WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3 RETURNING range_id`)
+	qLeaseHolder  = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
+	qLeaseSetWork = wq(`UPDATE group_leases SET range_id = ?2 WHERE group_id = ?1`)
+	qLeaseDone    = wq(`UPDATE group_leases SET range_id = CASE WHEN range_id = ?2 THEN NULL ELSE range_id END,
+		ranges_done = ranges_done + 1, headers = headers + ?3 WHERE group_id = ?1`)
+
+	// Rule 2 with a snapshot at S (?3): leased or done ranges ending at or after S.
+	qReplanCovered = wq(`UPDATE ranges SET
+		status = CASE WHEN status = 'leased' AND attempts >= ?4 THEN 'failed' ELSE 'planned' END,
+		next_id = CASE WHEN status = 'leased' AND attempts >= ?4 THEN next_id ELSE max(start_id, ?3) END,
+		attempts = CASE WHEN status = 'done' THEN 0 ELSE attempts END,
+		node_id = NULL, updated_at = ?2
+		WHERE group_id = ?1 AND status IN ('leased', 'done') AND end_id >= ?3 RETURNING id, status`)
+	// …and planned ranges already progressed past S.
+	qReplanProgressed = wq(`UPDATE ranges INDEXED BY ranges_progressed SET next_id = max(start_id, ?3), updated_at = ?2
+		WHERE group_id = ?1 AND status = 'planned' AND next_id > start_id AND next_id > ?3 AND end_id >= ?3`)
+	// Leased ranges back to planned at their own resume point (release, takeover without a snapshot).
+	qReplanLeased = wq(`UPDATE ranges SET
+		status = CASE WHEN attempts >= ?3 THEN 'failed' ELSE 'planned' END,
+		node_id = CASE WHEN attempts >= ?3 THEN node_id ELSE NULL END, updated_at = ?2
+		WHERE group_id = ?1 AND status = 'leased' RETURNING id, status`)
+
+	qRangeInWork = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ? AND status = 'leased' AND node_id = ?`)
+	qRangeNext   = wq(`SELECT id, attempts FROM ranges WHERE group_id = ? AND status = 'planned' AND priority BETWEEN ? AND ? ORDER BY start_id LIMIT 1`)
+	qRangeFail   = wq(`UPDATE ranges SET status = 'failed', updated_at = ? WHERE id = ?`)
+	qRangeLease  = wq(`UPDATE ranges SET status = 'leased', node_id = ?2, leased_at = ?3, heartbeat_at = ?3, attempts = attempts + 1,
+		rule_version = ?4, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
+	qRangeByID     = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ?`)
+	qRangeProgress = wq(`UPDATE ranges SET next_id = ?2, heartbeat_at = ?3, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
+	qRangeFinish   = wq(`UPDATE ranges SET status = 'done', next_id = end_id + 1, headers = ?2, heartbeat_at = ?3, updated_at = ?3
+		WHERE id = ?1 RETURNING ` + rangeColumns)
+	qRangeBeat  = wq(`UPDATE ranges SET heartbeat_at = ?2 WHERE id = ?1 AND status = 'leased'`)
+	qRangeRetry = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
+)
+
+const rangeColumns = `id, group_id, start_id, end_id, next_id, status, priority, node_id, attempts, rule_version, headers, updated_at`
+
+func scanRange(s scanner) (leasehold.Range, error) {
+	var r leasehold.Range
+	var node sql.NullInt64
+	var updated int64
+	err := s.Scan(&r.ID, &r.GroupID, &r.Start, &r.End, &r.Next, &r.Status, &r.Priority, &node, &r.Attempts, &r.RuleVersion, &r.Headers, &updated)
+	r.NodeID, r.UpdatedAt = nullInt(node), fromMS(updated)
+	return r, err
+}
+
+// LeaseGroup is rule 1: it gives the node the free group with the most
+// urgent planned work inside its band, taking it over from a quiet holder
+// when that one is the most urgent. It returns nil when there is nothing to
+// lease: the node is paused, at capacity, or nothing is planned in band.
+func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
+	var paused bool
+	var capacity, pmin, pmax int64
+	err := tx.queryRow(qNodeLeaseInfo, req.NodeID).Scan(&paused, &capacity, &pmin, &pmax)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", req.NodeID)
+	}
+	if err != nil {
+		return nil, mapError(err, "leasing")
+	}
+	if paused || capacity <= 0 {
+		return nil, nil
+	}
+	cutoff := ms(tx.now.Add(-req.TTL))
+	var held int64
+	if err := tx.queryRow(qNodeHeldLive, req.NodeID, cutoff).Scan(&held); err != nil {
+		return nil, mapError(err, "leasing")
+	}
+	if held >= capacity {
+		return nil, nil
+	}
+	if req.TailOnly {
+		pmax = min(pmax, leasehold.TailPriority)
+	}
+	if pmin > pmax {
+		return nil, nil
+	}
+	type candidate struct {
+		id, urgent, since, priority int64
+		ok                          bool
+	}
+	var free, quiet candidate
+	err = tx.queryRow(qChooseFree, pmin, pmax).Scan(&free.id, &free.urgent, &free.since, &free.priority)
+	free.ok = err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, mapError(err, "leasing")
+	}
+	err = tx.queryRow(qChooseQuiet, cutoff, pmin, pmax).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority)
+	quiet.ok = err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, mapError(err, "leasing")
+	}
+	// A quiet holder's group has been unheld since its lease lapsed.
+	quiet.since += req.TTL.Milliseconds()
+	pick := free
+	switch {
+	case !free.ok && !quiet.ok:
+		return nil, nil
+	case !free.ok:
+		pick = quiet
+	case quiet.ok:
+		a, b := [4]int64{quiet.urgent, quiet.since, quiet.priority, quiet.id}, [4]int64{free.urgent, free.since, free.priority, free.id}
+		for i := range a {
+			if a[i] != b[i] {
+				if a[i] < b[i] {
+					pick = quiet
+				}
+				break
+			}
+		}
+	}
+	return tx.takeGroup(pick.id, req.NodeID, req.MaxAttempts)
+}
+
+// leaseRow is a group's lease row with its snapshot.
+type leaseRow struct {
+	holder   sql.NullInt64
+	fence    int64
+	snapshot *leasehold.Snapshot
+	name     string
+}
+
+func (tx *Tx) leaseRow(groupID int64) (leaseRow, error) {
+	var l leaseRow
+	var next, size, at, file sql.NullInt64
+	var sha sql.NullString
+	err := tx.queryRow(qLeaseRow, groupID).Scan(&l.holder, &l.fence, &next, &size, &sha, &at, &file, &l.name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return l, mapError(err, "reading a lease")
+	}
+	if next.Valid {
+		l.snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64), File: file.Int64}
+	}
+	return l, nil
+}
+
+// takeGroup leases the group to node at a new fence and applies rule 2:
+// whatever the group's snapshot does not cover is planned again.
+func (tx *Tx) takeGroup(groupID, nodeID, maxAttempts int64) (*leasehold.Grant, error) {
+	l, err := tx.leaseRow(groupID)
+	if err != nil {
+		return nil, err
+	}
+	var fence int64
+	if err := tx.queryRow(qLeaseTake, groupID, nodeID, ms(tx.now)).Scan(&fence); err != nil {
+		return nil, mapError(err, "leasing")
+	}
+	if _, err := tx.exec(qGroupHeld, groupID); err != nil {
+		return nil, mapError(err, "leasing")
+	}
+	var next *int64
+	if l.snapshot != nil {
+		next = &l.snapshot.Next
+	}
+	if err := tx.replan(groupID, next, maxAttempts); err != nil {
+		return nil, err
+	}
+	g, err := tx.Group(groupID)
+	if err != nil {
+		return nil, err
+	}
+	takeover := l.holder.Valid
+	body := map[string]any{"fence": fence, "takeover": takeover}
+	if takeover {
+		body["from_node"] = l.holder.Int64
+	}
+	if err := tx.event(EventLeaseGranted, groupID, 0, nodeID, body); err != nil {
+		return nil, err
+	}
+	return &leasehold.Grant{Group: g, Fence: fence, Snapshot: l.snapshot, Takeover: takeover}, nil
+}
+
+// replan is rule 2. With a snapshot at next = S, every range ending at or
+// after S that is leased or done, or whose resume point is past S, is
+// planned again from max(start, S); without one, leased ranges go back to
+// planned at their own resume point. A leased range that has used up its
+// attempts is failed instead. Failed ranges are left to the operator.
+func (tx *Tx) replan(groupID int64, snapshotNext *int64, maxAttempts int64) error {
+	now := ms(tx.now)
+	var changed int64
+	if snapshotNext != nil {
+		n, err := tx.replanReturning(qReplanCovered, groupID, now, *snapshotNext, maxAttempts)
+		if err != nil {
+			return err
+		}
+		res, err := tx.exec(qReplanProgressed, groupID, now, *snapshotNext)
+		if err != nil {
+			return mapError(err, "replanning")
+		}
+		m, _ := res.RowsAffected()
+		changed += n + m
+	}
+	// Leased ranges the snapshot covers whole (or all of them, without a
+	// snapshot) resume where they were.
+	n, err := tx.replanReturning(qReplanLeased, groupID, now, maxAttempts)
+	if err != nil {
+		return err
+	}
+	changed += n
+	if changed > 0 {
+		body := map[string]any{"ranges": changed}
+		if snapshotNext != nil {
+			body["from"] = *snapshotNext
+		}
+		if err := tx.event(EventRangesReplan, groupID, 0, 0, body); err != nil {
+			return err
+		}
+	}
+	_, err = tx.exec(qGroupUrgent, groupID)
+	return mapError(err, "replanning")
+}
+
+func (tx *Tx) replanReturning(q *query, groupID int64, args ...any) (int64, error) {
+	rows, err := tx.query(q, append([]any{groupID}, args...)...)
+	if err != nil {
+		return 0, mapError(err, "replanning")
+	}
+	var n int64
+	var failed []int64
+	for rows.Next() {
+		var id int64
+		var status string
+		if err := rows.Scan(&id, &status); err != nil {
+			rows.Close()
+			return 0, mapError(err, "replanning")
+		}
+		if status == leasehold.StatusFailed {
+			failed = append(failed, id)
+		}
+		n++
+	}
+	if err := rows.Close(); err != nil {
+		return 0, mapError(err, "replanning")
+	}
+	for _, id := range failed {
+		if err := tx.event(EventRangeFailed, groupID, id, 0, map[string]any{"reason": "max attempts"}); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// holder checks rule 6 for a holder call and counts it as a heartbeat. It
+// returns the range in work, if any. A missing group is not found; anyone
+// but the holder at that fence gets lease lost.
+func (tx *Tx) holder(groupID, nodeID, fence int64) (sql.NullInt64, error) {
+	var inWork sql.NullInt64
+	err := tx.queryRow(qLeaseBeat, groupID, nodeID, fence, ms(tx.now)).Scan(&inWork)
+	if err == nil {
+		return inWork, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return inWork, mapError(err, "checking the lease")
+	}
+	var holder sql.NullInt64
+	var current int64
+	err = tx.queryRow(qLeaseHolder, groupID).Scan(&holder, &current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return inWork, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return inWork, mapError(err, "checking the lease")
+	}
+	if !holder.Valid {
+		return inWork, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is not held (fence %d, you named %d)", groupID, current, fence)
+	}
+	return inWork, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is held by node %d at fence %d", groupID, holder.Int64, current)
+}
+
+// NextRange is rule 3: the holder's range in work, or else the group's
+// lowest planned range by start inside [bandMin, bandMax], leased to it.
+// A range that has used up maxAttempts is failed and passed over. It
+// returns nil when the group is caught up.
+func (tx *Tx) NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, maxAttempts int64) (*leasehold.Range, error) {
+	inWork, err := tx.holder(groupID, nodeID, fence)
+	if err != nil {
+		return nil, err
+	}
+	now := ms(tx.now)
+	if inWork.Valid {
+		r, err := scanRange(tx.queryRow(qRangeInWork, inWork.Int64, nodeID))
+		if err == nil {
+			if _, err := tx.exec(qRangeBeat, r.ID, now); err != nil {
+				return nil, mapError(err, "heartbeating a range")
+			}
+			return &r, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, mapError(err, "reading the range in work")
+		}
+	}
+	for {
+		var id, attempts int64
+		err := tx.queryRow(qRangeNext, groupID, bandMin, bandMax).Scan(&id, &attempts)
+		if errors.Is(err, sql.ErrNoRows) {
+			if _, err := tx.exec(qLeaseSetWork, groupID, nil); err != nil {
+				return nil, mapError(err, "leasing a range")
+			}
+			return nil, nil
+		}
+		if err != nil {
+			return nil, mapError(err, "leasing a range")
+		}
+		if attempts >= maxAttempts {
+			if _, err := tx.exec(qRangeFail, now, id); err != nil {
+				return nil, mapError(err, "failing a range")
+			}
+			if err := tx.event(EventRangeFailed, groupID, id, 0, map[string]any{"reason": "max attempts", "attempts": attempts}); err != nil {
+				return nil, err
+			}
+			if _, err := tx.exec(qGroupUrgent, groupID); err != nil {
+				return nil, mapError(err, "failing a range")
+			}
+			continue
+		}
+		r, err := scanRange(tx.queryRow(qRangeLease, id, nodeID, now, ruleVersion))
+		if err != nil {
+			return nil, mapError(err, "leasing a range")
+		}
+		if _, err := tx.exec(qLeaseSetWork, groupID, id); err != nil {
+			return nil, mapError(err, "leasing a range")
+		}
+		if err := tx.event(EventRangeLeased, groupID, id, nodeID, map[string]any{"attempts": r.Attempts, "rule_version": ruleVersion}); err != nil {
+			return nil, err
+		}
+		return &r, nil
+	}
+}
+
+// NodeBand reads the band of range priorities a node works in.
+func (tx *Tx) NodeBand(nodeID int64) (bandMin, bandMax int64, err error) {
+	var paused bool
+	var capacity int64
+	err = tx.queryRow(qNodeLeaseInfo, nodeID).Scan(&paused, &capacity, &bandMin, &bandMax)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", nodeID)
+	}
+	return bandMin, bandMax, mapError(err, "reading a node")
+}
+
+// heldRange loads a range for a holder call on it: the range must exist
+// (not found), its group must be held by node at fence (lease lost).
+func (tx *Tx) heldRange(rangeID, nodeID, fence int64) (leasehold.Range, error) {
+	r, err := scanRange(tx.queryRow(qRangeByID, rangeID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", rangeID)
+	}
+	if err != nil {
+		return r, mapError(err, "reading a range")
+	}
+	if _, err := tx.holder(r.GroupID, nodeID, fence); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func leasedTo(r leasehold.Range, nodeID int64) bool {
+	return r.NodeID != nil && *r.NodeID == nodeID
+}
+
+// Progress is rule 4: the range's resume point moves forward to next. A
+// next behind the resume point or past end+1 is unprocessable; a range not
+// in this holder's work is a conflict.
+func (tx *Tx) Progress(rangeID, nodeID, fence, next int64) (leasehold.Range, error) {
+	r, err := tx.heldRange(rangeID, nodeID, fence)
+	if err != nil {
+		return r, err
+	}
+	if r.Status != leasehold.StatusLeased || !leasedTo(r, nodeID) {
+		return r, leasehold.Errorf(leasehold.KindConflict, "range %d is %s, not in your work", rangeID, r.Status)
+	}
+	if next < r.Next {
+		return r, leasehold.Errorf(leasehold.KindUnprocessable, "next %d goes backwards: range %d resumes at %d", next, rangeID, r.Next)
+	}
+	if next > r.End+1 {
+		return r, leasehold.Errorf(leasehold.KindUnprocessable, "next %d is past the end of range %d (%d..%d)", next, rangeID, r.Start, r.End)
+	}
+	if next == r.Next {
+		return r, nil
+	}
+	r, err = scanRange(tx.queryRow(qRangeProgress, rangeID, next, ms(tx.now)))
+	if err != nil {
+		return r, mapError(err, "recording progress")
+	}
+	return r, tx.event(EventRangeProgress, r.GroupID, rangeID, nodeID, map[string]any{"next": next})
+}
+
+// Finish is rule 4's end: the range is done with headers counted on the
+// lease. Finishing a range this holder already finished answers it again.
+func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, error) {
+	r, err := tx.heldRange(rangeID, nodeID, fence)
+	if err != nil {
+		return r, err
+	}
+	if r.Status == leasehold.StatusDone && leasedTo(r, nodeID) {
+		return r, nil
+	}
+	if r.Status != leasehold.StatusLeased || !leasedTo(r, nodeID) {
+		return r, leasehold.Errorf(leasehold.KindConflict, "range %d is %s, not in your work", rangeID, r.Status)
+	}
+	r, err = scanRange(tx.queryRow(qRangeFinish, rangeID, headers, ms(tx.now)))
+	if err != nil {
+		return r, mapError(err, "finishing a range")
+	}
+	if _, err := tx.exec(qLeaseDone, r.GroupID, rangeID, headers); err != nil {
+		return r, mapError(err, "finishing a range")
+	}
+	if _, err := tx.exec(qGroupUrgent, r.GroupID); err != nil {
+		return r, mapError(err, "finishing a range")
+	}
+	return r, tx.event(EventRangeFinished, r.GroupID, rangeID, nodeID, map[string]any{"headers": headers})
+}
+
+// Heartbeat is rule 5: the holder keeps its lease and its range alive.
+func (tx *Tx) Heartbeat(groupID, nodeID, fence int64) error {
+	inWork, err := tx.holder(groupID, nodeID, fence)
+	if err != nil {
+		return err
+	}
+	if inWork.Valid {
+		if _, err := tx.exec(qRangeBeat, inWork.Int64, ms(tx.now)); err != nil {
+			return mapError(err, "heartbeating a range")
+		}
+	}
+	return nil
+}
+
+// Release is rule 5: the holder gives the group up; its leased range goes
+// back to planned at its resume point.
+func (tx *Tx) Release(groupID, nodeID, fence, maxAttempts int64) error {
+	if _, err := tx.holder(groupID, nodeID, fence); err != nil {
+		return err
+	}
+	if err := tx.releaseGroup(groupID, maxAttempts); err != nil {
+		return err
+	}
+	return tx.event(EventLeaseReleased, groupID, 0, nodeID, map[string]any{"fence": fence})
+}
+
+func (tx *Tx) releaseGroup(groupID, maxAttempts int64) error {
+	if _, err := tx.replanReturning(qReplanLeased, groupID, ms(tx.now), maxAttempts); err != nil {
+		return err
+	}
+	if _, err := tx.exec(qLeaseDrop, groupID); err != nil {
+		return mapError(err, "releasing")
+	}
+	if _, err := tx.exec(qGroupFree, groupID, ms(tx.now)); err != nil {
+		return mapError(err, "releasing")
+	}
+	_, err := tx.exec(qGroupUrgent, groupID)
+	return mapError(err, "releasing")
+}
+
+// Retry plans a failed range again with its attempts reset. A range that
+// is not failed is a conflict.
+func (tx *Tx) Retry(rangeID int64) (leasehold.Range, error) {
+	r, err := scanRange(tx.queryRow(qRangeByID, rangeID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", rangeID)
+	}
+	if err != nil {
+		return r, mapError(err, "reading a range")
+	}
+	if r.Status != leasehold.StatusFailed {
+		return r, leasehold.Errorf(leasehold.KindConflict, "range %d is %s, not failed", rangeID, r.Status)
+	}
+	if r, err = scanRange(tx.queryRow(qRangeRetry, rangeID, ms(tx.now))); err != nil {
+		return r, mapError(err, "retrying a range")
+	}
+	if _, err := tx.exec(qGroupUrgent, r.GroupID); err != nil {
+		return r, mapError(err, "retrying a range")
+	}
+	return r, tx.event(EventRangeRetried, r.GroupID, rangeID, 0, nil)
+}
+
+// Lease reads a group's lease; nil when nobody holds it. The snapshot is
+// reported on the lease while the group is held.
+func (db *DB) Lease(ctx context.Context, groupID int64) (*leasehold.Lease, error) {
+	var node, leased, beat, rng, next, size, at, file sql.NullInt64
+	var sha sql.NullString
+	var name string
+	l := &leasehold.Lease{}
+	err := db.queryRow(ctx, `SELECT l.node_id, coalesce(n.name, ''), l.fence, l.leased_at, l.heartbeat_at, l.range_id,
+		l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, l.ranges_done, l.headers
+		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`, groupID).
+		Scan(&node, &name, &l.Fence, &leased, &beat, &rng, &next, &size, &sha, &at, &file, &l.RangesDone, &l.Headers)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return nil, mapError(err, "reading a lease")
+	}
+	if !node.Valid {
+		return nil, nil
+	}
+	l.NodeID, l.Node = node.Int64, name
+	l.LeasedAt, l.HeartbeatAt = fromMS(leased.Int64), fromMS(beat.Int64)
+	l.RangeID = nullInt(rng)
+	if next.Valid {
+		l.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64), File: file.Int64}
+	}
+	return l, nil
+}
+
+// HolderOf reports who holds a group and at which fence (0 when free).
+func (db *DB) HolderOf(ctx context.Context, groupID int64) (nodeID, fence int64, err error) {
+	var node sql.NullInt64
+	err = db.queryRow(ctx, `SELECT node_id, fence FROM group_leases WHERE group_id = ?`, groupID).Scan(&node, &fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	return node.Int64, fence, mapError(err, "reading a lease")
+}
+
+// Ranges lists up to limit ranges of a group with ids above after, by id,
+// optionally of one status.
+func (db *DB) Ranges(ctx context.Context, groupID int64, status string, after int64, limit int) ([]leasehold.Range, error) {
+	rows, err := db.query(ctx, `SELECT `+rangeColumns+` FROM ranges WHERE group_id = ?1 AND id > ?2 AND (?3 = '' OR status = ?3) ORDER BY id LIMIT ?4`,
+		groupID, after, status, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []leasehold.Range{}
+	for rows.Next() {
+		r, err := scanRange(rows)
+		if err != nil {
+			return nil, mapError(err, "listing ranges")
+		}
+		out = append(out, r)
+	}
+	return out, mapError(rows.Err(), "listing ranges")
+}
+
+// Range reads one range.
+func (db *DB) Range(ctx context.Context, id int64) (leasehold.Range, error) {
+	r, err := scanRange(db.queryRow(ctx, `SELECT `+rangeColumns+` FROM ranges WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", id)
+	}
+	return r, mapError(err, "reading a range")
+}

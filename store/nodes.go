@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"leasehold"
+)
+
+// NodeAuth is what authentication needs to know of a node.
+type NodeAuth struct {
+	ID        int64
+	Name      string
+	TokenHash []byte
+}
+
+const nodeColumns = `n.id, n.name, n.priority_min, n.priority_max, n.capacity, n.paused, n.paused_by, n.paused_at,
+	(SELECT count(*) FROM group_leases l WHERE l.node_id = n.id), n.last_seen_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanNode(s scanner) (leasehold.Node, error) {
+	var n leasehold.Node
+	var pausedAt, seen sql.NullInt64
+	err := s.Scan(&n.ID, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen)
+	n.PausedAt, n.LastSeenAt = fromNullMS(pausedAt), fromNullMS(seen)
+	return n, err
+}
+
+var (
+	qNodeInsert = wq(`INSERT INTO nodes (name, token_hash, priority_min, priority_max, capacity, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	qNodeByID   = wq(`SELECT ` + nodeColumns + ` FROM nodes n WHERE n.id = ?`)
+	qNodePause  = wq(`UPDATE nodes SET paused = ?, paused_by = ?, paused_at = ? WHERE id = ?`)
+	qNodeDelete = wq(`DELETE FROM nodes WHERE id = ?`)
+	qNodeSeen   = wq(`UPDATE nodes SET last_seen_at = ?1 WHERE id = ?2 AND (last_seen_at IS NULL OR last_seen_at < ?1 - 1000)`)
+	qNodeHeld   = wq(`SELECT group_id FROM group_leases WHERE node_id = ?`)
+)
+
+// NewNode is a node to register.
+type NewNode struct {
+	Name        string
+	TokenHash   []byte
+	PriorityMin int64
+	PriorityMax int64
+	Capacity    int64
+}
+
+// CreateNode registers a node. A taken name is a conflict.
+func (tx *Tx) CreateNode(n NewNode) (leasehold.Node, error) {
+	res, err := tx.exec(qNodeInsert, n.Name, n.TokenHash, n.PriorityMin, n.PriorityMax, n.Capacity, ms(tx.now))
+	if isUnique(err) {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindConflict, "node %q exists", n.Name)
+	}
+	if err != nil {
+		return leasehold.Node{}, mapError(err, "registering a node")
+	}
+	id, _ := res.LastInsertId()
+	if err := tx.event(EventNodeRegistered, 0, 0, id, map[string]any{"name": n.Name}); err != nil {
+		return leasehold.Node{}, err
+	}
+	return tx.Node(id)
+}
+
+// Node reads a node inside the transaction; a missing one is not found.
+func (tx *Tx) Node(id int64) (leasehold.Node, error) {
+	n, err := scanNode(tx.queryRow(qNodeByID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return n, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", id)
+	}
+	return n, mapError(err, "reading a node")
+}
+
+// SetPaused pauses or resumes a node. A pause is kept across restarts.
+func (tx *Tx) SetPaused(id int64, paused bool, by string) (leasehold.Node, error) {
+	if _, err := tx.Node(id); err != nil {
+		return leasehold.Node{}, err
+	}
+	var at any
+	kind := EventNodeResumed
+	if paused {
+		at, kind = ms(tx.now), EventNodePaused
+	} else {
+		by = ""
+	}
+	if _, err := tx.exec(qNodePause, paused, by, at, id); err != nil {
+		return leasehold.Node{}, mapError(err, "pausing a node")
+	}
+	if err := tx.event(kind, 0, 0, id, map[string]any{"by": by}); err != nil {
+		return leasehold.Node{}, err
+	}
+	return tx.Node(id)
+}
+
+// DeleteNode removes a node and its token; the groups it held are released
+// at their resume points.
+func (tx *Tx) DeleteNode(id int64, maxAttempts int64) error {
+	n, err := tx.Node(id)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.query(qNodeHeld, id)
+	if err != nil {
+		return mapError(err, "deleting a node")
+	}
+	var held []int64
+	for rows.Next() {
+		var g int64
+		if err := rows.Scan(&g); err != nil {
+			rows.Close()
+			return mapError(err, "deleting a node")
+		}
+		held = append(held, g)
+	}
+	rows.Close()
+	for _, g := range held {
+		if err := tx.releaseGroup(g, maxAttempts); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.exec(qNodeDelete, id); err != nil {
+		return mapError(err, "deleting a node")
+	}
+	return tx.event(EventNodeDeleted, 0, 0, id, map[string]any{"name": n.Name})
+}
+
+// TouchNode records that the node was seen now (at most once a second).
+func (tx *Tx) TouchNode(id int64) error {
+	_, err := tx.exec(qNodeSeen, ms(tx.now), id)
+	return mapError(err, "recording a node's visit")
+}
+
+// Node reads a node; a missing one is not found.
+func (db *DB) Node(ctx context.Context, id int64) (leasehold.Node, error) {
+	n, err := scanNode(db.queryRow(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return n, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", id)
+	}
+	return n, mapError(err, "reading a node")
+}
+
+// Nodes lists every node by id.
+func (db *DB) Nodes(ctx context.Context) ([]leasehold.Node, error) {
+	rows, err := db.query(ctx, `SELECT `+nodeColumns+` FROM nodes n ORDER BY n.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []leasehold.Node{}
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, mapError(err, "listing nodes")
+		}
+		out = append(out, n)
+	}
+	return out, mapError(rows.Err(), "listing nodes")
+}
+
+// NodeByTokenHash finds the node a token hash belongs to; none is not found.
+func (db *DB) NodeByTokenHash(ctx context.Context, hash []byte) (NodeAuth, error) {
+	var a NodeAuth
+	err := db.queryRow(ctx, `SELECT id, name, token_hash FROM nodes WHERE token_hash = ?`, hash).Scan(&a.ID, &a.Name, &a.TokenHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, leasehold.Errorf(leasehold.KindNotFound, "no node has that token")
+	}
+	return a, mapError(err, "authenticating a node")
+}

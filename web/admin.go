@@ -1,0 +1,303 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"leasehold"
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+// pathID reads a positive integer path parameter.
+func pathID(c echo.Context, name string) (int64, error) {
+	v, err := strconv.ParseInt(c.Param(name), 10, 64)
+	if err != nil || v < 1 {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "%s %q is not a positive integer id", name, c.Param(name))
+	}
+	return v, nil
+}
+
+// queryInt reads an optional integer query parameter.
+func queryInt(c echo.Context, name string, def int64) (int64, error) {
+	s := c.QueryParam(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "query parameter %s=%q is not an integer", name, s)
+	}
+	return v, nil
+}
+
+// page reads ?limit=&after= for a listing: limit 1..1000 (default 100).
+func page(c echo.Context) (after int64, limit int, err error) {
+	l, err := queryInt(c, "limit", 100)
+	if err != nil {
+		return 0, 0, err
+	}
+	if l < 1 || l > 1000 {
+		return 0, 0, leasehold.Errorf(leasehold.KindInvalid, "limit must be 1 to 1000")
+	}
+	a, err := queryInt(c, "after", 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if a < 0 {
+		return 0, 0, leasehold.Errorf(leasehold.KindInvalid, "after must be 0 or more")
+	}
+	return a, int(l), nil
+}
+
+func nextCursor(n, limit int, last int64) string {
+	if n < limit {
+		return ""
+	}
+	return strconv.FormatInt(last, 10)
+}
+
+func groupName(c echo.Context) (string, error) {
+	name := c.Param("name")
+	if !leasehold.ValidGroupName(name) {
+		return "", leasehold.Errorf(leasehold.KindInvalid, "group name %q: use 1-255 bytes of A-Za-z0-9._+- starting with a letter or digit", name)
+	}
+	return name, nil
+}
+
+func (s *Server) registerNode(c echo.Context) error {
+	var req struct {
+		Name        string `json:"name"`
+		PriorityMin *int64 `json:"priority_min"`
+		PriorityMax *int64 `json:"priority_max"`
+		Capacity    *int64 `json:"capacity"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	n, err := s.app.Coordinator.RegisterNode(c.Request().Context(), appliance.NodeSpec{
+		Name: req.Name, PriorityMin: req.PriorityMin, PriorityMax: req.PriorityMax, Capacity: req.Capacity,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, n)
+}
+
+func (s *Server) listNodes(c echo.Context) error {
+	ns, err := s.app.Coordinator.Nodes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ns)
+}
+
+func (s *Server) pauseNode(c echo.Context) error  { return s.setPaused(c, true) }
+func (s *Server) resumeNode(c echo.Context) error { return s.setPaused(c, false) }
+
+func (s *Server) setPaused(c echo.Context, paused bool) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		By string `json:"by"`
+	}
+	if err := bind(c, &req, true); err != nil {
+		return err
+	}
+	n, err := s.app.Coordinator.SetPaused(c.Request().Context(), id, paused, req.By)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, n)
+}
+
+func (s *Server) deleteNode(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := s.app.Coordinator.DeleteNode(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) putGroup(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Priority  *int64 `json:"priority"`
+		Active    *bool  `json:"active"`
+		RangeSize *int64 `json:"range_size"`
+		Start     *int64 `json:"start"`
+	}
+	if err := bind(c, &req, true); err != nil {
+		return err
+	}
+	g, created, err := s.app.Coordinator.PutGroup(c.Request().Context(), name, store.GroupSpec{
+		Priority: req.Priority, Active: req.Active, RangeSize: req.RangeSize, Start: req.Start,
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.JSON(status, g)
+}
+
+func (s *Server) listGroups(c echo.Context) error {
+	after, limit, err := page(c)
+	if err != nil {
+		return err
+	}
+	gs, err := s.app.DB.Groups(c.Request().Context(), after, limit)
+	if err != nil {
+		return err
+	}
+	var last int64
+	if len(gs) > 0 {
+		last = gs[len(gs)-1].ID
+	}
+	return c.JSON(http.StatusOK, map[string]any{"groups": gs, "next": nextCursor(len(gs), limit, last)})
+}
+
+func (s *Server) getGroup(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.app.DB.GroupDetail(c.Request().Context(), name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (s *Server) planTail(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		High *int64 `json:"high"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if req.High == nil {
+		return leasehold.Errorf(leasehold.KindInvalid, "high is required")
+	}
+	n, err := s.app.Coordinator.PlanTail(c.Request().Context(), name, *req.High)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]int64{"planned": n})
+}
+
+func (s *Server) planHistory(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Low *int64 `json:"low"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if req.Low == nil {
+		return leasehold.Errorf(leasehold.KindInvalid, "low is required")
+	}
+	n, err := s.app.Coordinator.PlanHistory(c.Request().Context(), name, *req.Low)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]int64{"planned": n})
+}
+
+func (s *Server) listRanges(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	after, limit, err := page(c)
+	if err != nil {
+		return err
+	}
+	status := c.QueryParam("status")
+	switch status {
+	case "", leasehold.StatusPlanned, leasehold.StatusLeased, leasehold.StatusDone, leasehold.StatusFailed:
+	default:
+		return leasehold.Errorf(leasehold.KindInvalid, "status %q: use planned, leased, done or failed", status)
+	}
+	ctx := c.Request().Context()
+	g, err := s.app.DB.GroupByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	rs, err := s.app.DB.Ranges(ctx, g.ID, status, after, limit)
+	if err != nil {
+		return err
+	}
+	var last int64
+	if len(rs) > 0 {
+		last = rs[len(rs)-1].ID
+	}
+	return c.JSON(http.StatusOK, map[string]any{"ranges": rs, "next": nextCursor(len(rs), limit, last)})
+}
+
+func (s *Server) retryRange(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := bind(c, &struct{}{}, true); err != nil {
+		return err
+	}
+	r, err := s.app.Coordinator.Retry(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) putRules(c echo.Context) error {
+	var body json.RawMessage
+	if err := bind(c, &body, false); err != nil {
+		return err
+	}
+	v, err := s.app.Coordinator.PutRules(c.Request().Context(), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]int64{"version": v})
+}
+
+// rulesJSON is a rule set as the API shows it: the body as JSON.
+type rulesJSON struct {
+	Version int64           `json:"version"`
+	Body    json.RawMessage `json:"body"`
+}
+
+func rulesOf(rs leasehold.RuleSet) rulesJSON { return rulesJSON{Version: rs.Version, Body: rs.Body} }
+
+func (s *Server) getRules(c echo.Context) error {
+	return c.JSON(http.StatusOK, rulesOf(s.app.Coordinator.Rules()))
+}
+
+func (s *Server) findings(c echo.Context) error {
+	r, err := s.app.Watchman.Report(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}

@@ -1,0 +1,77 @@
+package web
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"leasehold"
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+const nodeKey = "leasehold.node"
+
+// bearer is the request's bearer token, or "".
+func bearer(c echo.Context) string {
+	h := c.Request().Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+var (
+	errNoToken    = leasehold.Errorf(leasehold.KindUnauthorized, "an Authorization: Bearer token is required")
+	errWrongToken = leasehold.Errorf(leasehold.KindUnauthorized, "the token is not known")
+)
+
+// requireAdmin lets only the admin token through; a node's token is
+// forbidden here, anything else unauthorized.
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t := bearer(c)
+		if t == "" {
+			return errNoToken
+		}
+		if appliance.TokenEqual(t, s.admin) {
+			return next(c)
+		}
+		if _, err := s.app.Coordinator.AuthNode(c.Request().Context(), t); err == nil {
+			return leasehold.Errorf(leasehold.KindForbidden, "this endpoint takes the admin token, not a node's")
+		} else if !errors.Is(err, leasehold.ErrUnauthorized) {
+			return err
+		}
+		return errWrongToken
+	}
+}
+
+// requireNode lets only node tokens through and remembers the node; the
+// admin token is forbidden here.
+func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t := bearer(c)
+		if t == "" {
+			return errNoToken
+		}
+		a, err := s.app.Coordinator.AuthNode(c.Request().Context(), t)
+		if err == nil {
+			c.Set(nodeKey, a)
+			return next(c)
+		}
+		if !errors.Is(err, leasehold.ErrUnauthorized) {
+			return err
+		}
+		if appliance.TokenEqual(t, s.admin) {
+			return leasehold.Errorf(leasehold.KindForbidden, "this endpoint takes a node's token, not the admin token")
+		}
+		return errWrongToken
+	}
+}
+
+func nodeOf(c echo.Context) store.NodeAuth {
+	a, _ := c.Get(nodeKey).(store.NodeAuth)
+	return a
+}

@@ -1,0 +1,123 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"leasehold"
+)
+
+// statusOf is the one table from error kinds to HTTP statuses.
+var statusOf = map[leasehold.Kind]int{
+	leasehold.KindInvalid:       http.StatusBadRequest,
+	leasehold.KindUnauthorized:  http.StatusUnauthorized,
+	leasehold.KindForbidden:     http.StatusForbidden,
+	leasehold.KindNotFound:      http.StatusNotFound,
+	leasehold.KindLeaseLost:     http.StatusConflict,
+	leasehold.KindConflict:      http.StatusConflict,
+	leasehold.KindTooLarge:      http.StatusRequestEntityTooLarge,
+	leasehold.KindUnprocessable: http.StatusUnprocessableEntity,
+	leasehold.KindNoSpace:       http.StatusInsufficientStorage,
+	leasehold.KindUnavailable:   http.StatusServiceUnavailable,
+	leasehold.KindInternal:      http.StatusInternalServerError,
+}
+
+// errorBody is the API's error answer.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// handleError answers every error a handler returns: the kind's status and
+// the error body. Only internal errors are logged with their cause.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) && leasehold.ErrorKind(err) == leasehold.KindInternal {
+		err = fromEchoError(he)
+	}
+	kind := leasehold.ErrorKind(err)
+	status := statusOf[kind]
+	if kind == leasehold.KindInternal {
+		s.log.Error("internal error", "method", c.Request().Method, "path", c.Path(), "err", err)
+	}
+	if kind == leasehold.KindUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="leasehold"`)
+	}
+	var body errorBody
+	body.Error.Code = string(kind)
+	body.Error.Message = leasehold.ErrorMessage(err)
+	if c.Request().Method == http.MethodHead {
+		c.NoContent(status)
+		return
+	}
+	c.JSON(status, body)
+}
+
+// fromEchoError maps echo's own errors (no route, wrong method) to kinds.
+func fromEchoError(he *echo.HTTPError) error {
+	msg := http.StatusText(he.Code)
+	if m, ok := he.Message.(string); ok {
+		msg = m
+	}
+	switch he.Code {
+	case http.StatusNotFound:
+		return leasehold.Errorf(leasehold.KindNotFound, "no such endpoint")
+	case http.StatusMethodNotAllowed:
+		return leasehold.Errorf(leasehold.KindNotFound, "method not allowed on this endpoint")
+	case http.StatusRequestEntityTooLarge:
+		return leasehold.Errorf(leasehold.KindTooLarge, "%s", msg)
+	case http.StatusUnauthorized:
+		return leasehold.Errorf(leasehold.KindUnauthorized, "%s", msg)
+	case http.StatusForbidden:
+		return leasehold.Errorf(leasehold.KindForbidden, "%s", msg)
+	case http.StatusServiceUnavailable:
+		return leasehold.Errorf(leasehold.KindUnavailable, "%s", msg)
+	}
+	if he.Code >= 400 && he.Code < 500 {
+		return leasehold.Errorf(leasehold.KindInvalid, "%s", msg)
+	}
+	return he
+}
+
+// maxJSONBody is the limit on every JSON request body.
+const maxJSONBody = 1 << 20
+
+// bind decodes the request's JSON body into v, strictly: unknown fields,
+// wrong types, trailing data and bodies over 1 MiB are refused and nothing
+// is changed. An empty body leaves v as it is when optional.
+func bind(c echo.Context, v any, optional bool) error {
+	r := c.Request()
+	body := http.MaxBytesReader(c.Response().Writer, r.Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return leasehold.Errorf(leasehold.KindTooLarge, "the body is over the limit of %d bytes", maxJSONBody)
+		case errors.Is(err, io.EOF):
+			if optional {
+				return nil
+			}
+			return leasehold.Errorf(leasehold.KindInvalid, "a JSON body is required")
+		}
+		return leasehold.Errorf(leasehold.KindInvalid, "the body is not valid JSON for this endpoint: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return leasehold.Errorf(leasehold.KindTooLarge, "the body is over the limit of %d bytes", maxJSONBody)
+		}
+		return leasehold.Errorf(leasehold.KindInvalid, "the body has data after its JSON value")
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+// Package web is leasehold's HTTP face: the JSON API of API.md with echo,
+// snapshot streaming, bearer-token auth, health and Prometheus metrics. It
+// calls the appliance and never touches SQL.
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"leasehold/appliance"
+)
+
+// Options configure a Server.
+type Options struct {
+	// AdminToken is the token of the admin endpoints.
+	AdminToken string
+	Metrics    *Metrics
+	Logger     *slog.Logger
+}
+
+// Server serves the API over one appliance.
+type Server struct {
+	app     *appliance.Appliance
+	echo    *echo.Echo
+	http    *http.Server
+	admin   string
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+// Timeouts against slow clients. A JSON request must arrive whole within
+// jsonReadTimeout; a snapshot body may take as long as it needs, but no
+// read or write may stall longer than streamIdleTimeout.
+const (
+	readHeaderTimeout = 10 * time.Second
+	jsonReadTimeout   = 30 * time.Second
+	streamIdleTimeout = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+// New builds the server and its routes.
+func New(app *appliance.Appliance, o Options) *Server {
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.metrics.middleware, recoverPanics(s.log), deadlines)
+	s.echo = e
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
+
+	const v1 = "/api/v1"
+	admin := func(method, path string, h echo.HandlerFunc) { e.Add(method, v1+path, h, s.requireAdmin) }
+	admin(http.MethodPost, "/nodes", s.registerNode)
+	admin(http.MethodGet, "/nodes", s.listNodes)
+	admin(http.MethodPost, "/nodes/:id/pause", s.pauseNode)
+	admin(http.MethodPost, "/nodes/:id/resume", s.resumeNode)
+	admin(http.MethodDelete, "/nodes/:id", s.deleteNode)
+	admin(http.MethodPut, "/groups/:name", s.putGroup)
+	admin(http.MethodGet, "/groups", s.listGroups)
+	admin(http.MethodGet, "/groups/:name", s.getGroup)
+	admin(http.MethodPost, "/groups/:name/tail", s.planTail)
+	admin(http.MethodPost, "/groups/:name/history", s.planHistory)
+	admin(http.MethodGet, "/groups/:name/ranges", s.listRanges)
+	admin(http.MethodGet, "/groups/:name/snapshot", s.adminGetSnapshot)
+	admin(http.MethodPut, "/groups/:name/snapshot", s.adminPutSnapshot)
+	admin(http.MethodPost, "/ranges/:id/retry", s.retryRange)
+	admin(http.MethodPut, "/rules", s.putRules)
+	admin(http.MethodGet, "/rules", s.getRules)
+	admin(http.MethodGet, "/findings", s.findings)
+
+	worker := func(method, path string, h echo.HandlerFunc) { e.Add(method, v1+path, h, s.requireNode) }
+	worker(http.MethodPost, "/leases", s.lease)
+	worker(http.MethodPost, "/leases/:group/next", s.next)
+	worker(http.MethodPost, "/leases/:group/heartbeat", s.heartbeat)
+	worker(http.MethodPost, "/leases/:group/release", s.release)
+	worker(http.MethodPut, "/leases/:group/snapshot", s.putSnapshot)
+	worker(http.MethodGet, "/leases/:group/snapshot", s.getSnapshot)
+	worker(http.MethodPost, "/ranges/:id/progress", s.progress)
+	worker(http.MethodPost, "/ranges/:id/finish", s.finish)
+
+	s.http = &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Handler is the server's HTTP handler, for tests.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops taking requests and waits for those in flight until ctx
+// ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+	defer cancel()
+	if err := s.app.Ready(ctx); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// deadlines bounds how long a request body may take to arrive; streaming
+// handlers lift the bound and set their own idle deadlines.
+func deadlines(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rc := http.NewResponseController(c.Response().Writer)
+		_ = rc.SetReadDeadline(time.Now().Add(jsonReadTimeout))
+		return next(c)
+	}
+}
+
+func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler {
+						panic(p)
+					}
+					log.Error("panic in handler", "path", c.Path(), "panic", p)
+					err = errors.New("panic in handler")
+				}
+			}()
+			return next(c)
+		}
+	}
+}

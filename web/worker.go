@@ -1,0 +1,158 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"leasehold"
+)
+
+// fenced is the body of every holder call.
+type fenced struct {
+	Fence *int64 `json:"fence"`
+}
+
+func (f fenced) fence() (int64, error) {
+	if f.Fence == nil {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "fence is required: the fence your lease was granted at")
+	}
+	return *f.Fence, nil
+}
+
+// groupCall reads the group id from the path and the fence from the body.
+func groupCall(c echo.Context) (groupID, fence int64, err error) {
+	if groupID, err = pathID(c, "group"); err != nil {
+		return 0, 0, err
+	}
+	var req fenced
+	if err := bind(c, &req, false); err != nil {
+		return 0, 0, err
+	}
+	fence, err = req.fence()
+	return groupID, fence, err
+}
+
+type snapshotJSON struct {
+	Next   int64  `json:"next"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+func (s *Server) lease(c echo.Context) error {
+	if err := bind(c, &struct{}{}, true); err != nil {
+		return err
+	}
+	g, err := s.app.Coordinator.Lease(c.Request().Context(), nodeOf(c).ID)
+	if err != nil {
+		return err
+	}
+	if g == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	var snap *snapshotJSON
+	if g.Snapshot != nil {
+		snap = &snapshotJSON{Next: g.Snapshot.Next, Size: g.Snapshot.Size, SHA256: g.Snapshot.SHA256}
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"group": map[string]any{
+			"id": g.Group.ID, "name": g.Group.Name, "priority": g.Group.Priority,
+			"range_size": g.Group.RangeSize, "start": g.Group.Start,
+		},
+		"fence":    g.Fence,
+		"rules":    rulesOf(g.Rules),
+		"snapshot": snap,
+		"takeover": g.Takeover,
+		"ttl_s":    s.app.Coordinator.TTL().Seconds(),
+	})
+}
+
+func (s *Server) next(c echo.Context) error {
+	gid, fence, err := groupCall(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.app.Coordinator.Next(c.Request().Context(), nodeOf(c).ID, gid, fence)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"range": r})
+}
+
+func (s *Server) heartbeat(c echo.Context) error {
+	gid, fence, err := groupCall(c)
+	if err != nil {
+		return err
+	}
+	if err := s.app.Coordinator.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]float64{"ttl_s": s.app.Coordinator.TTL().Seconds()})
+}
+
+func (s *Server) release(c echo.Context) error {
+	gid, fence, err := groupCall(c)
+	if err != nil {
+		return err
+	}
+	if err := s.app.Coordinator.Release(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"group_id": gid, "released": true})
+}
+
+func (s *Server) progress(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		fenced
+		Next *int64 `json:"next"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	fence, err := req.fence()
+	if err != nil {
+		return err
+	}
+	if req.Next == nil {
+		return leasehold.Errorf(leasehold.KindInvalid, "next is required")
+	}
+	r, err := s.app.Coordinator.Progress(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Next)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) finish(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		fenced
+		Headers *int64 `json:"headers"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	fence, err := req.fence()
+	if err != nil {
+		return err
+	}
+	var headers int64
+	if req.Headers != nil {
+		headers = *req.Headers
+	}
+	r, err := s.app.Coordinator.Finish(c.Request().Context(), nodeOf(c).ID, id, fence, headers)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
