@@ -42,9 +42,9 @@ var (
 	qGroupUpdate = wq(`UPDATE groups SET priority = ?, active = ?, range_size = ?, updated_at = ? WHERE id = ?`)
 	qRangeInsert = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, priority, updated_at) VALUES (?1, ?2, ?3, ?2, ?4, ?5)`)
 	qTailSet     = wq(`UPDATE groups SET tail_end = ?2, history_floor = min(history_floor, ?3), updated_at = ?4,
-		urgent = CASE WHEN urgent IS NULL OR urgent > ?5 THEN ?5 ELSE urgent END WHERE id = ?1`)
+		urgent_tail = CASE WHEN urgent_tail IS NULL OR urgent_tail > ?5 THEN ?5 ELSE urgent_tail END WHERE id = ?1`)
 	qFloorSet = wq(`UPDATE groups SET history_floor = ?2, updated_at = ?3,
-		urgent = CASE WHEN urgent IS NULL OR urgent > ?4 THEN ?4 ELSE urgent END WHERE id = ?1`)
+		urgent_hist = CASE WHEN urgent_hist IS NULL OR urgent_hist > ?4 THEN ?4 ELSE urgent_hist END WHERE id = ?1`)
 )
 
 // PutGroup creates the named group or updates it. start is taken only on

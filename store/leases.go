@@ -23,21 +23,31 @@ type LeaseRequest struct {
 var (
 	qNodeLeaseInfo = wq(`SELECT paused, capacity, priority_min, priority_max FROM nodes WHERE id = ?`)
 	qNodeHeldLive  = wq(`SELECT count(*) FROM group_leases WHERE node_id = ? AND heartbeat_at >= ?`)
-	// The free group with the most urgent work in the band: one seek on groups_free.
-	qChooseFree = wq(`SELECT id, urgent, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND urgent BETWEEN ?1 AND ?2
-		ORDER BY urgent, free_since, priority, id LIMIT 1`)
-	// Held groups whose holder went quiet: bounded by the leases held, not the catalog.
-	qChooseQuiet = wq(`SELECT g.id, g.urgent, l.heartbeat_at, g.priority FROM group_leases l JOIN groups g ON g.id = l.group_id
-		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.urgent BETWEEN ?2 AND ?3
-		ORDER BY g.urgent, l.heartbeat_at, g.priority, g.id LIMIT 1`)
+	// The free group with the most urgent work in the band, one seek a lane.
+	qChooseFreeTail = wq(`SELECT id, urgent_tail, free_since, priority FROM groups
+		WHERE held = 0 AND active = 1 AND urgent_tail BETWEEN ?1 AND ?2
+		ORDER BY urgent_tail, free_since, priority, id LIMIT 1`)
+	qChooseFreeHist = wq(`SELECT id, urgent_hist, free_since, priority FROM groups
+		WHERE held = 0 AND active = 1 AND urgent_hist BETWEEN ?1 AND ?2
+		ORDER BY urgent_hist, free_since, priority, id LIMIT 1`)
+	// Held groups whose holder went quiet: bounded by the leases held, not
+	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part.
+	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority FROM (
+		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority
+		FROM group_leases l JOIN groups g ON g.id = l.group_id
+		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1
+		AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
+		ORDER BY urgent, heartbeat_at, priority, id LIMIT 1`)
 	qLeaseRow = wq(`SELECT l.node_id, l.fence, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, coalesce(n.name, '')
 		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`)
 	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL
 		WHERE group_id = ?1 RETURNING fence`)
 	qGroupHeld    = wq(`UPDATE groups SET held = 1 WHERE id = ?`)
 	qGroupFree    = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
-	qGroupUrgent  = wq(`UPDATE groups SET urgent = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased')) WHERE id = ?1`)
+	qGroupUrgent  = wq(`UPDATE groups SET
+		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority < 0),
+		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority >= 0)
+		WHERE id = ?1`)
 	qLeaseDrop    = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?`)
 	qLeaseBeat    = wq(`UPDATE group_leases SET heartbeat_at = ?4 WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3 RETURNING range_id`)
 	qLeaseHolder  = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
@@ -120,13 +130,33 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 		id, urgent, since, priority int64
 		ok                          bool
 	}
-	var free, quiet candidate
-	err = tx.queryRow(qChooseFree, pmin, pmax).Scan(&free.id, &free.urgent, &free.since, &free.priority)
-	free.ok = err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, mapError(err, "leasing")
+	// The band split into its lanes; an empty lane is lo > hi.
+	tailLo, tailHi := pmin, min(pmax, -1)
+	histLo, histHi := max(pmin, 0), pmax
+	choose := func(q *query, lo, hi int64) (candidate, error) {
+		var c candidate
+		if lo > hi {
+			return c, nil
+		}
+		err := tx.queryRow(q, lo, hi).Scan(&c.id, &c.urgent, &c.since, &c.priority)
+		c.ok = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
+		return c, mapError(err, "leasing")
 	}
-	err = tx.queryRow(qChooseQuiet, cutoff, pmin, pmax).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority)
+	free, err := choose(qChooseFreeTail, tailLo, tailHi)
+	if err != nil {
+		return nil, err
+	}
+	if !free.ok {
+		// Tail work always comes first; look at history only without it.
+		if free, err = choose(qChooseFreeHist, histLo, histHi); err != nil {
+			return nil, err
+		}
+	}
+	var quiet candidate
+	err = tx.queryRow(qChooseQuiet, cutoff, tailLo, tailHi, histLo, histHi).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority)
 	quiet.ok = err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, mapError(err, "leasing")
