@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite, as the README gives it. It installs what
+# the tests need when it is missing (curl and jq for the scripts), then
+# runs gofmt, go vet, go test -race over
+# every package, and the scripts that drive the real binary.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v curl >/dev/null || need+=(curl)
+command -v jq >/dev/null || need+=(jq)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "test: installing ${need[*]}"
+	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+echo "test: gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then
+	echo "gofmt would change:"
+	echo "$bad"
+	exit 1
+fi
+
+echo "test: go vet ./..."
+go vet ./...
+
+echo "test: go test -race ./..."
+go test -race -count=1 -timeout 15m ./...
+
+for s in scripts/smoke.sh scripts/demo.sh; do
+	if [ -x "$s" ] || [ -f "$s" ]; then
+		echo "test: $s"
+		bash "$s"
+	fi
+done
+echo "test: all passed"
