@@ -153,7 +153,7 @@ func (s *Server) serveSnapshot(c echo.Context, groupID int64) error {
 	h.Set("X-Snapshot-Next", strconv.FormatInt(snap.Next, 10))
 	h.Set("X-Snapshot-Sha256", snap.SHA256)
 	rc := http.NewResponseController(c.Response().Writer)
-	w := &idleWriter{ResponseWriter: c.Response().Writer, rc: rc}
+	w := &idleWriter{Response: c.Response(), raw: c.Response().Writer, rc: rc}
 	w.extend()
 	// ServeContent answers Range (206), If-Range and If-None-Match against
 	// the ETag, and sets Content-Length.
@@ -183,12 +183,19 @@ func (i *idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// idleWriter does the same for a download's writes.
+// idleWriter does the same for a download's writes. It keeps echo's
+// response (so the status and size are the ones sent) and hands whole
+// files to the connection's ReadFrom, which the kernel sends (sendfile).
 type idleWriter struct {
-	http.ResponseWriter
+	*echo.Response
+	raw  http.ResponseWriter
 	rc   *http.ResponseController
 	last time.Time
 }
+
+// sendChunk is how much may be sent per idle deadline: a client slower
+// than sendChunk per streamIdleTimeout is cut off.
+const sendChunk = 8 << 20
 
 func (i *idleWriter) extend() {
 	i.last = time.Now()
@@ -199,5 +206,34 @@ func (i *idleWriter) Write(p []byte) (int, error) {
 	if time.Since(i.last) > time.Second {
 		i.extend()
 	}
-	return i.ResponseWriter.Write(p)
+	return i.Response.Write(p)
 }
+
+func (i *idleWriter) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := i.raw.(io.ReaderFrom)
+	lr, isLimited := r.(*io.LimitedReader)
+	if !ok || !isLimited {
+		return io.CopyBuffer(onlyWriter{i}, r, make([]byte, 256<<10))
+	}
+	if !i.Committed {
+		i.WriteHeader(http.StatusOK)
+	}
+	var total int64
+	for lr.N > 0 {
+		i.extend()
+		chunk := &io.LimitedReader{R: lr.R, N: min(lr.N, sendChunk)}
+		n, err := rf.ReadFrom(chunk)
+		lr.N -= n
+		total += n
+		i.Size += n
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return total, nil
+}
+
+type onlyWriter struct{ io.Writer }
