@@ -25,10 +25,13 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- planned (start_id-1 before the first plan); history_floor the lowest id
 -- planned by anything (start_id before the first plan).
 --
--- urgent, held and free_since are the lease-choice key, kept up to date by
--- every change to the group's ranges or lease: urgent is the lowest priority
--- of its open (planned or leased) ranges, NULL when it has none; held is 1
--- while a node holds the group; free_since is when it was last released.
+-- urgent_tail, urgent_hist, held and free_since are the lease-choice key,
+-- kept up to date by every change to the group's ranges or lease:
+-- urgent_tail is the lowest priority of its open (planned or leased) tail
+-- ranges (below 0) and urgent_hist of its open history ranges (0 and
+-- above), NULL when it has none; held is 1 while a node holds the group;
+-- free_since is when it was last released. Two lanes, so a node whose band
+-- covers only history still finds groups whose tail is also pending.
 CREATE TABLE groups (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
@@ -38,17 +41,21 @@ CREATE TABLE groups (
     start_id      INTEGER NOT NULL,
     tail_end      INTEGER NOT NULL,
     history_floor INTEGER NOT NULL,
-    urgent        INTEGER,
+    urgent_tail   INTEGER,
+    urgent_hist   INTEGER,
     held          INTEGER NOT NULL DEFAULT 0,
     free_since    INTEGER NOT NULL,
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL
 ) STRICT;
 
--- Lease choice: the free, active group with open work, most urgent first,
--- then unheld the longest, then its own priority. One seek, never a scan.
-CREATE INDEX groups_free ON groups (urgent, free_since, priority, id)
-    WHERE held = 0 AND active = 1 AND urgent IS NOT NULL;
+-- Lease choice, one index a lane: the free, active group with open work,
+-- most urgent first, then unheld the longest, then its own priority. One
+-- seek, never a scan.
+CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND urgent_tail IS NOT NULL;
+CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND urgent_hist IS NOT NULL;
 
 -- A planned span of ids, start_id..end_id inclusive; next_id is the resume
 -- point. Priority below 0 is the live tail, 0 and above history.
@@ -85,7 +92,7 @@ CREATE INDEX ranges_progressed ON ranges (group_id) WHERE status = 'planned' AND
 -- next(group): the lowest planned range by start_id.
 CREATE INDEX ranges_planned ON ranges (group_id, start_id) WHERE status = 'planned';
 
--- The group's urgency: min(priority) over its open ranges.
+-- The group's urgency in each lane: min(priority) over its open ranges.
 CREATE INDEX ranges_open ON ranges (group_id, priority) WHERE status IN ('planned', 'leased');
 
 -- Watchman and backlog: leased ranges by heartbeat, planned by waiting time,

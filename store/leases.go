@@ -42,9 +42,9 @@ var (
 		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`)
 	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL
 		WHERE group_id = ?1 RETURNING fence`)
-	qGroupHeld    = wq(`UPDATE groups SET held = 1 WHERE id = ?`)
-	qGroupFree    = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
-	qGroupUrgent  = wq(`UPDATE groups SET
+	qGroupHeld   = wq(`UPDATE groups SET held = 1 WHERE id = ?`)
+	qGroupFree   = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
+	qGroupUrgent = wq(`UPDATE groups SET
 		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority < 0),
 		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority >= 0)
 		WHERE id = ?1`)
