@@ -62,11 +62,13 @@ type Group struct {
 	CreatedAt    time.Time `json:"created_at"`
 }
 
-// GroupDetail is a group with its lease and its range counts by status.
+// GroupDetail is a group with its lease, its stored snapshot (held or
+// not) and its range counts by status.
 type GroupDetail struct {
 	Group
-	Lease  *Lease           `json:"lease"`
-	Ranges map[string]int64 `json:"ranges"`
+	Lease    *Lease           `json:"lease"`
+	Snapshot *Snapshot        `json:"snapshot"`
+	Ranges   map[string]int64 `json:"ranges"`
 }
 
 // Range is a planned span of ids, Start..End inclusive, resumed at Next.

@@ -229,13 +229,26 @@ func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDeta
 	if d.Lease, err = db.Lease(ctx, g.ID); err != nil {
 		return d, err
 	}
+	if d.Snapshot, err = db.Snapshot(ctx, g.ID); err != nil {
+		return d, err
+	}
 	d.Ranges = map[string]int64{leasehold.StatusPlanned: 0, leasehold.StatusLeased: 0, leasehold.StatusDone: 0, leasehold.StatusFailed: 0}
-	for st := range d.Ranges {
+	// One statement, so the counts are of one moment.
+	rows, err := db.query(ctx, `SELECT status, count(*) FROM ranges WHERE group_id = ? GROUP BY status`, g.ID)
+	if err != nil {
+		return d, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
 		var n int64
-		if err := db.queryRow(ctx, `SELECT count(*) FROM ranges WHERE group_id = ? AND status = ?`, g.ID, st).Scan(&n); err != nil {
+		if err := rows.Scan(&st, &n); err != nil {
 			return d, mapError(err, "counting ranges")
 		}
 		d.Ranges[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return d, mapError(err, "counting ranges")
 	}
 	return d, nil
 }

@@ -340,6 +340,7 @@ func TestSnapshots(t *testing.T) {
 		})
 	}
 	t.Run("BrokenConnection", func(t *testing.T) {
+		brokenBefore := w.metric(`leasehold_http_requests_total{method="PUT",route="/api/v1/leases/:group/snapshot",status="400"}`)
 		pr, pw := io.Pipe()
 		go func() {
 			pw.Write(window[:100])
@@ -355,8 +356,7 @@ func TestSnapshots(t *testing.T) {
 		// broke off) and so cleaned up after it.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			m := api{t, w.node.URL}.j("GET", "/metrics", "", "")
-			if strings.Contains(string(m.body), `method="PUT",route="/api/v1/leases/:group/snapshot",status="400"`) {
+			if w.metric(`leasehold_http_requests_total{method="PUT",route="/api/v1/leases/:group/snapshot",status="400"}`) > brokenBefore {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -399,6 +399,19 @@ func TestSnapshots(t *testing.T) {
 			t.Fatalf("admin download: %d", a.status)
 		}
 	})
+}
+
+// metric reads one sample of the node's /metrics (0 when absent).
+func (w *world) metric(series string) float64 {
+	m := api{w.t, w.node.URL}.j("GET", "/metrics", "", "")
+	for _, line := range strings.Split(string(m.body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return 0
 }
 
 type neverEnding byte

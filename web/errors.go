@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -39,6 +40,11 @@ type errorBody struct {
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The client went away (or gave up) before the answer; nothing of
+		// the node's is wrong, so it is not logged as internal.
+		err = leasehold.Wrap(leasehold.KindInvalid, err, "the request ended before it was answered")
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) && leasehold.ErrorKind(err) == leasehold.KindInternal {

@@ -1,0 +1,704 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"leasehold"
+	"leasehold/web/client"
+)
+
+const adminUsage = `Usage: leasehold admin [--url U] [--token T] [--data DIR] [--json] <noun> <verb> [args]
+
+  groups list                          the groups
+  groups show NAME                     a group with its lease and range counts
+  groups create NAME [--range-size N] [--priority P] [--start S] [--inactive]
+  groups update NAME [--range-size N] [--priority P] [--active=false]
+  groups tail NAME HIGH                plan the tail up to HIGH
+  groups history NAME LOW              plan the history down to LOW
+  groups ranges NAME [--status S]      the group's ranges
+  nodes list                           the worker nodes
+  nodes register NAME [--capacity N] [--priority-min P] [--priority-max P] [-q]
+  nodes pause ID|NAME [--by WHO]
+  nodes resume ID|NAME [--by WHO]
+  nodes delete ID|NAME
+  ranges retry ID                      plan a failed range again
+  rules show | rules put FILE|-        the rules workers index by
+  findings                             what is stuck, and the backlog
+  wait [--timeout D]                   until every active group is done and released
+
+Flags may come anywhere after "admin". The admin token is --token, else
+$LEASEHOLD_ADMIN_TOKEN, else <--data>/admin.token.
+`
+
+// operator is what every operator command (admin, snapshot) shares: where
+// the node is and the admin token.
+type operator struct {
+	url, token, data string
+	json             bool
+}
+
+// flags registers the operator's flags on fs. Every verb's FlagSet gets
+// them, so they may come before or after the verb.
+func (o *operator) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.url, "url", o.url, "node URL (default $LEASEHOLD_URL or "+client.DefaultURL+")")
+	fs.StringVar(&o.token, "token", o.token, "admin token (default $LEASEHOLD_ADMIN_TOKEN or <data>/admin.token)")
+	fs.StringVar(&o.data, "data", o.data, "the node's data directory, for admin.token")
+	fs.BoolVar(&o.json, "json", o.json, "print JSON for scripts instead of tables")
+}
+
+func newOperator() *operator {
+	return &operator{url: envOr("LEASEHOLD_URL", client.DefaultURL), data: "./data"}
+}
+
+// client resolves the admin token and returns a client of the node.
+func (o *operator) client() (*client.Client, error) {
+	token, err := adminToken(o.token, o.data)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(o.url, token), nil
+}
+
+// adminToken is the flag's token, else $LEASEHOLD_ADMIN_TOKEN, else the one
+// the node wrote to <data>/admin.token on its first start.
+func adminToken(flagToken, data string) (string, error) {
+	if flagToken != "" {
+		return flagToken, nil
+	}
+	if t := os.Getenv("LEASEHOLD_ADMIN_TOKEN"); t != "" {
+		return t, nil
+	}
+	path := filepath.Join(data, "admin.token")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageError(fmt.Errorf("no admin token: give --token, set LEASEHOLD_ADMIN_TOKEN or point --data at the node's data directory (%v)", err))
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("no admin token: %s is empty", path)
+	}
+	return t, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, which it returns.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, usageError(err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// wantArgs checks the number of positional arguments of a verb.
+func wantArgs(args []string, names ...string) error {
+	if len(args) != len(names) {
+		return usageError(fmt.Errorf("want %d argument(s): %s; got %q", len(names), strings.Join(names, " "), args))
+	}
+	return nil
+}
+
+func parseInt(what, s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, usageError(fmt.Errorf("%s: %q is not an integer", what, s))
+	}
+	return n, nil
+}
+
+func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOperator()
+	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	o.flags(fs)
+	// Only the operator's flags come before the noun; the verb parses the rest.
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return usageError(err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return usageError(errors.New("admin: no command given"))
+	}
+	noun, rest := rest[0], rest[1:]
+	if noun == "findings" || noun == "wait" {
+		rest = append([]string{noun}, rest...)
+	}
+	if len(rest) == 0 {
+		fs.Usage()
+		return usageError(fmt.Errorf("admin %s: no verb given", noun))
+	}
+	verb, rest := rest[0], rest[1:]
+	a := &adminCmd{op: o, stdout: stdout, stderr: stderr}
+	vf := flag.NewFlagSet("admin "+noun+" "+verb, flag.ContinueOnError)
+	vf.SetOutput(stderr)
+	vf.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	o.flags(vf)
+	run, ok := a.verb(noun, verb, vf)
+	if !ok {
+		fs.Usage()
+		return usageError(fmt.Errorf("admin: unknown command %q %q", noun, verb))
+	}
+	pos, err := parseInterspersed(vf, rest)
+	if err != nil {
+		return err
+	}
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	a.c = c
+	return run(ctx, pos)
+}
+
+// adminCmd runs one admin verb.
+type adminCmd struct {
+	op     *operator
+	c      *client.Client
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type verbFunc func(ctx context.Context, args []string) error
+
+// verb registers the verb's own flags on fs and returns the function that
+// runs it after parsing.
+func (a *adminCmd) verb(noun, verb string, fs *flag.FlagSet) (verbFunc, bool) {
+	switch noun + " " + verb {
+	case "groups list":
+		return a.groupsList, true
+	case "groups show":
+		return a.groupsShow, true
+	case "groups create", "groups update":
+		var spec struct {
+			rangeSize, priority, start int64
+			inactive, active           bool
+		}
+		fs.Int64Var(&spec.rangeSize, "range-size", 0, "ids per range (0: the node's default)")
+		fs.Int64Var(&spec.priority, "priority", 0, "the group's priority, lower first")
+		if verb == "create" {
+			fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (0: the node's default)")
+			fs.BoolVar(&spec.inactive, "inactive", false, "create the group inactive")
+		} else {
+			fs.BoolVar(&spec.active, "active", true, "whether the group is leased at all")
+		}
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "NAME"); err != nil {
+				return err
+			}
+			var gs client.GroupSpec
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			if set["range-size"] {
+				gs.RangeSize = &spec.rangeSize
+			}
+			if set["priority"] {
+				gs.Priority = &spec.priority
+			}
+			if set["start"] {
+				gs.Start = &spec.start
+			}
+			if set["inactive"] {
+				gs.Active = new(!spec.inactive)
+			}
+			if set["active"] {
+				gs.Active = &spec.active
+			}
+			g, created, err := a.c.PutGroup(ctx, args[0], gs)
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(g)
+			}
+			what := "updated"
+			if created {
+				what = "created"
+			}
+			fmt.Fprintf(a.stdout, "group %s %s (id %d, range size %d, start %d)\n", g.Name, what, g.ID, g.RangeSize, g.Start)
+			return nil
+		}, true
+	case "groups tail", "groups history":
+		return func(ctx context.Context, args []string) error {
+			arg := "HIGH"
+			if verb == "history" {
+				arg = "LOW"
+			}
+			if err := wantArgs(args, "NAME", arg); err != nil {
+				return err
+			}
+			id, err := parseInt(arg, args[1])
+			if err != nil {
+				return err
+			}
+			var n int64
+			if verb == "tail" {
+				n, err = a.c.PlanTail(ctx, args[0], id)
+			} else {
+				n, err = a.c.PlanHistory(ctx, args[0], id)
+			}
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(map[string]int64{"planned": n})
+			}
+			fmt.Fprintf(a.stdout, "group %s: %d %s ranges planned\n", args[0], n, verb)
+			return nil
+		}, true
+	case "groups ranges":
+		status := fs.String("status", "", "only ranges of this status: planned, leased, done, failed")
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "NAME"); err != nil {
+				return err
+			}
+			rs, err := a.c.AllRanges(ctx, args[0], *status)
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(rs)
+			}
+			return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS"}, len(rs), func(i int) []any {
+				r := rs[i]
+				return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts}
+			})
+		}, true
+	case "nodes list":
+		return a.nodesList, true
+	case "nodes register":
+		var capacity, pmin, pmax int64
+		fs.Int64Var(&capacity, "capacity", 0, "groups the node may hold at once (default: the node's)")
+		fs.Int64Var(&pmin, "priority-min", 0, "lowest range priority it works on")
+		fs.Int64Var(&pmax, "priority-max", 0, "highest range priority it works on")
+		quiet := fs.Bool("q", false, "print only the token")
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "NAME"); err != nil {
+				return err
+			}
+			spec := client.NodeSpec{Name: args[0]}
+			fs.Visit(func(f *flag.Flag) {
+				switch f.Name {
+				case "capacity":
+					spec.Capacity = &capacity
+				case "priority-min":
+					spec.PriorityMin = &pmin
+				case "priority-max":
+					spec.PriorityMax = &pmax
+				}
+			})
+			n, err := a.c.RegisterNode(ctx, spec)
+			switch {
+			case err != nil:
+				return err
+			case *quiet:
+				fmt.Fprintln(a.stdout, n.Token)
+				return nil
+			case a.op.json:
+				return a.printJSON(n)
+			}
+			fmt.Fprintf(a.stdout, "node %s registered (id %d, capacity %d)\ntoken: %s\n(the token is shown only now)\n", n.Name, n.ID, n.Capacity, n.Token)
+			return nil
+		}, true
+	case "nodes pause", "nodes resume":
+		by := fs.String("by", os.Getenv("USER"), "who pauses or resumes")
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "ID|NAME"); err != nil {
+				return err
+			}
+			id, err := a.nodeID(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			var n *leasehold.Node
+			if verb == "pause" {
+				n, err = a.c.PauseNode(ctx, id, *by)
+			} else {
+				n, err = a.c.ResumeNode(ctx, id, *by)
+			}
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(n)
+			}
+			fmt.Fprintf(a.stdout, "node %s %sd\n", n.Name, verb)
+			return nil
+		}, true
+	case "nodes delete":
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "ID|NAME"); err != nil {
+				return err
+			}
+			id, err := a.nodeID(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if err := a.c.DeleteNode(ctx, id); err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(map[string]any{"deleted": id})
+			}
+			fmt.Fprintf(a.stdout, "node %s deleted; what it held is released\n", args[0])
+			return nil
+		}, true
+	case "ranges retry":
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "ID"); err != nil {
+				return err
+			}
+			id, err := parseInt("ID", args[0])
+			if err != nil {
+				return err
+			}
+			r, err := a.c.RetryRange(ctx, id)
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(r)
+			}
+			fmt.Fprintf(a.stdout, "range %d planned again\n", id)
+			return nil
+		}, true
+	case "rules show":
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args); err != nil {
+				return err
+			}
+			r, err := a.c.CurrentRules(ctx)
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(r)
+			}
+			fmt.Fprintf(a.stdout, "rules version %d\n", r.Version)
+			return a.printJSON(r.Body)
+		}, true
+	case "rules put":
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args, "FILE|-"); err != nil {
+				return err
+			}
+			var body []byte
+			var err error
+			if args[0] == "-" {
+				body, err = io.ReadAll(os.Stdin)
+			} else {
+				body, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return err
+			}
+			if !json.Valid(body) {
+				return usageError(fmt.Errorf("rules put: %s is not JSON", args[0]))
+			}
+			v, err := a.c.PutRules(ctx, body)
+			if err != nil {
+				return err
+			}
+			if a.op.json {
+				return a.printJSON(map[string]int64{"version": v})
+			}
+			fmt.Fprintf(a.stdout, "rules version %d stored\n", v)
+			return nil
+		}, true
+	case "findings findings":
+		return a.findings, true
+	case "wait wait":
+		timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+		every := fs.Duration("every", time.Second, "how often to look")
+		return func(ctx context.Context, args []string) error {
+			if err := wantArgs(args); err != nil {
+				return err
+			}
+			return a.wait(ctx, *timeout, *every)
+		}, true
+	}
+	return nil, false
+}
+
+func (a *adminCmd) groupsList(ctx context.Context, args []string) error {
+	if err := wantArgs(args); err != nil {
+		return err
+	}
+	gs, err := a.c.AllGroups(ctx)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(gs)
+	}
+	return a.table([]string{"ID", "NAME", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END"}, len(gs), func(i int) []any {
+		g := gs[i]
+		return []any{g.ID, g.Name, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd}
+	})
+}
+
+func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "NAME"); err != nil {
+		return err
+	}
+	g, err := a.c.Group(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(g)
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "group\t%s (id %d)\n", g.Name, g.ID)
+	fmt.Fprintf(w, "priority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%d..%d\n", g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd)
+	fmt.Fprintf(w, "ranges\tplanned %d, leased %d, done %d, failed %d\n",
+		g.Ranges[leasehold.StatusPlanned], g.Ranges[leasehold.StatusLeased], g.Ranges[leasehold.StatusDone], g.Ranges[leasehold.StatusFailed])
+	if l := g.Lease; l != nil {
+		fmt.Fprintf(w, "held by\t%s (node %d) at fence %d since %s, heartbeat %s ago\n",
+			l.Node, l.NodeID, l.Fence, l.LeasedAt.Format(time.RFC3339), time.Since(l.HeartbeatAt).Round(time.Second))
+		fmt.Fprintf(w, "done\t%d ranges, %d headers\n", l.RangesDone, l.Headers)
+		if s := l.Snapshot; s != nil {
+			fmt.Fprintf(w, "snapshot\tnext %d, %d bytes, sha256 %s, at %s\n", s.Next, s.Size, s.SHA256, s.At.Format(time.RFC3339))
+		}
+	} else {
+		fmt.Fprintf(w, "held by\tnobody\n")
+	}
+	return w.Flush()
+}
+
+func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
+	if err := wantArgs(args); err != nil {
+		return err
+	}
+	ns, err := a.c.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(ns)
+	}
+	return a.table([]string{"ID", "NAME", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
+		n := ns[i]
+		paused := "no"
+		if n.Paused {
+			paused = "by " + n.PausedBy
+		}
+		seen := "never"
+		if n.LastSeenAt != nil {
+			seen = time.Since(*n.LastSeenAt).Round(time.Second).String() + " ago"
+		}
+		return []any{n.ID, n.Name, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
+	})
+}
+
+// nodeID takes a node's id or looks its name up.
+func (a *adminCmd) nodeID(ctx context.Context, arg string) (int64, error) {
+	if id, err := strconv.ParseInt(arg, 10, 64); err == nil {
+		return id, nil
+	}
+	ns, err := a.c.Nodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range ns {
+		if n.Name == arg {
+			return n.ID, nil
+		}
+	}
+	return 0, leasehold.Errorf(leasehold.KindNotFound, "no node named %q", arg)
+}
+
+func (a *adminCmd) findings(ctx context.Context, args []string) error {
+	if err := wantArgs(args); err != nil {
+		return err
+	}
+	f, err := a.c.Findings(ctx)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(f)
+	}
+	fmt.Fprintf(a.stdout, "backlog: %d planned ranges waiting, oldest %s\n", f.Backlog.Planned, seconds(f.Backlog.OldestAgeS))
+	if len(f.Stuck) == 0 {
+		fmt.Fprintln(a.stdout, "nothing stuck")
+		return nil
+	}
+	return a.table([]string{"KIND", "GROUP", "RANGE", "NODE", "AGE", "DETAIL"}, len(f.Stuck), func(i int) []any {
+		s := f.Stuck[i]
+		return []any{s.Kind, s.Group, optInt(s.Range), s.Node, seconds(s.AgeS), s.Detail}
+	})
+}
+
+// progressLine is what wait prints while it waits.
+type progressLine struct {
+	Groups  int   `json:"groups"`
+	Ranges  int64 `json:"ranges"`
+	Done    int64 `json:"done"`
+	Leased  int64 `json:"leased"`
+	Planned int64 `json:"planned"`
+	Failed  int64 `json:"failed"`
+	Held    int   `json:"held"`
+}
+
+// wait polls until every active group has no planned or leased range and
+// nobody holds it: its last holder uploaded the window and released it.
+// Failed ranges end the wait with an error, since nothing will lease them.
+func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tty := isTerminal(a.stderr)
+	var last progressLine
+	lastPrint := time.Time{}
+	for {
+		p, err := a.progress(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("wait: gave up after %s: %d of %d ranges done", timeout, last.Done, last.Ranges)
+			}
+			return err
+		}
+		done := p.Planned == 0 && p.Leased == 0 && p.Held == 0
+		if a.op.json {
+			if p != last || done {
+				if err := a.printJSON(p); err != nil {
+					return err
+				}
+			}
+		} else if p != last && time.Since(lastPrint) >= 2*time.Second || tty || done {
+			line := fmt.Sprintf("waiting: %d/%d ranges done, %d leased, %d planned, %d failed, %d of %d groups held",
+				p.Done, p.Ranges, p.Leased, p.Planned, p.Failed, p.Held, p.Groups)
+			if tty {
+				fmt.Fprintf(a.stderr, "\r\033[K%s", line)
+				if done {
+					fmt.Fprintln(a.stderr)
+				}
+			} else {
+				fmt.Fprintln(a.stderr, line)
+			}
+			lastPrint = time.Now()
+		}
+		last = p
+		if done {
+			if p.Failed > 0 {
+				return fmt.Errorf("wait: %d ranges failed; see `leasehold admin findings`", p.Failed)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(a.stderr)
+			}
+			return fmt.Errorf("wait: gave up after %s: %d of %d ranges done", timeout, last.Done, last.Ranges)
+		case <-time.After(every):
+		}
+	}
+}
+
+func (a *adminCmd) progress(ctx context.Context) (progressLine, error) {
+	var p progressLine
+	gs, err := a.c.AllGroups(ctx)
+	if err != nil {
+		return p, err
+	}
+	for _, g := range gs {
+		if !g.Active {
+			continue
+		}
+		d, err := a.c.Group(ctx, g.Name)
+		if err != nil {
+			return p, err
+		}
+		p.Groups++
+		for _, n := range d.Ranges {
+			p.Ranges += n
+		}
+		p.Done += d.Ranges[leasehold.StatusDone]
+		p.Leased += d.Ranges[leasehold.StatusLeased]
+		p.Planned += d.Ranges[leasehold.StatusPlanned]
+		p.Failed += d.Ranges[leasehold.StatusFailed]
+		if d.Lease != nil {
+			p.Held++
+		}
+	}
+	return p, nil
+}
+
+func (a *adminCmd) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table prints n rows under head, aligned for people.
+func (a *adminCmd) table(head []string, n int, row func(i int) []any) error {
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(head, "\t"))
+	for i := range n {
+		cells := row(i)
+		s := make([]string, len(cells))
+		for j, c := range cells {
+			s[j] = fmt.Sprint(c)
+		}
+		fmt.Fprintln(w, strings.Join(s, "\t"))
+	}
+	return w.Flush()
+}
+
+func optInt(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*p, 10)
+}
+
+func seconds(s float64) time.Duration {
+	return (time.Duration(s * float64(time.Second))).Round(time.Second)
+}
+
+// isTerminal reports whether w is a terminal, for progress lines that
+// redraw themselves; logs and pipes get plain lines or nothing.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

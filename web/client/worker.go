@@ -1,0 +1,647 @@
+package client
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"leasehold"
+)
+
+// Window is the state a worker carries through a group from range to range.
+// Save writes it whole and Load replaces it with what Save wrote; the loop
+// moves it to and from the node gzipped.
+type Window interface {
+	Load(r io.Reader) error
+	Save(w io.Writer) error
+}
+
+// ProgressFunc is handed to an IndexFunc to report how far it got: every id
+// below next is in the window, and headers articles of the range were
+// indexed so far. It is cheap (the loop sends the latest value with the
+// next heartbeat) and safe to call from any goroutine.
+type ProgressFunc func(next, headers int64)
+
+// IndexFunc indexes ids r.Next..r.End of the granted group into w, calling
+// progress as it advances. It returns nil when the whole range is in the
+// window. It must return soon after ctx ends; the context's cause is
+// leasehold.ErrLeaseLost when the group was lost, and the range is then
+// given up. Ids may come again after a takeover, so indexing an id twice
+// must leave w as indexing it once.
+type IndexFunc func(ctx context.Context, g *Grant, r leasehold.Range, w Window, progress ProgressFunc) error
+
+// DefaultSnapshotInterval is how often a Worker uploads a window between
+// ranges unless told otherwise: what a killed worker's successor redoes.
+const DefaultSnapshotInterval = time.Minute
+
+// DefaultPoll is how a Worker polls a node that has nothing for it.
+var DefaultPoll = Backoff{Min: 500 * time.Millisecond, Max: 15 * time.Second}
+
+// Worker is the pull loop of a worker node. It leases up to Capacity groups
+// at once and, for each, loads the group's window snapshot (or starts an
+// empty window at the group's first range, uploaded at once so a crash
+// before the next upload loses nothing), takes the group's ranges in order
+// and feeds them to IndexFunc, reports progress and heartbeats every TTL/3,
+// finishes each range, uploads the window every SnapshotInterval, and when
+// the group is caught up uploads the window and releases the group.
+//
+// A lost lease cancels that group's IndexFunc and the group is forgotten:
+// nothing more is sent for it. A panic in IndexFunc is logged with its stack
+// and the group released without finishing the range or uploading the
+// window (which the panic may have left half changed); the node plans again
+// whatever the last upload does not cover. Run it with Run; set the fields
+// before.
+type Worker struct {
+	// Client calls the node with the worker node's token.
+	Client *Client
+	// CapacityFunc is how many groups to hold at once. It is read before
+	// every lease, so a change takes effect at the next one; 0 leases
+	// nothing. Nil means 1.
+	CapacityFunc func() int
+	// NewWindowFunc returns the empty window of a group.
+	NewWindowFunc func(g leasehold.Group) Window
+	// IndexFunc does the work of one range.
+	IndexFunc IndexFunc
+	// Logger gets what happens; slog.Default() when nil.
+	Logger *slog.Logger
+	// SnapshotInterval is how long after the last upload a window is
+	// uploaded again between ranges, so that a successor after a crash
+	// redoes at most that much. 0 means DefaultSnapshotInterval; below 0,
+	// windows are uploaded only when caught up or stopping.
+	SnapshotInterval time.Duration
+	// Poll is the wait between leases while the node has nothing to lease
+	// (paused, at capacity, nothing planned) or cannot be reached. The zero
+	// value means DefaultPoll.
+	Poll Backoff
+	// StopTimeout bounds the uploads and releases after Run's context ends.
+	// 0 means 30s.
+	StopTimeout time.Duration
+
+	held     atomic.Int64
+	failures atomic.Int64 // holds in a row that ended in failure
+}
+
+// Held is how many groups the worker holds now.
+func (w *Worker) Held() int { return int(w.held.Load()) }
+
+// Run leases and works until ctx ends, then lets the running IndexFuncs see
+// the cancelled context, uploads their windows, releases every group it
+// holds and returns nil. It returns an error when the Worker is not set up,
+// or, after stopping the same way, when the node refuses the token
+// (leasehold.ErrUnauthorized, ErrForbidden): waiting would not mend that.
+// A worker killed instead leaves its groups to the TTL.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.Client == nil || w.IndexFunc == nil || w.NewWindowFunc == nil {
+		return errors.New("client: Worker needs Client, IndexFunc and NewWindowFunc")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// ended wakes the loop when a hold ends and frees capacity.
+	ended := make(chan struct{}, 1)
+	idle := 0
+	for ctx.Err() == nil {
+		if w.Held() >= w.capacity() {
+			// Wait for a hold to end, or look at the capacity again soon.
+			select {
+			case <-ctx.Done():
+			case <-ended:
+			case <-time.After(w.poll().Min):
+			}
+			continue
+		}
+		g, lerr := w.Client.Lease(ctx)
+		if errors.Is(lerr, leasehold.ErrUnauthorized) || errors.Is(lerr, leasehold.ErrForbidden) {
+			w.logger().Error("the node refuses the token; stopping", "err", lerr)
+			cancel()
+			return lerr
+		}
+		if lerr != nil || g == nil {
+			if lerr != nil && ctx.Err() == nil {
+				w.logger().Warn("lease failed", "err", lerr)
+			}
+			// Paused, nothing planned, at the node's own capacity or
+			// unreachable: back off, up to Poll.Max, never spin. A hold
+			// that ends frees a slot of the node's capacity too: ask then.
+			t := time.NewTimer(w.poll().Delay(idle))
+			select {
+			case <-ctx.Done():
+			case <-ended:
+				idle = 0
+			case <-t.C:
+				idle++
+			}
+			t.Stop()
+			continue
+		}
+		idle = 0
+		w.held.Add(1)
+		wg.Go(func() {
+			defer func() {
+				w.held.Add(-1)
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
+			}()
+			// A group that failed goes back to the node; wait before
+			// the next lease so a failure that repeats (a node error, a
+			// source down) is not retried in a tight loop.
+			switch w.hold(ctx, g) {
+			case failed, suspect:
+				n := w.failures.Add(1)
+				sleep(ctx, w.poll().Delay(int(n-1)))
+			case caughtUp:
+				w.failures.Store(0)
+			}
+		})
+	}
+	return nil
+}
+
+func (w *Worker) capacity() int {
+	if w.CapacityFunc == nil {
+		return 1
+	}
+	return w.CapacityFunc()
+}
+
+func (w *Worker) poll() Backoff {
+	if w.Poll.Min <= 0 && w.Poll.Max <= 0 {
+		return DefaultPoll
+	}
+	return w.Poll
+}
+
+func (w *Worker) logger() *slog.Logger {
+	if w.Logger == nil {
+		return slog.Default()
+	}
+	return w.Logger
+}
+
+// outcome is how the work on a held group ended, which decides what is
+// sent before letting it go.
+type outcome int
+
+const (
+	caughtUp outcome = iota // snapshot, release
+	stopped                 // Run's context ended: flush progress, snapshot, release
+	failed                  // an error; the window is sound up to the progress: snapshot, release
+	suspect                 // a panic or a window that did not load: release only
+	lost                    // someone else holds it: send nothing
+)
+
+// errLeaseLost is the cause of a group's context after its lease was lost.
+var errLeaseLost = leasehold.Errorf(leasehold.KindLeaseLost, "lease lost")
+
+// hold is one held group: its grant, its window and what has been
+// reported of the range in work.
+type hold struct {
+	w      *Worker
+	g      *Grant
+	log    *slog.Logger
+	window Window
+
+	// cancelWork ends the group's work context (Index, Next).
+	cancelWork context.CancelCauseFunc
+	isLost     atomic.Bool
+	ttl        atomic.Int64 // time.Duration
+	contact    atomic.Int64 // unix nanoseconds of the last holder call answered
+
+	// callMu orders progress after the range's Next and before its
+	// Finish, so that a late progress never hits a finished range.
+	callMu sync.Mutex
+	// mu guards the fields below, written by Index's progress calls.
+	mu      sync.Mutex
+	rng     leasehold.Range // the range in work; ID 0 when none
+	pending int64           // latest next Index reported
+	sent    int64           // latest next the node acknowledged
+	headers int64
+
+	// windowNext is the id the window covers up to, for its snapshot.
+	windowNext int64
+	// dirty is whether the window changed since it was loaded or uploaded.
+	dirty        bool
+	lastSnapshot time.Time
+}
+
+// fallbackTTL stands in for a TTL the node did not send.
+const fallbackTTL = time.Minute
+
+// hold works one leased group until it is caught up, lost, failed or the
+// worker stops, and lets it go as the outcome says. It returns the outcome.
+func (w *Worker) hold(parent context.Context, g *Grant) outcome {
+	h := &hold{w: w, g: g, log: w.logger().With("group", g.Group.Name, "fence", g.Fence), lastSnapshot: time.Now()}
+	if g.TTL <= 0 {
+		g.TTL = fallbackTTL
+	}
+	h.ttl.Store(int64(g.TTL))
+	h.touch()
+	h.log.Info("leased group", "snapshot_next", snapshotNext(g.Snapshot), "takeover", g.Takeover, "ttl", g.TTL)
+
+	workCtx, cancelWork := context.WithCancelCause(parent)
+	defer cancelWork(nil)
+	h.cancelWork = cancelWork
+	// Heartbeats outlive the work: they keep the lease while the window is
+	// uploaded after Run's context ended, until the release.
+	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(parent))
+	beatsDone := make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		h.heartbeat(beatCtx)
+	}()
+	defer func() {
+		stopBeats()
+		<-beatsDone
+	}()
+
+	out := h.work(workCtx)
+
+	endCtx := context.WithoutCancel(parent)
+	if parent.Err() != nil {
+		var cancel context.CancelFunc
+		endCtx, cancel = context.WithTimeout(endCtx, w.stopTimeout())
+		defer cancel()
+		if out != lost && out != suspect {
+			out = stopped
+		}
+	}
+	if out == lost || h.isLost.Load() {
+		h.log.Warn("lease lost; group forgotten")
+		return lost
+	}
+	if out != suspect {
+		h.flushProgress(endCtx)
+		if h.dirty {
+			if err := h.upload(endCtx); err != nil {
+				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
+					h.log.Warn("lease lost; group forgotten")
+					return lost
+				}
+				h.log.Error("window upload failed; releasing anyway", "err", err)
+			}
+		}
+	}
+	if err := w.Client.Release(endCtx, g.Group.ID, g.Fence); err != nil {
+		if errors.Is(err, leasehold.ErrLeaseLost) {
+			h.log.Warn("lease lost before release")
+			return lost
+		}
+		h.log.Error("release failed; the TTL will free the group", "err", err)
+		return out
+	}
+	h.log.Info("released group", "why", [...]string{"caught up", "stopping", "failed", "suspect window", "lost"}[out])
+	return out
+}
+
+func (w *Worker) stopTimeout() time.Duration {
+	if w.StopTimeout <= 0 {
+		return 30 * time.Second
+	}
+	return w.StopTimeout
+}
+
+func snapshotNext(s *leasehold.Snapshot) int64 {
+	if s == nil {
+		return 0
+	}
+	return s.Next
+}
+
+// work loads the window and runs the group's ranges until caught up, lost,
+// stopped or failed.
+func (h *hold) work(ctx context.Context) outcome {
+	c := h.w.Client
+	if out, ok := h.loadWindow(ctx); !ok {
+		return out
+	}
+	for {
+		r, err := c.Next(ctx, h.g.Group.ID, h.g.Fence)
+		if err != nil {
+			return h.judge(ctx, err, "next")
+		}
+		h.touch()
+		if r == nil {
+			return caughtUp
+		}
+		if h.windowNext == 0 {
+			// An empty window starts at the group's first range. It goes
+			// up at once: without any snapshot the node keeps finished
+			// ranges done on the next lease, so a crash or a panic before
+			// the first upload would lose them from every later window;
+			// with one, the next lease plans again all after it.
+			h.windowNext = r.Start
+			if err := h.upload(ctx); err != nil {
+				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
+					return lost
+				}
+				h.log.Warn("upload of the empty window failed; going on", "err", err)
+			}
+		}
+		h.mu.Lock()
+		h.rng, h.pending, h.sent, h.headers = *r, r.Next, r.Next, 0
+		h.mu.Unlock()
+
+		h.dirty = true
+		err, panicked := h.index(ctx, *r)
+		switch {
+		case panicked:
+			return suspect
+		case h.isLost.Load():
+			return lost
+		case err != nil:
+			if ctx.Err() == nil {
+				h.log.Error("index failed; releasing the group", "range", r.ID, "err", err)
+			}
+			h.mu.Lock()
+			h.windowNext = h.pending
+			h.mu.Unlock()
+			return h.judge(ctx, err, "index")
+		}
+		if out, ok := h.finish(ctx, *r); !ok {
+			return out
+		}
+		if iv := h.w.snapshotInterval(); iv > 0 && time.Since(h.lastSnapshot) >= iv {
+			if err := h.upload(ctx); err != nil {
+				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
+					return lost
+				}
+				if ctx.Err() != nil {
+					return stopped
+				}
+				h.log.Warn("window upload failed; going on", "err", err)
+			}
+		}
+	}
+}
+
+// judge turns an error of the work into its outcome.
+func (h *hold) judge(ctx context.Context, err error, what string) outcome {
+	switch {
+	case h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost):
+		h.lose(err)
+		return lost
+	case ctx.Err() != nil:
+		return stopped
+	}
+	if what != "index" {
+		h.log.Error(what+" failed; releasing the group", "err", err)
+	}
+	return failed
+}
+
+// loadWindow starts the group's window: the snapshot's when there is one.
+func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
+	h.window = h.w.NewWindowFunc(h.g.Group)
+	if h.g.Snapshot == nil {
+		return 0, true
+	}
+	sr, err := h.w.Client.GetSnapshot(ctx, h.g.Group.ID, h.g.Fence, 0)
+	if err != nil {
+		return h.judge(ctx, err, "snapshot download"), false
+	}
+	if sr == nil {
+		h.log.Warn("lease named a snapshot the node no longer has; starting empty")
+		return 0, true
+	}
+	defer sr.Close()
+	h.touch()
+	err = func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic in Load: %v\n%s", p, debug.Stack())
+			}
+		}()
+		gz, err := gzip.NewReader(sr)
+		if err != nil {
+			return err
+		}
+		if err := h.window.Load(gz); err != nil {
+			return err
+		}
+		// Read to the end so the download's digest is checked.
+		if _, err := io.Copy(io.Discard, gz); err != nil {
+			return err
+		}
+		return gz.Close()
+	}()
+	if err != nil {
+		if out := h.judge(ctx, err, "index"); out != failed {
+			return out, false
+		}
+		h.log.Error("window snapshot did not load; releasing the group", "err", err)
+		return suspect, false
+	}
+	h.windowNext = sr.Next
+	if h.windowNext == 0 {
+		h.windowNext = h.g.Snapshot.Next
+	}
+	h.log.Info("window loaded", "next", h.windowNext, "bytes", sr.Size)
+	return 0, true
+}
+
+// index calls IndexFunc on r, turning a panic into a logged failure.
+func (h *hold) index(ctx context.Context, r leasehold.Range) (err error, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("panic in IndexFunc; releasing the group without finishing the range",
+				"range", r.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err, panicked = fmt.Errorf("panic: %v", p), true
+		}
+	}()
+	progress := func(next, headers int64) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.rng.ID != r.ID {
+			return // a late call for a range already finished
+		}
+		next = min(max(next, r.Next), r.End+1)
+		h.pending = max(h.pending, next)
+		h.headers = headers
+	}
+	return h.w.IndexFunc(ctx, h.g, r, h.window, progress), false
+}
+
+// finish reports r done, after its last progress.
+func (h *hold) finish(ctx context.Context, r leasehold.Range) (outcome, bool) {
+	h.callMu.Lock()
+	h.mu.Lock()
+	headers := h.headers
+	h.rng = leasehold.Range{}
+	h.mu.Unlock()
+	// The range is in the window whole: finish it even if the worker is
+	// stopping meanwhile, so that nobody redoes it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.w.stopTimeout())
+	_, err := h.w.Client.Finish(fctx, r.ID, h.g.Fence, headers)
+	cancel()
+	h.callMu.Unlock()
+	if err != nil {
+		return h.judge(ctx, err, "finish"), false
+	}
+	h.touch()
+	h.windowNext = r.End + 1
+	return 0, true
+}
+
+func (w *Worker) snapshotInterval() time.Duration {
+	if w.SnapshotInterval == 0 {
+		return DefaultSnapshotInterval
+	}
+	return w.SnapshotInterval
+}
+
+// heartbeat keeps the lease alive every TTL/3 until ctx ends: with the
+// range's progress when there is new progress (a holder call is a
+// heartbeat), else with a heartbeat unless another holder call was
+// answered since the last tick. On lease_lost, or when the node has not
+// answered for a whole TTL (someone else may hold the group by now), it
+// cancels the group's work.
+func (h *hold) heartbeat(ctx context.Context) {
+	for {
+		interval := max(time.Duration(h.ttl.Load())/3, 10*time.Millisecond)
+		if sleep(ctx, interval) != nil {
+			return
+		}
+		sentProgress, err := h.sendProgress(ctx)
+		if err == nil && !sentProgress && time.Since(h.lastContact()) >= interval {
+			var ttl time.Duration
+			if ttl, err = h.w.Client.Heartbeat(ctx, h.g.Group.ID, h.g.Fence); err == nil {
+				h.touch()
+				if ttl > 0 {
+					h.ttl.Store(int64(ttl))
+				}
+			}
+		}
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, leasehold.ErrLeaseLost):
+			h.lose(err)
+			return
+		case time.Since(h.lastContact()) > time.Duration(h.ttl.Load()):
+			h.lose(fmt.Errorf("no answer from the node for a TTL: %w", err))
+			return
+		default:
+			h.log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// sendProgress sends the range's new progress, if any, and reports
+// whether it did.
+func (h *hold) sendProgress(ctx context.Context) (bool, error) {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	h.mu.Lock()
+	id, next, sent := h.rng.ID, h.pending, h.sent
+	h.mu.Unlock()
+	if id == 0 || next <= sent {
+		return false, nil
+	}
+	if _, err := h.w.Client.Progress(ctx, id, h.g.Fence, next); err != nil {
+		if errors.Is(err, leasehold.ErrUnprocessable) {
+			// The node is past this point already; nothing to fix.
+			return false, nil
+		}
+		return false, err
+	}
+	h.touch()
+	h.mu.Lock()
+	h.sent = max(h.sent, next)
+	h.mu.Unlock()
+	return true, nil
+}
+
+// flushProgress sends the last progress before an upload or release, so
+// the range resumes where the window ends.
+func (h *hold) flushProgress(ctx context.Context) {
+	if _, err := h.sendProgress(ctx); err != nil {
+		if errors.Is(err, leasehold.ErrLeaseLost) {
+			h.lose(err)
+			return
+		}
+		h.log.Warn("last progress not sent", "err", err)
+	}
+}
+
+func (h *hold) touch()                 { h.contact.Store(time.Now().UnixNano()) }
+func (h *hold) lastContact() time.Time { return time.Unix(0, h.contact.Load()) }
+
+// lose marks the group lost and cancels its work at once.
+func (h *hold) lose(err error) {
+	if h.isLost.CompareAndSwap(false, true) {
+		h.log.Warn("lease lost; cancelling the group's work", "err", err)
+		h.cancelWork(errLeaseLost)
+	}
+}
+
+// upload saves the window gzipped and streams it to the node as the
+// snapshot at windowNext. Save runs again on a retry, since a streamed
+// body cannot be rewound.
+func (h *hold) upload(ctx context.Context) error {
+	c := h.w.Client
+	attempts := max(c.Retry.Attempts, 1)
+	for attempt := 0; ; attempt++ {
+		if h.isLost.Load() {
+			return errLeaseLost
+		}
+		s, sum, err := h.uploadOnce(ctx)
+		if err == nil && s.SHA256 != "" && s.SHA256 != sum {
+			err = leasehold.Errorf(leasehold.KindInternal, "node stored sha-256 %s, sent %s", s.SHA256, sum)
+		}
+		if err == nil {
+			h.touch()
+			h.dirty = false
+			h.lastSnapshot = time.Now()
+			h.log.Info("window uploaded", "next", s.Next, "bytes", s.Size)
+			return nil
+		}
+		k := leasehold.ErrorKind(err)
+		retry := k == leasehold.KindUnavailable || k == leasehold.KindInternal
+		if !retry || attempt+1 >= attempts || ctx.Err() != nil {
+			return err
+		}
+		if err := c.Retry.Sleep(ctx, attempt, 0); err != nil {
+			return err
+		}
+	}
+}
+
+func (h *hold) uploadOnce(ctx context.Context) (*leasehold.Snapshot, string, error) {
+	pr, pw := io.Pipe()
+	sum := sha256.New()
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		var err error
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic in Save: %v", p)
+				h.log.Error("panic in Window.Save", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			}
+			pw.CloseWithError(err)
+		}()
+		gz := gzip.NewWriter(io.MultiWriter(pw, sum))
+		if err = h.window.Save(gz); err == nil {
+			err = gz.Close()
+		}
+	}()
+	s, err := h.w.Client.PutSnapshot(ctx, h.g.Group.ID, h.g.Fence, h.windowNext, pr, SnapshotUpload{Gzip: true})
+	// Unblock a Save the node stopped reading.
+	pr.CloseWithError(errors.New("upload ended"))
+	<-saved
+	if err != nil {
+		return nil, "", err
+	}
+	return s, hex.EncodeToString(sum.Sum(nil)), nil
+}
