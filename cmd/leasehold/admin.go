@@ -492,11 +492,13 @@ func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "held by\t%s (node %d) at fence %d since %s, heartbeat %s ago\n",
 			l.Node, l.NodeID, l.Fence, l.LeasedAt.Format(time.RFC3339), time.Since(l.HeartbeatAt).Round(time.Second))
 		fmt.Fprintf(w, "done\t%d ranges, %d headers\n", l.RangesDone, l.Headers)
-		if s := l.Snapshot; s != nil {
-			fmt.Fprintf(w, "snapshot\tnext %d, %d bytes, sha256 %s, at %s\n", s.Next, s.Size, s.SHA256, s.At.Format(time.RFC3339))
-		}
 	} else {
 		fmt.Fprintf(w, "held by\tnobody\n")
+	}
+	if s := g.Snapshot; s != nil {
+		fmt.Fprintf(w, "snapshot\tnext %d, %d bytes, sha256 %s, at %s\n", s.Next, s.Size, s.SHA256, s.At.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "snapshot\tnone\n")
 	}
 	return w.Flush()
 }
