@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as the README gives it. It installs what
-# the tests need when it is missing (curl and jq for the scripts), then
+# the tests need when it is missing (curl and jq for the scripts, Chromium
+# for the dashboard's browser tests), then
 # runs gofmt, go vet, go test -race over
 # every package, and the scripts that drive the real binary.
 set -euo pipefail
@@ -9,6 +10,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
+# The dashboard's browser tests drive Debian's headless Chromium.
+command -v chromium >/dev/null || need+=(chromium chromium-driver)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
@@ -28,6 +31,8 @@ echo "test: go vet ./..."
 go vet ./...
 
 echo "test: go test -race ./..."
+# Screenshots of the browser tests land here, outside the tracked files.
+export LEASEHOLD_ARTIFACTS="${LEASEHOLD_ARTIFACTS:-$PWD/artifacts}"
 go test -race -count=1 -timeout 15m ./...
 
 for s in scripts/smoke.sh scripts/demo.sh; do

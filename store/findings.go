@@ -9,6 +9,30 @@ import (
 	"leasehold"
 )
 
+// The watchman's queries, one a kind of finding; each is an index seek
+// (findings_test.go checks the plans). ?1 is the bound's instant, ?2 the
+// limit.
+const (
+	qFindRangeStale = `SELECT g.name, r.id, coalesce(n.name, ''), r.heartbeat_at, r.next_id
+		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
+		WHERE r.status = 'leased' AND r.heartbeat_at < ?1 ORDER BY r.heartbeat_at DESC LIMIT ?2`
+	qFindLeaseQuiet = `SELECT g.name, l.range_id, coalesce(n.name, ''), l.heartbeat_at, l.fence
+		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
+		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 ORDER BY l.heartbeat_at DESC LIMIT ?2`
+	qFindRangeFailed = `SELECT g.name, r.id, coalesce(n.name, ''), r.updated_at, r.attempts
+		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
+		WHERE r.status = 'failed' AND ?1 = ?1 ORDER BY r.updated_at DESC LIMIT ?2`
+	qFindNodeUnseen = `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity
+		FROM nodes n WHERE coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
+	qFindSnapshotOld = `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0)
+		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
+		WHERE l.node_id IS NOT NULL AND coalesce(l.snapshot_at, l.leased_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
+	// qBacklogLane counts one lane's planned ranges and finds the oldest
+	// waiting: a count over the ranges_planned_since index, then its first
+	// entry.
+	qBacklogLane = `SELECT count(*), min(updated_at) FROM ranges WHERE status = 'planned' AND (priority < 0) = ?`
+)
+
 // FindingBounds are the ages past which the watchman reports something as
 // stuck. A zero bound turns that kind of finding off.
 type FindingBounds struct {
@@ -51,40 +75,31 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 		return mapError(rows.Err(), "computing findings")
 	}
 	round := func(d time.Duration) time.Duration { return d.Round(time.Second) }
-	if err := add(leasehold.FindingRangeStale, `SELECT g.name, r.id, coalesce(n.name, ''), r.heartbeat_at, r.next_id
-		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
-		WHERE r.status = 'leased' AND r.heartbeat_at < ?1 ORDER BY r.heartbeat_at DESC LIMIT ?2`, b.RangeHeartbeat,
+	if err := add(leasehold.FindingRangeStale, qFindRangeStale, b.RangeHeartbeat,
 		func(age time.Duration, next int64) string {
 			return fmt.Sprintf("no heartbeat for %s (bound %s), resume point %d", round(age), b.RangeHeartbeat, next)
 		}); err != nil {
 		return nil, err
 	}
-	if err := add(leasehold.FindingLeaseQuiet, `SELECT g.name, l.range_id, coalesce(n.name, ''), l.heartbeat_at, l.fence
-		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
-		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 ORDER BY l.heartbeat_at DESC LIMIT ?2`, b.LeaseQuiet,
+	if err := add(leasehold.FindingLeaseQuiet, qFindLeaseQuiet, b.LeaseQuiet,
 		func(age time.Duration, fence int64) string {
 			return fmt.Sprintf("holder quiet for %s at fence %d: awaiting takeover", round(age), fence)
 		}); err != nil {
 		return nil, err
 	}
-	if err := add(leasehold.FindingRangeFailed, `SELECT g.name, r.id, coalesce(n.name, ''), r.updated_at, r.attempts
-		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
-		WHERE r.status = 'failed' AND ?1 = ?1 ORDER BY r.updated_at DESC LIMIT ?2`, 0,
+	if err := add(leasehold.FindingRangeFailed, qFindRangeFailed, 0,
 		func(_ time.Duration, attempts int64) string {
 			return fmt.Sprintf("failed after %d attempts: retry it when the cause is fixed", attempts)
 		}); err != nil {
 		return nil, err
 	}
-	if err := add(leasehold.FindingNodeUnseen, `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity
-		FROM nodes n WHERE coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`, b.NodeUnseen,
+	if err := add(leasehold.FindingNodeUnseen, qFindNodeUnseen, b.NodeUnseen,
 		func(age time.Duration, _ int64) string {
 			return fmt.Sprintf("not seen for %s", round(age))
 		}); err != nil {
 		return nil, err
 	}
-	if err := add(leasehold.FindingSnapshotOld, `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0)
-		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
-		WHERE l.node_id IS NOT NULL AND coalesce(l.snapshot_at, l.leased_at) < ?1 ORDER BY 4 DESC LIMIT ?2`, b.SnapshotAge,
+	if err := add(leasehold.FindingSnapshotOld, qFindSnapshotOld, b.SnapshotAge,
 		func(age time.Duration, next int64) string {
 			return fmt.Sprintf("window snapshot %s old (next %d) on a group in work", round(age), next)
 		}); err != nil {
@@ -100,7 +115,7 @@ func (db *DB) Backlog(ctx context.Context, now time.Time) (leasehold.Backlog, er
 	lane := func(tail bool) (int64, float64, error) {
 		var n int64
 		var oldest sql.NullInt64
-		err := db.queryRow(ctx, `SELECT count(*), min(updated_at) FROM ranges WHERE status = 'planned' AND (priority < 0) = ?`, tail).Scan(&n, &oldest)
+		err := db.queryRow(ctx, qBacklogLane, tail).Scan(&n, &oldest)
 		if err != nil || !oldest.Valid {
 			return n, 0, mapError(err, "counting the backlog")
 		}
@@ -116,4 +131,33 @@ func (db *DB) Backlog(ctx context.Context, now time.Time) (leasehold.Backlog, er
 	b.Planned = b.Tail + b.History
 	b.OldestAgeS = max(b.TailOldestS, b.HistOldestS)
 	return b, nil
+}
+
+// FindingCounts counts what is stuck as of now by kind, without the
+// per-kind limit of Findings, for the metrics gauges. Every kind is
+// present, zero when nothing is stuck or the kind is turned off.
+func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, c := range []struct {
+		kind  string
+		q     string
+		bound time.Duration
+	}{
+		{leasehold.FindingRangeStale, `SELECT count(*) FROM ranges WHERE status = 'leased' AND heartbeat_at < ?1`, b.RangeHeartbeat},
+		{leasehold.FindingLeaseQuiet, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND heartbeat_at < ?1`, b.LeaseQuiet},
+		{leasehold.FindingRangeFailed, `SELECT count(*) FROM ranges WHERE status = 'failed' AND ?1 = ?1`, 0},
+		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes WHERE coalesce(last_seen_at, created_at) < ?1`, b.NodeUnseen},
+		{leasehold.FindingSnapshotOld, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND coalesce(snapshot_at, leased_at) < ?1`, b.SnapshotAge},
+	} {
+		out[c.kind] = 0
+		if c.bound <= 0 && c.kind != leasehold.FindingRangeFailed {
+			continue
+		}
+		var n int64
+		if err := db.queryRow(ctx, c.q, ms(now.Add(-c.bound))).Scan(&n); err != nil {
+			return nil, mapError(err, "counting findings")
+		}
+		out[c.kind] = n
+	}
+	return out, nil
 }

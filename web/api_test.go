@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -341,17 +342,17 @@ func TestSnapshots(t *testing.T) {
 	}
 	t.Run("BrokenConnection", func(t *testing.T) {
 		brokenBefore := w.metric(`leasehold_http_requests_total{method="PUT",route="/api/v1/leases/:group/snapshot",status="400"}`)
-		pr, pw := io.Pipe()
-		go func() {
-			pw.Write(window[:100])
-			pw.CloseWithError(fmt.Errorf("cable cut"))
-		}()
-		req, _ := http.NewRequest("PUT", w.url+put+"777", pr)
-		req.Header.Set("Authorization", "Bearer "+w.w1)
-		req.ContentLength = int64(len(window))
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+		// A raw connection: the headers and the first half of the body
+		// surely reach the node, then the connection is cut.
+		conn, err := net.Dial("tcp", strings.TrimPrefix(w.node.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		fmt.Fprintf(conn, "PUT /api/v1%s777 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/gzip\r\nContent-Length: %d\r\n\r\n",
+			put, w.w1, len(window))
+		conn.Write(window[:len(window)/2])
+		time.Sleep(50 * time.Millisecond) // let the node start reading the body
+		conn.Close()
 		// Wait until the node has answered the broken upload (400: the body
 		// broke off) and so cleaned up after it.
 		deadline := time.Now().Add(10 * time.Second)

@@ -1,14 +1,20 @@
 package web
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"leasehold"
+	"leasehold/appliance"
 )
 
 // Metrics are the node's Prometheus metrics. Make them before the
@@ -84,4 +90,69 @@ func (m *Metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// recentBacklog is how old a backlog count the gauges and the dashboard
+// may show: polls within it share one count.
+const recentBacklog = 2 * time.Second
+
+// watchCollector reports the watchman's findings by kind and the backlog
+// by lane as gauges, computed at scrape time: the finding counts are index
+// seeks (store/findings.go) and the backlog count is shared for
+// recentBacklog, so a scrape every few seconds stays cheap and there is
+// no refresh loop to own.
+type watchCollector struct {
+	watchman *appliance.Watchman
+	log      *slog.Logger
+
+	// Scrapes within recentBacklog of the last count share it (on the
+	// wall clock and on the node's, which tests move).
+	mu          sync.Mutex
+	at, nodeAt  time.Time // wall and node time of the count
+	counts      map[string]int64
+	lastBacklog leasehold.Backlog
+
+	findings *prometheus.Desc
+	backlog  *prometheus.Desc
+	oldest   *prometheus.Desc
+}
+
+func newWatchCollector(w *appliance.Watchman, log *slog.Logger) *watchCollector {
+	return &watchCollector{
+		watchman: w, log: log,
+		findings: prometheus.NewDesc("leasehold_findings", "What the watchman reports as stuck now, by kind.", []string{"kind"}, nil),
+		backlog:  prometheus.NewDesc("leasehold_backlog_ranges", "Planned ranges waiting for a worker, by lane (tail, history); backlog, not a stall.", []string{"lane"}, nil),
+		oldest:   prometheus.NewDesc("leasehold_backlog_oldest_age_seconds", "Age of the oldest planned range waiting, by lane.", []string{"lane"}, nil),
+	}
+}
+
+func (w *watchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- w.findings
+	ch <- w.backlog
+	ch <- w.oldest
+}
+
+func (w *watchCollector) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	if w.counts == nil || time.Since(w.at) >= recentBacklog || w.watchman.Now().Sub(w.nodeAt) >= recentBacklog {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		counts, b, err := w.watchman.Counts(ctx, recentBacklog)
+		cancel()
+		if err != nil {
+			w.mu.Unlock()
+			// A failed count must not fail the scrape of the other metrics.
+			w.log.Warn("metrics: watchman counts", "err", err)
+			return
+		}
+		w.counts, w.lastBacklog, w.at, w.nodeAt = counts, b, time.Now(), w.watchman.Now()
+	}
+	counts, b := w.counts, w.lastBacklog
+	w.mu.Unlock()
+	for _, k := range appliance.FindingKinds {
+		ch <- prometheus.MustNewConstMetric(w.findings, prometheus.GaugeValue, float64(counts[k]), k)
+	}
+	ch <- prometheus.MustNewConstMetric(w.backlog, prometheus.GaugeValue, float64(b.Tail), "tail")
+	ch <- prometheus.MustNewConstMetric(w.backlog, prometheus.GaugeValue, float64(b.History), "history")
+	ch <- prometheus.MustNewConstMetric(w.oldest, prometheus.GaugeValue, b.TailOldestS, "tail")
+	ch <- prometheus.MustNewConstMetric(w.oldest, prometheus.GaugeValue, b.HistOldestS, "history")
 }

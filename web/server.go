@@ -1,6 +1,7 @@
 // Package web is leasehold's HTTP face: the JSON API of API.md with echo,
-// snapshot streaming, bearer-token auth, health and Prometheus metrics. It
-// calls the appliance and never touches SQL.
+// snapshot streaming, bearer-token auth, health, Prometheus metrics and the
+// operator's dashboard (embedded pages behind a session cookie). It calls
+// the appliance and never touches SQL.
 package web
 
 import (
@@ -58,6 +59,8 @@ func New(app *appliance.Appliance, o Options) *Server {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.metrics.middleware, recoverPanics(s.log), deadlines)
 	s.echo = e
+	// A second server on the same Metrics keeps the first one's gauges.
+	_ = s.metrics.reg.Register(newWatchCollector(app.Watchman, s.log))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -92,6 +95,8 @@ func New(app *appliance.Appliance, o Options) *Server {
 	worker(http.MethodGet, "/leases/:group/snapshot", s.getSnapshot)
 	worker(http.MethodPost, "/ranges/:id/progress", s.progress)
 	worker(http.MethodPost, "/ranges/:id/finish", s.finish)
+
+	s.mountDashboard(e)
 
 	s.http = &http.Server{
 		Handler:           e,

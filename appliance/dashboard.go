@@ -1,0 +1,89 @@
+package appliance
+
+import (
+	"context"
+	"time"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// Overview is what the dashboard's first page shows: the catalog's
+// counts, the fleet, the watchman's report and the last hour's
+// throughput.
+type Overview struct {
+	Totals      store.Totals
+	NodesLive   int64 // seen within the lease TTL and not paused
+	NodesPaused int64
+	Nodes       int64
+	Report      Report
+	Throughput  []store.Minute
+	Now         time.Time
+}
+
+// Overview reads the overview; the backlog may be up to backlogAge old.
+// Errors: unavailable, internal.
+func (a *Appliance) Overview(ctx context.Context, backlogAge time.Duration) (Overview, error) {
+	o := Overview{Now: a.Config.NowFunc()}
+	var err error
+	if o.Totals, err = a.DB.Totals(ctx); err != nil {
+		return o, err
+	}
+	nodes, err := a.Coordinator.Nodes(ctx)
+	if err != nil {
+		return o, err
+	}
+	for _, n := range nodes {
+		o.Nodes++
+		switch {
+		case n.Paused:
+			o.NodesPaused++
+		case n.LastSeenAt != nil && o.Now.Sub(*n.LastSeenAt) <= a.Config.LeaseTTL:
+			o.NodesLive++
+		}
+	}
+	if o.Report, err = a.Watchman.RecentReport(ctx, backlogAge); err != nil {
+		return o, err
+	}
+	// The backlog is every planned range: one count serves both.
+	o.Totals.SetPlanned(o.Report.Backlog.Planned)
+	o.Throughput, err = a.DB.Throughput(ctx, o.Now, 60)
+	return o, err
+}
+
+// GroupRows lists groups for the dashboard's table: names starting with
+// prefix, ids above after, by id. Errors: unavailable, internal.
+func (a *Appliance) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]store.GroupRow, error) {
+	return a.DB.GroupRows(ctx, prefix, after, limit)
+}
+
+// GroupPage is one group as its dashboard page shows it.
+type GroupPage struct {
+	leasehold.GroupDetail
+	Ranges   []leasehold.Range // the first MaxRangesDrawn, by id
+	Failed   []leasehold.Range
+	Complete bool // every range of the group is in Ranges
+}
+
+// MaxRangesDrawn bounds the ranges one group page draws.
+const MaxRangesDrawn = 5000
+
+// GroupPage reads a group, its lease, snapshot, ranges and failed ranges.
+// Errors: not found, unavailable, internal.
+func (a *Appliance) GroupPage(ctx context.Context, name string) (GroupPage, error) {
+	var p GroupPage
+	var err error
+	if p.GroupDetail, err = a.DB.GroupDetail(ctx, name); err != nil {
+		return p, err
+	}
+	if p.Ranges, err = a.DB.Ranges(ctx, p.ID, "", 0, MaxRangesDrawn); err != nil {
+		return p, err
+	}
+	var total int64
+	for _, n := range p.GroupDetail.Ranges {
+		total += n
+	}
+	p.Complete = int64(len(p.Ranges)) == total
+	p.Failed, err = a.DB.Ranges(ctx, p.ID, leasehold.StatusFailed, 0, 100)
+	return p, err
+}
