@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"hash"
 	"io"
 	"io/fs"
@@ -326,5 +325,5 @@ func bodyError(err error, limit int64) error {
 
 // ErrSnapshotTooLarge is returned for a declared Content-Length over the limit.
 func ErrSnapshotTooLarge(n, limit int64) error {
-	return leasehold.Errorf(leasehold.KindTooLarge, "the snapshot is %s, over the limit of %d bytes", fmt.Sprint(n), limit)
+	return leasehold.Errorf(leasehold.KindTooLarge, "the snapshot is %d bytes, over the limit of %d", n, limit)
 }
