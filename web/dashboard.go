@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/labstack/echo/v4"
 
 	"leasehold"
@@ -98,7 +99,7 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 	funcs := template.FuncMap{
 		"ago":        ago,
 		"seconds":    func(s float64) string { return human(time.Duration(s * float64(time.Second))) },
-		"bytes":      humanBytes,
+		"bytes":      bytesText,
 		"progress":   progressSVG,
 		"rangesSVG":  rangesSVG,
 		"throughput": throughputSVG,
@@ -341,19 +342,6 @@ func human(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 var statusOrder = []string{leasehold.StatusDone, leasehold.StatusLeased, leasehold.StatusPlanned, leasehold.StatusFailed}
 
 // progressSVG draws a group's ranges as one bar: done, leased, planned,
@@ -439,3 +427,6 @@ func throughputSVG(ms []store.Minute) template.HTML {
 	fmt.Fprintf(&b, `<p class="note"><span class="st-leased">■</span> ranges finished a minute (peak %d) · <span class="st-done">━</span> headers a minute (peak %d) · <span id="tp-total">%d ranges, %d headers this hour</span></p>`, maxR, maxH, sumR, sumH)
 	return template.HTML(b.String())
 }
+
+// bytesText is a size for people: 512 B, 1.5 KiB, 2.0 GiB.
+func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }

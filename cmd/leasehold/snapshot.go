@@ -12,6 +12,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"leasehold"
 	"leasehold/web/client"
 )
@@ -274,11 +276,11 @@ func (m *meter) draw(end bool) {
 		rate = float64(m.n) / el
 	}
 	done := m.start + m.n
-	line := bytesOf(done)
+	line := bytesText(done)
 	if m.total > 0 {
-		line += fmt.Sprintf(" / %s  %3.0f%%", bytesOf(m.total), 100*float64(done)/float64(m.total))
+		line += fmt.Sprintf(" / %s  %3.0f%%", bytesText(m.total), 100*float64(done)/float64(m.total))
 	}
-	line += fmt.Sprintf("  %s/s", bytesOf(int64(rate)))
+	line += fmt.Sprintf("  %s/s", bytesText(int64(rate)))
 	if m.total > 0 && rate > 0 && !end {
 		eta := time.Duration(float64(m.total-done) / rate * float64(time.Second)).Round(time.Second)
 		line += fmt.Sprintf("  ETA %s", eta)
@@ -304,15 +306,5 @@ func (s *seekMeter) Seek(off int64, whence int) (int64, error) {
 	return pos, err
 }
 
-func bytesOf(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// bytesText is a size for people: 512 B, 1.5 KiB, 2.0 GiB.
+func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
