@@ -103,11 +103,8 @@ func envOr(name, def string) string {
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, usageError(err)
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -144,11 +141,8 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
 	o.flags(fs)
 	// Only the operator's flags come before the noun; the verb parses the rest.
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
-		return usageError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

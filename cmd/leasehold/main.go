@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,6 +65,16 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 var errHelp = errors.New("help shown")
+
+// parseFlags parses args into fs: -h is errHelp (exit 0), anything else
+// wrong a usage error (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return errHelp
+	}
+	return usageError(err)
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

@@ -85,11 +85,8 @@ func (m *Main) ParseFlags(args []string) error {
 	if envErr != nil {
 		return usageError(envErr)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
-		return usageError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("serve takes no arguments, got %q", fs.Args()))

@@ -57,11 +57,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&f.verify, "verify", false, "check the stored windows against uninterrupted passes, then exit")
 	fs.StringVar(&f.adminToken, "admin-token", "", "admin token for --verify (default $LEASEHOLD_ADMIN_TOKEN or <data>/admin.token)")
 	fs.StringVar(&f.data, "data", "./data", "the node's data directory, for admin.token (--verify)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
-		return usageError(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("worker: unexpected arguments %q", fs.Args()))
