@@ -3,6 +3,8 @@ package appliance
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,5 +49,75 @@ func BenchmarkLease(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkCycle is the HTTP benchmark's cycle without HTTP: 32 workers,
+// each a registered node, doing lease → next → finish → release through
+// the coordinator against a durable catalog (synchronous=FULL, group
+// commit). One op is one cycle; the difference from the HTTP figure is
+// what HTTP, JSON and authentication cost.
+//
+//	go test -run '^$' -bench BenchmarkCycle -benchtime 20000x ./appliance
+func BenchmarkCycle(b *testing.B) {
+	for _, groups := range []int64{1000, 100000} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			const workers = 32
+			app, err := Open(Config{DataDir: b.TempDir(), HistoryMinFreeBytes: 0})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer app.Close()
+			ctx := context.Background()
+			if err := app.DB.BulkGroups(ctx, "bench.", groups, 100, 200); err != nil {
+				b.Fatal(err)
+			}
+			var nodes []int64
+			for i := range workers {
+				n, err := app.Coordinator.RegisterNode(ctx, NodeSpec{Name: fmt.Sprintf("w%d", i)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				nodes = append(nodes, n.ID)
+			}
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			before := app.DB.Stats()
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for _, node := range nodes {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						g, err := app.Coordinator.Lease(ctx, node)
+						if err != nil || g == nil {
+							b.Errorf("lease: %v, %v", g, err)
+							return
+						}
+						r, err := app.Coordinator.Next(ctx, node, g.Group.ID, g.Fence)
+						if err != nil || r == nil {
+							b.Errorf("next: %v, %v", r, err)
+							return
+						}
+						if _, err := app.Coordinator.Finish(ctx, node, r.ID, g.Fence, 100); err != nil {
+							b.Errorf("finish: %v", err)
+							return
+						}
+						if err := app.Coordinator.Release(ctx, node, g.Group.ID, g.Fence); err != nil {
+							b.Errorf("release: %v", err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			after := app.DB.Stats()
+			commits := after.Commits - before.Commits
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
+			b.ReportMetric(float64(commits)/elapsed.Seconds(), "commits/s")
+			b.ReportMetric(float64(after.Writes-before.Writes)/float64(max(commits, 1)), "writes/commit")
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 )
 
+var qMaxGroupID = wq(`SELECT coalesce(max(id), 0) + 1 FROM groups`)
+
 // BulkGroups creates n groups named prefix0 … prefix(n-1) in one statement
 // per table, each with rangesEach tail ranges of rangeSize ids planned from
 // id 1. It is the fast path for benchmarks and load tests: a million groups
@@ -16,7 +18,7 @@ func (db *DB) BulkGroups(ctx context.Context, prefix string, n, rangeSize, range
 	return db.Write(ctx, func(tx *Tx) error {
 		now := ms(tx.now)
 		var first int64
-		if err := tx.tx.QueryRowContext(tx.ctx, `SELECT coalesce(max(id), 0) + 1 FROM groups`).Scan(&first); err != nil {
+		if err := tx.queryRow(qMaxGroupID).Scan(&first); err != nil {
 			return mapError(err, "bulk planning")
 		}
 		var urgent any
@@ -41,7 +43,7 @@ func (db *DB) BulkGroups(ctx context.Context, prefix string, n, rangeSize, range
 			stmts = stmts[:2]
 		}
 		for _, s := range stmts {
-			if _, err := tx.tx.ExecContext(tx.ctx, s.q, s.args...); err != nil {
+			if _, err := tx.execSQL(s.q, s.args...); err != nil {
 				return mapError(err, "bulk planning")
 			}
 		}

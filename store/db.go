@@ -53,8 +53,6 @@ type DB struct {
 	opts  Options
 	queue chan *write
 
-	wstmts []*sql.Stmt // prepared on the writer; used only by the writer goroutine
-
 	rmu    sync.Mutex
 	rstmts map[string]*sql.Stmt
 
@@ -133,14 +131,6 @@ func Open(path string, o Options) (*DB, error) {
 		w.Close()
 		return nil, leasehold.Errorf(leasehold.KindUnavailable, "%s: journal mode is %q, not wal (is the file on a filesystem without shared memory?)", path, mode)
 	}
-	for _, q := range writerQueries {
-		st, err := w.Prepare(q.sql)
-		if err != nil {
-			w.Close()
-			return nil, fmt.Errorf("store: preparing %q: %w", q.sql, err)
-		}
-		db.wstmts = append(db.wstmts, st)
-	}
 	r, err := sql.Open("sqlite", base+"?_pragma=query_only(1)&"+common)
 	if err != nil {
 		w.Close()
@@ -149,7 +139,20 @@ func Open(path string, o Options) (*DB, error) {
 	r.SetMaxOpenConns(o.Readers)
 	r.SetMaxIdleConns(o.Readers)
 	db.r = r
-	go db.run()
+	conn, err := w.Conn(context.Background())
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, mapError(err, "opening the writer")
+	}
+	ready := make(chan error, 1)
+	go db.run(conn, ready)
+	if err := <-ready; err != nil {
+		<-db.stopped
+		r.Close()
+		w.Close()
+		return nil, err
+	}
 	return db, nil
 }
 
@@ -193,9 +196,6 @@ func (db *DB) Close() error {
 		db.mu.Unlock()
 		close(db.closing)
 		<-db.stopped
-		for _, st := range db.wstmts {
-			st.Close()
-		}
 		db.rmu.Lock()
 		for _, st := range db.rstmts {
 			st.Close()
@@ -252,8 +252,29 @@ func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	return err
 }
 
-func (db *DB) run() {
+// run owns the writer's connection for the life of the DB: it prepares the
+// writer's statements, reports on ready, then commits batches until Close.
+func (db *DB) run(conn *sql.Conn, ready chan<- error) {
 	defer close(db.stopped)
+	sent := false
+	err := conn.Raw(func(dc any) error {
+		wc, err := prepareWriter(context.Background(), dc)
+		sent = true
+		ready <- err
+		if err != nil {
+			return err
+		}
+		defer wc.close()
+		db.loop(wc)
+		return nil
+	})
+	if !sent {
+		ready <- mapError(err, "opening the writer")
+	}
+	conn.Close()
+}
+
+func (db *DB) loop(wc *wconn) {
 	batch := make([]*write, 0, db.opts.MaxBatch)
 	for {
 		var first *write
@@ -264,7 +285,7 @@ func (db *DB) run() {
 			for {
 				select {
 				case w := <-db.queue:
-					db.commit(append(batch[:0], w))
+					db.commit(wc, append(batch[:0], w))
 				default:
 					return
 				}
@@ -280,23 +301,22 @@ func (db *DB) run() {
 				break fill
 			}
 		}
-		db.commit(batch)
+		db.commit(wc, batch)
 	}
 }
 
 // commit runs one batch in one transaction.
-func (db *DB) commit(batch []*write) {
+func (db *DB) commit(wc *wconn, batch []*write) {
 	results := make([]error, len(batch))
 	ctx := context.Background()
-	sqltx, err := db.w.BeginTx(ctx, nil)
-	if err != nil {
+	if _, err := wc.exec(ctx, qBegin); err != nil {
 		err = mapError(err, "starting a transaction")
 		for _, w := range batch {
 			w.done <- err
 		}
 		return
 	}
-	tx := &Tx{tx: sqltx, db: db, ctx: ctx}
+	tx := &Tx{w: wc, db: db, ctx: ctx}
 	ran := 0
 	for i, w := range batch {
 		if err := w.ctx.Err(); err != nil {
@@ -309,10 +329,14 @@ func (db *DB) commit(batch []*write) {
 		ran++
 	}
 	tx.cur = nil
+	var err error
 	if ran == 0 {
-		err = sqltx.Rollback()
-	} else {
-		err = sqltx.Commit()
+		_, err = wc.exec(ctx, qRollback)
+	} else if _, err = wc.exec(ctx, qCommit); err != nil {
+		// A failed COMMIT may leave the transaction open (busy) or have
+		// rolled it back (I/O error, full disk); either way end it, so the
+		// next batch starts clean.
+		wc.exec(ctx, qRollback)
 	}
 	if err != nil {
 		err = mapError(err, "committing")

@@ -32,7 +32,16 @@ func TestOpen(t *testing.T) {
 		db := openTest(t, "", Options{})
 		for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1"} {
 			var got string
-			if err := db.w.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
+			// The writer's own connection: pragmas are per connection.
+			err := db.Write(context.Background(), func(tx *Tx) error {
+				var v any
+				if err := tx.queryRowSQL("PRAGMA " + pragma).Scan(&v); err != nil {
+					return err
+				}
+				got = fmt.Sprint(v)
+				return nil
+			})
+			if err != nil {
 				t.Fatal(err)
 			}
 			if got != want {
@@ -64,7 +73,7 @@ func TestOpen(t *testing.T) {
 		db.Close()
 		db2 := openTest(t, path, Options{})
 		var v int
-		db2.w.QueryRow("PRAGMA user_version").Scan(&v)
+		db2.r.QueryRow("PRAGMA user_version").Scan(&v)
 		if v != leasehold.SchemaVersion {
 			t.Fatalf("user_version = %d, want %d", v, leasehold.SchemaVersion)
 		}
@@ -209,4 +218,13 @@ func TestWriteAfterClose(t *testing.T) {
 	if err := db.Write(context.Background(), func(*Tx) error { return nil }); !errors.Is(err, leasehold.ErrUnavailable) {
 		t.Fatalf("Write after Close: %v, want unavailable", err)
 	}
+}
+
+// rawExec runs one ad hoc statement through the writer, for tests that set
+// up states the API cannot reach.
+func (db *DB) rawExec(q string, args ...any) error {
+	return db.Write(context.Background(), func(tx *Tx) error {
+		_, err := tx.execSQL(q, args...)
+		return err
+	})
 }

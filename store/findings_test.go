@@ -91,13 +91,13 @@ func BenchmarkFindings(b *testing.B) {
 		b.Fatal(err)
 	}
 	// A thousand groups held by a node that went quiet, a range of each in work.
-	if _, err := db.w.Exec(`INSERT INTO nodes (id, name, token_hash, priority_min, priority_max, capacity, created_at) VALUES (1, 'w', x'00', -100, 100, 1000, 0)`); err != nil {
+	if err := db.rawExec(`INSERT INTO nodes (id, name, token_hash, priority_min, priority_max, capacity, created_at) VALUES (1, 'w', x'00', -100, 100, 1000, 0)`); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.w.Exec(`UPDATE ranges SET status = 'leased', node_id = 1, heartbeat_at = 0 WHERE start_id = 1`); err != nil {
+	if err := db.rawExec(`UPDATE ranges SET status = 'leased', node_id = 1, heartbeat_at = 0 WHERE start_id = 1`); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.w.Exec(`UPDATE group_leases SET node_id = 1, fence = 1, leased_at = 0, heartbeat_at = 0`); err != nil {
+	if err := db.rawExec(`UPDATE group_leases SET node_id = 1, fence = 1, leased_at = 0, heartbeat_at = 0`); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("seeded 1,000,000 ranges in %s", time.Since(start).Round(time.Millisecond))

@@ -136,22 +136,38 @@ func (tx *Tx) PlanTail(groupID, high int64) (int64, error) {
 		return 0, nil
 	}
 	first := g.TailEnd + 1
-	if n := (high - first + g.RangeSize) / g.RangeSize; n > MaxPlanRanges {
+	if rangeCount(first, high, g.RangeSize) > MaxPlanRanges {
 		return 0, leasehold.Errorf(leasehold.KindUnprocessable,
-			"planning %d..%d in ranges of %d would make %d ranges; at most %d a call", first, high, g.RangeSize, n, MaxPlanRanges)
+			"planning %d..%d in ranges of %d would make more than %d ranges, the most a call may plan", first, high, g.RangeSize, MaxPlanRanges)
 	}
+	// The loop ends on e == high, never on an id past high: near the top
+	// of int64, s += size would wrap round.
 	var n int64
-	for s := first; s <= high; s += g.RangeSize {
-		e := min(s+g.RangeSize-1, high)
+	for s := first; ; s += g.RangeSize {
+		e := s + int64(min(uint64(g.RangeSize-1), uint64(high-s)))
 		if _, err := tx.exec(qRangeInsert, g.ID, s, e, leasehold.TailPriority, ms(tx.now)); err != nil {
 			return 0, mapError(err, "planning the tail")
 		}
 		n++
+		if e == high {
+			break
+		}
 	}
 	if _, err := tx.exec(qTailSet, g.ID, high, first, ms(tx.now), leasehold.TailPriority); err != nil {
 		return 0, mapError(err, "planning the tail")
 	}
 	return n, tx.event(EventTailPlanned, g.ID, 0, 0, map[string]any{"from": first, "high": high, "planned": n})
+}
+
+// rangeCount is how many ranges of size cover lo..hi (lo <= hi), counted
+// without overflow for any int64 bounds; more than MaxPlanRanges+1 is
+// reported as MaxPlanRanges+1.
+func rangeCount(lo, hi, size int64) int64 {
+	n := uint64(hi-lo)/uint64(size) + 1 // hi-lo fits in uint64 even when it overflows int64
+	if n > MaxPlanRanges {
+		return MaxPlanRanges + 1
+	}
+	return int64(n)
 }
 
 // PlanHistory plans ranges backwards from below the lowest planned id down
@@ -166,15 +182,15 @@ func (tx *Tx) PlanHistory(groupID, low int64) (int64, error) {
 	if low > top {
 		return 0, nil
 	}
-	if n := (top - low + g.RangeSize) / g.RangeSize; n > MaxPlanRanges {
+	if rangeCount(low, top, g.RangeSize) > MaxPlanRanges {
 		return 0, leasehold.Errorf(leasehold.KindUnprocessable,
-			"planning %d..%d in ranges of %d would make %d ranges; at most %d a call", low, top, g.RangeSize, n, MaxPlanRanges)
+			"planning %d..%d in ranges of %d would make more than %d ranges, the most a call may plan", low, top, g.RangeSize, MaxPlanRanges)
 	}
 	var n int64
 	floor := g.HistoryFloor
 	minPri := int64(-1)
-	for e := top; e >= low; e -= g.RangeSize {
-		s := max(e-g.RangeSize+1, low)
+	for e := top; ; e -= g.RangeSize {
+		s := e - int64(min(uint64(g.RangeSize-1), uint64(e-low)))
 		pri := max((g.Start-1-e)/g.RangeSize, 0)
 		if minPri < 0 || pri < minPri {
 			minPri = pri
@@ -184,6 +200,9 @@ func (tx *Tx) PlanHistory(groupID, low int64) (int64, error) {
 		}
 		floor = s
 		n++
+		if s == low {
+			break
+		}
 	}
 	if _, err := tx.exec(qFloorSet, g.ID, floor, ms(tx.now), minPri); err != nil {
 		return 0, mapError(err, "planning history")

@@ -53,7 +53,7 @@ var (
 	qLeaseHolder  = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
 	qLeaseSetWork = wq(`UPDATE group_leases SET range_id = ?2 WHERE group_id = ?1`)
 	qLeaseDone    = wq(`UPDATE group_leases SET range_id = CASE WHEN range_id = ?2 THEN NULL ELSE range_id END,
-		ranges_done = ranges_done + 1, headers = headers + ?3 WHERE group_id = ?1`)
+		ranges_done = ranges_done + 1, headers = CASE WHEN headers > 9223372036854775807 - ?3 THEN 9223372036854775807 ELSE headers + ?3 END WHERE group_id = ?1`)
 
 	// Rule 2 with a snapshot at S (?3): leased or done ranges ending at or after S.
 	qReplanCovered = wq(`UPDATE ranges SET
@@ -471,6 +471,11 @@ func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, er
 	}
 	if r.Status != leasehold.StatusLeased || !leasedTo(r, nodeID) {
 		return r, leasehold.Errorf(leasehold.KindConflict, "range %d is %s, not in your work", rangeID, r.Status)
+	}
+	// A range holds at most one header an id; the bound keeps the sums of
+	// headers on the lease and the dashboard inside int64.
+	if ids := r.End - r.Start + 1; headers > ids {
+		return r, leasehold.Errorf(leasehold.KindUnprocessable, "headers %d is more than the %d ids of range %d", headers, ids, rangeID)
 	}
 	r, err = scanRange(tx.queryRow(qRangeFinish, rangeID, headers, ms(tx.now)))
 	if err != nil {

@@ -134,7 +134,7 @@ func TestTakeoverReplan(t *testing.T) {
 
 func rangesOf(t *testing.T, db *DB, gid int64) []rangeRow {
 	t.Helper()
-	rows, err := db.w.Query(`SELECT start_id, end_id, next_id, status, attempts, node_id FROM ranges WHERE group_id = ? ORDER BY start_id`, gid)
+	rows, err := db.r.Query(`SELECT start_id, end_id, next_id, status, attempts, node_id FROM ranges WHERE group_id = ? ORDER BY start_id`, gid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ type rangeRow struct {
 
 func exec(t *testing.T, db *DB, q string, args ...any) {
 	t.Helper()
-	if _, err := db.w.Exec(q, args...); err != nil {
+	if err := db.rawExec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }

@@ -3,13 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"time"
 )
 
 // Tx is the writer's transaction as one queued write sees it. Its methods
 // are the catalog's writes; each returns leasehold error kinds.
 type Tx struct {
-	tx  *sql.Tx
+	w   *wconn
 	db  *DB
 	ctx context.Context
 	now time.Time
@@ -47,25 +48,50 @@ func wq(s string) *query {
 
 var (
 	qPing       = wq(`SELECT 1`)
+	qBegin      = wq(`BEGIN IMMEDIATE`)
+	qCommit     = wq(`COMMIT`)
+	qRollback   = wq(`ROLLBACK`)
 	qSavepoint  = wq(`SAVEPOINT w`)
 	qRollbackTo = wq(`ROLLBACK TO w`)
 	qRelease    = wq(`RELEASE w`)
 )
 
-func (tx *Tx) stmt(q *query) *sql.Stmt {
-	return tx.tx.StmtContext(tx.ctx, tx.db.wstmts[q.i])
-}
-
 func (tx *Tx) exec(q *query, args ...any) (sql.Result, error) {
-	return tx.stmt(q).ExecContext(tx.ctx, args...)
+	return tx.w.exec(tx.ctx, q, args...)
 }
 
-func (tx *Tx) queryRow(q *query, args ...any) *sql.Row {
-	return tx.stmt(q).QueryRowContext(tx.ctx, args...)
+func (tx *Tx) queryRow(q *query, args ...any) *row {
+	return firstRow(tx.query(q, args...))
 }
 
-func (tx *Tx) query(q *query, args ...any) (*sql.Rows, error) {
-	return tx.stmt(q).QueryContext(tx.ctx, args...)
+func (tx *Tx) query(q *query, args ...any) (*rows, error) {
+	return runQuery(tx.ctx, tx.w.stmts[q.i].query, args)
+}
+
+// queryRowSQL runs a query that is not prepared at Open (tests, pragmas)
+// and returns its first row.
+func (tx *Tx) queryRowSQL(q string, args ...any) *row {
+	st, err := prepare(tx.ctx, tx.w.c.(driver.ConnPrepareContext), q)
+	if err != nil {
+		return &row{err: err}
+	}
+	defer st.st.Close()
+	return firstRow(runQuery(tx.ctx, st.query, args))
+}
+
+// execSQL runs a statement that is not worth preparing at Open (bulk
+// loads): it is prepared, run once and closed.
+func (tx *Tx) execSQL(q string, args ...any) (sql.Result, error) {
+	st, err := prepare(tx.ctx, tx.w.c.(driver.ConnPrepareContext), q)
+	if err != nil {
+		return nil, err
+	}
+	defer st.st.Close()
+	nv, err := namedValues(args)
+	if err != nil {
+		return nil, err
+	}
+	return st.exec.ExecContext(tx.ctx, nv)
 }
 
 // ms is a time as stored: unix milliseconds.
