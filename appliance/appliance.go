@@ -106,7 +106,8 @@ func Open(cfg Config) (*Appliance, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, dirError(cfg.DataDir, err)
 	}
-	if err := probeWritable(cfg.DataDir); err != nil {
+	// A full disk may still start and serve reads; Ready tells it is full.
+	if err := probeWritable(cfg.DataDir, 0); err != nil {
 		return nil, err
 	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "catalog.db"), cfg.Store)
@@ -139,10 +140,26 @@ func (a *Appliance) Close() error { return a.DB.Close() }
 // Ready reports whether the catalog can be written and the data disk has
 // room: nil when ready. Errors: unavailable, no space.
 func (a *Appliance) Ready(ctx context.Context) error {
-	if err := probeWritable(a.Config.DataDir); err != nil {
+	if err := probeWritable(a.Config.DataDir, probeBytes); err != nil {
 		return err
 	}
 	return a.DB.Ping(ctx)
+}
+
+// WithDiskCause returns err with what is wrong with the data disk added to
+// its message, when the disk has a trouble err does not name already:
+// SQLite reports a disk turned read-only as a bare I/O error. The kind
+// stays err's.
+func (a *Appliance) WithDiskCause(err error) error {
+	derr := probeWritable(a.Config.DataDir, probeBytes)
+	if derr == nil {
+		return err
+	}
+	var errno syscall.Errno
+	if errors.As(derr, &errno) && errors.Is(err, errno) {
+		return err
+	}
+	return leasehold.Wrap(leasehold.ErrorKind(err), err, "%s; %s", leasehold.ErrorMessage(err), leasehold.ErrorMessage(derr))
 }
 
 // historyCapped reports whether the data disk is short of space, so only
@@ -205,15 +222,23 @@ func AdminToken(dataDir, given string) (string, error) {
 	return t, syncDir(dataDir)
 }
 
-func probeWritable(dir string) error {
+// probeWritable checks that the data dir takes a new file with size bytes
+// in it. An empty file (size 0) shows the directory is usable; to show the
+// disk has room it takes a block (probeBytes), since a full disk still has
+// inodes: it takes empty files and refuses every byte.
+func probeWritable(dir string, size int) error {
 	f, err := os.CreateTemp(dir, ".probe-*")
 	if err != nil {
 		return dirError(dir, err)
 	}
 	name := f.Name()
-	f.Close()
-	return dirError(dir, os.Remove(name))
+	_, werr := f.Write(make([]byte, size))
+	cerr := f.Close()
+	return dirError(dir, errors.Join(werr, cerr, os.Remove(name)))
 }
+
+// probeBytes is one filesystem block, the least any write needs.
+const probeBytes = 4096
 
 func dirError(dir string, err error) error {
 	if err == nil {

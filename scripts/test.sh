@@ -35,10 +35,15 @@ echo "test: go test -race ./..."
 export LEASEHOLD_ARTIFACTS="${LEASEHOLD_ARTIFACTS:-$PWD/artifacts}"
 go test -race -count=1 -timeout 15m ./...
 
+echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
+bash scripts/fuzz.sh
+
 for s in scripts/smoke.sh scripts/demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
 		echo "test: $s"
 		bash "$s"
 	fi
 done
+echo "test: scripts/crashtest.sh --kills 5"
+bash scripts/crashtest.sh --kills 5
 echo "test: all passed"

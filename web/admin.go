@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -58,6 +59,21 @@ func nextCursor(n, limit int, last int64) string {
 		return ""
 	}
 	return strconv.FormatInt(last, 10)
+}
+
+// Bounds on ids and range sizes, so the planner's arithmetic (an id plus a
+// range size) can never overflow int64: far beyond any real source, and
+// refused with 400 rather than wrapped around.
+const (
+	maxID        = 1 << 62
+	maxRangeSize = 1 << 40
+)
+
+func checkBound(field string, v *int64, limit int64) error {
+	if v != nil && *v > limit {
+		return leasehold.Errorf(leasehold.KindInvalid, "%s %d is over the limit of %d", field, *v, limit)
+	}
+	return nil
 }
 
 func groupName(c echo.Context) (string, error) {
@@ -141,6 +157,9 @@ func (s *Server) putGroup(c echo.Context) error {
 	if err := bind(c, &req, true); err != nil {
 		return err
 	}
+	if err := errors.Join(checkBound("range_size", req.RangeSize, maxRangeSize), checkBound("start", req.Start, maxID)); err != nil {
+		return err
+	}
 	g, created, err := s.app.Coordinator.PutGroup(c.Request().Context(), name, store.GroupSpec{
 		Priority: req.Priority, Active: req.Active, RangeSize: req.RangeSize, Start: req.Start,
 	})
@@ -196,6 +215,9 @@ func (s *Server) planTail(c echo.Context) error {
 	if req.High == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "high is required")
 	}
+	if err := checkBound("high", req.High, maxID); err != nil {
+		return err
+	}
 	n, err := s.app.Coordinator.PlanTail(c.Request().Context(), name, *req.High)
 	if err != nil {
 		return err
@@ -216,6 +238,9 @@ func (s *Server) planHistory(c echo.Context) error {
 	}
 	if req.Low == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "low is required")
+	}
+	if err := checkBound("low", req.Low, maxID); err != nil {
+		return err
 	}
 	n, err := s.app.Coordinator.PlanHistory(c.Request().Context(), name, *req.Low)
 	if err != nil {

@@ -106,7 +106,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if before := str("read g's progress", chromedp.Evaluate[string](done)); before != "0" {
 		t.Fatalf("g shows %s ranges done before any finished", before)
 	}
-	if a := w.j("POST", fmt.Sprintf("/ranges/%d/finish", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"headers":1000}`, w.fence)); a.status != 200 {
+	if a := w.j("POST", fmt.Sprintf("/ranges/%d/finish", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"headers":90}`, w.fence)); a.status != 200 {
 		t.Fatalf("finish: %d %s", a.status, a.body)
 	}
 	do("see g's progress change without a reload",
@@ -132,8 +132,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("overview screenshot: %s (%d bytes)", path, len(shot))
-	if total := str("read the throughput", chromedp.Text(css(`#tp-total`))); !strings.HasPrefix(total, "1 ranges, 1000 headers") {
-		t.Errorf("throughput says %q, want the finished range and its 1000 headers", total)
+	if total := str("read the throughput", chromedp.Text(css(`#tp-total`))); !strings.HasPrefix(total, "1 ranges, 90 headers") {
+		t.Errorf("throughput says %q, want the finished range and its 90 headers", total)
 	}
 
 	do("pause w2",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/labstack/echo/v4"
 
@@ -51,6 +52,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		err = fromEchoError(he)
 	}
 	kind := leasehold.ErrorKind(err)
+	if kind == leasehold.KindUnavailable {
+		err = s.app.WithDiskCause(err)
+	}
 	status := statusOf[kind]
 	if kind == leasehold.KindInternal {
 		s.log.Error("internal error", "method", c.Request().Method, "path", c.Path(), "err", err)
@@ -115,6 +119,8 @@ func bind(c echo.Context, v any, optional bool) error {
 				return nil
 			}
 			return leasehold.Errorf(leasehold.KindInvalid, "a JSON body is required")
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return leasehold.Wrap(leasehold.KindInvalid, err, "the body did not arrive in the time allowed")
 		}
 		return leasehold.Errorf(leasehold.KindInvalid, "the body is not valid JSON for this endpoint: %v", err)
 	}
@@ -122,6 +128,9 @@ func bind(c echo.Context, v any, optional bool) error {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return leasehold.Errorf(leasehold.KindTooLarge, "the body is over the limit of %d bytes", maxJSONBody)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return leasehold.Wrap(leasehold.KindInvalid, err, "the body did not arrive in the time allowed")
 		}
 		return leasehold.Errorf(leasehold.KindInvalid, "the body has data after its JSON value")
 	}

@@ -23,6 +23,11 @@ type Options struct {
 	AdminToken string
 	Metrics    *Metrics
 	Logger     *slog.Logger
+	// Timeouts against slow clients; zero takes the defaults below. Tests
+	// shorten them to see a slow client cut off.
+	ReadHeaderTimeout time.Duration
+	JSONReadTimeout   time.Duration
+	StreamIdleTimeout time.Duration
 }
 
 // Server serves the API over one appliance.
@@ -33,6 +38,9 @@ type Server struct {
 	admin   string
 	metrics *Metrics
 	log     *slog.Logger
+
+	jsonRead   time.Duration // how long a JSON request may take to arrive
+	streamIdle time.Duration // how long a snapshot stream may stall
 }
 
 // Timeouts against slow clients. A JSON request must arrive whole within
@@ -53,11 +61,21 @@ func New(app *appliance.Appliance, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger}
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = readHeaderTimeout
+	}
+	if o.JSONReadTimeout <= 0 {
+		o.JSONReadTimeout = jsonReadTimeout
+	}
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = streamIdleTimeout
+	}
+	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger,
+		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.metrics.middleware, recoverPanics(s.log), deadlines)
+	e.Use(s.metrics.middleware, recoverPanics(s.log), s.deadlines)
 	s.echo = e
 	// A second server on the same Metrics keeps the first one's gauges.
 	_ = s.metrics.reg.Register(newWatchCollector(app.Watchman, s.log))
@@ -100,7 +118,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 
 	s.http = &http.Server{
 		Handler:           e,
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
@@ -135,10 +153,10 @@ func (s *Server) readyz(c echo.Context) error {
 
 // deadlines bounds how long a request body may take to arrive; streaming
 // handlers lift the bound and set their own idle deadlines.
-func deadlines(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		rc := http.NewResponseController(c.Response().Writer)
-		_ = rc.SetReadDeadline(time.Now().Add(jsonReadTimeout))
+		_ = rc.SetReadDeadline(time.Now().Add(s.jsonRead))
 		return next(c)
 	}
 }

@@ -1,8 +1,13 @@
 package web
 
 import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -10,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/labstack/echo/v4"
 
 	"leasehold"
@@ -69,8 +75,16 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64) err
 		isGzip = true
 	}
 	rc := http.NewResponseController(c.Response().Writer)
-	body := &idleReader{r: http.MaxBytesReader(c.Response().Writer, r.Body, limit), rc: rc}
-	body.extend()
+	idle := &idleReader{r: http.MaxBytesReader(c.Response().Writer, r.Body, limit), rc: rc, idle: s.streamIdle}
+	idle.extend()
+	var body io.Reader = idle
+	if isGzip {
+		// Stored as sent, so it must be whole: a truncated or corrupt
+		// stream is refused and the old window kept.
+		check := newGzipCheck(idle, digest)
+		defer check.Close()
+		body = check
+	}
 	snap, err := s.app.Snapshots.Put(r.Context(), appliance.Upload{
 		GroupID: groupID, NodeID: nodeID, Fence: fence, Next: next, Body: body, Gzip: isGzip, Digest: digest,
 	})
@@ -81,11 +95,13 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64) err
 }
 
 // reprDigest parses an RFC 9530 Repr-Digest header and returns its sha-256,
-// or nil when the header is absent or names no sha-256.
+// or nil when the header is absent or names no sha-256. A header naming
+// two different sha-256 values is refused: neither can be trusted.
 func reprDigest(h string) ([]byte, error) {
 	if strings.TrimSpace(h) == "" {
 		return nil, nil
 	}
+	var found []byte
 	for _, item := range strings.Split(h, ",") {
 		alg, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
@@ -102,9 +118,12 @@ func reprDigest(h string) ([]byte, error) {
 		if err != nil || len(b) != 32 {
 			return nil, leasehold.Errorf(leasehold.KindInvalid, "Repr-Digest sha-256 is not 32 bytes of base64")
 		}
-		return b, nil
+		if found != nil && !bytes.Equal(found, b) {
+			return nil, leasehold.Errorf(leasehold.KindInvalid, "Repr-Digest names two different sha-256 values")
+		}
+		found = b
 	}
-	return nil, nil
+	return found, nil
 }
 
 func (s *Server) getSnapshot(c echo.Context) error {
@@ -152,13 +171,135 @@ func (s *Server) serveSnapshot(c echo.Context, groupID int64) error {
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
 	h.Set("X-Snapshot-Next", strconv.FormatInt(snap.Next, 10))
 	h.Set("X-Snapshot-Sha256", snap.SHA256)
+	if !fixRange(c.Request().Header) {
+		h.Set("Content-Range", "bytes */"+strconv.FormatInt(snap.Size, 10))
+		return c.String(http.StatusRequestedRangeNotSatisfiable, "the Range names no bytes of the snapshot\n")
+	}
 	rc := http.NewResponseController(c.Response().Writer)
-	w := &idleWriter{Response: c.Response(), raw: c.Response().Writer, rc: rc}
+	w := &idleWriter{Response: c.Response(), raw: c.Response().Writer, rc: rc, idle: s.streamIdle, size: snap.Size}
 	w.extend()
 	// ServeContent answers Range (206), If-Range and If-None-Match against
 	// the ETag, and sets Content-Length.
 	http.ServeContent(w, c.Request(), "", snap.At, f)
 	return nil
+}
+
+// fixRange prepares a download's Range header for http.ServeContent: a
+// range unit other than bytes is ignored (RFC 9110 section 14.2), and
+// zero-length suffix ranges ("-0"), which name no bytes but which
+// ServeContent answers with an empty 206 and a Content-Range of end before
+// start, are dropped. It reports false when no range is left: a 416.
+func fixRange(h http.Header) bool {
+	v := h.Get("Range")
+	if v == "" {
+		return true
+	}
+	unit, set, ok := strings.Cut(v, "=")
+	if !ok || !strings.EqualFold(strings.TrimSpace(unit), "bytes") {
+		h.Del("Range")
+		return true
+	}
+	var keep []string
+	for _, spec := range strings.Split(set, ",") {
+		if n, suffix := strings.CutPrefix(strings.TrimSpace(spec), "-"); suffix {
+			if v, err := strconv.ParseInt(n, 10, 64); err == nil && v == 0 {
+				continue
+			}
+		}
+		keep = append(keep, spec)
+	}
+	if len(keep) == 0 {
+		return false
+	}
+	h.Set("Range", "bytes="+strings.Join(keep, ","))
+	return true
+}
+
+// gzipCheck passes an upload through unchanged and decompresses a copy of
+// it on the way: at the end of the body the read fails unless the bytes
+// were whole gzip (every member complete, its CRC and length right, no
+// trailing bytes). A stream that breaks early is still read to its end, so
+// that a body over the limit is too large and, when the upload names a
+// digest, a body that does not match it is unprocessable, as they would be
+// without the check. Close ends the decompressor when an upload stops early.
+type gzipCheck struct {
+	r      io.Reader
+	pw     *io.PipeWriter
+	done   chan error
+	digest []byte    // the sha-256 the body must have, or nil
+	sum    hash.Hash // of the body, when digest is set
+	result error
+	ended  bool
+}
+
+var errUploadEnded = errors.New("the upload ended")
+
+func newGzipCheck(r io.Reader, digest []byte) *gzipCheck {
+	pr, pw := io.Pipe()
+	g := &gzipCheck{r: r, pw: pw, done: make(chan error, 1), digest: digest}
+	if digest != nil {
+		g.sum = sha256.New()
+	}
+	go func() {
+		zr, err := gzip.NewReader(pr)
+		if err == nil {
+			_, err = io.Copy(io.Discard, zr)
+		}
+		// A stream that fails early fails the writes still to come.
+		pr.CloseWithError(cmp.Or(err, io.ErrClosedPipe))
+		g.done <- err
+	}()
+	return g
+}
+
+func (g *gzipCheck) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if n > 0 {
+		if g.sum != nil {
+			g.sum.Write(p[:n])
+		}
+		if !g.ended {
+			if _, werr := g.pw.Write(p[:n]); werr != nil {
+				g.finish()
+				if g.result == nil {
+					g.result = errors.New("gzip: data after the end of the stream")
+				}
+			}
+		}
+	}
+	if err == io.EOF {
+		g.finish()
+		if g.sum != nil {
+			if got := g.sum.Sum(nil); !bytes.Equal(got, g.digest) {
+				return n, leasehold.Errorf(leasehold.KindUnprocessable, "the body's sha-256 is %x, not the %x its digest header names", got, g.digest)
+			}
+		}
+		if g.result != nil {
+			return n, notWholeGzip(g.result)
+		}
+	}
+	return n, err
+}
+
+// finish ends the decompressor's input and waits for its verdict.
+func (g *gzipCheck) finish() {
+	if !g.ended {
+		g.ended = true
+		g.pw.Close()
+		g.result = <-g.done
+	}
+}
+
+// Close stops the decompressor and waits for it.
+func (g *gzipCheck) Close() {
+	if !g.ended {
+		g.pw.CloseWithError(errUploadEnded)
+		g.finish()
+	}
+}
+
+func notWholeGzip(err error) error {
+	return leasehold.Wrap(leasehold.KindInvalid, err, "the snapshot is sent as gzip but is not a whole gzip stream: %v", err)
 }
 
 // idleReader lifts the request's read deadline and keeps pushing it out
@@ -167,21 +308,27 @@ func (s *Server) serveSnapshot(c echo.Context, groupID int64) error {
 type idleReader struct {
 	r    io.Reader
 	rc   *http.ResponseController
+	idle time.Duration
 	last time.Time
 }
 
 func (i *idleReader) extend() {
 	i.last = time.Now()
-	_ = i.rc.SetReadDeadline(i.last.Add(streamIdleTimeout))
+	_ = i.rc.SetReadDeadline(i.last.Add(i.idle))
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
-	if time.Since(i.last) > time.Second {
+	if time.Since(i.last) > extendEvery(i.idle) {
 		i.extend()
 	}
 	return n, err
 }
+
+// extendEvery is how often a stream pushes its deadline out: at most once
+// a second, so the deadline costs nothing per read, and often enough for a
+// short idle timeout.
+func extendEvery(idle time.Duration) time.Duration { return min(time.Second, idle/4) }
 
 // idleWriter does the same for a download's writes. It keeps echo's
 // response (so the status and size are the ones sent) and hands whole
@@ -190,7 +337,18 @@ type idleWriter struct {
 	*echo.Response
 	raw  http.ResponseWriter
 	rc   *http.ResponseController
+	idle time.Duration
 	last time.Time
+	size int64 // of the whole file, for a 416's Content-Range
+}
+
+// WriteHeader gives every 416 the Content-Range RFC 9110 asks for
+// (ServeContent sets it only for ranges past the end).
+func (i *idleWriter) WriteHeader(code int) {
+	if code == http.StatusRequestedRangeNotSatisfiable && i.Header().Get("Content-Range") == "" {
+		i.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(i.size, 10))
+	}
+	i.Response.WriteHeader(code)
 }
 
 // sendChunk is how much may be sent per idle deadline: a client slower
@@ -199,11 +357,11 @@ const sendChunk = 8 << 20
 
 func (i *idleWriter) extend() {
 	i.last = time.Now()
-	_ = i.rc.SetWriteDeadline(i.last.Add(streamIdleTimeout))
+	_ = i.rc.SetWriteDeadline(i.last.Add(i.idle))
 }
 
 func (i *idleWriter) Write(p []byte) (int, error) {
-	if time.Since(i.last) > time.Second {
+	if time.Since(i.last) > extendEvery(i.idle) {
 		i.extend()
 	}
 	return i.Response.Write(p)
