@@ -64,6 +64,11 @@ type DB struct {
 
 	commits atomic.Int64
 	writes  atomic.Int64
+
+	// Authentications remembered by NodeByTokenHash, and the count of
+	// node deletions that ends them.
+	auths   sync.Map // string(token hash) → authEntry
+	nodeGen atomic.Int64
 }
 
 // Stats are the writer's counters since Open.

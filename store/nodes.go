@@ -121,6 +121,8 @@ func (tx *Tx) DeleteNode(id int64, maxAttempts int64) error {
 	if _, err := tx.exec(qNodeDelete, id); err != nil {
 		return mapError(err, "deleting a node")
 	}
+	// Remembered authentications end with the commit (NodeByTokenHash).
+	tx.AfterCommit(func() { tx.db.nodeGen.Add(1) })
 	return tx.event(EventNodeDeleted, 0, 0, id, map[string]any{"name": n.Name})
 }
 
@@ -158,11 +160,34 @@ func (db *DB) Nodes(ctx context.Context) ([]leasehold.Node, error) {
 }
 
 // NodeByTokenHash finds the node a token hash belongs to; none is not found.
+//
+// Every worker call authenticates, and a catalog read for each was a third
+// of the node's HTTP work, so found nodes are remembered. A node's id, name
+// and token hash never change; only its deletion ends them. Each entry
+// carries the deletion generation read before its catalog lookup, and a
+// deletion raises the generation once committed (before its caller hears
+// back), so an entry that raced a deletion is never trusted.
 func (db *DB) NodeByTokenHash(ctx context.Context, hash []byte) (NodeAuth, error) {
+	key := string(hash)
+	gen := db.nodeGen.Load()
+	if v, ok := db.auths.Load(key); ok {
+		if e := v.(authEntry); e.gen == gen {
+			return e.auth, nil
+		}
+		db.auths.Delete(key)
+	}
 	var a NodeAuth
 	err := db.queryRow(ctx, `SELECT id, name, token_hash FROM nodes WHERE token_hash = ?`, hash).Scan(&a.ID, &a.Name, &a.TokenHash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, leasehold.Errorf(leasehold.KindNotFound, "no node has that token")
 	}
+	if err == nil {
+		db.auths.Store(key, authEntry{auth: a, gen: gen})
+	}
 	return a, mapError(err, "authenticating a node")
+}
+
+type authEntry struct {
+	auth NodeAuth
+	gen  int64
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# bench.sh: leasehold's benchmark suite. It prints the machine, then one
+# table row per measurement:
+#   1. lease cycles (lease → next → finish → release) over HTTP against a real
+#      `leasehold serve` (synchronous=FULL), 32 workers each a registered node,
+#      at 1,000 / 100,000 / 1,000,000 groups seeded through the store's bulk
+#      path, with group commit and (at 100,000) with one commit per write;
+#   2. the same cycle in process (Go benchmark, no HTTP);
+#   3. this machine's limits: raw SQLite commits/s (1 and 64 updates per
+#      transaction, FULL and NORMAL) and echo answering a fixed JSON body
+#      under the same load generator;
+#   4. snapshots through curl (scripts/bench-snapshot.sh), 1 GiB and 4 GiB,
+#      unless BENCH_SNAPSHOT_MIB is set to other sizes or to "" to skip.
+# Environment: BENCH_SIZES (groups, default "1000 100000 1000000"),
+# BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+sizes=${BENCH_SIZES:-1000 100000 1000000}
+secs=${BENCH_SECONDS:-10}
+workers=${BENCH_WORKERS:-32}
+snap_sizes=${BENCH_SNAPSHOT_MIB-1024 4096}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
+pid=""
+cleanup() {
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+echo "bench: $(nproc) cores, $(go version | cut -d' ' -f3-), $(uname -sr), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+echo "bench: building"
+(cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold && go build -o "$tmp/benchload" ./internal/benchload)
+
+row() { printf '%-44s %12s %9s %9s %9s %9s %10s %8s\n' "$@"; }
+row "measurement" "cycles/s" "lease50" "lease99" "next99" "finish99" "commits/s" "batch"
+
+serve_and_load() { # label groups extra-serve-flags...
+	local label=$1 groups=$2
+	shift 2
+	local data="$tmp/data-$groups-$RANDOM"
+	"$tmp/benchload" seed -data "$data" -groups "$groups" >"$tmp/seed.log"
+	local port
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error "$@" >"$tmp/node.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+	"$tmp/benchload" cycle -url "http://127.0.0.1:$port" -admin-token "$(cat "$data/admin.token")" \
+		-workers "$workers" -duration "${secs}s" >"$tmp/r.json"
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	pid=""
+	rm -rf "$data"
+	jq -r --arg l "$label" '[$l, (.cycles_per_s|floor), .p50_ms.lease, .p99_ms.lease, .p99_ms.next, .p99_ms.finish, (.commits_per_s|floor), (.batch_mean*10|floor/10), .errors, (.first_error // "")] | @tsv' "$tmp/r.json" |
+		while IFS=$'\t' read -r l c a b n f cm bm e fe; do
+			row "$l" "$c" "$a" "$b" "$n" "$f" "$cm" "$bm"
+			[ "$e" = 0 ] || echo "  ($e failed cycles: $fe)"
+		done
+	jq -r .cycles_per_s "$tmp/r.json" >"$tmp/last"
+}
+
+for g in $sizes; do
+	serve_and_load "http, FULL, group commit, $g groups" "$g"
+	cp "$tmp/last" "$tmp/http-$g"
+done
+mid=$(echo "$sizes" | awk '{print $(NF>1?2:1)}')
+serve_and_load "http, FULL, commit per write, $mid groups" "$mid" --no-group-commit
+cp "$tmp/last" "$tmp/http-nogc"
+
+(cd "$root" && go test -run '^$' -bench 'BenchmarkCycle/groups=1000$' -benchtime 10000x ./appliance) |
+	awk '/cycles\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "cycles/s") c = $i; if ($(i+1) == "commits/s") m = $i; if ($(i+1) == "writes/commit") w = $i }
+		printf "%-44s %12d %9s %9s %9s %9s %10d %8s\n", "in process, FULL, group commit, 1000 groups", c, "-", "-", "-", "-", m, w }'
+
+"$tmp/benchload" echo -workers "$workers" -duration "${secs}s" >"$tmp/echo.json"
+jq -r '["echo, fixed JSON, 4 requests a cycle", (.cycles_per_s|floor), .p50_ms.lease, .p99_ms.lease, .p99_ms.next, .p99_ms.finish, "-", "-"] | @tsv' "$tmp/echo.json" |
+	while IFS=$'\t' read -r l c a b n f cm bm; do row "$l" "$c" "$a" "$b" "$n" "$f" "$cm" "$bm"; done
+
+"$tmp/benchload" sqlite -dir "$tmp" -duration 3s >"$tmp/sqlite.json"
+echo
+printf '%-44s %12s %12s\n' "raw SQLite on this disk" "commits/s" "updates/s"
+jq -r '.[] | ["sqlite, \(.synchronous), \(.updates_per_tx) update(s) a transaction", (.commits_per_s|floor), (.updates_per_s|floor)] | @tsv' "$tmp/sqlite.json" |
+	while IFS=$'\t' read -r l c u; do printf '%-44s %12s %12s\n' "$l" "$c" "$u"; done
+
+echo
+first=$(echo "$sizes" | awk '{print $1}')
+last=$(echo "$sizes" | awk '{print $NF}')
+echo64=$(jq '.cycles_per_s' "$tmp/echo.json")
+full64=$(jq '.[] | select(.synchronous == "FULL" and .updates_per_tx == 64) | .updates_per_s' "$tmp/sqlite.json")
+awk -v a="$(cat "$tmp/http-$first")" -v b="$(cat "$tmp/http-$last")" -v m="$(cat "$tmp/http-$mid")" -v n="$(cat "$tmp/http-nogc")" -v e="$echo64" -v s="$full64" -v f="$first" -v l="$last" -v md="$mid" 'BEGIN {
+	printf "ratios: %d groups is %.2fx slower than %d (target <= 1.5)\n", l, a / b, f
+	printf "ratios: group commit is %.1fx one commit per write at %d groups (target >= 5)\n", m / n, md
+	printf "ratios: the node at %d groups makes %.0f%% of echo'"'"'s fixed-JSON cycle rate\n", md, 100 * m / e
+	printf "ratios: its 4 writes a cycle are %.0f%% of raw SQLite FULL updates at 64 a transaction\n", 100 * 4 * m / s
+}'
+
+for mib in $snap_sizes; do
+	echo
+	bash "$root/scripts/bench-snapshot.sh" "$mib"
+done
