@@ -351,4 +351,3 @@ func echoLimit(workers int, dur time.Duration) error {
 	})
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
-
