@@ -33,8 +33,10 @@ F=$(jq .fence <<<"$L")
 
 mem() { awk -v k="$1" '$1==k":" {print int($2/1024)}' "/proc/$pid/status"; }
 
-echo "bench-snapshot: writing a ${size_mib} MiB window (random bytes, as gzip would look)"
-head -c "$((size_mib << 20))" /dev/urandom >"$tmp/window.gz"
+echo "bench-snapshot: writing a ${size_mib} MiB window (random bytes in gzip)"
+# Random bytes stored (gzip -1 keeps them as they are, in gzip framing): the
+# node refuses an upload that is not whole gzip.
+head -c "$((size_mib << 20))" /dev/urandom | gzip -1 >"$tmp/window.gz"
 sync
 idle=$(mem VmRSS)
 

@@ -39,6 +39,7 @@ serve_and_load() { # label groups extra-serve-flags...
 	shift 2
 	local data="$tmp/data-$groups-$RANDOM"
 	"$tmp/benchload" seed -data "$data" -groups "$groups" >"$tmp/seed.log"
+	echo "bench: $(cat "$tmp/seed.log")" >&2
 	local port
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error "$@" >"$tmp/node.log" 2>&1 &
@@ -86,7 +87,7 @@ last=$(echo "$sizes" | awk '{print $NF}')
 echo64=$(jq '.cycles_per_s' "$tmp/echo.json")
 full64=$(jq '.[] | select(.synchronous == "FULL" and .updates_per_tx == 64) | .updates_per_s' "$tmp/sqlite.json")
 awk -v a="$(cat "$tmp/http-$first")" -v b="$(cat "$tmp/http-$last")" -v m="$(cat "$tmp/http-$mid")" -v n="$(cat "$tmp/http-nogc")" -v e="$echo64" -v s="$full64" -v f="$first" -v l="$last" -v md="$mid" 'BEGIN {
-	printf "ratios: %d groups is %.2fx slower than %d (target <= 1.5)\n", l, a / b, f
+	printf "ratios: slowdown at %d groups against %d: %.2fx (target <= 1.5; below 1 is faster)\n", l, f, a / b
 	printf "ratios: group commit is %.1fx one commit per write at %d groups (target >= 5)\n", m / n, md
 	printf "ratios: the node at %d groups makes %.0f%% of echo'"'"'s fixed-JSON cycle rate\n", md, 100 * m / e
 	printf "ratios: its 4 writes a cycle are %.0f%% of raw SQLite FULL updates at 64 a transaction\n", 100 * 4 * m / s

@@ -46,9 +46,13 @@ func main() {
 	switch os.Args[1] {
 	case "seed":
 		data := fs.String("data", "", "the node's data directory (node stopped)")
-		groups := fs.Int64("groups", 1000, "groups to create, each with 200 ranges of 100 ids")
+		groups := fs.Int64("groups", 1000, "groups to create")
+		ranges := fs.Int64("ranges", 0, "ranges of 100 ids each group gets (default: 40,000 in all, at least 2 a group)")
 		fs.Parse(os.Args[2:])
-		err = seed(*data, *groups)
+		if *ranges <= 0 {
+			*ranges = max(2, 40000 / *groups)
+		}
+		err = seed(*data, *groups, *ranges)
 	case "cycle":
 		url := fs.String("url", "", "the node's base URL")
 		admin := fs.String("admin-token", "", "the node's admin token")
@@ -76,7 +80,7 @@ func main() {
 	}
 }
 
-func seed(data string, groups int64) error {
+func seed(data string, groups, ranges int64) error {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
 	}
@@ -86,10 +90,10 @@ func seed(data string, groups int64) error {
 	}
 	defer db.Close()
 	start := time.Now()
-	if err := db.BulkGroups(context.Background(), "bench.", groups, 100, 200); err != nil {
+	if err := db.BulkGroups(context.Background(), "bench.", groups, 100, ranges); err != nil {
 		return err
 	}
-	fmt.Printf("seeded %d groups (%d ranges) in %s\n", groups, groups*200, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("seeded %d groups (%d ranges) in %s\n", groups, groups*ranges, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
