@@ -6,7 +6,8 @@
 package leasehold
 
 import (
-	_ "embed"
+	"embed"
+	"fmt"
 	"time"
 )
 
@@ -17,7 +18,18 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 1
+const SchemaVersion = 2
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migration returns the DDL that brings a catalog at version-1 up to
+// version (2 ≤ version ≤ SchemaVersion). Each step also stands in Schema,
+// which a new catalog gets whole.
+func Migration(version int) (string, error) {
+	b, err := migrations.ReadFile(fmt.Sprintf("migrations/%d.sql", version))
+	return string(b), err
+}
 
 // Range statuses.
 const (

@@ -1,4 +1,6 @@
--- leasehold catalog, schema version 1 (PRAGMA user_version).
+-- leasehold catalog, schema version 2 (PRAGMA user_version). A catalog at an
+-- older version is brought up by the steps in migrations/, each of which also
+-- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
 -- the time itself. Every table is STRICT.
 
@@ -147,3 +149,12 @@ CREATE TABLE events (
 
 -- The publisher reads what it has not sent yet, in order.
 CREATE INDEX events_unsent ON events (id) WHERE sent = 0;
+
+-- Version 2: this catalog's identity in a fleet, one row made with the
+-- catalog. Peer sync names its events by it, so a catalog made again never
+-- repeats an old one's message ids.
+CREATE TABLE catalog (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    catalog_id TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;

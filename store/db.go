@@ -11,7 +11,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -52,6 +54,8 @@ type DB struct {
 	now   func() time.Time
 	opts  Options
 	queue chan *write
+
+	catalogID string
 
 	rmu    sync.Mutex
 	rstmts map[string]*sql.Stmt
@@ -127,6 +131,10 @@ func Open(path string, o Options) (*DB, error) {
 		w.Close()
 		return nil, err
 	}
+	if err := db.identify(); err != nil {
+		w.Close()
+		return nil, err
+	}
 	var mode string
 	if err := w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
 		w.Close()
@@ -173,8 +181,8 @@ func (db *DB) migrate() error {
 	case version == leasehold.SchemaVersion:
 		return nil
 	}
-	// Versions below the current one would be migrated step by step here;
-	// version 1 is the first, so only a new catalog gets the whole schema.
+	// A new catalog gets the whole schema; an older one each step after its
+	// version, in one transaction, so a failed step changes nothing.
 	tx, err := db.w.Begin()
 	if err != nil {
 		return mapError(err, "migrating "+db.path)
@@ -184,12 +192,40 @@ func (db *DB) migrate() error {
 		if _, err := tx.Exec(leasehold.Schema); err != nil {
 			return fmt.Errorf("store: creating the schema: %w", err)
 		}
+	} else {
+		for v := version + 1; v <= leasehold.SchemaVersion; v++ {
+			ddl, err := leasehold.Migration(v)
+			if err != nil {
+				return fmt.Errorf("store: migration to version %d: %w", v, err)
+			}
+			if _, err := tx.Exec(ddl); err != nil {
+				return fmt.Errorf("store: migrating %s to version %d: %w", db.path, v, err)
+			}
+		}
 	}
 	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", leasehold.SchemaVersion)); err != nil {
 		return mapError(err, "migrating "+db.path)
 	}
 	return mapError(tx.Commit(), "migrating "+db.path)
 }
+
+// identify gives a catalog without an identity a new random one, and reads
+// it. A peer's message ids carry it, so they stay unique if a node's
+// catalog is made again and its event ids start over.
+func (db *DB) identify() error {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	if _, err := db.w.Exec(`INSERT OR IGNORE INTO catalog (id, catalog_id, created_at) VALUES (1, ?, ?)`,
+		hex.EncodeToString(b[:]), ms(db.now())); err != nil {
+		return mapError(err, "identifying "+db.path)
+	}
+	return mapError(db.w.QueryRow(`SELECT catalog_id FROM catalog WHERE id = 1`).Scan(&db.catalogID), "identifying "+db.path)
+}
+
+// CatalogID is this catalog's identity, made once with it: 32 hex digits.
+func (db *DB) CatalogID() string { return db.catalogID }
 
 // Close stops taking writes, lets the queued ones commit, and closes the
 // database. It is safe to call more than once.

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -227,4 +229,73 @@ func (db *DB) rawExec(q string, args ...any) error {
 		_, err := tx.execSQL(q, args...)
 		return err
 	})
+}
+
+// TestMigration: a catalog made at version 1 (testdata/schema-v1.sql, the
+// first released schema) is brought up to the same schema a new catalog
+// gets, keeps its rows, and gets an identity that lasts across reopening.
+func TestMigration(t *testing.T) {
+	v1, err := os.ReadFile("testdata/schema-v1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.db")
+	raw, err := sql.Open("sqlite", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{string(v1), "PRAGMA user_version = 1",
+		`INSERT INTO groups (name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES ('alt.kept', 10, 1, 0, 1, 0, 0, 0)`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+	migrated := openTest(t, old, Options{})
+	fresh := openTest(t, filepath.Join(dir, "new.db"), Options{})
+	schema := func(db *DB) string {
+		rows, err := db.r.Query(`SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY type, name`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var typ, name, tbl, ddl string
+			if err := rows.Scan(&typ, &name, &tbl, &ddl); err != nil {
+				t.Fatal(err)
+			}
+			// Comments and spacing differ between a step and schema.sql.
+			fmt.Fprintf(&b, "%s %s %s %s\n", typ, name, tbl, strings.Join(strings.Fields(stripComments(ddl)), " "))
+		}
+		return b.String()
+	}
+	if got, want := schema(migrated), schema(fresh); got != want {
+		t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
+	}
+	var n int
+	if err := migrated.r.QueryRow(`SELECT count(*) FROM groups WHERE name = 'alt.kept'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("group kept across migration: %d, %v", n, err)
+	}
+	id := migrated.CatalogID()
+	if len(id) != 32 || id == fresh.CatalogID() {
+		t.Errorf("catalog ids %q and %q: want 32 hex digits, different", id, fresh.CatalogID())
+	}
+	migrated.Close()
+	again := openTest(t, old, Options{})
+	if again.CatalogID() != id {
+		t.Errorf("catalog id after reopening = %q, want %q", again.CatalogID(), id)
+	}
+}
+
+func stripComments(ddl string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(ddl, "\n") {
+		if i := strings.Index(line, "--"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }

@@ -1,0 +1,149 @@
+-- leasehold catalog, schema version 1 (PRAGMA user_version).
+-- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
+-- the time itself. Every table is STRICT.
+
+-- A worker node: who may lease, inside which band of range priorities, how
+-- many groups at once. Only the hash of its token is kept.
+CREATE TABLE nodes (
+    id           INTEGER PRIMARY KEY,
+    name         TEXT    NOT NULL UNIQUE,
+    token_hash   BLOB    NOT NULL,
+    priority_min INTEGER NOT NULL,
+    priority_max INTEGER NOT NULL,
+    capacity     INTEGER NOT NULL,
+    paused       INTEGER NOT NULL DEFAULT 0,
+    paused_by    TEXT    NOT NULL DEFAULT '',
+    paused_at    INTEGER,
+    last_seen_at INTEGER,
+    created_at   INTEGER NOT NULL
+) STRICT;
+
+-- Authentication looks a node up by the hash of the token it presents.
+CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
+
+-- A source of sequential ids. tail_end is the highest id the tail has
+-- planned (start_id-1 before the first plan); history_floor the lowest id
+-- planned by anything (start_id before the first plan).
+--
+-- urgent_tail, urgent_hist, held and free_since are the lease-choice key,
+-- kept up to date by every change to the group's ranges or lease:
+-- urgent_tail is the lowest priority of its open (planned or leased) tail
+-- ranges (below 0) and urgent_hist of its open history ranges (0 and
+-- above), NULL when it has none; held is 1 while a node holds the group;
+-- free_since is when it was last released. Two lanes, so a node whose band
+-- covers only history still finds groups whose tail is also pending.
+CREATE TABLE groups (
+    id            INTEGER PRIMARY KEY,
+    name          TEXT    NOT NULL UNIQUE,
+    priority      INTEGER NOT NULL DEFAULT 0,
+    active        INTEGER NOT NULL DEFAULT 1,
+    range_size    INTEGER NOT NULL,
+    start_id      INTEGER NOT NULL,
+    tail_end      INTEGER NOT NULL,
+    history_floor INTEGER NOT NULL,
+    urgent_tail   INTEGER,
+    urgent_hist   INTEGER,
+    held          INTEGER NOT NULL DEFAULT 0,
+    free_since    INTEGER NOT NULL,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+) STRICT;
+
+-- Lease choice, one index a lane: the free, active group with open work,
+-- most urgent first, then unheld the longest, then its own priority. One
+-- seek, never a scan.
+CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND urgent_tail IS NOT NULL;
+CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND urgent_hist IS NOT NULL;
+
+-- A planned span of ids, start_id..end_id inclusive; next_id is the resume
+-- point. Priority below 0 is the live tail, 0 and above history.
+CREATE TABLE ranges (
+    id           INTEGER PRIMARY KEY,
+    group_id     INTEGER NOT NULL REFERENCES groups (id) ON DELETE CASCADE,
+    start_id     INTEGER NOT NULL,
+    end_id       INTEGER NOT NULL,
+    next_id      INTEGER NOT NULL,
+    status       TEXT    NOT NULL DEFAULT 'planned'
+                 CHECK (status IN ('planned', 'leased', 'done', 'failed')),
+    priority     INTEGER NOT NULL,
+    node_id      INTEGER REFERENCES nodes (id) ON DELETE SET NULL,
+    leased_at    INTEGER,
+    heartbeat_at INTEGER,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    rule_version INTEGER NOT NULL DEFAULT 0,
+    headers      INTEGER NOT NULL DEFAULT 0,
+    updated_at   INTEGER NOT NULL,
+    CHECK (start_id <= end_id AND start_id <= next_id AND next_id <= end_id + 1)
+) STRICT;
+
+-- Listing a group's ranges in id order.
+CREATE INDEX ranges_group_start ON ranges (group_id, start_id);
+
+-- Counts by status, and the takeover replan: a group's leased or done
+-- ranges ending at or after the snapshot's next, found by one seek each.
+CREATE INDEX ranges_group_status_end ON ranges (group_id, status, end_id);
+
+-- The takeover replan's other half: planned ranges already progressed past
+-- their start (rare, so this index stays tiny).
+CREATE INDEX ranges_progressed ON ranges (group_id) WHERE status = 'planned' AND next_id > start_id;
+
+-- next(group): the lowest planned range by start_id.
+CREATE INDEX ranges_planned ON ranges (group_id, start_id) WHERE status = 'planned';
+
+-- The group's urgency in each lane: min(priority) over its open ranges.
+CREATE INDEX ranges_open ON ranges (group_id, priority) WHERE status IN ('planned', 'leased');
+
+-- Watchman and backlog: leased ranges by heartbeat, planned by waiting time,
+-- failed ranges.
+CREATE INDEX ranges_leased_heartbeat ON ranges (heartbeat_at) WHERE status = 'leased';
+CREATE INDEX ranges_planned_since ON ranges (priority < 0, updated_at) WHERE status = 'planned';
+CREATE INDEX ranges_failed ON ranges (updated_at) WHERE status = 'failed';
+
+-- One row a group, made with it. fence rises at every lease and survives
+-- releases, so an old holder's fence never matches again.
+CREATE TABLE group_leases (
+    group_id        INTEGER PRIMARY KEY REFERENCES groups (id) ON DELETE CASCADE,
+    node_id         INTEGER REFERENCES nodes (id),
+    fence           INTEGER NOT NULL DEFAULT 0,
+    leased_at       INTEGER,
+    heartbeat_at    INTEGER,
+    range_id        INTEGER,
+    snapshot_next   INTEGER,
+    snapshot_size   INTEGER,
+    snapshot_sha256 TEXT,
+    snapshot_at     INTEGER,
+    snapshot_file   INTEGER,
+    ranges_done     INTEGER NOT NULL DEFAULT 0,
+    headers         INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- A node's held count, and release of everything a deleted node held.
+CREATE INDEX group_leases_node ON group_leases (node_id) WHERE node_id IS NOT NULL;
+
+-- Takeover candidates: held leases whose holder went quiet, oldest first.
+CREATE INDEX group_leases_heartbeat ON group_leases (heartbeat_at) WHERE node_id IS NOT NULL;
+
+-- Versioned rules the workers index by; the highest version is current.
+CREATE TABLE rule_sets (
+    version    INTEGER PRIMARY KEY,
+    body       TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- The outbox: one row per change, written in the transaction that made it.
+-- The dashboard's live feed and peer sync read it in id order.
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at       INTEGER NOT NULL,
+    kind     TEXT    NOT NULL,
+    group_id INTEGER,
+    range_id INTEGER,
+    node_id  INTEGER,
+    body     TEXT    NOT NULL DEFAULT '{}',
+    sent     INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- The publisher reads what it has not sent yet, in order.
+CREATE INDEX events_unsent ON events (id) WHERE sent = 0;
