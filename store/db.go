@@ -73,6 +73,10 @@ type DB struct {
 	// node deletions that ends them.
 	auths   sync.Map // string(token hash) → authEntry
 	nodeGen atomic.Int64
+	// Writer-side memory of nodes: bands (node id → bandEntry, ended by
+	// nodeGen like auths) and the last visit recorded (node id → unix ms).
+	bands sync.Map
+	seen  sync.Map
 }
 
 // Stats are the writer's counters since Open.

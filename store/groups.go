@@ -10,6 +10,10 @@ import (
 
 const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at`
 
+// groupReturning is groupColumns for a RETURNING clause, which takes no
+// table alias.
+const groupReturning = `id, name, priority, active, range_size, start_id, tail_end, history_floor, created_at`
+
 func scanGroup(s scanner) (leasehold.Group, error) {
 	var g leasehold.Group
 	var created int64

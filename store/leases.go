@@ -32,18 +32,26 @@ var (
 		ORDER BY urgent_hist, free_since, priority, id LIMIT 1`)
 	// Held groups whose holder went quiet: bounded by the leases held, not
 	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part.
-	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority FROM (
-		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority
+	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority, node_id FROM (
+		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority, l.node_id
 		FROM group_leases l JOIN groups g ON g.id = l.group_id
 		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1
 		AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
 		ORDER BY urgent, heartbeat_at, priority, id LIMIT 1`)
 	qLeaseRow = wq(`SELECT l.node_id, l.fence, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, coalesce(n.name, '')
 		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`)
+	// The snapshot columns are not changed by the take, so RETURNING reads
+	// them as they were.
 	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL
-		WHERE group_id = ?1 RETURNING fence`)
-	qGroupHeld   = wq(`UPDATE groups SET held = 1 WHERE id = ?`)
+		WHERE group_id = ?1 RETURNING fence, snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, snapshot_file`)
+	qGroupHeld = wq(`UPDATE groups SET held = 1 WHERE id = ? RETURNING ` + groupReturning)
 	qGroupFree   = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
+	// qGroupFree and qGroupUrgent in one statement, for a release that
+	// replanned ranges.
+	qGroupFreeUrgent = wq(`UPDATE groups SET held = 0, free_since = ?2,
+		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority < 0),
+		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority >= 0)
+		WHERE id = ?1`)
 	qGroupUrgent = wq(`UPDATE groups SET
 		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority < 0),
 		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority >= 0)
@@ -52,8 +60,13 @@ var (
 	qLeaseBeat    = wq(`UPDATE group_leases SET heartbeat_at = ?4 WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3 RETURNING range_id`)
 	qLeaseHolder  = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
 	qLeaseSetWork = wq(`UPDATE group_leases SET range_id = ?2 WHERE group_id = ?1`)
-	qLeaseDone    = wq(`UPDATE group_leases SET range_id = CASE WHEN range_id = ?2 THEN NULL ELSE range_id END,
-		ranges_done = ranges_done + 1, headers = CASE WHEN headers > 9223372036854775807 - ?3 THEN 9223372036854775807 ELSE headers + ?3 END WHERE group_id = ?1`)
+	// The holder check, its heartbeat and the finish's counts in one
+	// statement: no row means the caller is not the holder at that fence.
+	qLeaseFinish = wq(`UPDATE group_leases SET heartbeat_at = ?5, range_id = CASE WHEN range_id = ?4 THEN NULL ELSE range_id END,
+		ranges_done = ranges_done + 1, headers = CASE WHEN headers > 9223372036854775807 - ?6 THEN 9223372036854775807 ELSE headers + ?6 END
+		WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3`)
+	// The holder check and the release in one statement.
+	qLeaseRelease = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3`)
 
 	// Rule 2 with a snapshot at S (?3): leased or done ranges ending at or after S.
 	qReplanCovered = wq(`UPDATE ranges SET
@@ -74,6 +87,12 @@ var (
 	qRangeInWork = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ? AND status = 'leased' AND node_id = ?`)
 	qRangeNext   = wq(`SELECT id, attempts FROM ranges WHERE group_id = ? AND status = 'planned' AND priority BETWEEN ? AND ? ORDER BY start_id LIMIT 1`)
 	qRangeFail   = wq(`UPDATE ranges SET status = 'failed', updated_at = ? WHERE id = ?`)
+	// next(group) and its lease in one statement, for the usual case: the
+	// lowest planned range in band has attempts left (?5 is maxAttempts).
+	qRangeLeaseNext = wq(`UPDATE ranges SET status = 'leased', node_id = ?4, leased_at = ?6, heartbeat_at = ?6, attempts = attempts + 1,
+		rule_version = ?7, updated_at = ?6
+		WHERE id = (SELECT id FROM ranges WHERE group_id = ?1 AND status = 'planned' AND priority BETWEEN ?2 AND ?3 ORDER BY start_id LIMIT 1)
+		AND attempts < ?5 RETURNING ` + rangeColumns)
 	qRangeLease  = wq(`UPDATE ranges SET status = 'leased', node_id = ?2, leased_at = ?3, heartbeat_at = ?3, attempts = attempts + 1,
 		rule_version = ?4, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
 	qRangeByID     = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ?`)
@@ -128,6 +147,7 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 	}
 	type candidate struct {
 		id, urgent, since, priority int64
+		holder                      int64 // the quiet holder; 0 for a free group
 		ok                          bool
 	}
 	// The band split into its lanes; an empty lane is lo > hi.
@@ -156,7 +176,7 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 		}
 	}
 	var quiet candidate
-	err = tx.queryRow(qChooseQuiet, cutoff, tailLo, tailHi, histLo, histHi).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority)
+	err = tx.queryRow(qChooseQuiet, cutoff, tailLo, tailHi, histLo, histHi).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority, &quiet.holder)
 	quiet.ok = err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, mapError(err, "leasing")
@@ -180,7 +200,7 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 			}
 		}
 	}
-	return tx.takeGroup(pick.id, req.NodeID, req.MaxAttempts)
+	return tx.takeGroup(pick.id, pick.holder, req.NodeID, req.MaxAttempts)
 }
 
 // leaseRow is a group's lease row with its snapshot.
@@ -209,39 +229,45 @@ func (tx *Tx) leaseRow(groupID int64) (leaseRow, error) {
 }
 
 // takeGroup leases the group to node at a new fence and applies rule 2:
-// whatever the group's snapshot does not cover is planned again.
-func (tx *Tx) takeGroup(groupID, nodeID, maxAttempts int64) (*leasehold.Grant, error) {
-	l, err := tx.leaseRow(groupID)
-	if err != nil {
-		return nil, err
-	}
+// whatever the group's snapshot does not cover is planned again. from is
+// the quiet holder it takes over from, 0 for a free group (a free group's
+// lease row has no holder: release and take keep groups.held and
+// group_leases.node_id together).
+func (tx *Tx) takeGroup(groupID, from, nodeID, maxAttempts int64) (*leasehold.Grant, error) {
 	var fence int64
-	if err := tx.queryRow(qLeaseTake, groupID, nodeID, ms(tx.now)).Scan(&fence); err != nil {
-		return nil, mapError(err, "leasing")
+	var next, size, at, file sql.NullInt64
+	var sha sql.NullString
+	err := tx.queryRow(qLeaseTake, groupID, nodeID, ms(tx.now)).Scan(&fence, &next, &size, &sha, &at, &file)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
 	}
-	if _, err := tx.exec(qGroupHeld, groupID); err != nil {
-		return nil, mapError(err, "leasing")
-	}
-	var next *int64
-	if l.snapshot != nil {
-		next = &l.snapshot.Next
-	}
-	if err := tx.replan(groupID, next, maxAttempts); err != nil {
-		return nil, err
-	}
-	g, err := tx.Group(groupID)
 	if err != nil {
+		return nil, mapError(err, "leasing")
+	}
+	var snap *leasehold.Snapshot
+	if next.Valid {
+		snap = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64), File: file.Int64}
+	}
+	g, err := scanGroup(tx.queryRow(qGroupHeld, groupID))
+	if err != nil {
+		return nil, mapError(err, "leasing")
+	}
+	var snapNext *int64
+	if snap != nil {
+		snapNext = &snap.Next
+	}
+	if err := tx.replan(groupID, snapNext, maxAttempts); err != nil {
 		return nil, err
 	}
-	takeover := l.holder.Valid
+	takeover := from != 0
 	body := map[string]any{"fence": fence, "takeover": takeover}
 	if takeover {
-		body["from_node"] = l.holder.Int64
+		body["from_node"] = from
 	}
 	if err := tx.event(EventLeaseGranted, groupID, 0, nodeID, body); err != nil {
 		return nil, err
 	}
-	return &leasehold.Grant{Group: g, Fence: fence, Snapshot: l.snapshot, Takeover: takeover}, nil
+	return &leasehold.Grant{Group: g, Fence: fence, Snapshot: snap, Takeover: takeover}, nil
 }
 
 // replan is rule 2. With a snapshot at next = S, every range ending at or
@@ -271,14 +297,16 @@ func (tx *Tx) replan(groupID int64, snapshotNext *int64, maxAttempts int64) erro
 		return err
 	}
 	changed += n
-	if changed > 0 {
-		body := map[string]any{"ranges": changed}
-		if snapshotNext != nil {
-			body["from"] = *snapshotNext
-		}
-		if err := tx.event(EventRangesReplan, groupID, 0, 0, body); err != nil {
-			return err
-		}
+	if changed == 0 {
+		// No range changed, so neither did the group's urgency.
+		return nil
+	}
+	body := map[string]any{"ranges": changed}
+	if snapshotNext != nil {
+		body["from"] = *snapshotNext
+	}
+	if err := tx.event(EventRangesReplan, groupID, 0, 0, body); err != nil {
+		return err
 	}
 	_, err = tx.exec(qGroupUrgent, groupID)
 	return mapError(err, "replanning")
@@ -363,6 +391,14 @@ func (tx *Tx) NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, m
 			return nil, mapError(err, "reading the range in work")
 		}
 	}
+	r, err := scanRange(tx.queryRow(qRangeLeaseNext, groupID, bandMin, bandMax, nodeID, maxAttempts, now, ruleVersion))
+	switch {
+	case err == nil:
+		return tx.rangeLeased(groupID, nodeID, ruleVersion, r)
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, mapError(err, "leasing a range")
+	}
+	// Caught up, or the next range has used up its attempts.
 	for {
 		var id, attempts int64
 		err := tx.queryRow(qRangeNext, groupID, bandMin, bandMax).Scan(&id, &attempts)
@@ -391,26 +427,44 @@ func (tx *Tx) NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, m
 		if err != nil {
 			return nil, mapError(err, "leasing a range")
 		}
-		if _, err := tx.exec(qLeaseSetWork, groupID, id); err != nil {
-			return nil, mapError(err, "leasing a range")
-		}
-		if err := tx.event(EventRangeLeased, groupID, id, nodeID, map[string]any{"attempts": r.Attempts, "rule_version": ruleVersion}); err != nil {
-			return nil, err
-		}
-		return &r, nil
+		return tx.rangeLeased(groupID, nodeID, ruleVersion, r)
 	}
 }
 
-// NodeBand reads the band of range priorities a node works in.
+// rangeLeased records r, just leased, as the holder's range in work.
+func (tx *Tx) rangeLeased(groupID, nodeID, ruleVersion int64, r leasehold.Range) (*leasehold.Range, error) {
+	if _, err := tx.exec(qLeaseSetWork, groupID, r.ID); err != nil {
+		return nil, mapError(err, "leasing a range")
+	}
+	if err := tx.event(EventRangeLeased, groupID, r.ID, nodeID, map[string]any{"attempts": r.Attempts, "rule_version": ruleVersion}); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// NodeBand reads the band of range priorities a node works in. A node's
+// band never changes after it registers, so it is remembered like its
+// authentication: until a node deletion raises the generation.
 func (tx *Tx) NodeBand(nodeID int64) (bandMin, bandMax int64, err error) {
+	gen := tx.db.nodeGen.Load()
+	if v, ok := tx.db.bands.Load(nodeID); ok {
+		if e := v.(bandEntry); e.gen == gen {
+			return e.min, e.max, nil
+		}
+	}
 	var paused bool
 	var capacity int64
 	err = tx.queryRow(qNodeLeaseInfo, nodeID).Scan(&paused, &capacity, &bandMin, &bandMax)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", nodeID)
 	}
+	if err == nil {
+		tx.db.bands.Store(nodeID, bandEntry{min: bandMin, max: bandMax, gen: gen})
+	}
 	return bandMin, bandMax, mapError(err, "reading a node")
 }
+
+type bandEntry struct{ min, max, gen int64 }
 
 // heldRange loads a range for a holder call on it: the range must exist
 // (not found), its group must be held by node at fence (lease lost).
@@ -462,12 +516,30 @@ func (tx *Tx) Progress(rangeID, nodeID, fence, next int64) (leasehold.Range, err
 // Finish is rule 4's end: the range is done with headers counted on the
 // lease. Finishing a range this holder already finished answers it again.
 func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, error) {
-	r, err := tx.heldRange(rangeID, nodeID, fence)
+	r, err := scanRange(tx.queryRow(qRangeByID, rangeID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", rangeID)
+	}
 	if err != nil {
-		return r, err
+		return r, mapError(err, "reading a range")
 	}
 	if r.Status == leasehold.StatusDone && leasedTo(r, nodeID) {
-		return r, nil
+		_, err := tx.holder(r.GroupID, nodeID, fence)
+		return r, err
+	}
+	// The lease is checked (and counted) first, so a caller that lost it
+	// hears lease lost whatever became of the range; the checks after it
+	// undo the count with the write's savepoint.
+	res, err := tx.exec(qLeaseFinish, r.GroupID, nodeID, fence, rangeID, ms(tx.now), headers)
+	if err != nil {
+		return r, mapError(err, "finishing a range")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		_, err := tx.holder(r.GroupID, nodeID, fence)
+		if err == nil {
+			err = leasehold.Errorf(leasehold.KindInternal, "group %d: finishing range %d changed no lease", r.GroupID, rangeID)
+		}
+		return r, err
 	}
 	if r.Status != leasehold.StatusLeased || !leasedTo(r, nodeID) {
 		return r, leasehold.Errorf(leasehold.KindConflict, "range %d is %s, not in your work", rangeID, r.Status)
@@ -479,9 +551,6 @@ func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, er
 	}
 	r, err = scanRange(tx.queryRow(qRangeFinish, rangeID, headers, ms(tx.now)))
 	if err != nil {
-		return r, mapError(err, "finishing a range")
-	}
-	if _, err := tx.exec(qLeaseDone, r.GroupID, rangeID, headers); err != nil {
 		return r, mapError(err, "finishing a range")
 	}
 	if _, err := tx.exec(qGroupUrgent, r.GroupID); err != nil {
@@ -507,26 +576,43 @@ func (tx *Tx) Heartbeat(groupID, nodeID, fence int64) error {
 // Release is rule 5: the holder gives the group up; its leased range goes
 // back to planned at its resume point.
 func (tx *Tx) Release(groupID, nodeID, fence, maxAttempts int64) error {
-	if _, err := tx.holder(groupID, nodeID, fence); err != nil {
-		return err
+	res, err := tx.exec(qLeaseRelease, groupID, nodeID, fence)
+	if err != nil {
+		return mapError(err, "releasing")
 	}
-	if err := tx.releaseGroup(groupID, maxAttempts); err != nil {
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := tx.holder(groupID, nodeID, fence); err != nil {
+			return err
+		}
+		return leasehold.Errorf(leasehold.KindInternal, "group %d: release changed no lease", groupID)
+	}
+	if err := tx.freeGroup(groupID, maxAttempts); err != nil {
 		return err
 	}
 	return tx.event(EventLeaseReleased, groupID, 0, nodeID, map[string]any{"fence": fence})
 }
 
+// releaseGroup releases a group whoever holds it.
 func (tx *Tx) releaseGroup(groupID, maxAttempts int64) error {
-	if _, err := tx.replanReturning(qReplanLeased, groupID, ms(tx.now), maxAttempts); err != nil {
-		return err
-	}
 	if _, err := tx.exec(qLeaseDrop, groupID); err != nil {
 		return mapError(err, "releasing")
 	}
-	if _, err := tx.exec(qGroupFree, groupID, ms(tx.now)); err != nil {
-		return mapError(err, "releasing")
+	return tx.freeGroup(groupID, maxAttempts)
+}
+
+// freeGroup is the rest of a release once the lease row has no holder:
+// leased ranges back to planned, the group free for lease choice.
+func (tx *Tx) freeGroup(groupID, maxAttempts int64) error {
+	n, err := tx.replanReturning(qReplanLeased, groupID, ms(tx.now), maxAttempts)
+	if err != nil {
+		return err
 	}
-	_, err := tx.exec(qGroupUrgent, groupID)
+	q := qGroupFree
+	if n > 0 {
+		// Only a range that changed can change the group's urgency.
+		q = qGroupFreeUrgent
+	}
+	_, err = tx.exec(q, groupID, ms(tx.now))
 	return mapError(err, "releasing")
 }
 

@@ -121,15 +121,35 @@ func (tx *Tx) DeleteNode(id int64, maxAttempts int64) error {
 	if _, err := tx.exec(qNodeDelete, id); err != nil {
 		return mapError(err, "deleting a node")
 	}
-	// Remembered authentications end with the commit (NodeByTokenHash).
-	tx.AfterCommit(func() { tx.db.nodeGen.Add(1) })
+	// Remembered authentications and bands end with the commit
+	// (NodeByTokenHash); raising the generation now as well keeps a later
+	// write of this batch from trusting them.
+	tx.db.nodeGen.Add(1)
+	tx.AfterCommit(func() { tx.db.nodeGen.Add(1); tx.db.seen.Delete(id) })
 	return tx.event(EventNodeDeleted, 0, 0, id, map[string]any{"name": n.Name})
 }
 
 // TouchNode records that the node was seen now (at most once a second).
+//
+// Every worker call touches its node, so the time last recorded is
+// remembered (once committed) and the catalog is only written when it is a
+// second old: most calls then cost no statement at all.
 func (tx *Tx) TouchNode(id int64) error {
-	_, err := tx.exec(qNodeSeen, ms(tx.now), id)
-	return mapError(err, "recording a node's visit")
+	now := ms(tx.now)
+	if v, ok := tx.db.seen.Load(id); ok && now-v.(int64) < 1000 && now >= v.(int64) {
+		return nil
+	}
+	res, err := tx.exec(qNodeSeen, now, id)
+	if err != nil {
+		return mapError(err, "recording a node's visit")
+	}
+	// Remember only a time the catalog now holds: when the row was left
+	// alone (a visit less than a second old, recorded before this process
+	// started), the time it holds is unknown here.
+	if n, _ := res.RowsAffected(); n > 0 {
+		tx.AfterCommit(func() { tx.db.seen.Store(id, now) })
+	}
+	return nil
 }
 
 // Node reads a node; a missing one is not found.
