@@ -45,7 +45,7 @@ var (
 	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL
 		WHERE group_id = ?1 RETURNING fence, snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, snapshot_file`)
 	qGroupHeld = wq(`UPDATE groups SET held = 1 WHERE id = ? RETURNING ` + groupReturning)
-	qGroupFree   = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
+	qGroupFree = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
 	// qGroupFree and qGroupUrgent in one statement, for a release that
 	// replanned ranges.
 	qGroupFreeUrgent = wq(`UPDATE groups SET held = 0, free_since = ?2,
@@ -93,7 +93,7 @@ var (
 		rule_version = ?7, updated_at = ?6
 		WHERE id = (SELECT id FROM ranges WHERE group_id = ?1 AND status = 'planned' AND priority BETWEEN ?2 AND ?3 ORDER BY start_id LIMIT 1)
 		AND attempts < ?5 RETURNING ` + rangeColumns)
-	qRangeLease  = wq(`UPDATE ranges SET status = 'leased', node_id = ?2, leased_at = ?3, heartbeat_at = ?3, attempts = attempts + 1,
+	qRangeLease = wq(`UPDATE ranges SET status = 'leased', node_id = ?2, leased_at = ?3, heartbeat_at = ?3, attempts = attempts + 1,
 		rule_version = ?4, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
 	qRangeByID     = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ?`)
 	qRangeProgress = wq(`UPDATE ranges SET next_id = ?2, heartbeat_at = ?3, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
