@@ -97,6 +97,11 @@ CREATE INDEX ranges_planned ON ranges (group_id, start_id) WHERE status = 'plann
 -- The group's urgency in each lane: min(priority) over its open ranges.
 CREATE INDEX ranges_open ON ranges (group_id, priority) WHERE status IN ('planned', 'leased');
 
+-- A node's deletion sets its ranges' node_id to NULL (the foreign key);
+-- this index lets SQLite find them by a seek, not a scan of every range
+-- (version 2).
+CREATE INDEX ranges_node ON ranges (node_id) WHERE node_id IS NOT NULL;
+
 -- Watchman and backlog: leased ranges by heartbeat, planned by waiting time,
 -- failed ranges.
 CREATE INDEX ranges_leased_heartbeat ON ranges (heartbeat_at) WHERE status = 'leased';

@@ -6,3 +6,7 @@ CREATE TABLE catalog (
     catalog_id TEXT    NOT NULL,
     created_at INTEGER NOT NULL
 ) STRICT;
+
+-- A node's deletion sets its ranges' node_id to NULL (the foreign key);
+-- this index lets SQLite find them by a seek, not a scan of every range.
+CREATE INDEX ranges_node ON ranges (node_id) WHERE node_id IS NOT NULL;
