@@ -34,6 +34,10 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- above), NULL when it has none; held is 1 while a node holds the group;
 -- free_since is when it was last released. Two lanes, so a node whose band
 -- covers only history still finds groups whose tail is also pending.
+--
+-- owned (version 2) is 1 while this node may lease the group: always on a
+-- node without peers; in a fleet, while this node holds the group's
+-- ownership claim. Only owned groups are in the lease-choice indexes.
 CREATE TABLE groups (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
@@ -48,16 +52,17 @@ CREATE TABLE groups (
     held          INTEGER NOT NULL DEFAULT 0,
     free_since    INTEGER NOT NULL,
     created_at    INTEGER NOT NULL,
-    updated_at    INTEGER NOT NULL
+    updated_at    INTEGER NOT NULL,
+    owned         INTEGER NOT NULL DEFAULT 1
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active group with open work,
 -- most urgent first, then unheld the longest, then its own priority. One
 -- seek, never a scan.
 CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
-    WHERE held = 0 AND active = 1 AND urgent_tail IS NOT NULL;
+    WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_tail IS NOT NULL;
 CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
-    WHERE held = 0 AND active = 1 AND urgent_hist IS NOT NULL;
+    WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist IS NOT NULL;
 
 -- A planned span of ids, start_id..end_id inclusive; next_id is the resume
 -- point. Priority below 0 is the live tail, 0 and above history.

@@ -10,3 +10,13 @@ CREATE TABLE catalog (
 -- A node's deletion sets its ranges' node_id to NULL (the foreign key);
 -- this index lets SQLite find them by a seek, not a scan of every range.
 CREATE INDEX ranges_node ON ranges (node_id) WHERE node_id IS NOT NULL;
+
+-- Ownership in a fleet: only groups this node owns are leased here, and
+-- only they are in the lease-choice indexes.
+ALTER TABLE groups ADD COLUMN owned INTEGER NOT NULL DEFAULT 1;
+DROP INDEX groups_free_tail;
+DROP INDEX groups_free_hist;
+CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_tail IS NOT NULL;
+CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist IS NOT NULL;

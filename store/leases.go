@@ -18,24 +18,33 @@ type LeaseRequest struct {
 	TailOnly bool
 	// MaxAttempts fails a range leased this many times without finishing.
 	MaxAttempts int64
+	// OwnsFunc, when set, says whether this node may lease the named group
+	// now (in a fleet: whether it holds the group's ownership claim). A
+	// chosen group it refuses is disowned (DisownGroup) and passed over.
+	OwnsFunc func(group string) bool
 }
+
+// maxDisownedPerLease bounds how many refused groups one lease passes
+// over before answering that there is nothing to lease; the next lease
+// goes on where it stopped, since refused groups leave the choice.
+const maxDisownedPerLease = 16
 
 var (
 	qNodeLeaseInfo = wq(`SELECT paused, capacity, priority_min, priority_max FROM nodes WHERE id = ?`)
 	qNodeHeldLive  = wq(`SELECT count(*) FROM group_leases WHERE node_id = ? AND heartbeat_at >= ?`)
 	// The free group with the most urgent work in the band, one seek a lane.
 	qChooseFreeTail = wq(`SELECT id, urgent_tail, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND urgent_tail BETWEEN ?1 AND ?2
+		WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_tail BETWEEN ?1 AND ?2
 		ORDER BY urgent_tail, free_since, priority, id LIMIT 1`)
 	qChooseFreeHist = wq(`SELECT id, urgent_hist, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND urgent_hist BETWEEN ?1 AND ?2
+		WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist BETWEEN ?1 AND ?2
 		ORDER BY urgent_hist, free_since, priority, id LIMIT 1`)
 	// Held groups whose holder went quiet: bounded by the leases held, not
 	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part.
 	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority, node_id FROM (
 		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority, l.node_id
 		FROM group_leases l JOIN groups g ON g.id = l.group_id
-		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1
+		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.owned = 1
 		AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
 		ORDER BY urgent, heartbeat_at, priority, id LIMIT 1`)
 	qLeaseRow = wq(`SELECT l.node_id, l.fence, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, coalesce(n.name, '')
@@ -145,11 +154,6 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 	if pmin > pmax {
 		return nil, nil
 	}
-	type candidate struct {
-		id, urgent, since, priority int64
-		holder                      int64 // the quiet holder; 0 for a free group
-		ok                          bool
-	}
 	// The band split into its lanes; an empty lane is lo > hi.
 	tailLo, tailHi := pmin, min(pmax, -1)
 	histLo, histHi := max(pmin, 0), pmax
@@ -165,6 +169,32 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 		}
 		return c, mapError(err, "leasing")
 	}
+	for range maxDisownedPerLease {
+		pick, err := tx.chooseGroup(req, cutoff, tailLo, tailHi, histLo, histHi, choose)
+		if err != nil || pick == nil {
+			return nil, err
+		}
+		if req.OwnsFunc != nil {
+			var name string
+			if err := tx.queryRow(qGroupName, pick.id).Scan(&name); err != nil {
+				return nil, mapError(err, "leasing")
+			}
+			if !req.OwnsFunc(name) {
+				if err := tx.disown(pick.id, req.MaxAttempts); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		return tx.takeGroup(pick.id, pick.holder, req.NodeID, req.MaxAttempts)
+	}
+	return nil, nil
+}
+
+// chooseGroup is rule 1's choice: the free group with the most urgent work
+// in band, or a quiet holder's group when that is more urgent; nil when
+// there is none.
+func (tx *Tx) chooseGroup(req LeaseRequest, cutoff, tailLo, tailHi, histLo, histHi int64, choose func(*query, int64, int64) (candidate, error)) (*candidate, error) {
 	free, err := choose(qChooseFreeTail, tailLo, tailHi)
 	if err != nil {
 		return nil, err
@@ -200,7 +230,14 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 			}
 		}
 	}
-	return tx.takeGroup(pick.id, pick.holder, req.NodeID, req.MaxAttempts)
+	return &pick, nil
+}
+
+// candidate is a group lease choice found, with its sort key.
+type candidate struct {
+	id, urgent, since, priority int64
+	holder                      int64 // the quiet holder; 0 for a free group
+	ok                          bool
 }
 
 // leaseRow is a group's lease row with its snapshot.

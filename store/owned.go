@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"leasehold"
+)
+
+// Ownership in a fleet. A node leases only the groups it owns (groups.owned);
+// without peers it owns every group. Peer sync decides ownership with claims
+// held elsewhere (a NATS key-value bucket) and tells the store here; the
+// store only keeps the lease choice to the groups this node may lease.
+
+// Event kinds of ownership changes.
+const (
+	EventGroupOwned    = "group_owned"
+	EventGroupDisowned = "group_disowned"
+)
+
+var (
+	qGroupName    = wq(`SELECT name FROM groups WHERE id = ?`)
+	qGroupIDOwned = wq(`SELECT id, owned, held FROM groups WHERE name = ?`)
+	qGroupOwn     = wq(`UPDATE groups SET owned = ?2 WHERE id = ?1`)
+)
+
+// OwnGroup lets this node lease the named group again (its claim was won).
+// A missing group is not found; an owned one is left as it is.
+func (tx *Tx) OwnGroup(name string) error {
+	id, owned, _, err := tx.groupOwnership(name)
+	if err != nil || owned {
+		return err
+	}
+	if _, err := tx.exec(qGroupOwn, id, 1); err != nil {
+		return mapError(err, "owning a group")
+	}
+	return tx.event(EventGroupOwned, id, 0, 0, nil)
+}
+
+// DisownGroup stops this node leasing the named group (its claim was lost
+// or lapsed): the group leaves the lease choice, and a holder here loses
+// its lease at once, its range going back to planned at its resume point.
+// A missing group is not found; a disowned one is left as it is.
+func (tx *Tx) DisownGroup(name string, maxAttempts int64) error {
+	id, owned, _, err := tx.groupOwnership(name)
+	if err != nil || !owned {
+		return err
+	}
+	return tx.disown(id, maxAttempts)
+}
+
+func (tx *Tx) disown(groupID, maxAttempts int64) error {
+	var holder sql.NullInt64
+	var fence int64
+	if err := tx.queryRow(qLeaseHolder, groupID).Scan(&holder, &fence); err != nil {
+		return mapError(err, "disowning a group")
+	}
+	if holder.Valid {
+		if err := tx.releaseGroup(groupID, maxAttempts); err != nil {
+			return err
+		}
+		if err := tx.event(EventLeaseReleased, groupID, 0, holder.Int64, map[string]any{"fence": fence, "reason": "disowned"}); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.exec(qGroupOwn, groupID, 0); err != nil {
+		return mapError(err, "disowning a group")
+	}
+	return tx.event(EventGroupDisowned, groupID, 0, 0, nil)
+}
+
+func (tx *Tx) groupOwnership(name string) (id int64, owned, held bool, err error) {
+	err = tx.queryRow(qGroupIDOwned, name).Scan(&id, &owned, &held)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, false, leasehold.Errorf(leasehold.KindNotFound, "group %q not found", name)
+	}
+	return id, owned, held, mapError(err, "reading a group's ownership")
+}
+
+// OwnedGroups lists the names of the groups this node may lease, by name.
+func (db *DB) OwnedGroups(ctx context.Context) ([]string, error) {
+	rows, err := db.query(ctx, `SELECT name FROM groups WHERE owned = 1 ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, mapError(err, "listing owned groups")
+		}
+		out = append(out, name)
+	}
+	return out, mapError(rows.Err(), "listing owned groups")
+}
