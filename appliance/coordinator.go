@@ -28,6 +28,44 @@ type Coordinator struct {
 	tailOnlyFunc func() bool
 	leaseFunc    func(takeover bool)
 	rules        atomic.Pointer[leasehold.RuleSet]
+	// Set by peer sync in a fleet: whether this node may lease a group
+	// now, and what to do when a node's lease finds nothing.
+	owns atomic.Pointer[func(group string) bool]
+	idle atomic.Pointer[func()]
+}
+
+// SetOwnsFunc makes leases ask f, from memory, whether this node may lease
+// a group now; a group it refuses is disowned (store.DisownGroup). nil
+// lets this node lease every group it owns in the catalog.
+func (c *Coordinator) SetOwnsFunc(f func(group string) bool) {
+	if f == nil {
+		c.owns.Store(nil)
+		return
+	}
+	c.owns.Store(&f)
+}
+
+// SetIdleFunc has f called (in its own goroutine) when a lease finds
+// nothing to lease: in a fleet, the moment to claim unowned groups. Idle
+// workers poll, so f is called often and must limit itself.
+func (c *Coordinator) SetIdleFunc(f func()) {
+	if f == nil {
+		c.idle.Store(nil)
+		return
+	}
+	c.idle.Store(&f)
+}
+
+// Own lets this node lease the named group (its claim was won). Errors:
+// not found.
+func (c *Coordinator) Own(ctx context.Context, group string) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup(group) })
+}
+
+// Disown stops this node leasing the named group at once, ending a lease
+// held here (its claim was lost or is about to lapse). Errors: not found.
+func (c *Coordinator) Disown(ctx context.Context, group string) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DisownGroup(group, c.maxAttempts) })
 }
 
 // TTL is how long a holder may be quiet before its group is free.
@@ -239,6 +277,9 @@ func (c *Coordinator) Rules() leasehold.RuleSet { return *c.rules.Load() }
 func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error) {
 	var g *leasehold.Grant
 	req := store.LeaseRequest{NodeID: nodeID, TTL: c.ttl, MaxAttempts: c.maxAttempts, TailOnly: c.tailOnlyFunc()}
+	if f := c.owns.Load(); f != nil {
+		req.OwnsFunc = *f
+	}
 	err := c.db.Write(ctx, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
@@ -247,8 +288,14 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		g, err = tx.LeaseGroup(req)
 		return err
 	})
-	if err != nil || g == nil {
+	if err != nil {
 		return nil, err
+	}
+	if g == nil {
+		if f := c.idle.Load(); f != nil {
+			go (*f)()
+		}
+		return nil, nil
 	}
 	g.Rules = c.Rules()
 	if c.leaseFunc != nil {
