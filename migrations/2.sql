@@ -20,3 +20,4 @@ CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
     WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_tail IS NOT NULL;
 CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
     WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist IS NOT NULL;
+CREATE INDEX groups_disowned ON groups (free_since) WHERE owned = 0;

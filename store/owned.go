@@ -95,3 +95,22 @@ func (db *DB) OwnedGroups(ctx context.Context) ([]string, error) {
 	}
 	return out, mapError(rows.Err(), "listing owned groups")
 }
+
+// DisownedGroups lists up to limit groups this node has but does not own,
+// the longest unheld first, to offer their claims again.
+func (db *DB) DisownedGroups(ctx context.Context, limit int) ([]string, error) {
+	rows, err := db.query(ctx, `SELECT name FROM groups WHERE owned = 0 ORDER BY free_since LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, mapError(err, "listing disowned groups")
+		}
+		out = append(out, name)
+	}
+	return out, mapError(rows.Err(), "listing disowned groups")
+}

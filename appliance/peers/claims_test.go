@@ -1,0 +1,731 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"leasehold"
+)
+
+// claimTestTTL is short so that lapses happen within a test's seconds; the
+// margin is the default TTL/4.
+const claimTestTTL = 1500 * time.Millisecond
+
+var claimQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// claimServerOpts are an embedded nats-server's options as nats-server's
+// own tests use them: loopback, port -1, JetStream under a temp dir.
+func claimServerOpts(t *testing.T) *server.Options {
+	return &server.Options{
+		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(),
+	}
+}
+
+// claimStart starts a server and waits until it takes clients.
+func claimStart(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return s
+}
+
+// claimServer is one standalone server, shut down with the test.
+func claimServer(t *testing.T) *server.Server {
+	s := claimStart(t, claimServerOpts(t))
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// claimFreePort is a loopback port nothing listens on, for a server that
+// must come back on the same port after a restart.
+func claimFreePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// claimCluster is three clustered servers on fixed loopback ports; the
+// options are returned so a server can be restarted as it was.
+func claimCluster(t *testing.T) ([]*server.Server, []*server.Options) {
+	t.Helper()
+	var routes []*url.URL
+	var all []*server.Options
+	for i := range 3 {
+		o := claimServerOpts(t)
+		o.Port = claimFreePort(t)
+		o.ServerName = fmt.Sprintf("s%d", i+1)
+		o.Cluster.Name = "claims"
+		o.Cluster.Host = "127.0.0.1"
+		o.Cluster.Port = claimFreePort(t)
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})
+		all = append(all, o)
+	}
+	var servers []*server.Server
+	for _, o := range all {
+		o.Routes = routes
+		servers = append(servers, claimStart(t, o))
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	})
+	return servers, all
+}
+
+// claimConnect is a client of the server at url only (no failover to
+// servers it learns of), reconnecting to it forever.
+func claimConnect(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.IgnoreDiscoveredServers(), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.Timeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// claimNew opens a node's Claims, retrying while a cluster elects its
+// leaders, and closes it with the test.
+func claimNew(t *testing.T, js jetstream.JetStream, cfg ClaimsConfig) *Claims {
+	t.Helper()
+	if cfg.TTL == 0 {
+		cfg.TTL = claimTestTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = claimQuiet
+	}
+	var c *Claims
+	claimEventually(t, 20*time.Second, "claims bucket", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		c, err = NewClaims(ctx, js, cfg)
+		return err == nil
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// claimRun runs c's renewals and watch until the test ends or c closes.
+func claimRun(t *testing.T, c *Claims) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(context.Background())
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+}
+
+// claimEventually polls cond until it holds or the time is up.
+func claimEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// claimTracked reports whether c still keeps a claim on group at all
+// (held or waiting on a renewal).
+func claimTracked(c *Claims, group string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.held[group]
+	return ok
+}
+
+// claimMetric is the value of a counter or a gauge.
+func claimMetric(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Counter != nil {
+		return d.GetCounter().GetValue()
+	}
+	return d.GetGauge().GetValue()
+}
+
+// claimKeyRe is nats.go's rule for a key-value key.
+var claimKeyRe = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
+
+func claimKeyValid(k string) bool {
+	return k != "" && k[0] != '.' && k[len(k)-1] != '.' && !strings.Contains(k, "..") && claimKeyRe.MatchString(k)
+}
+
+// TestClaimKey: every valid group name makes a valid key, ordinary names
+// are kept as they are, and no two names share a key; the awkward ones are
+// written to and read from a real bucket.
+func TestClaimKey(t *testing.T) {
+	cases := []struct{ group, want string }{
+		{"comp.lang.go", "comp.lang.go"},
+		{"alt.binaries.x-y_z", "alt.binaries.x-y_z"},
+		{"comp.lang.c++", "comp.lang.c=2B=2B"},
+		{"a..b", "a=2E.b"},
+		{"a.", "a=2E"},
+		{"a...", "a=2E=2E=2E"},
+		{"9+.+", "9=2B.=2B"},
+	}
+	for _, tc := range cases {
+		if got := ClaimKey(tc.group); got != tc.want {
+			t.Errorf("ClaimKey(%q) = %q, want %q", tc.group, got, tc.want)
+		}
+	}
+
+	const alphabet = "ab9Z._+-"
+	keys := map[string]string{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := []byte{"aZ09"[r.IntN(4)]}
+		for range r.IntN(8) {
+			b = append(b, alphabet[r.IntN(len(alphabet))])
+		}
+		g := string(b)
+		if !leasehold.ValidGroupName(g) {
+			t.Fatalf("generator made invalid name %q", g)
+		}
+		k := ClaimKey(g)
+		if !claimKeyValid(k) {
+			t.Fatalf("ClaimKey(%q) = %q, not a valid key", g, k)
+		}
+		if back := claimGroup(k); back != g {
+			t.Fatalf("claimGroup(ClaimKey(%q)) = %q", g, back)
+		}
+		if other, ok := keys[k]; ok && other != g {
+			t.Fatalf("%q and %q share key %q", g, other, k)
+		}
+		keys[k] = g
+	}
+	long := strings.Repeat("+", 254)
+	if k := ClaimKey("a" + long); !claimKeyValid(k) {
+		t.Fatalf("longest name's key %q not valid", k)
+	}
+
+	s := claimServer(t)
+	c := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	ctx := context.Background()
+	for _, g := range []string{"comp.lang.c++", "a..b", "a.", "a" + long, "x.y"} {
+		if _, err := c.Claim(ctx, g); err != nil {
+			t.Fatalf("Claim(%q): %v", g, err)
+		}
+		if own, _, err := c.Owner(ctx, g); err != nil || own.Node != "a" {
+			t.Fatalf("Owner(%q) = %v, %v", g, own, err)
+		}
+	}
+}
+
+// TestClaimRace: two nodes race for one group: exactly one wins, the
+// loser sees the winner as the owner at the winner's fence, and the fence
+// rises at every renewal.
+func TestClaimRace(t *testing.T) {
+	s := claimServer(t)
+	ctx := context.Background()
+	for round := range 5 {
+		group := fmt.Sprintf("race.%d", round)
+		nodes := []*Claims{
+			claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"}),
+			claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "b"}),
+		}
+		fences := make([]uint64, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, c := range nodes {
+			wg.Go(func() {
+				<-start
+				fences[i], errs[i] = c.Claim(ctx, group)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("round %d: errors %v, %v; want exactly one winner", round, errs[0], errs[1])
+		}
+		win, lose := 0, 1
+		if errs[0] != nil {
+			win, lose = 1, 0
+		}
+		if k := leasehold.ErrorKind(errs[lose]); k != leasehold.KindConflict {
+			t.Fatalf("loser's error %v is %s, want conflict", errs[lose], k)
+		}
+		w, l := nodes[win], nodes[lose]
+		if !w.Held(group) || l.Held(group) {
+			t.Fatalf("held: winner %v, loser %v", w.Held(group), l.Held(group))
+		}
+		own, rev, err := l.Owner(ctx, group)
+		if err != nil || own.Node != w.Node() || rev != fences[win] {
+			t.Fatalf("loser sees owner %v at %d (%v), want %s at %d", own, rev, err, w.Node(), fences[win])
+		}
+		f2, err := w.Renew(ctx, group)
+		if err != nil || f2 <= fences[win] {
+			t.Fatalf("renew: fence %d (%v), want above %d", f2, err, fences[win])
+		}
+		// Claiming one's own claim again is a renewal; the loser's again a conflict.
+		f3, err := w.Claim(ctx, group)
+		if err != nil || f3 <= f2 {
+			t.Fatalf("reclaim by owner: fence %d (%v), want above %d", f3, err, f2)
+		}
+		if _, err := l.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+			t.Fatalf("loser's second claim: %v, want conflict", err)
+		}
+		if g := w.Owned(); len(g) != 1 || g[0] != group {
+			t.Fatalf("winner owns %v", g)
+		}
+		// A release frees the group for the other node at a higher fence.
+		if err := w.Release(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+		if w.Held(group) {
+			t.Fatal("held after release")
+		}
+		f4, err := l.Claim(ctx, group)
+		if err != nil || f4 <= f3 {
+			t.Fatalf("claim after release: fence %d (%v), want above %d", f4, err, f3)
+		}
+		// The former owner's renewal finds its revision gone.
+		if _, err := w.Renew(ctx, group); leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+			t.Fatalf("renew after release: %v, want lease lost", err)
+		}
+		nodes[0].Close()
+		nodes[1].Close()
+	}
+}
+
+// TestClaimLapse: an owner killed without releasing (its Claims closed)
+// loses its group after the TTL, by the server alone; another node claims
+// it at a higher fence, and the old node restarted holds nothing.
+func TestClaimLapse(t *testing.T) {
+	s := claimServer(t)
+	ctx := context.Background()
+	const group = "comp.lang.go"
+	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	claimRun(t, a)
+	var lostMu sync.Mutex
+	var lostB []string
+	b := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "b", LostFunc: func(g string) {
+		lostMu.Lock()
+		defer lostMu.Unlock()
+		lostB = append(lostB, g)
+	}})
+	claimRun(t, b)
+
+	fa, err := a.Claim(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A running owner keeps its claim past several TTLs.
+	time.Sleep(2 * claimTestTTL)
+	if !a.Held(group) {
+		t.Fatal("running owner does not hold its group")
+	}
+	own, fence, err := b.Owner(ctx, group)
+	if err != nil || own.Node != "a" || fence <= fa {
+		t.Fatalf("owner %v at %d (%v), want a above %d (renewed)", own, fence, err, fa)
+	}
+
+	a.Close() // killed: no release
+	killed := time.Now()
+	if a.Held(group) {
+		t.Fatal("closed Claims still holds")
+	}
+	var fb uint64
+	claimEventually(t, 4*claimTestTTL, "b claims the lapsed group", func() bool {
+		var err error
+		fb, err = b.Claim(ctx, group)
+		return err == nil
+	})
+	after := time.Since(killed)
+	t.Logf("claimed %s after the owner was killed (TTL %s)", after.Round(time.Millisecond), claimTestTTL)
+	// a's last renewal started at most TTL/3 (and a tick) before the kill.
+	if min := claimTestTTL - claimTestTTL/3 - claimTestTTL/12; after < min {
+		t.Fatalf("claimed %s after the kill, before the claim could lapse (%s)", after, min)
+	}
+	if fb <= fence {
+		t.Fatalf("new fence %d not above the old %d", fb, fence)
+	}
+
+	a2 := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	claimRun(t, a2)
+	if a2.Held(group) || len(a2.Owned()) != 0 {
+		t.Fatalf("restarted node holds %v", a2.Owned())
+	}
+	if _, err := a2.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		t.Fatalf("restarted node's claim: %v, want conflict", err)
+	}
+	time.Sleep(claimTestTTL) // b keeps renewing
+	if !b.Held(group) {
+		t.Fatal("b lost its group")
+	}
+	lostMu.Lock()
+	defer lostMu.Unlock()
+	if len(lostB) != 0 {
+		t.Fatalf("b told of lost claims %v", lostB)
+	}
+}
+
+// TestClaimUnreachable: an owner cut off from NATS holds its group until
+// just before its claim lapses, and lets go before any other node of the
+// cluster can claim it; reconnected, it finds the claim lost.
+func TestClaimUnreachable(t *testing.T) {
+	servers, opts := claimCluster(t)
+	ctx := context.Background()
+	const group = "alt.test"
+	lost := make(chan time.Time, 4)
+	a := claimNew(t, claimConnect(t, servers[0].ClientURL()), ClaimsConfig{Node: "a", Replicas: 3, LostFunc: func(g string) {
+		if g == group {
+			lost <- time.Now()
+		}
+	}})
+	claimRun(t, a)
+	b := claimNew(t, claimConnect(t, servers[1].ClientURL()), ClaimsConfig{Node: "b", Replicas: 3})
+
+	var fa uint64
+	claimEventually(t, 10*time.Second, "a claims", func() bool {
+		var err error
+		fa, err = a.Claim(ctx, group)
+		return err == nil
+	})
+	time.Sleep(claimTestTTL) // a few renewals
+	if !a.Held(group) {
+		t.Fatal("a does not hold its group")
+	}
+
+	servers[0].Shutdown()
+	servers[0].WaitForShutdown()
+	cut := time.Now()
+
+	// Race b against a's Held: b must not win while a holds.
+	var letGo, won time.Time
+	var fb uint64
+	bDone := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		for time.Since(cut) < 10*claimTestTTL {
+			cctx, cancel := context.WithTimeout(ctx, claimTestTTL/3)
+			f, err := b.Claim(cctx, group)
+			cancel()
+			if err == nil {
+				won, fb = time.Now(), f
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	for a.Held(group) {
+		time.Sleep(time.Millisecond)
+	}
+	letGo = time.Now()
+	<-bDone
+	if won.IsZero() {
+		t.Fatal("b never claimed the group")
+	}
+	held := letGo.Sub(cut)
+	t.Logf("a held %s after the cut; b claimed %s after a let go (TTL %s, margin %s)",
+		held.Round(time.Millisecond), won.Sub(letGo).Round(time.Millisecond), claimTestTTL, a.margin)
+	if !won.After(letGo) {
+		t.Fatalf("b claimed at %s, before a let go at %s", won.Sub(cut), held)
+	}
+	// The last renewal before the cut started at most TTL/3 and a tick
+	// earlier; a holds until TTL − margin after it.
+	if min := claimTestTTL - a.margin - claimTestTTL/3 - claimTestTTL/12 - 50*time.Millisecond; held < min {
+		t.Fatalf("a let go %s after the cut, want at least %s", held, min)
+	}
+	if held > claimTestTTL-a.margin+100*time.Millisecond {
+		t.Fatalf("a held %s after the cut, past TTL − margin", held)
+	}
+	select {
+	case at := <-lost:
+		if d := at.Sub(letGo); d > claimTestTTL/3 {
+			t.Fatalf("LostFunc told %s after Held went false", d)
+		}
+	case <-time.After(claimTestTTL):
+		t.Fatal("LostFunc not told")
+	}
+	if fb <= fa {
+		t.Fatalf("b's fence %d not above a's %d", fb, fa)
+	}
+
+	// Reconnected, a's renewal finds the claim taken and forgets it.
+	restarted := claimStart(t, opts[0])
+	t.Cleanup(restarted.Shutdown)
+	claimEventually(t, 30*time.Second, "a finds its claim lost", func() bool { return !claimTracked(a, group) })
+	if a.Held(group) {
+		t.Fatal("a holds the group again")
+	}
+	if _, err := a.Renew(ctx, group); leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+		t.Fatalf("renew: %v, want lease lost", err)
+	}
+	own, _, err := a.Owner(ctx, group)
+	if err != nil || own.Node != "b" {
+		t.Fatalf("a sees owner %v (%v), want b", own, err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Collectors()...)
+	if got := claimMetric(t, a.lostCount); got != 1 {
+		t.Errorf("claims lost = %v, want 1", got)
+	}
+	if got := claimMetric(t, a.renewalFailures); got < 1 {
+		t.Errorf("renewal failures = %v, want some", got)
+	}
+	if got := claimMetric(t, a.heldGauge); got != 0 {
+		t.Errorf("claims held = %v, want 0", got)
+	}
+}
+
+// TestClaimShortOutage: an owner whose NATS is away for less than its
+// margin allows keeps its claim and renews it, at a higher fence, once
+// reconnected.
+func TestClaimShortOutage(t *testing.T) {
+	o := claimServerOpts(t)
+	o.Port = claimFreePort(t)
+	s := claimStart(t, o)
+	t.Cleanup(s.Shutdown)
+	ctx := context.Background()
+	const group = "misc.short"
+	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	claimRun(t, a)
+	before, err := a.Claim(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	time.Sleep(200 * time.Millisecond)
+	s = claimStart(t, o)
+	t.Cleanup(s.Shutdown)
+	claimEventually(t, 10*time.Second, "a renews after the outage", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		st, ok := a.held[group]
+		return ok && st.rev > before
+	})
+	if !a.Held(group) {
+		t.Fatal("a does not hold its group after renewing")
+	}
+	own, _, err := a.Owner(ctx, group)
+	if err != nil || own.Node != "a" {
+		t.Fatalf("owner %v (%v), want a", own, err)
+	}
+}
+
+// TestClaimServerLapse measures how late the server removes an unrenewed
+// claim after its TTL (MaxAge), which Margin and the takeover rule must
+// allow for: the expiry timer fires no more often than every 250 ms and
+// reads a clock cached for 100 ms.
+func TestClaimServerLapse(t *testing.T) {
+	s := claimServer(t)
+	c := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	ctx := context.Background()
+	var worst time.Duration
+	for i := range 4 {
+		group := fmt.Sprintf("lapse.%d", i)
+		if _, err := c.Claim(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+		e, err := c.kv.Get(ctx, ClaimKey(group))
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := e.Created().Add(claimTestTTL)
+		claimEventually(t, 3*claimTestTTL, "the server removes the claim", func() bool {
+			_, err := c.kv.Get(ctx, ClaimKey(group))
+			return err != nil
+		})
+		late := time.Since(due)
+		if late < 0 {
+			t.Fatalf("claim removed %s before its TTL ran out", -late)
+		}
+		worst = max(worst, late)
+		time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+	}
+	t.Logf("unrenewed claims removed at most %s after their TTL of %s (poll period 10ms)", worst.Round(time.Millisecond), claimTestTTL)
+}
+
+// claimInterval is one incarnation of a node holding a group, as seen by
+// polling Held.
+type claimInterval struct {
+	who        string // node name and incarnation
+	from, till time.Time
+}
+
+// claimNodeOf is the node name of an incarnation "node#n".
+func claimNodeOf(who string) string {
+	node, _, _ := strings.Cut(who, "#")
+	return node
+}
+
+// TestClaimHistory: several nodes claim free groups, renew, release and
+// are killed and restarted; every Held is recorded, and no two
+// incarnations ever hold a group at overlapping times.
+func TestClaimHistory(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	groups := []string{"h.0", "h.1", "h.2", "h.3"}
+	type life struct {
+		who string
+		c   *Claims
+	}
+	var mu sync.Mutex
+	var lives []*life // every incarnation, for the sampler
+	var lostWhileHeld []string
+
+	start := func(node string, n int) *life {
+		l := &life{who: fmt.Sprintf("%s#%d", node, n)}
+		l.c = claimNew(t, claimConnect(t, url), ClaimsConfig{Node: node, LostFunc: func(g string) {
+			if l.c.Held(g) {
+				mu.Lock()
+				lostWhileHeld = append(lostWhileHeld, l.who+" "+g)
+				mu.Unlock()
+			}
+		}})
+		claimRun(t, l.c)
+		mu.Lock()
+		lives = append(lives, l)
+		mu.Unlock()
+		return l
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var kills, releases int
+	var countMu sync.Mutex
+	for i, node := range []string{"a", "b", "c"} {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			n := 0
+			l := start(node, n)
+			for ctx.Err() == nil {
+				l.c.ClaimFree(ctx, groups, 2-len(l.c.Owned()))
+				time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)
+				switch r.IntN(8) {
+				case 0: // killed, and down long enough for its claims to lapse
+					l.c.Close()
+					countMu.Lock()
+					kills++
+					countMu.Unlock()
+					time.Sleep(claimTestTTL + time.Duration(r.Int64N(int64(claimTestTTL))))
+					n++
+					l = start(node, n)
+				case 1: // lets one group go
+					if owned := l.c.Owned(); len(owned) > 0 {
+						l.c.Release(ctx, owned[0])
+						countMu.Lock()
+						releases++
+						countMu.Unlock()
+					}
+				}
+			}
+		})
+	}
+
+	// The sampler: Held of every incarnation for every group, each call
+	// timed before it is made, so one incarnation's last true precedes
+	// the next holder's first true whenever the two are ordered.
+	open := map[string]*claimInterval{} // by who + group
+	var done []claimInterval
+	byGroup := map[string][]*claimInterval{}
+	for ctx.Err() == nil {
+		mu.Lock()
+		ls := append([]*life(nil), lives...)
+		mu.Unlock()
+		for _, l := range ls {
+			for _, g := range groups {
+				at := time.Now()
+				k := l.who + " " + g
+				if l.c.Held(g) {
+					if iv, ok := open[k]; ok {
+						iv.till = at
+					} else {
+						iv := &claimInterval{who: l.who, from: at, till: at}
+						open[k] = iv
+						byGroup[g] = append(byGroup[g], iv)
+					}
+				} else if iv, ok := open[k]; ok {
+					done = append(done, *iv)
+					delete(open, k)
+				}
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+
+	handovers, crossNode := 0, 0
+	minGap := time.Duration(1<<63 - 1)
+	for g, ivs := range byGroup {
+		for i, x := range ivs {
+			for _, y := range ivs[i+1:] {
+				if x.who == y.who {
+					continue
+				}
+				if !x.from.After(y.till) && !y.from.After(x.till) {
+					t.Errorf("group %s held by %s [%s, %s] and %s [%s, %s] at once", g,
+						x.who, x.from.Format("15:04:05.000"), x.till.Format("15:04:05.000"),
+						y.who, y.from.Format("15:04:05.000"), y.till.Format("15:04:05.000"))
+				}
+			}
+		}
+		for i := 1; i < len(ivs); i++ {
+			if ivs[i].who != ivs[i-1].who {
+				handovers++
+				if claimNodeOf(ivs[i].who) != claimNodeOf(ivs[i-1].who) {
+					crossNode++
+				}
+				if gap := ivs[i].from.Sub(ivs[i-1].till); gap < minGap {
+					minGap = gap
+				}
+			}
+		}
+	}
+	countMu.Lock()
+	t.Logf("%d hold intervals, %d handovers between incarnations (%d between nodes; closest %s apart), %d kills, %d releases",
+		len(done)+len(open), handovers, crossNode, minGap, kills, releases)
+	countMu.Unlock()
+	if handovers < 3 || crossNode < 1 {
+		t.Fatalf("only %d handovers, %d between nodes: the history proves nothing", handovers, crossNode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lostWhileHeld) > 0 {
+		t.Fatalf("LostFunc told while Held was still true: %v", lostWhileHeld)
+	}
+}

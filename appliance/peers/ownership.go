@@ -1,0 +1,140 @@
+package peers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"leasehold"
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+// Ownership puts this node's claims in charge of what its workers lease. A
+// group is leased here only while Claims holds its claim (asked from
+// memory at every lease, so a node cut off from NATS stops on time); a
+// group chosen without a claim is disowned in the catalog and its claim
+// tried in the background: won, the group is owned again and leased at the
+// next lease; taken by another node, it stays disowned. A lost claim
+// disowns its group at once, ending a lease held here.
+//
+// Claims are made lazily, for the groups workers here actually reach, so
+// a fleet renews claims on the groups in work, not on the whole catalog.
+type Ownership struct {
+	coord  *appliance.Coordinator
+	db     *store.DB
+	claims *Claims
+	every  time.Duration
+	log    *slog.Logger
+
+	wanted chan string   // groups to claim, from leases
+	idle   chan struct{} // a lease found nothing
+}
+
+// ownershipWanted bounds the groups waiting for a claim; more are dropped
+// and offered again by the periodic pass over disowned groups.
+const ownershipWanted = 1024
+
+// NewOwnership wires ownership for a node. Give its Lost to the claims'
+// LostFunc, then Attach the claims.
+func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duration, log *slog.Logger) *Ownership {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Ownership{coord: coord, db: db, every: every, log: log,
+		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1)}
+}
+
+// Attach makes leases ask claims; from here on this node leases only the
+// groups whose claims it holds.
+func (o *Ownership) Attach(claims *Claims) {
+	o.claims = claims
+	o.coord.SetOwnsFunc(o.owns)
+	o.coord.SetIdleFunc(func() {
+		select {
+		case o.idle <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// owns is the lease's question, answered from memory; a group without a
+// claim is queued to be claimed.
+func (o *Ownership) owns(group string) bool {
+	if o.claims.Held(group) {
+		return true
+	}
+	select {
+	case o.wanted <- group:
+	default:
+	}
+	return false
+}
+
+// Lost is the claims' LostFunc: the group is disowned at once, in the
+// background (the claims must not wait on the catalog's writer).
+func (o *Ownership) Lost(group string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := o.coord.Disown(ctx, group); err != nil && leasehold.ErrorKind(err) != leasehold.KindNotFound {
+			o.log.Error("ownership: disowning a group whose claim was lost", "group", group, "err", err)
+		}
+	}()
+}
+
+// Run claims the groups leases asked for and, every o.every or when a
+// lease found nothing, offers the claims of disowned groups again (their
+// owner may have lapsed), until ctx ends.
+func (o *Ownership) Run(ctx context.Context) error {
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case g := <-o.wanted:
+			o.claim(ctx, g)
+		case <-o.idle:
+			o.offer(ctx)
+		case <-t.C:
+			o.offer(ctx)
+		}
+	}
+}
+
+// claim tries group's claim and owns the group when it is won.
+func (o *Ownership) claim(ctx context.Context, group string) bool {
+	if _, err := o.claims.Claim(ctx, group); err != nil {
+		if k := leasehold.ErrorKind(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
+			o.log.Warn("ownership: claiming a group", "group", group, "err", err)
+		}
+		return false
+	}
+	if err := o.coord.Own(ctx, group); err != nil {
+		o.log.Error("ownership: owning a claimed group", "group", group, "err", err)
+		return false
+	}
+	return true
+}
+
+// ownershipOffer bounds the disowned groups tried in one pass.
+const ownershipOffer = 64
+
+// offer tries the claims of groups this node has but does not own.
+func (o *Ownership) offer(ctx context.Context) {
+	groups, err := o.db.DisownedGroups(ctx, ownershipOffer)
+	if err != nil {
+		o.log.Warn("ownership: listing disowned groups", "err", err)
+		return
+	}
+	won, err := o.claims.ClaimFree(ctx, groups, len(groups))
+	if err != nil {
+		o.log.Warn("ownership: claiming free groups", "err", err)
+	}
+	for _, g := range won {
+		if err := o.coord.Own(ctx, g); err != nil {
+			o.log.Error("ownership: owning a claimed group", "group", g, "err", err)
+		}
+	}
+}

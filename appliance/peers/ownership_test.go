@@ -1,0 +1,124 @@
+package peers
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+// ownNode is one node of an ownership test: its own catalog holding group
+// "g", its claims on a shared NATS, and a registered worker.
+type ownNode struct {
+	app    *appliance.Appliance
+	claims *Claims
+	own    *Ownership
+	worker int64
+	stop   func()
+}
+
+func ownStart(t *testing.T, url, name, dir string) *ownNode {
+	t.Helper()
+	ctx := context.Background()
+	app, err := appliance.Open(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	n := &ownNode{app: app}
+	if nodes, _ := app.Coordinator.Nodes(ctx); len(nodes) == 0 {
+		w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := app.Coordinator.PutGroup(ctx, "g", store.GroupSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.Coordinator.PlanTail(ctx, "g", 100000); err != nil {
+			t.Fatal(err)
+		}
+		n.worker = w.ID
+	} else {
+		n.worker = nodes[0].ID
+	}
+	n.own = NewOwnership(app.Coordinator, app.DB, 100*time.Millisecond, claimQuiet)
+	n.claims = claimNew(t, claimConnect(t, url), ClaimsConfig{Node: name, LostFunc: n.own.Lost})
+	n.own.Attach(n.claims)
+	runCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); n.claims.Run(runCtx) }()
+	go func() { defer wg.Done(); n.own.Run(runCtx) }()
+	n.stop = func() { n.claims.Close(); cancel(); wg.Wait() }
+	t.Cleanup(n.stop)
+	return n
+}
+
+// lease asks for a lease and releases what it gets, reporting whether a
+// group was granted.
+func (n *ownNode) lease(t *testing.T) bool {
+	t.Helper()
+	ctx := context.Background()
+	g, err := n.app.Coordinator.Lease(ctx, n.worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g == nil {
+		return false
+	}
+	if err := n.app.Coordinator.Release(ctx, n.worker, g.Group.ID, g.Fence); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// TestOwnershipLeasesOnlyClaimed: two nodes have group "g"; only the one
+// holding its claim leases it. Killed (claims closed, no release), the
+// owner stops leasing at once and the other node leases "g" once the
+// claim lapses; restarted, the old owner finds the claim gone and leases
+// nothing.
+func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	dirA := t.TempDir()
+	a := ownStart(t, url, "node-a", dirA)
+	claimEventually(t, 5*time.Second, "a leases g", func() bool { return a.lease(t) })
+	b := ownStart(t, url, "node-b", t.TempDir())
+	for range 20 {
+		if b.lease(t) {
+			t.Fatal("b leased g while a holds its claim")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !a.lease(t) {
+		t.Fatal("a, the owner, was refused g")
+	}
+	// a is killed: its claim is no longer held, and it leases nothing.
+	a.stop()
+	killed := time.Now()
+	if a.lease(t) {
+		t.Fatal("a leased g after its claims closed")
+	}
+	claimEventually(t, 10*time.Second, "b leases g after a's claim lapsed", func() bool { return b.lease(t) })
+	if since := time.Since(killed); since < claimTestTTL*3/4 {
+		t.Fatalf("b leased g %s after a was killed, before a's claim could lapse (TTL %s)", since, claimTestTTL)
+	}
+	// a restarted on its catalog: g is b's now.
+	a.app.Close()
+	a2 := ownStart(t, url, "node-a", dirA)
+	for range 20 {
+		if a2.lease(t) {
+			t.Fatal("restarted a leased g, which b owns")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if got, err := b.app.DB.OwnedGroups(context.Background()); err != nil || len(got) != 1 {
+		t.Fatalf("b owns %v, %v; want [g]", got, err)
+	}
+	if got, err := a2.app.DB.OwnedGroups(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("restarted a owns %v, %v; want none", got, err)
+	}
+}
