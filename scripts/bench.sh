@@ -9,16 +9,22 @@
 #   3. this machine's limits: raw SQLite commits/s (1 and 64 updates per
 #      transaction, FULL and NORMAL) and echo answering a fixed JSON body
 #      under the same load generator;
-#   4. snapshots through curl (scripts/bench-snapshot.sh), 1 GiB and 4 GiB,
-#      unless BENCH_SNAPSHOT_MIB is set to other sizes or to "" to skip.
+#   4. snapshots through curl and web/client (scripts/bench-snapshot.sh),
+#      1 GiB and 4 GiB (4 GiB when the disk has room), unless
+#      BENCH_SNAPSHOT_MIB is set to other sizes or to "" to skip;
+#   5. the reference worker indexing a synthetic catalog end to end
+#      (scripts/bench-worker.sh) with 1, 4 and 16 workers, unless
+#      BENCH_WORKER_COUNTS is set to other counts or to "" to skip.
 # Environment: BENCH_SIZES (groups, default "1000 100000 1000000"),
-# BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32).
+# BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32);
+# bench-worker.sh also reads BENCH_WORKER_SECONDS and BENCH_WORKER_GROUPS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 sizes=${BENCH_SIZES:-1000 100000 1000000}
 secs=${BENCH_SECONDS:-10}
 workers=${BENCH_WORKERS:-32}
 snap_sizes=${BENCH_SNAPSHOT_MIB-1024 4096}
+worker_counts=${BENCH_WORKER_COUNTS-1 4 16}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
 pid=""
 cleanup() {
@@ -93,7 +99,17 @@ awk -v a="$(cat "$tmp/http-$first")" -v b="$(cat "$tmp/http-$last")" -v m="$(cat
 	printf "ratios: its 4 writes a cycle are %.0f%% of raw SQLite FULL updates at 64 a transaction\n", 100 * 4 * m / s
 }'
 
-for mib in $snap_sizes; do
+if [ -n "$snap_sizes" ]; then
 	echo
-	bash "$root/scripts/bench-snapshot.sh" "$mib"
-done
+	# shellcheck disable=SC2086 # one argument a size
+	LEASEHOLD_BIN=$tmp/leasehold BENCHLOAD_BIN=$tmp/benchload bash "$root/scripts/bench-snapshot.sh" $snap_sizes
+fi
+
+if [ -n "$worker_counts" ]; then
+	echo
+	BENCH_WORKER_COUNTS=$worker_counts LEASEHOLD_BIN=$tmp/leasehold bash "$root/scripts/bench-worker.sh"
+fi
+
+echo
+echo "bench: to profile a node under load, take a CPU profile with the admin token (heap, allocs, goroutine, trace likewise under /debug/pprof/):"
+echo "  curl -H \"Authorization: Bearer \$(cat DATA/admin.token)\" -o cpu.pprof 'http://127.0.0.1:8080/debug/pprof/profile?seconds=10' && go tool pprof -top cpu.pprof"

@@ -125,6 +125,15 @@ func (w *authWorld) routes() []route {
 		{"GET", "/api/v1/rules", "/api/v1/rules", "", 200, 403, false},
 		{"GET", "/api/v1/findings", "/api/v1/findings", "", 200, 403, false},
 
+		// Go's runtime profiles: the admin token's alone.
+		{"GET", "/debug/pprof/", "/debug/pprof/", "", 200, 403, false},
+		{"GET", "/debug/pprof/cmdline", "/debug/pprof/cmdline", "", 200, 403, false},
+		{"GET", "/debug/pprof/profile", "/debug/pprof/profile?seconds=1", "", 200, 403, false},
+		{"GET", "/debug/pprof/symbol", "/debug/pprof/symbol", "", 200, 403, false},
+		{"POST", "/debug/pprof/symbol", "/debug/pprof/symbol", "0x1", 200, 403, false},
+		{"GET", "/debug/pprof/trace", "/debug/pprof/trace?seconds=0.1", "", 200, 403, false},
+		{"GET", "/debug/pprof/:profile", "/debug/pprof/heap", "", 200, 403, false},
+
 		{"POST", "/api/v1/leases", "/api/v1/leases", "", 403, 204, false},
 		{"POST", "/api/v1/leases/:group/next", lp("/next"), fb, 403, 409, false},
 		{"POST", "/api/v1/leases/:group/heartbeat", lp("/heartbeat"), fb, 403, 409, false},

@@ -115,6 +115,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	worker(http.MethodPost, "/ranges/:id/finish", s.finish)
 
 	s.mountDashboard(e)
+	s.mountPprof(e)
 
 	s.http = &http.Server{
 		Handler:           e,

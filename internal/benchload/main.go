@@ -9,6 +9,7 @@
 //	benchload cycle  -url URL -admin-token T -workers 32 -duration 10s
 //	benchload sqlite -dir DIR -duration 3s
 //	benchload echo   -workers 32 -duration 10s
+//	benchload snapfile|snapshot|fileserve ...  (snapshot.go)
 package main
 
 import (
@@ -38,7 +39,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchload seed|cycle|sqlite|echo [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchload seed|cycle|sqlite|echo|snapfile|snapshot|fileserve [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -71,6 +72,27 @@ func main() {
 		dur := fs.Duration("duration", 10*time.Second, "how long to load")
 		fs.Parse(os.Args[2:])
 		err = echoLimit(*workers, *dur)
+	case "snapfile":
+		out := fs.String("out", "", "the file to write")
+		mib := fs.Int64("mib", 1024, "its size in MiB (before gzip's few bytes of framing)")
+		fs.Parse(os.Args[2:])
+		err = snapFile(*out, *mib)
+	case "snapshot":
+		url := fs.String("url", "", "the node's base URL")
+		token := fs.String("token", "", "the holder's node token")
+		group := fs.Int64("group", 0, "the held group's id")
+		fence := fs.Int64("fence", 0, "the lease's fence")
+		next := fs.Int64("next", 1, "the id the uploaded window covers up to")
+		file := fs.String("file", "", "the gzip file to upload (op put)")
+		op := fs.String("op", "put", "put (upload file) or get (download the stored snapshot)")
+		digest := fs.Bool("digest", true, "name the upload's sha-256 in Repr-Digest")
+		fs.Parse(os.Args[2:])
+		err = snapshotTransfer(*url, *token, *group, *fence, *next, *file, *op, *digest)
+	case "fileserve":
+		file := fs.String("file", "", "the file to serve")
+		listen := fs.String("listen", "127.0.0.1:0", "the address to serve on (printed)")
+		fs.Parse(os.Args[2:])
+		err = fileServe(*file, *listen)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
