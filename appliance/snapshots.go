@@ -59,6 +59,11 @@ type Upload struct {
 	Gzip bool
 	// Digest, if set, is the sha-256 the body as sent must have.
 	Digest []byte
+	// VerifyFunc, if set, is asked once the whole body is stored and its
+	// digest matched, before it is made durable: its error refuses the
+	// upload. The web checks a gzip body is whole with it, after the
+	// digest, so a wrong digest is told first, and the body is hashed once.
+	VerifyFunc func() error
 }
 
 const copyBuffer = 1 << 20
@@ -233,6 +238,11 @@ func (s *Snapshots) write(path string, u Upload) (int64, string, error) {
 	if u.Digest != nil {
 		if got := sent.Sum(nil); string(got) != string(u.Digest) {
 			return 0, "", leasehold.Errorf(leasehold.KindUnprocessable, "the body's sha-256 is %x, not the %x its digest header names", got, u.Digest)
+		}
+	}
+	if u.VerifyFunc != nil {
+		if err := u.VerifyFunc(); err != nil {
+			return 0, "", err
 		}
 	}
 	if err := f.Sync(); err != nil {

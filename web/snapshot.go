@@ -3,11 +3,9 @@ package web
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"hash"
 	"io"
 	"mime"
 	"net/http"
@@ -78,15 +76,18 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64) err
 	idle := &idleReader{r: http.MaxBytesReader(c.Response().Writer, r.Body, limit), rc: rc, idle: s.streamIdle}
 	idle.extend()
 	var body io.Reader = idle
+	var verify func() error
 	if isGzip {
 		// Stored as sent, so it must be whole: a truncated or corrupt
 		// stream is refused and the old window kept.
-		check := newGzipCheck(idle, digest)
+		check := newGzipCheck(idle)
 		defer check.Close()
 		body = check
+		verify = check.verify
 	}
 	snap, err := s.app.Snapshots.Put(r.Context(), appliance.Upload{
 		GroupID: groupID, NodeID: nodeID, Fence: fence, Next: next, Body: body, Gzip: isGzip, Digest: digest,
+		VerifyFunc: verify,
 	})
 	if err != nil {
 		return err
@@ -216,30 +217,26 @@ func fixRange(h http.Header) bool {
 }
 
 // gzipCheck passes an upload through unchanged and decompresses a copy of
-// it on the way: at the end of the body the read fails unless the bytes
+// it on the way; verify, once the body has ended, fails unless the bytes
 // were whole gzip (every member complete, its CRC and length right, no
-// trailing bytes). A stream that breaks early is still read to its end, so
-// that a body over the limit is too large and, when the upload names a
-// digest, a body that does not match it is unprocessable, as they would be
-// without the check. Close ends the decompressor when an upload stops early.
+// trailing bytes). The verdict waits for the end of the body, so a body
+// over the limit is too large and a body that does not match its digest
+// is unprocessable (the snapshot store checks the digest first, then
+// calls verify), as they would be without the check. Close ends the
+// decompressor when an upload stops early.
 type gzipCheck struct {
 	r      io.Reader
 	pw     *io.PipeWriter
 	done   chan error
-	digest []byte    // the sha-256 the body must have, or nil
-	sum    hash.Hash // of the body, when digest is set
 	result error
 	ended  bool
 }
 
 var errUploadEnded = errors.New("the upload ended")
 
-func newGzipCheck(r io.Reader, digest []byte) *gzipCheck {
+func newGzipCheck(r io.Reader) *gzipCheck {
 	pr, pw := io.Pipe()
-	g := &gzipCheck{r: r, pw: pw, done: make(chan error, 1), digest: digest}
-	if digest != nil {
-		g.sum = sha256.New()
-	}
+	g := &gzipCheck{r: r, pw: pw, done: make(chan error, 1)}
 	go func() {
 		zr, err := gzip.NewReader(pr)
 		if err == nil {
@@ -254,31 +251,27 @@ func newGzipCheck(r io.Reader, digest []byte) *gzipCheck {
 
 func (g *gzipCheck) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
-	if n > 0 {
-		if g.sum != nil {
-			g.sum.Write(p[:n])
-		}
-		if !g.ended {
-			if _, werr := g.pw.Write(p[:n]); werr != nil {
-				g.finish()
-				if g.result == nil {
-					g.result = errors.New("gzip: data after the end of the stream")
-				}
+	if n > 0 && !g.ended {
+		if _, werr := g.pw.Write(p[:n]); werr != nil {
+			g.finish()
+			if g.result == nil {
+				g.result = errors.New("gzip: data after the end of the stream")
 			}
 		}
 	}
 	if err == io.EOF {
 		g.finish()
-		if g.sum != nil {
-			if got := g.sum.Sum(nil); !bytes.Equal(got, g.digest) {
-				return n, leasehold.Errorf(leasehold.KindUnprocessable, "the body's sha-256 is %x, not the %x its digest header names", got, g.digest)
-			}
-		}
-		if g.result != nil {
-			return n, notWholeGzip(g.result)
-		}
 	}
 	return n, err
+}
+
+// verify is the verdict on the whole body, for appliance.Upload.VerifyFunc.
+func (g *gzipCheck) verify() error {
+	g.finish()
+	if g.result != nil {
+		return notWholeGzip(g.result)
+	}
+	return nil
 }
 
 // finish ends the decompressor's input and waits for its verdict.
