@@ -80,26 +80,18 @@ func (tx *Tx) groupOwnership(name string) (id int64, owned, held bool, err error
 
 // OwnedGroups lists the names of the groups this node may lease, by name.
 func (db *DB) OwnedGroups(ctx context.Context) ([]string, error) {
-	rows, err := db.query(ctx, `SELECT name FROM groups WHERE owned = 1 ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, mapError(err, "listing owned groups")
-		}
-		out = append(out, name)
-	}
-	return out, mapError(rows.Err(), "listing owned groups")
+	return db.groupNames(ctx, "listing owned groups", `SELECT name FROM groups WHERE owned = 1 ORDER BY name`)
 }
 
 // DisownedGroups lists up to limit groups this node has but does not own,
 // the longest unheld first, to offer their claims again.
 func (db *DB) DisownedGroups(ctx context.Context, limit int) ([]string, error) {
-	rows, err := db.query(ctx, `SELECT name FROM groups WHERE owned = 0 ORDER BY free_since LIMIT ?`, limit)
+	return db.groupNames(ctx, "listing disowned groups", `SELECT name FROM groups WHERE owned = 0 ORDER BY free_since LIMIT ?`, limit)
+}
+
+// groupNames runs a query of group names on the reader pool.
+func (db *DB) groupNames(ctx context.Context, doing, q string, args ...any) ([]string, error) {
+	rows, err := db.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +100,9 @@ func (db *DB) DisownedGroups(ctx context.Context, limit int) ([]string, error) {
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return nil, mapError(err, "listing disowned groups")
+			return nil, mapError(err, doing)
 		}
 		out = append(out, name)
 	}
-	return out, mapError(rows.Err(), "listing disowned groups")
+	return out, mapError(rows.Err(), doing)
 }
