@@ -180,3 +180,20 @@ type Event struct {
 	NodeID  *int64    `json:"node_id"`
 	Body    []byte    `json:"body"`
 }
+
+// Peer is another node of the fleet as this node sees it through peer
+// sync: the last event folded from it, how far this node has folded the
+// stream, and how many groups it owns here.
+type Peer struct {
+	Name        string     `json:"name"`
+	Catalog     string     `json:"catalog"`
+	LastEventAt *time.Time `json:"last_event_at"`
+	// Folded is the stream position of the last of its events folded here.
+	Folded uint64 `json:"folded"`
+	// LagS is how long ago, on this node's clock, its last event was made.
+	LagS   float64 `json:"lag_s"`
+	Groups int64   `json:"groups"`
+	Nodes  int64   `json:"nodes"`
+	// Rebuilds counts how often its part was rebuilt from a dump.
+	Rebuilds int64 `json:"rebuilds"`
+}
