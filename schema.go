@@ -197,3 +197,14 @@ type Peer struct {
 	// Rebuilds counts how often its part was rebuilt from a dump.
 	Rebuilds int64 `json:"rebuilds"`
 }
+
+// FleetStatus is this node's view of its fleet: its own name, whether peer
+// sync runs and whether NATS is reachable now, and its peers.
+type FleetStatus struct {
+	Name      string `json:"name"`
+	Enabled   bool   `json:"enabled"`
+	Connected bool   `json:"connected"`
+	// Owned is how many groups this node owns (holds the claim of).
+	Owned int64  `json:"owned"`
+	Peers []Peer `json:"peers"`
+}

@@ -111,6 +111,22 @@ func (s *Server) listNodes(c echo.Context) error {
 	return c.JSON(http.StatusOK, ns)
 }
 
+// listPeers answers the fleet as this node sees it; a node without peer
+// sync answers that it runs alone.
+func (s *Server) listPeers(c echo.Context) error {
+	if s.peers == nil {
+		return c.JSON(http.StatusOK, leasehold.FleetStatus{Peers: []leasehold.Peer{}})
+	}
+	st, err := s.peers(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if st.Peers == nil {
+		st.Peers = []leasehold.Peer{}
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
 func (s *Server) pauseNode(c echo.Context) error  { return s.setPaused(c, true) }
 func (s *Server) resumeNode(c echo.Context) error { return s.setPaused(c, false) }
 

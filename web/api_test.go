@@ -164,6 +164,7 @@ func TestEndpoints(t *testing.T) {
 		{"RulesNotObject", "PUT", "/rules", w.admin, `[1]`, 400, "bad_request"},
 		{"RulesGet", "GET", "/rules", w.admin, "", 200, ""},
 		{"Findings", "GET", "/findings", w.admin, "", 200, ""},
+		{"PeersAlone", "GET", "/peers", w.admin, "", 200, ""},
 		{"AdminSnapshotWhileHeld", "PUT", "/groups/g/snapshot?next=1", w.admin, "x", 409, "conflict"},
 		{"AdminSnapshotNone", "GET", "/groups/g/snapshot", w.admin, "", 204, ""},
 		{"LeaseAdminToken", "POST", "/leases", w.admin, "", 403, "forbidden"},

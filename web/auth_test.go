@@ -124,6 +124,7 @@ func (w *authWorld) routes() []route {
 		{"PUT", "/api/v1/rules", "/api/v1/rules", `{"a":1}`, 201, 403, false},
 		{"GET", "/api/v1/rules", "/api/v1/rules", "", 200, 403, false},
 		{"GET", "/api/v1/findings", "/api/v1/findings", "", 200, 403, false},
+		{"GET", "/api/v1/peers", "/api/v1/peers", "", 200, 403, false},
 
 		// Go's runtime profiles: the admin token's alone.
 		{"GET", "/debug/pprof/", "/debug/pprof/", "", 200, 403, false},

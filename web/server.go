@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"leasehold"
 	"leasehold/appliance"
 )
 
@@ -23,6 +24,9 @@ type Options struct {
 	AdminToken string
 	Metrics    *Metrics
 	Logger     *slog.Logger
+	// Peers, when set, answers GET /api/v1/peers (peer sync runs); without
+	// it the node answers that it runs alone.
+	Peers func(context.Context) (leasehold.FleetStatus, error)
 	// Timeouts against slow clients; zero takes the defaults below. Tests
 	// shorten them to see a slow client cut off.
 	ReadHeaderTimeout time.Duration
@@ -38,6 +42,7 @@ type Server struct {
 	admin   string
 	metrics *Metrics
 	log     *slog.Logger
+	peers   func(context.Context) (leasehold.FleetStatus, error)
 
 	jsonRead   time.Duration // how long a JSON request may take to arrive
 	streamIdle time.Duration // how long a snapshot stream may stall
@@ -70,7 +75,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	if o.StreamIdleTimeout <= 0 {
 		o.StreamIdleTimeout = streamIdleTimeout
 	}
-	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger,
+	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
 		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -103,6 +108,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodPut, "/rules", s.putRules)
 	admin(http.MethodGet, "/rules", s.getRules)
 	admin(http.MethodGet, "/findings", s.findings)
+	admin(http.MethodGet, "/peers", s.listPeers)
 
 	worker := func(method, path string, h echo.HandlerFunc) { e.Add(method, v1+path, h, s.requireNode) }
 	worker(http.MethodPost, "/leases", s.lease)

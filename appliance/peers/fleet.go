@@ -63,7 +63,9 @@ func (f *Fleet) Close() error { return nil }
 func (f *Fleet) ClientURL() string { return "" }
 
 // Peers lists the other nodes of the fleet.
-func (f *Fleet) Peers(ctx context.Context) ([]leasehold.Peer, error) { return nil, nil }
+func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
+	return leasehold.FleetStatus{Name: f.cfg.Name, Enabled: true}, nil
+}
 
 // Collectors are the fleet's metrics.
 func (f *Fleet) Collectors() []prometheus.Collector { return nil }
