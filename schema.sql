@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 2 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 3 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -38,6 +38,10 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- owned (version 2) is 1 while this node may lease the group: always on a
 -- node without peers; in a fleet, while this node holds the group's
 -- ownership claim. Only owned groups are in the lease-choice indexes.
+-- claim_rev (version 3) is the claim revision under which this node last
+-- owned the group (0: never claimed); a peer's state for the group is
+-- folded only under a claim at least as new, so a late event of an old
+-- owner never undoes a newer one.
 CREATE TABLE groups (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
@@ -53,7 +57,8 @@ CREATE TABLE groups (
     free_since    INTEGER NOT NULL,
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL,
-    owned         INTEGER NOT NULL DEFAULT 1
+    owned         INTEGER NOT NULL DEFAULT 1,
+    claim_rev     INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active group with open work,
@@ -91,6 +96,10 @@ CREATE TABLE ranges (
 
 -- Listing a group's ranges in id order.
 CREATE INDEX ranges_group_start ON ranges (group_id, start_id);
+
+-- The publisher sends, with an event, the group's ranges changed since it:
+-- one seek a group (version 3).
+CREATE INDEX ranges_group_updated ON ranges (group_id, updated_at);
 
 -- Counts by status, and the takeover replan: a group's leased or done
 -- ranges ending at or after the snapshot's next, found by one seek each.
@@ -171,4 +180,63 @@ CREATE TABLE catalog (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
     catalog_id TEXT    NOT NULL,
     created_at INTEGER NOT NULL
+) STRICT;
+
+-- Peer sync (version 3). Groups whose state is a peer's: origin owns it
+-- (or last did), and its lease and snapshot as the origin holds them. A group here without a row
+-- is this node's own.
+CREATE TABLE peer_groups (
+    group_id        INTEGER PRIMARY KEY REFERENCES groups (id) ON DELETE CASCADE,
+    origin          TEXT    NOT NULL,
+    holder          TEXT    NOT NULL DEFAULT '',
+    fence           INTEGER NOT NULL DEFAULT 0,
+    leased_at       INTEGER,
+    heartbeat_at    INTEGER,
+    snapshot_next   INTEGER,
+    snapshot_size   INTEGER,
+    snapshot_sha256 TEXT,
+    snapshot_at     INTEGER,
+    ranges_done     INTEGER NOT NULL DEFAULT 0,
+    headers         INTEGER NOT NULL DEFAULT 0,
+    updated_at      INTEGER NOT NULL
+) STRICT;
+
+-- An origin's groups: its count, and its part in a rebuild.
+CREATE INDEX peer_groups_origin ON peer_groups (origin);
+
+-- Worker nodes registered at a peer (no token or hash ever leaves it).
+CREATE TABLE peer_nodes (
+    origin       TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    priority_min INTEGER NOT NULL,
+    priority_max INTEGER NOT NULL,
+    capacity     INTEGER NOT NULL,
+    paused       INTEGER NOT NULL DEFAULT 0,
+    paused_by    TEXT    NOT NULL DEFAULT '',
+    paused_at    INTEGER,
+    held         INTEGER NOT NULL DEFAULT 0,
+    last_seen_at INTEGER,
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (origin, name)
+) STRICT;
+
+-- The fleet's other nodes as seen here: the last of their events folded.
+CREATE TABLE peers (
+    name          TEXT    PRIMARY KEY,
+    catalog_id    TEXT    NOT NULL,
+    last_event    INTEGER NOT NULL DEFAULT 0,
+    last_event_at INTEGER,
+    folded_seq    INTEGER NOT NULL DEFAULT 0,
+    rebuilds      INTEGER NOT NULL DEFAULT 0,
+    updated_at    INTEGER NOT NULL
+) STRICT;
+
+-- How far this node has folded the stream: through seq of the stream's
+-- incarnation named by stream (a mark of another incarnation vouches for
+-- nothing). Written in the transaction of the fold it marks.
+CREATE TABLE fold_mark (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    stream     TEXT    NOT NULL,
+    seq        INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
 ) STRICT;

@@ -56,10 +56,11 @@ func (c *Coordinator) SetIdleFunc(f func()) {
 	c.idle.Store(&f)
 }
 
-// Own lets this node lease the named group (its claim was won). Errors:
-// not found.
-func (c *Coordinator) Own(ctx context.Context, group string) error {
-	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup(group) })
+// Own lets this node lease the named group: its claim was won at
+// claimRev. A group whose state was a peer's is adopted (store.OwnGroup).
+// Errors: not found.
+func (c *Coordinator) Own(ctx context.Context, group string, claimRev uint64) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup(group, claimRev) })
 }
 
 // Disown stops this node leasing the named group at once, ending a lease

@@ -25,19 +25,6 @@ var (
 	qGroupOwn     = wq(`UPDATE groups SET owned = ?2 WHERE id = ?1`)
 )
 
-// OwnGroup lets this node lease the named group again (its claim was won).
-// A missing group is not found; an owned one is left as it is.
-func (tx *Tx) OwnGroup(name string) error {
-	id, owned, _, err := tx.groupOwnership(name)
-	if err != nil || owned {
-		return err
-	}
-	if _, err := tx.exec(qGroupOwn, id, 1); err != nil {
-		return mapError(err, "owning a group")
-	}
-	return tx.event(EventGroupOwned, id, 0, 0, nil)
-}
-
 // DisownGroup stops this node leasing the named group (its claim was lost
 // or lapsed): the group leaves the lease choice, and a holder here loses
 // its lease at once, its range going back to planned at its resume point.

@@ -81,10 +81,10 @@ func TestOwnership(t *testing.T) {
 	}
 	// Owned again, "a" and "b" are leased again.
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		if err := tx.OwnGroup("a"); err != nil {
+		if err := tx.OwnGroup("a", 7); err != nil {
 			return err
 		}
-		return tx.OwnGroup("b")
+		return tx.OwnGroup("b", 8)
 	}))
 	for _, want := range []string{"a", "b"} {
 		if g := lease(nil); g == nil || g.Group.Name != want {

@@ -204,6 +204,17 @@ func (c *Claims) Held(group string) bool {
 	return ok && !c.closed && now.Before(s.until(c.ttl, c.margin))
 }
 
+// Rev is the revision this node last wrote group's claim at, 0 when it
+// holds none.
+func (c *Claims) Rev(group string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.held[group]; ok {
+		return s.rev
+	}
+	return 0
+}
+
 // Owned lists the groups this node holds now, sorted.
 func (c *Claims) Owned() []string {
 	now := c.now()

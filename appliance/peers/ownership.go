@@ -29,6 +29,10 @@ type Ownership struct {
 
 	wanted chan string   // groups to claim, from leases
 	idle   chan struct{} // a lease found nothing
+
+	// adopt, if set, is called with a won group before it is owned: the
+	// fleet brings in the newest replicated snapshot of a peer's group.
+	adopt func(ctx context.Context, group string) error
 }
 
 // ownershipWanted bounds the groups waiting for a claim; more are dropped
@@ -71,6 +75,11 @@ func (o *Ownership) owns(group string) bool {
 	return false
 }
 
+// SetAdopt sets what is done with a group whose claim was won, before it
+// is owned here. Its error is logged and the group owned all the same:
+// without the snapshot, adoption plans the window's ranges again.
+func (o *Ownership) SetAdopt(f func(ctx context.Context, group string) error) { o.adopt = f }
+
 // Lost is the claims' LostFunc: the group is disowned at once, in the
 // background (the claims must not wait on the catalog's writer).
 func (o *Ownership) Lost(group string) {
@@ -105,13 +114,24 @@ func (o *Ownership) Run(ctx context.Context) error {
 
 // claim tries group's claim and owns the group when it is won.
 func (o *Ownership) claim(ctx context.Context, group string) bool {
-	if _, err := o.claims.Claim(ctx, group); err != nil {
+	rev, err := o.claims.Claim(ctx, group)
+	if err != nil {
 		if k := leasehold.ErrorKind(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
 			o.log.Warn("ownership: claiming a group", "group", group, "err", err)
 		}
 		return false
 	}
-	if err := o.coord.Own(ctx, group); err != nil {
+	return o.own(ctx, group, rev)
+}
+
+// own makes a won group this node's, adopting it first.
+func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
+	if o.adopt != nil {
+		if err := o.adopt(ctx, group); err != nil {
+			o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
+		}
+	}
+	if err := o.coord.Own(ctx, group, rev); err != nil {
 		o.log.Error("ownership: owning a claimed group", "group", group, "err", err)
 		return false
 	}
@@ -133,8 +153,6 @@ func (o *Ownership) offer(ctx context.Context) {
 		o.log.Warn("ownership: claiming free groups", "err", err)
 	}
 	for _, g := range won {
-		if err := o.coord.Own(ctx, g); err != nil {
-			o.log.Error("ownership: owning a claimed group", "group", g, "err", err)
-		}
+		o.own(ctx, g, o.claims.Rev(g))
 	}
 }

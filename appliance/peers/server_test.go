@@ -1,0 +1,219 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"leasehold"
+)
+
+// serverStart starts an embedded server and shuts it down with the test.
+func serverStart(t *testing.T, cfg ServerConfig) *server.Server {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = claimQuiet
+	}
+	s, err := StartServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// serverJetStream is a JetStream client of s, closed with the test.
+func serverJetStream(t *testing.T, s *server.Server) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestServerStandalone: port 0 is a free port (not nats-server's 4222), a
+// client connects, JetStream answers and keeps its store under Dir.
+func TestServerStandalone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nats")
+	s := serverStart(t, ServerConfig{Name: "node-1", Dir: dir, Listen: "127.0.0.1:0"})
+	port := s.Addr().(*net.TCPAddr).Port
+	if port == 0 || port == server.DEFAULT_PORT {
+		t.Fatalf("client port %d: want a free port picked for port 0", port)
+	}
+	if got, want := s.Name(), "node-1"; got != want {
+		t.Fatalf("server name %q, want %q", got, want)
+	}
+	js := serverJetStream(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		t.Fatalf("JetStream account info: %v", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: StreamName, Subjects: []string{SubjectPrefix + ">"}}); err != nil {
+		t.Fatalf("create stream: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
+		t.Fatalf("JetStream store not under Dir: %v", err)
+	}
+}
+
+// TestServerRefused: an address in use or a malformed one is refused at
+// once, with the kind and the flag to change.
+func TestServerRefused(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().String()
+	cases := []struct {
+		name string
+		cfg  ServerConfig
+		kind leasehold.Kind
+		msg  string
+	}{
+		{"ClientAddressInUse", ServerConfig{Listen: busy}, leasehold.KindUnavailable, "--nats-listen " + busy},
+		{"ClusterAddressInUse", ServerConfig{Listen: "127.0.0.1:0", ClusterListen: busy}, leasehold.KindUnavailable, "--nats-cluster-listen " + busy},
+		{"ListenNotHostPort", ServerConfig{Listen: "localhost"}, leasehold.KindInvalid, "--nats-listen"},
+		{"ListenBadPort", ServerConfig{Listen: "127.0.0.1:70000"}, leasehold.KindInvalid, "--nats-listen"},
+		{"RouteNotURL", ServerConfig{Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0", Routes: []string{"10.0.0.2"}}, leasehold.KindInvalid, "--nats-routes"},
+		{"RouteWithoutCluster", ServerConfig{Listen: "127.0.0.1:0", Routes: []string{"nats://127.0.0.1:6222"}}, leasehold.KindInvalid, "--nats-cluster-listen"},
+		{"BadName", ServerConfig{Name: "no spaces", Listen: "127.0.0.1:0"}, leasehold.KindInvalid, "node name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			if cfg.Name == "" {
+				cfg.Name = "node-1"
+			}
+			cfg.Dir = t.TempDir()
+			cfg.Logger = claimQuiet
+			s, err := StartServer(cfg)
+			if err == nil {
+				s.Shutdown()
+				t.Fatal("started; want a refusal")
+			}
+			if got := leasehold.ErrorKind(err); got != tc.kind {
+				t.Fatalf("kind %s, want %s (%v)", got, tc.kind, err)
+			}
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("error %q does not name %q", err, tc.msg)
+			}
+		})
+	}
+	// A refused start lets go of its JetStream store, so the node can
+	// retry on the same Dir with another address.
+	t.Run("DirReusable", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, err := StartServer(ServerConfig{Name: "node-1", Dir: dir, Listen: busy, Logger: claimQuiet}); err == nil {
+			t.Fatal("started on a busy address")
+		}
+		serverStart(t, ServerConfig{Name: "node-1", Dir: dir, Listen: "127.0.0.1:0"})
+	})
+}
+
+// TestServerCluster: three servers routed to each other on loopback form
+// one JetStream cluster, where a stream of Replicas(routes) = 3 copies can
+// be created once the cluster has elected its meta leader.
+func TestServerCluster(t *testing.T) {
+	var routeAddrs []string
+	for range 3 {
+		routeAddrs = append(routeAddrs, fmt.Sprintf("127.0.0.1:%d", claimFreePort(t)))
+	}
+	var servers []*server.Server
+	var routes []string
+	for i, addr := range routeAddrs {
+		routes = nil
+		for j, other := range routeAddrs {
+			if j != i {
+				routes = append(routes, "nats://"+other)
+			}
+		}
+		servers = append(servers, serverStart(t, ServerConfig{
+			Name: fmt.Sprintf("node-%d", i+1), Dir: t.TempDir(),
+			Listen: "127.0.0.1:0", ClusterListen: addr, Routes: routes,
+		}))
+	}
+	if got, want := Replicas(routes), 3; got != want {
+		t.Fatalf("Replicas(%d routes) = %d, want %d", len(routes), got, want)
+	}
+	if got, want := servers[0].ClusterName(), ClusterName; got != want {
+		t.Fatalf("cluster name %q, want %q", got, want)
+	}
+	js := serverJetStream(t, servers[0])
+	var info *jetstream.StreamInfo
+	claimEventually(t, 30*time.Second, "a stream of 3 replicas", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: StreamName, Subjects: []string{SubjectPrefix + ">"}, Replicas: Replicas(routes),
+		})
+		if err != nil {
+			return false
+		}
+		info, err = st.Info(ctx)
+		return err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == 2
+	})
+	if got, want := info.Cluster.Name, ClusterName; got != want {
+		t.Fatalf("stream's cluster %q, want %q", got, want)
+	}
+	for _, s := range servers {
+		if got, want := s.NumRoutes(), 2; got < want {
+			t.Errorf("%s has %d routes, want at least %d", s.Name(), got, want)
+		}
+	}
+}
+
+func TestServerReplicas(t *testing.T) {
+	for n, want := range map[int]int{0: 1, 1: 2, 2: 3, 3: 3, 7: 3} {
+		if got := Replicas(make([]string, n)); got != want {
+			t.Errorf("Replicas(%d routes) = %d, want %d", n, got, want)
+		}
+	}
+}
+
+// TestServerLog: the server's notices are debug lines, its warnings and
+// errors the node's; debug and trace never reach the log.
+func TestServerLog(t *testing.T) {
+	var buf bytes.Buffer
+	h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
+	l := &serverLogger{log: slog.New(h), fatal: make(chan serverFatal, 1)}
+	l.Noticef("notice %d", 1)
+	l.Warnf("warn %d", 2)
+	l.Errorf("error %d", 3)
+	l.Debugf("debug %d", 4)
+	l.Tracef("trace %d", 5)
+	l.Fatalf("fatal %v", os.ErrClosed)
+	l.Fatalf("fatal again") // only the first is handed on; must not block
+	got := buf.String()
+	for _, want := range []string{`level=DEBUG msg="notice 1"`, `level=WARN msg="warn 2"`, `level=ERROR msg="error 3"`, `level=ERROR msg="fatal file already closed"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %s:\n%s", want, got)
+		}
+	}
+	for _, never := range []string{"debug 4", "trace 5"} {
+		if strings.Contains(got, never) {
+			t.Errorf("log has %q:\n%s", never, got)
+		}
+	}
+	if f := <-l.fatal; f.err != os.ErrClosed {
+		t.Errorf("fatal cause %v, want %v", f.err, os.ErrClosed)
+	}
+}

@@ -1,0 +1,395 @@
+package peers
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"leasehold"
+	"leasehold/appliance"
+)
+
+// Metadata keys of a replicated snapshot object. The object store keeps
+// its own digest too (base64 sha-256 of the chunks, checked at the end of
+// every download); these are what leasehold itself recorded.
+const (
+	SnapshotMetaNext   = "next"   // the window's Next, decimal
+	SnapshotMetaSHA256 = "sha256" // hex sha-256 of the gzip bytes, as leasehold.Snapshot.SHA256
+	SnapshotMetaOrigin = "origin" // the fleet name of the node that uploaded it
+	SnapshotMetaAt     = "at"     // when the origin stored it, RFC 3339 with nanoseconds
+)
+
+// Chunk sizes. A chunk is one JetStream message, so it must fit the
+// server's max_payload (1 MiB by default) with room for headers; larger
+// chunks mean fewer acks, and 1 MiB ones move a multi-GiB snapshot about
+// twice as fast as the client's default of 128 KiB (see BENCHMARKS in the
+// benchmark's doc comment).
+const (
+	snapshotChunkMax      = 1 << 20
+	snapshotChunkHeadroom = 4 << 10
+	snapshotChunkMin      = 64 << 10
+)
+
+// snapshotMinRate is the slowest download an import allows before it gives
+// up: the object store client bounds a whole download by one deadline (5s
+// when the context has none), so an import sets one from the object's
+// size, at this rate, plus snapshotSlack.
+const (
+	snapshotMinRate = 4 << 20 // bytes per second
+	snapshotSlack   = time.Minute
+)
+
+// ReplicatorConfig is how a node replicates its window snapshots.
+type ReplicatorConfig struct {
+	// Node is this node's fleet name, the origin of what it uploads.
+	Node string
+	// Replicas of the object store bucket (default 1).
+	Replicas int
+	// ChunkSize of uploaded objects; 0 takes the largest that fits the
+	// server's max_payload, up to 1 MiB less headroom for headers.
+	ChunkSize int
+	Logger    *slog.Logger
+}
+
+// Replicator carries window snapshots between the nodes of a fleet through
+// the SnapshotsBucket object store: one object per group, named by the
+// group's name (the client encodes object names into subjects itself, so
+// any group name is safe and listings show it as it is), holding the
+// gzip bytes and the snapshot's Next and sha-256 in its metadata.
+//
+// The owner of a group calls Replicate after a snapshot of it lands; Run
+// uploads one snapshot at a time in the background, since they may be
+// several GiB each. A node taking a group over calls Import before it
+// leases the group, so its workers resume from the newest replicated
+// window rather than from scratch.
+type Replicator struct {
+	obs   jetstream.ObjectStore
+	app   *appliance.Appliance
+	node  string
+	chunk uint32
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	queue  []string        // groups waiting, oldest first
+	queued map[string]bool // the groups in queue
+	closed bool
+	wake   chan struct{} // a group was queued
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	replications *prometheus.CounterVec
+	imports      *prometheus.CounterVec
+	sizes        prometheus.Histogram
+}
+
+// NewReplicator creates or updates the snapshots bucket (file storage, the
+// replicas, no compression: gzip does not shrink) and returns the node's
+// Replicator with nothing queued. Errors: invalid config, unavailable NATS.
+func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.Appliance, cfg ReplicatorConfig) (*Replicator, error) {
+	if !leasehold.ValidNodeName(cfg.Node) {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "node name %q is not valid", cfg.Node)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	chunk := cfg.ChunkSize
+	if chunk == 0 {
+		chunk = snapshotChunkMax - snapshotChunkHeadroom
+		if mp := int(js.Conn().MaxPayload()) - snapshotChunkHeadroom; mp > 0 && mp < chunk {
+			chunk = max(mp, snapshotChunkMin)
+		}
+	}
+	if mp := js.Conn().MaxPayload(); chunk <= 0 || (mp > 0 && int64(chunk) > mp) {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "snapshot chunk size %d must be above 0 and within the server's max payload %d", chunk, mp)
+	}
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      SnapshotsBucket,
+		Description: "leasehold window snapshots, one object per group",
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
+	}
+	r := &Replicator{
+		obs: obs, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger,
+		queued: map[string]bool{}, wake: make(chan struct{}, 1),
+		replications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_snapshot_replications_total",
+			Help: "Window snapshot replications to the object store: ok (uploaded), unchanged (already there), failed.",
+		}, []string{"result"}),
+		imports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_snapshot_imports_total",
+			Help: "Window snapshots imported from the object store on taking a group over: ok, unchanged (already here), none (nothing replicated), failed.",
+		}, []string{"result"}),
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "leasehold_snapshot_replicated_bytes",
+			Help:    "Sizes of the window snapshots uploaded to the object store.",
+			Buckets: prometheus.ExponentialBuckets(1<<20, 4, 10), // 1 MiB … 256 GiB
+		}),
+	}
+	for _, res := range []string{"ok", "unchanged", "failed"} {
+		r.replications.WithLabelValues(res)
+	}
+	for _, res := range []string{"ok", "unchanged", "none", "failed"} {
+		r.imports.WithLabelValues(res)
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Collectors are the replicator's metrics, for web.Metrics.Register.
+func (r *Replicator) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.replications, r.imports, r.sizes}
+}
+
+// Replicate queues group's snapshot for upload and returns at once. A
+// group already waiting is not queued twice: the upload reads the newest
+// local snapshot when its turn comes, so the newest request wins by
+// itself. A group being uploaded now is queued again, for the snapshot
+// that replaced it.
+func (r *Replicator) Replicate(group string) {
+	r.mu.Lock()
+	if r.closed || r.queued[group] {
+		r.mu.Unlock()
+		return
+	}
+	r.queued[group] = true
+	r.queue = append(r.queue, group)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the oldest queued group, or "" when none waits.
+func (r *Replicator) next() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) == 0 {
+		return ""
+	}
+	g := r.queue[0]
+	r.queue[0] = ""
+	r.queue = r.queue[1:]
+	delete(r.queued, g)
+	return g
+}
+
+// Run uploads queued snapshots, one at a time, until ctx ends or Close,
+// and returns nil then; an upload under way is cut off and its chunks
+// purged. A failed upload is logged and counted, and not retried: the
+// group's next snapshot queues it again.
+func (r *Replicator) Run(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	defer r.wg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.ctx, cancel)
+	defer stop()
+	for {
+		g := r.next()
+		if g == "" {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-r.wake:
+			}
+			continue
+		}
+		res, err := r.replicate(ctx, g)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.replications.WithLabelValues(res).Inc()
+		if err != nil {
+			r.log.Error("snapshots: replication failed", "group", g, "err", err)
+		}
+	}
+}
+
+// replicate uploads group's local snapshot unless the object already holds
+// it, and says which ("ok", "unchanged", "failed"). A group that is gone
+// or has no snapshot has nothing to upload: unchanged.
+func (r *Replicator) replicate(ctx context.Context, group string) (string, error) {
+	g, err := r.app.DB.GroupByName(ctx, group)
+	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+		return "unchanged", nil
+	}
+	if err != nil {
+		return "failed", err
+	}
+	// The open file is this snapshot's bytes to the end, even if a newer
+	// upload replaces and removes it meanwhile; that one queues itself.
+	f, snap, err := r.app.Snapshots.Open(ctx, g.ID)
+	if err != nil {
+		return "failed", err
+	}
+	if f == nil {
+		return "unchanged", nil
+	}
+	defer f.Close()
+	info, err := r.obs.GetInfo(ctx, group)
+	switch {
+	case err == nil && info.Metadata[SnapshotMetaSHA256] == snap.SHA256:
+		return "unchanged", nil
+	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
+		return "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "snapshot of group %q: %v", group, err)
+	}
+	// ctx has no deadline, so each chunk waits its own ack timeout rather
+	// than the whole upload sharing one.
+	info, err = r.obs.Put(ctx, jetstream.ObjectMeta{
+		Name:        group,
+		Description: "window snapshot of group " + group,
+		Metadata: map[string]string{
+			SnapshotMetaNext:   strconv.FormatInt(snap.Next, 10),
+			SnapshotMetaSHA256: snap.SHA256,
+			SnapshotMetaOrigin: r.node,
+			SnapshotMetaAt:     snap.At.UTC().Format(time.RFC3339Nano),
+		},
+		Opts: &jetstream.ObjectMetaOptions{ChunkSize: r.chunk},
+	}, f)
+	if err != nil {
+		return "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "uploading the snapshot of group %q: %v", group, err)
+	}
+	// The object store hashed what it sent: bytes that are not the
+	// recorded snapshot (a file changed on disk) must not stand for it.
+	if sum, err := jetstream.DecodeObjectDigest(info.Digest); err != nil || hex.EncodeToString(sum) != snap.SHA256 || int64(info.Size) != snap.Size {
+		if derr := r.obs.Delete(ctx, group); derr != nil {
+			r.log.Error("snapshots: removing a replicated snapshot that does not match its record", "group", group, "err", derr)
+		}
+		return "failed", leasehold.Errorf(leasehold.KindInternal, "the snapshot file of group %q is not the recorded one (sha-256 %x, %d bytes; recorded %s, %d bytes)", group, sum, info.Size, snap.SHA256, snap.Size)
+	}
+	r.sizes.Observe(float64(info.Size))
+	return "ok", nil
+}
+
+// Import makes the newest replicated snapshot of group this node's own, for
+// a node about to take the group over: it is downloaded straight into the
+// node's snapshot store as an operator's upload (so it is refused while a
+// worker here holds the group), its sha-256 checked against the object's
+// metadata while it streams and the object store's digest at its end. A
+// failed import leaves the local snapshot as it was. It returns the
+// snapshot now recorded here, the local one unchanged when it is the
+// replicated one already, or nil when nothing is replicated. Errors:
+// invalid or not found group, conflict (held here, or an upload under
+// way), unprocessable (the object's bytes do not match its digests or its
+// metadata is unreadable), too large, no space, unavailable NATS.
+func (r *Replicator) Import(ctx context.Context, group string) (*leasehold.Snapshot, error) {
+	snap, res, err := r.importGroup(ctx, group)
+	r.imports.WithLabelValues(res).Inc()
+	return snap, err
+}
+
+// importGroup is Import, saying also which result it counts as.
+func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.Snapshot, string, error) {
+	if !leasehold.ValidGroupName(group) {
+		return nil, "failed", leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
+	}
+	g, err := r.app.DB.GroupByName(ctx, group)
+	if err != nil {
+		return nil, "failed", err
+	}
+	info, err := r.obs.GetInfo(ctx, group)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, "none", nil
+	}
+	if err != nil {
+		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "replicated snapshot of group %q: %v", group, err)
+	}
+	next, digest, err := snapshotMeta(info)
+	if err != nil {
+		return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
+	}
+	local, err := r.app.DB.Snapshot(ctx, g.ID)
+	if err != nil {
+		return nil, "failed", err
+	}
+	if local != nil && local.SHA256 == hex.EncodeToString(digest) {
+		return local, "unchanged", nil
+	}
+	if int64(info.Size) > r.app.Snapshots.MaxBytes() {
+		return nil, "failed", leasehold.Errorf(leasehold.KindTooLarge, "the replicated snapshot of group %q is %d bytes, over the limit of %d", group, info.Size, r.app.Snapshots.MaxBytes())
+	}
+
+	dl := snapshotSlack + time.Duration(info.Size/snapshotMinRate)*time.Second
+	dctx, cancel := context.WithTimeout(ctx, dl)
+	defer cancel()
+	obj, err := r.obs.Get(dctx, group)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, "none", nil // deleted since
+	}
+	if err != nil {
+		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "downloading the snapshot of group %q: %v", group, err)
+	}
+	defer obj.Close()
+	if got, _ := obj.Info(); got != nil && got.NUID != info.NUID {
+		// Replaced between the two reads: the metadata read first does not
+		// describe these bytes.
+		if next, digest, err = snapshotMeta(got); err != nil {
+			return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
+		}
+	}
+	snap, err := r.app.Snapshots.Put(ctx, appliance.Upload{
+		GroupID: g.ID, NodeID: 0, Next: next,
+		Body: obj, Gzip: true, Digest: digest,
+	})
+	switch {
+	case err == nil:
+		return &snap, "ok", nil
+	case errors.Is(err, jetstream.ErrDigestMismatch):
+		return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "the replicated snapshot of group %q does not match the object store's digest", group)
+	case leasehold.ErrorKind(err) == leasehold.KindInvalid:
+		// The body that broke off is the download.
+		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "downloading the snapshot of group %q broke off (allowed %s): %v", group, dl, err)
+	}
+	return nil, "failed", err
+}
+
+// snapshotMeta reads a replicated snapshot's Next and sha-256 from its
+// object's metadata, and checks that sha-256 is the object store's own
+// digest, so an object whose metadata lies is refused before it is
+// downloaded.
+func snapshotMeta(info *jetstream.ObjectInfo) (int64, []byte, error) {
+	next, err := strconv.ParseInt(info.Metadata[SnapshotMetaNext], 10, 64)
+	if err != nil || next < 0 {
+		return 0, nil, errors.New("its next is not a count")
+	}
+	digest, err := hex.DecodeString(info.Metadata[SnapshotMetaSHA256])
+	if err != nil || len(digest) != 32 {
+		return 0, nil, errors.New("its sha256 is not a hex sha-256")
+	}
+	if sum, err := jetstream.DecodeObjectDigest(info.Digest); err != nil || string(sum) != string(digest) {
+		return 0, nil, errors.New("its sha256 is not the object's digest")
+	}
+	return next, digest, nil
+}
+
+// Close stops Run and waits for it; an upload under way is cut off.
+func (r *Replicator) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	return nil
+}

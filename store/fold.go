@@ -1,0 +1,471 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"leasehold"
+)
+
+// Peer sync's part of the catalog. A fleet's nodes each keep their own
+// catalog; the state of the groups a peer owns is folded in here from its
+// events (peer_groups names the origin), so this node's API shows the
+// fleet and can take a group over when its owner is gone. Rows are keyed
+// fleet-wide by names, never by the origin's ids. Folding writes no outbox
+// rows: a node publishes only its own changes.
+
+// PeerGroup is a group as its owner holds it, as peer sync carries it: the
+// group row (its ID is the origin's), the claim revision it is owned under,
+// the lease fence, holder and counts, and its newest snapshot.
+type PeerGroup struct {
+	leasehold.Group
+	ClaimRev    uint64              `json:"claim_rev"`
+	Fence       int64               `json:"fence"`
+	Holder      string              `json:"holder"`
+	LeasedAt    *time.Time          `json:"leased_at"`
+	HeartbeatAt *time.Time          `json:"heartbeat_at"`
+	Snapshot    *leasehold.Snapshot `json:"snapshot"`
+	RangesDone  int64               `json:"ranges_done"`
+	Headers     int64               `json:"headers"`
+}
+
+// PeerRange is one range of a PeerGroup (ID, GroupID and NodeID are the
+// origin's); Node names its holder, empty when none.
+type PeerRange struct {
+	leasehold.Range
+	Node string `json:"node"`
+}
+
+// Event kinds of peer sync.
+const (
+	EventGroupAdopted = "group_adopted"
+)
+
+var (
+	qFoldGroupFind = wq(`SELECT g.id, g.owned, g.claim_rev FROM groups g WHERE g.name = ?`)
+	qFoldGroupNew  = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at, owned, claim_rev)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10)`)
+	qFoldGroupSet = wq(`UPDATE groups SET priority = ?2, active = ?3, range_size = ?4, start_id = ?5, tail_end = ?6, history_floor = ?7,
+		claim_rev = ?8, updated_at = ?9, owned = 0 WHERE id = ?1`)
+	qFoldLeaseNew  = wq(`INSERT INTO group_leases (group_id, fence) VALUES (?, ?)`)
+	qFoldLeaseSet  = wq(`UPDATE group_leases SET fence = max(fence, ?2) WHERE group_id = ?1`)
+	qFoldPeerGroup = wq(`INSERT INTO peer_groups (group_id, origin, holder, fence, leased_at, heartbeat_at,
+		snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, ranges_done, headers, updated_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+		ON CONFLICT (group_id) DO UPDATE SET origin = ?2, holder = ?3, fence = ?4, leased_at = ?5, heartbeat_at = ?6,
+		snapshot_next = ?7, snapshot_size = ?8, snapshot_sha256 = ?9, snapshot_at = ?10, ranges_done = ?11, headers = ?12, updated_at = ?13`)
+	qFoldRangeFind = wq(`SELECT id FROM ranges WHERE group_id = ? AND start_id = ?`)
+	qFoldRangeNew  = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qFoldRangeSet = wq(`UPDATE ranges SET end_id = ?2, next_id = ?3, status = ?4, priority = ?5, node_id = NULL, attempts = ?6,
+		rule_version = ?7, headers = ?8, updated_at = ?9 WHERE id = ?1`)
+	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
+		paused_at = ?8, held = ?9, last_seen_at = ?10, updated_at = ?11`)
+	qFoldNodeGone = wq(`DELETE FROM peer_nodes WHERE origin = ? AND name = ?`)
+	qFoldPeer     = wq(`INSERT INTO peers (name, catalog_id, last_event, last_event_at, folded_seq, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+		ON CONFLICT (name) DO UPDATE SET catalog_id = ?2, last_event = max(last_event, ?3), last_event_at = max(coalesce(last_event_at, 0), ?4),
+		folded_seq = max(folded_seq, ?5), updated_at = ?6`)
+	qFoldMarkSet = wq(`INSERT INTO fold_mark (id, stream, seq, updated_at) VALUES (1, ?1, ?2, ?3)
+		ON CONFLICT (id) DO UPDATE SET stream = ?1, seq = ?2, updated_at = ?3`)
+	qPeerGroupOf   = wq(`SELECT origin, snapshot_next FROM peer_groups WHERE group_id = ?`)
+	qPeerGroupDrop = wq(`DELETE FROM peer_groups WHERE group_id = ?`)
+	qGroupAdopt    = wq(`UPDATE groups SET owned = 1, claim_rev = max(claim_rev, ?2) WHERE id = ?1 RETURNING start_id`)
+	qGroupClaimRev = wq(`UPDATE groups SET claim_rev = max(claim_rev, ?2) WHERE id = ?1`)
+	qLeaseSnapNext = wq(`SELECT snapshot_next FROM group_leases WHERE group_id = ?`)
+	qPeerRebuilt   = wq(`UPDATE peers SET rebuilds = rebuilds + 1, updated_at = ?2 WHERE name = ?1`)
+	qPeerNodeNames = wq(`SELECT name FROM peer_nodes WHERE origin = ?`)
+
+	qOutboxSent  = wq(`UPDATE events SET sent = 1 WHERE sent = 0 AND id <= ?`)
+	qOutboxPrune = wq(`DELETE FROM events WHERE id <= min(?1, (SELECT min(id) FROM events) + ?2) AND sent = 1`)
+)
+
+// FoldGroup folds a peer's state of a group into the catalog, creating the
+// group if it is new here, and reports the local id and whether the state
+// was taken. It is taken under a claim at least as new as the one the
+// group was last owned under here, so a late event of an old owner never
+// undoes a newer owner's state; a group this node owns is left alone
+// unless the state comes under a newer claim, which means this node lost
+// the group: it is disowned first, ending a lease held here.
+func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, bool, error) {
+	if !leasehold.ValidGroupName(g.Name) || g.RangeSize < 1 {
+		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q is not valid", origin, g.Name)
+	}
+	now := ms(tx.now)
+	var id int64
+	var owned bool
+	var rev uint64
+	err := tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		res, err := tx.exec(qFoldGroupNew, g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev)
+		if err != nil {
+			return 0, false, mapError(err, "folding a peer's group")
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return 0, false, mapError(err, "folding a peer's group")
+		}
+		if _, err := tx.exec(qFoldLeaseNew, id, g.Fence); err != nil {
+			return 0, false, mapError(err, "folding a peer's group")
+		}
+	case err != nil:
+		return 0, false, mapError(err, "folding a peer's group")
+	default:
+		if g.ClaimRev < rev || (owned && g.ClaimRev == rev) {
+			return id, false, nil
+		}
+		if owned {
+			if err := tx.disown(id, maxAttempts); err != nil {
+				return 0, false, err
+			}
+		}
+		if _, err := tx.exec(qFoldGroupSet, id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now); err != nil {
+			return 0, false, mapError(err, "folding a peer's group")
+		}
+		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
+			return 0, false, mapError(err, "folding a peer's group")
+		}
+	}
+	var snapNext, snapSize, snapAt any
+	var snapSHA any
+	if s := g.Snapshot; s != nil {
+		snapNext, snapSize, snapSHA, snapAt = s.Next, s.Size, s.SHA256, ms(s.At)
+	}
+	if _, err := tx.exec(qFoldPeerGroup, id, origin, g.Holder, g.Fence, nullMS(g.LeasedAt), nullMS(g.HeartbeatAt),
+		snapNext, snapSize, snapSHA, snapAt, g.RangesDone, g.Headers, now); err != nil {
+		return 0, false, mapError(err, "folding a peer's group")
+	}
+	return id, true, nil
+}
+
+// FoldRanges folds a peer's ranges of the group FoldGroup took (by its
+// local id), matched by start, and brings the group's lease-choice key up
+// to date, so the group is ready to lease the moment it is adopted.
+func (tx *Tx) FoldRanges(groupID int64, rs []PeerRange) error {
+	for _, r := range rs {
+		if r.Start > r.End || r.Next < r.Start || r.Next > r.End+1 {
+			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d (next %d) is not valid", r.Start, r.End, r.Next)
+		}
+		switch r.Status {
+		case leasehold.StatusPlanned, leasehold.StatusLeased, leasehold.StatusDone, leasehold.StatusFailed:
+		default:
+			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
+		}
+		var id int64
+		err := tx.queryRow(qFoldRangeFind, groupID, r.Start).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			_, err = tx.exec(qFoldRangeNew, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
+		} else if err == nil {
+			_, err = tx.exec(qFoldRangeSet, id, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
+		}
+		if err != nil {
+			return mapError(err, "folding a peer's ranges")
+		}
+	}
+	_, err := tx.exec(qGroupUrgent, groupID)
+	return mapError(err, "folding a peer's ranges")
+}
+
+// FoldNode folds a worker node registered at a peer.
+func (tx *Tx) FoldNode(origin string, n leasehold.Node) error {
+	if !leasehold.ValidNodeName(n.Name) {
+		return leasehold.Errorf(leasehold.KindInvalid, "peer %q: node %q is not valid", origin, n.Name)
+	}
+	_, err := tx.exec(qFoldNode, origin, n.Name, n.PriorityMin, n.PriorityMax, n.Capacity, n.Paused, n.PausedBy,
+		nullMS(n.PausedAt), n.Held, nullMS(n.LastSeenAt), ms(tx.now))
+	return mapError(err, "folding a peer's node")
+}
+
+// FoldNodeGone removes a worker node a peer deleted.
+func (tx *Tx) FoldNodeGone(origin, name string) error {
+	_, err := tx.exec(qFoldNodeGone, origin, name)
+	return mapError(err, "folding a peer's node")
+}
+
+// FoldPeer records the last event folded from a peer: its outbox id, when
+// it was made, and the stream position it was at.
+func (tx *Tx) FoldPeer(origin, catalog string, event int64, at time.Time, seq uint64) error {
+	_, err := tx.exec(qFoldPeer, origin, catalog, event, ms(at), seq, ms(tx.now))
+	return mapError(err, "recording a peer")
+}
+
+// SetFoldMark records that the stream's incarnation stream is folded
+// through seq. Written in the transaction of the fold it marks, it never
+// says more than the catalog holds.
+func (tx *Tx) SetFoldMark(stream string, seq uint64) error {
+	_, err := tx.exec(qFoldMarkSet, stream, seq, ms(tx.now))
+	return mapError(err, "marking the fold")
+}
+
+// FoldMark is how far this node has folded the stream: the incarnation and
+// the sequence; "" and 0 when it never folded.
+func (db *DB) FoldMark(ctx context.Context) (stream string, seq uint64, err error) {
+	err = db.queryRow(ctx, `SELECT stream, seq FROM fold_mark WHERE id = 1`).Scan(&stream, &seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, nil
+	}
+	return stream, seq, mapError(err, "reading the fold mark")
+}
+
+// PeerRebuilt ends the rebuild of origin's part from its dump: worker
+// nodes of origin not in the dump are removed, and the rebuild counted.
+func (tx *Tx) PeerRebuilt(origin string, nodes []string) error {
+	keep := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		keep[n] = true
+	}
+	rows, err := tx.query(qPeerNodeNames, origin)
+	if err != nil {
+		return mapError(err, "rebuilding a peer")
+	}
+	var gone []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return mapError(err, "rebuilding a peer")
+		}
+		if !keep[n] {
+			gone = append(gone, n)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return mapError(err, "rebuilding a peer")
+	}
+	for _, n := range gone {
+		if err := tx.FoldNodeGone(origin, n); err != nil {
+			return err
+		}
+	}
+	_, err = tx.exec(qPeerRebuilt, origin, ms(tx.now))
+	return mapError(err, "rebuilding a peer")
+}
+
+// OwnGroup lets this node lease the named group: its claim was won at
+// claimRev. A group whose state was a peer's is adopted: from here on it
+// is this node's own, and if the peer had a window snapshot this node has
+// no copy of, every range the window would have covered is planned again
+// from the group's start (rule 2 with S = start), since the next worker
+// starts with an empty window. An owned group only has its claim revision
+// raised. A missing group is not found.
+func (tx *Tx) OwnGroup(name string, claimRev uint64) error {
+	id, owned, _, err := tx.groupOwnership(name)
+	if err != nil {
+		return err
+	}
+	if owned {
+		_, err := tx.exec(qGroupClaimRev, id, claimRev)
+		return mapError(err, "owning a group")
+	}
+	var start int64
+	if err := tx.queryRow(qGroupAdopt, id, claimRev).Scan(&start); err != nil {
+		return mapError(err, "owning a group")
+	}
+	var origin string
+	var peerSnap sql.NullInt64
+	err = tx.queryRow(qPeerGroupOf, id).Scan(&origin, &peerSnap)
+	if errors.Is(err, sql.ErrNoRows) {
+		return tx.event(EventGroupOwned, id, 0, 0, map[string]any{"claim_rev": claimRev})
+	}
+	if err != nil {
+		return mapError(err, "owning a group")
+	}
+	if _, err := tx.exec(qPeerGroupDrop, id); err != nil {
+		return mapError(err, "owning a group")
+	}
+	var local sql.NullInt64
+	if err := tx.queryRow(qLeaseSnapNext, id).Scan(&local); err != nil {
+		return mapError(err, "owning a group")
+	}
+	if peerSnap.Valid && !local.Valid {
+		if err := tx.replan(id, &start, 1<<62); err != nil {
+			return err
+		}
+	}
+	return tx.event(EventGroupAdopted, id, 0, 0, map[string]any{"claim_rev": claimRev, "from": origin})
+}
+
+// MarkSent marks the outbox sent through id: the server acknowledged it.
+func (tx *Tx) MarkSent(through int64) error {
+	_, err := tx.exec(qOutboxSent, through)
+	return mapError(err, "marking events sent")
+}
+
+// PruneSent removes sent outbox rows through id, at most limit ids of
+// them from the oldest, and reports how many went. The publisher prunes
+// what it sent a while ago (the dashboard's feed reads the last hour).
+func (tx *Tx) PruneSent(through int64, limit int) (int64, error) {
+	res, err := tx.exec(qOutboxPrune, through, limit)
+	if err != nil {
+		return 0, mapError(err, "pruning sent events")
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// Unsent returns up to limit outbox rows not yet sent, after id, oldest
+// first.
+func (db *DB) Unsent(ctx context.Context, after int64, limit int) ([]leasehold.Event, error) {
+	rows, err := db.query(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE sent = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []leasehold.Event
+	for rows.Next() {
+		var e leasehold.Event
+		var at int64
+		var g, r, n sql.NullInt64
+		var body string
+		if err := rows.Scan(&e.ID, &at, &e.Kind, &g, &r, &n, &body); err != nil {
+			return nil, mapError(err, "reading the outbox")
+		}
+		e.At, e.GroupID, e.RangeID, e.NodeID, e.Body = fromMS(at), nullInt(g), nullInt(r), nullInt(n), []byte(body)
+		out = append(out, e)
+	}
+	return out, mapError(rows.Err(), "reading the outbox")
+}
+
+// OwnState is a group of this node's own as peer sync publishes it, with
+// its ranges changed at or after since. Mirrored is true when the group's
+// state is a peer's (this node does not publish it).
+func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g PeerGroup, ranges []PeerRange, mirrored bool, err error) {
+	var leased, beat, next, size, at sql.NullInt64
+	var sha sql.NullString
+	var created int64
+	var peer sql.NullString
+	err = db.queryRow(ctx, `SELECT g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
+		g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
+		l.ranges_done, l.headers, p.origin
+		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id
+		WHERE g.id = ?`, groupID).Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
+		&g.ClaimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer)
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, nil, false, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return g, nil, false, mapError(err, "reading a group's state")
+	}
+	if peer.Valid {
+		return g, nil, true, nil
+	}
+	g.CreatedAt = fromMS(created)
+	if g.Holder != "" {
+		g.LeasedAt, g.HeartbeatAt = fromNullMS(leased), fromNullMS(beat)
+	}
+	if next.Valid {
+		g.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64)}
+	}
+	rows, err := db.query(ctx, `SELECT `+rangeColumns+`, coalesce((SELECT name FROM nodes WHERE id = r.node_id), '')
+		FROM ranges r INDEXED BY ranges_group_updated WHERE r.group_id = ? AND r.updated_at >= ? ORDER BY r.start_id`, groupID, ms(since))
+	if err != nil {
+		return g, nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r PeerRange
+		var node sql.NullInt64
+		var updated int64
+		if err := rows.Scan(&r.ID, &r.GroupID, &r.Start, &r.End, &r.Next, &r.Status, &r.Priority, &node, &r.Attempts, &r.RuleVersion,
+			&r.Headers, &updated, &r.Node); err != nil {
+			return g, nil, false, mapError(err, "reading a group's ranges")
+		}
+		r.NodeID, r.UpdatedAt = nullInt(node), fromMS(updated)
+		ranges = append(ranges, r)
+	}
+	return g, ranges, false, mapError(rows.Err(), "reading a group's ranges")
+}
+
+// OwnGroupIDs returns up to limit ids of this node's own groups (not a
+// peer's state) after id, in id order: a full state dump's pages.
+func (db *DB) OwnGroupIDs(ctx context.Context, after int64, limit int) ([]int64, error) {
+	rows, err := db.query(ctx, `SELECT g.id FROM groups g WHERE g.id > ? AND NOT EXISTS (SELECT 1 FROM peer_groups p WHERE p.group_id = g.id)
+		ORDER BY g.id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, mapError(err, "listing own groups")
+		}
+		out = append(out, id)
+	}
+	return out, mapError(rows.Err(), "listing own groups")
+}
+
+// Peers lists the fleet's other nodes seen here, by name, with how many
+// groups and worker nodes of theirs are folded here.
+func (db *DB) Peers(ctx context.Context) ([]leasehold.Peer, error) {
+	rows, err := db.query(ctx, `SELECT p.name, p.catalog_id, p.last_event_at, p.folded_seq, p.rebuilds,
+		(SELECT count(*) FROM peer_groups g WHERE g.origin = p.name), (SELECT count(*) FROM peer_nodes n WHERE n.origin = p.name)
+		FROM peers p ORDER BY p.name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	now := db.now()
+	out := []leasehold.Peer{}
+	for rows.Next() {
+		var p leasehold.Peer
+		var at sql.NullInt64
+		if err := rows.Scan(&p.Name, &p.Catalog, &at, &p.Folded, &p.Rebuilds, &p.Groups, &p.Nodes); err != nil {
+			return nil, mapError(err, "listing peers")
+		}
+		if p.LastEventAt = fromNullMS(at); p.LastEventAt != nil {
+			p.LagS = max(0, now.Sub(*p.LastEventAt).Seconds())
+		}
+		out = append(out, p)
+	}
+	return out, mapError(rows.Err(), "listing peers")
+}
+
+// PeerNodes lists the worker nodes registered at peers, by origin, name.
+func (db *DB) PeerNodes(ctx context.Context) ([]PeerNode, error) {
+	rows, err := db.query(ctx, `SELECT origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at
+		FROM peer_nodes ORDER BY origin, name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []PeerNode
+	for rows.Next() {
+		var n PeerNode
+		var pausedAt, seen sql.NullInt64
+		if err := rows.Scan(&n.Origin, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen); err != nil {
+			return nil, mapError(err, "listing peer nodes")
+		}
+		n.PausedAt, n.LastSeenAt = fromNullMS(pausedAt), fromNullMS(seen)
+		out = append(out, n)
+	}
+	return out, mapError(rows.Err(), "listing peer nodes")
+}
+
+// PeerNode is a worker node registered at a peer.
+type PeerNode struct {
+	Origin string `json:"origin"`
+	leasehold.Node
+}
+
+// GroupOrigin names the peer whose state the group is here ("" when it
+// is this node's own).
+func (db *DB) GroupOrigin(ctx context.Context, groupID int64) (string, error) {
+	var origin string
+	err := db.queryRow(ctx, `SELECT origin FROM peer_groups WHERE group_id = ?`, groupID).Scan(&origin)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return origin, mapError(err, "reading a group's origin")
+}
+
+func nullMS(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ms(*t)
+}
