@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"leasehold"
+	"leasehold/store"
 )
 
 // Names every node of a fleet agrees on.
@@ -47,7 +48,13 @@ const MaxRangesPerMessage = 1000
 // the event is published (never older than the event), so folding is an
 // upsert by name and a duplicate or a repeat changes nothing. Rows are keyed
 // fleet-wide by names, never by the origin's local ids: a group by its name,
-// a range by its group's name and start, a node by its name.
+// a range by its group and start, a node by its name.
+//
+// The publisher reads state once a group per batch of events: the last
+// event of a group in a batch carries the group and every range changed
+// since the first; the others carry only what they are. A batch is marked
+// sent only when all of it was acknowledged, so a resend carries it all
+// again.
 type Message struct {
 	Origin  string    `json:"origin"`  // the publishing node's fleet name
 	Catalog string    `json:"catalog"` // the origin's catalog id
@@ -57,31 +64,13 @@ type Message struct {
 	At      time.Time `json:"at"`
 	Kind    string    `json:"kind"` // store.Event* kinds
 
-	Group  *GroupState  `json:"group,omitempty"`  // the event's group, if any
-	Ranges []RangeState `json:"ranges,omitempty"` // ranges the event changed
-	Node   *NodeState   `json:"node,omitempty"`   // the event's node, if any
-	// NodeGone names a node the origin deleted.
+	// Group is the event's group as the origin holds it, if it carries it.
+	Group *store.PeerGroup `json:"group,omitempty"`
+	// Ranges are ranges of Group changed since the batch's first event of it.
+	Ranges []store.PeerRange `json:"ranges,omitempty"`
+	// Node is the event's worker node as the origin holds it (no token or
+	// hash ever leaves the origin).
+	Node *leasehold.Node `json:"node,omitempty"`
+	// NodeGone names a worker node the origin deleted.
 	NodeGone string `json:"node_gone,omitempty"`
-}
-
-// GroupState is a group as its origin holds it: the group row, its lease
-// (nil when free) and its newest window snapshot (nil when none).
-type GroupState struct {
-	leasehold.Group
-	Lease    *leasehold.Lease    `json:"lease"`
-	Snapshot *leasehold.Snapshot `json:"snapshot"`
-}
-
-// RangeState is one range as its origin holds it. Node names the holder
-// (empty when none) since the origin's node ids mean nothing elsewhere.
-type RangeState struct {
-	Group string `json:"group"`
-	leasehold.Range
-	Node string `json:"node"`
-}
-
-// NodeState is a worker node registered at the origin. No token or hash
-// ever leaves the origin.
-type NodeState struct {
-	leasehold.Node
 }

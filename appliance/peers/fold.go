@@ -1,0 +1,327 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// Folder folds the peers' events from the fleet's stream into this node's
+// catalog, through a durable consumer, a batch a catalog write. The write
+// that folds a batch also records the fold mark (the stream incarnation and
+// the last sequence folded), so the mark never says more than the catalog
+// holds, and a restart goes on from the mark.
+//
+// A gap is a stretch of the stream this node never folded that is gone
+// (retention dropped it while this node was behind or away). The folder
+// finds it when the stream's first retained message is past its mark, or
+// when the consumer skips ahead; then, origin by origin, it reads the
+// origin's publish record, and an origin that published past the mark may
+// have had events in the hole: its part is rebuilt from a full state dump
+// (RebuildFunc) instead of folding on with a hole. A missing mark (a new
+// node) is seeded the same way, not counted as a gap; a mark of another
+// incarnation of the stream vouches for nothing.
+type Folder struct {
+	js          jetstream.JetStream
+	db          *store.DB
+	node        string
+	records     jetstream.KeyValue
+	maxAttempts int64
+	log         *slog.Logger
+
+	// RebuildFunc rebuilds origin's part from its dump; nil skips rebuilds
+	// (the gap is logged and counted).
+	RebuildFunc func(ctx context.Context, origin string) error
+
+	folded   prometheus.Counter
+	gaps     prometheus.Counter
+	rebuilds *prometheus.CounterVec
+	lag      prometheus.Gauge
+}
+
+// foldBatch bounds the messages folded in one catalog write.
+const foldBatch = 512
+
+// NewFolder returns node's folder of the stream, reading publish records
+// from records.
+func NewFolder(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, maxAttempts int64, log *slog.Logger) *Folder {
+	return &Folder{js: js, db: db, node: node, records: records, maxAttempts: maxAttempts, log: log,
+		folded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_peer_events_folded_total", Help: "Peers' events folded into this node's catalog.",
+		}),
+		gaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_peer_gaps_total", Help: "Stretches of the stream lost to retention before this node folded them.",
+		}),
+		rebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_peer_rebuilds_total", Help: "Peers' parts rebuilt from their state dumps, by result.",
+		}, []string{"result"}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "leasehold_peer_fold_lag_messages", Help: "Stream messages not yet folded here.",
+		}),
+	}
+}
+
+// Collectors are the folder's metrics.
+func (f *Folder) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{f.folded, f.gaps, f.rebuilds, f.lag}
+}
+
+// Run folds until ctx ends, starting over (from the mark) after an error.
+func (f *Folder) Run(ctx context.Context) error {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		err := f.run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.log.Warn("peers: folding the stream", "err", err, "retry_in", backoff)
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+// incarnation names the stream's incarnation: its creation time.
+func incarnation(info *jetstream.StreamInfo) string {
+	return info.Created.UTC().Format(time.RFC3339Nano)
+}
+
+func (f *Folder) run(ctx context.Context) error {
+	stream, err := f.js.Stream(ctx, StreamName)
+	if err != nil {
+		return err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	inc := incarnation(info)
+	markInc, mark, err := f.db.FoldMark(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case markInc != inc && (mark > 0 || markInc != "") || markInc == "" && info.State.FirstSeq > 1:
+		// A mark of another incarnation, or none while the stream has
+		// already dropped its start: every origin is rebuilt from its dump,
+		// then folding goes on from where the stream was before the dumps.
+		seeded := markInc == ""
+		if !seeded {
+			f.gaps.Inc()
+		}
+		from := info.State.LastSeq
+		if err := f.rebuildAll(ctx, 0, seeded); err != nil {
+			return err
+		}
+		if err := f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) }); err != nil {
+			return err
+		}
+		mark = from
+	case markInc == "":
+		// A new node on a stream that still holds its start folds it all.
+	case mark+1 < info.State.FirstSeq:
+		f.gaps.Inc()
+		f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
+			"folded_through", mark, "stream_first", info.State.FirstSeq)
+		from := info.State.FirstSeq - 1
+		if err := f.rebuildAll(ctx, mark, false); err != nil {
+			return err
+		}
+		if err := f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) }); err != nil {
+			return err
+		}
+		mark = from
+	}
+
+	// The durable consumer starts at the mark each run: the catalog's mark
+	// is what was folded, whatever the server last delivered.
+	durable := "fold_" + consumerName(f.node)
+	_ = stream.DeleteConsumer(ctx, durable)
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: durable, Description: "leasehold fold of " + f.node,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: mark + 1,
+		AckPolicy: jetstream.AckAllPolicy, MaxAckPending: -1, InactiveThreshold: time.Hour,
+	})
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(foldBatch, jetstream.FetchMaxWait(250*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+			if len(msgs) == 0 {
+				return err
+			}
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		first, _ := msgs[0].Metadata()
+		if first != nil && first.Sequence.Stream > mark+1 {
+			// The consumer skipped what retention dropped meanwhile.
+			f.gaps.Inc()
+			f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
+				"folded_through", mark, "next", first.Sequence.Stream)
+			if err := f.rebuildAll(ctx, mark, false); err != nil {
+				return err
+			}
+		}
+		last, err := f.fold(ctx, inc, msgs)
+		if err != nil {
+			return err
+		}
+		mark = last
+		if err := msgs[len(msgs)-1].Ack(); err != nil {
+			f.log.Debug("peers: acknowledging folded events", "err", err)
+		}
+		if md, _ := msgs[len(msgs)-1].Metadata(); md != nil {
+			f.lag.Set(float64(md.NumPending))
+		}
+	}
+	return nil
+}
+
+// fold folds msgs in one catalog write with the mark and returns the last
+// stream sequence folded. A message that cannot be folded (bad JSON, a bad
+// row) is logged and passed over, never retried forever.
+func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, error) {
+	type item struct {
+		seq uint64
+		m   Message
+	}
+	items := make([]item, 0, len(msgs))
+	var last uint64
+	for _, jm := range msgs {
+		md, err := jm.Metadata()
+		if err != nil {
+			continue
+		}
+		last = max(last, md.Sequence.Stream)
+		var m Message
+		if err := json.Unmarshal(jm.Data(), &m); err != nil {
+			f.log.Warn("peers: an event that is not a leasehold message", "subject", jm.Subject(), "seq", md.Sequence.Stream, "err", err)
+			continue
+		}
+		if m.Origin == f.node || !leasehold.ValidNodeName(m.Origin) {
+			continue // this node's own, or no one's
+		}
+		items = append(items, item{md.Sequence.Stream, m})
+	}
+	apply := func(tx *store.Tx, it item) error {
+		m := it.m
+		if m.Group != nil {
+			id, ok, err := tx.FoldGroup(m.Origin, *m.Group, f.maxAttempts)
+			if err != nil {
+				return err
+			}
+			if ok && len(m.Ranges) > 0 {
+				if err := tx.FoldRanges(id, m.Ranges); err != nil {
+					return err
+				}
+			}
+		}
+		if m.Node != nil {
+			if err := tx.FoldNode(m.Origin, *m.Node); err != nil {
+				return err
+			}
+		}
+		if m.NodeGone != "" {
+			if err := tx.FoldNodeGone(m.Origin, m.NodeGone); err != nil {
+				return err
+			}
+		}
+		return tx.FoldPeer(m.Origin, m.Catalog, m.Event, m.At, it.seq)
+	}
+	err := f.db.Write(ctx, func(tx *store.Tx) error {
+		for _, it := range items {
+			if err := apply(tx, it); err != nil {
+				return err
+			}
+		}
+		return tx.SetFoldMark(inc, last)
+	})
+	if leasehold.ErrorKind(err) != leasehold.KindInvalid {
+		if err == nil {
+			f.folded.Add(float64(len(items)))
+		}
+		return last, err
+	}
+	// One bad message in the batch: fold them one by one, passing it over.
+	for _, it := range items {
+		err := f.db.Write(ctx, func(tx *store.Tx) error { return apply(tx, it) })
+		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+			f.log.Warn("peers: passing over an event that cannot be folded", "origin", it.m.Origin, "event", it.m.Event, "err", err)
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		f.folded.Inc()
+	}
+	return last, f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, last) })
+}
+
+// rebuildAll rebuilds, from its dump, every origin whose publish record is
+// past mark (0: every origin). seeded says this is a new node's first
+// view, not a gap.
+func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error {
+	keys, err := f.records.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, origin := range keys {
+		if origin == f.node {
+			continue
+		}
+		e, err := f.records.Get(ctx, origin)
+		if err != nil {
+			continue
+		}
+		var rec PublishRecord
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.Seq <= mark {
+			continue // published nothing the hole could have held
+		}
+		if f.RebuildFunc == nil {
+			f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
+			continue
+		}
+		if err := f.RebuildFunc(ctx, origin); err != nil {
+			f.rebuilds.WithLabelValues("failed").Inc()
+			// An origin that is down cannot be asked; its part stays as it
+			// was, and its next events fold on top.
+			f.log.Warn("peers: rebuilding a peer's part from its dump", "origin", origin, "err", err)
+			continue
+		}
+		f.rebuilds.WithLabelValues("ok").Inc()
+		f.log.Info("peers: rebuilt a peer's part from its dump", "origin", origin, "seeded", seeded)
+	}
+	return nil
+}
+
+// consumerName makes a node name fit a consumer name (no dots).
+func consumerName(node string) string {
+	b := []byte(node)
+	for i, c := range b {
+		if c == '.' || c == '*' || c == '>' || c == ' ' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

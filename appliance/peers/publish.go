@@ -1,0 +1,290 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// Publisher sends this node's outbox, in order, to the fleet's stream and
+// marks rows sent only once the server acknowledged them. A batch that was
+// not acknowledged whole is sent again whole; the stream drops what it
+// already has by Nats-Msg-Id, and folding state twice changes nothing.
+// After each batch it raises this node's publish record, by
+// compare-and-set, to the stream position it published at: a peer that
+// lost events to the stream's retention asks it whether it missed any.
+type Publisher struct {
+	js      jetstream.JetStream
+	db      *store.DB
+	node    string
+	catalog string
+	records jetstream.KeyValue
+	log     *slog.Logger
+
+	// Keep is how long sent rows stay in the outbox (the dashboard's feed
+	// reads the last hour).
+	keep time.Duration
+	sent []sentMark // batches sent, oldest first, for pruning
+
+	lastSeq   uint64 // the stream position of the last message acknowledged
+	published prometheus.Counter
+	failures  prometheus.Counter
+}
+
+type sentMark struct {
+	through int64
+	at      time.Time
+}
+
+// publishBatch bounds the events read and sent at once.
+const publishBatch = 512
+
+// publishIdle is how often an idle publisher looks at the outbox.
+const publishIdle = 50 * time.Millisecond
+
+// NewPublisher returns the publisher of node's outbox, with its publish
+// record in records.
+func NewPublisher(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, log *slog.Logger) *Publisher {
+	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, log: log, keep: 2 * time.Hour,
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_peer_events_published_total", Help: "Outbox events published to the fleet's stream and acknowledged.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_peer_publish_failures_total", Help: "Outbox batches not acknowledged whole, to be sent again.",
+		}),
+	}
+}
+
+// Collectors are the publisher's metrics.
+func (p *Publisher) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.published, p.failures}
+}
+
+// Run publishes until ctx ends, retrying a failed batch with backoff.
+func (p *Publisher) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		n, err := p.publishOnce(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.failures.Inc()
+			p.log.Warn("peers: publishing the outbox", "err", err, "retry_in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if n == 0 {
+			sleep(ctx, publishIdle)
+		}
+	}
+	return nil
+}
+
+// publishOnce sends one batch of the outbox and reports how many events
+// it sent.
+func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
+	events, err := p.db.Unsent(ctx, 0, publishBatch)
+	if err != nil || len(events) == 0 {
+		return 0, err
+	}
+	msgs, err := p.messages(ctx, events)
+	if err != nil {
+		return 0, err
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		f, err := p.js.PublishMsgAsync(m)
+		if err != nil {
+			return 0, fmt.Errorf("publishing event %s: %w", m.Header.Get(nats.MsgIdHdr), err)
+		}
+		futures = append(futures, f)
+	}
+	var last uint64
+	for _, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			last = max(last, ack.Sequence)
+		case err := <-f.Err():
+			return 0, fmt.Errorf("publishing event %s: %w", f.Msg().Header.Get(nats.MsgIdHdr), err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(30 * time.Second):
+			return 0, errors.New("no acknowledgement within 30s")
+		}
+	}
+	through := events[len(events)-1].ID
+	if err := p.db.Write(ctx, func(tx *store.Tx) error { return tx.MarkSent(through) }); err != nil {
+		return 0, err
+	}
+	p.published.Add(float64(len(events)))
+	p.lastSeq = max(p.lastSeq, last)
+	if err := p.raiseRecord(ctx, p.lastSeq); err != nil {
+		// The next batch raises it again; a peer that asks meanwhile sees
+		// an older position and may rebuild needlessly, never miss.
+		p.log.Warn("peers: raising the publish record", "err", err)
+	}
+	p.prune(ctx, through)
+	return len(events), nil
+}
+
+// messages builds the batch's messages. State is read once a group: the
+// batch's last event of a group carries it, with every range of the group
+// changed since the batch's first event of it.
+func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*nats.Msg, error) {
+	first := map[int64]time.Time{} // group → its first event's time
+	last := map[int64]int{}        // group → index of its last event
+	for i, e := range events {
+		if e.GroupID == nil {
+			continue
+		}
+		if _, ok := first[*e.GroupID]; !ok {
+			first[*e.GroupID] = e.At
+		}
+		last[*e.GroupID] = i
+	}
+	subject := SubjectPrefix + p.node
+	var out []*nats.Msg
+	for i, e := range events {
+		m := Message{Origin: p.node, Catalog: p.catalog, Event: e.ID, Parts: 1, At: e.At, Kind: e.Kind}
+		var ranges []store.PeerRange
+		if e.GroupID != nil && last[*e.GroupID] == i {
+			g, rs, mirrored, err := p.db.OwnState(ctx, *e.GroupID, first[*e.GroupID])
+			switch {
+			case leasehold.ErrorKind(err) == leasehold.KindNotFound:
+			case err != nil:
+				return nil, err
+			case !mirrored:
+				m.Group, ranges = &g, rs
+			}
+		}
+		if e.NodeID != nil && isNodeEvent(e.Kind) {
+			if e.Kind == store.EventNodeDeleted {
+				var body struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal(e.Body, &body)
+				m.NodeGone = body.Name
+			} else {
+				n, err := p.db.Node(ctx, *e.NodeID)
+				switch {
+				case leasehold.ErrorKind(err) == leasehold.KindNotFound:
+				case err != nil:
+					return nil, err
+				default:
+					m.Node = &n
+				}
+			}
+		}
+		parts := max(1, (len(ranges)+MaxRangesPerMessage-1)/MaxRangesPerMessage)
+		m.Parts = parts
+		for part := range parts {
+			m.Part = part
+			m.Ranges = ranges[min(len(ranges), part*MaxRangesPerMessage):min(len(ranges), (part+1)*MaxRangesPerMessage)]
+			body, err := json.Marshal(&m)
+			if err != nil {
+				return nil, err
+			}
+			msg := nats.NewMsg(subject)
+			msg.Data = body
+			msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s.%d.%d", p.catalog, e.ID, part))
+			msg.Header.Set(HeaderOrigin, p.node)
+			msg.Header.Set(HeaderCatalog, p.catalog)
+			msg.Header.Set(HeaderEvent, strconv.FormatInt(e.ID, 10))
+			out = append(out, msg)
+			// Later parts carry the group (its ranges are folded under
+			// it) and more ranges.
+			m.Node, m.NodeGone = nil, ""
+		}
+	}
+	return out, nil
+}
+
+func isNodeEvent(kind string) bool {
+	switch kind {
+	case store.EventNodeRegistered, store.EventNodePaused, store.EventNodeResumed, store.EventNodeDeleted:
+		return true
+	}
+	return false
+}
+
+// PublishRecord is the value of an origin's key in PublishedBucket.
+type PublishRecord struct {
+	Seq     uint64    `json:"seq"`
+	Catalog string    `json:"catalog"`
+	At      time.Time `json:"at"`
+}
+
+// raiseRecord raises this node's publish record to seq by compare-and-set;
+// a record already at or past seq is left as it is.
+func (p *Publisher) raiseRecord(ctx context.Context, seq uint64) error {
+	val, err := json.Marshal(PublishRecord{Seq: seq, Catalog: p.catalog, At: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	for range 5 {
+		e, err := p.records.Get(ctx, p.node)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			if _, err := p.records.Create(ctx, p.node, val); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var cur PublishRecord
+		if json.Unmarshal(e.Value(), &cur) == nil && cur.Seq >= seq {
+			return nil
+		}
+		_, err = p.records.Update(ctx, p.node, val, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		return err
+	}
+	return errors.New("publish record keeps changing")
+}
+
+// prune removes outbox rows sent longer than keep ago.
+func (p *Publisher) prune(ctx context.Context, through int64) {
+	now := time.Now()
+	p.sent = append(p.sent, sentMark{through: through, at: now})
+	cut := int64(0)
+	for len(p.sent) > 0 && now.Sub(p.sent[0].at) > p.keep {
+		cut = p.sent[0].through
+		p.sent = p.sent[1:]
+	}
+	if cut == 0 {
+		return
+	}
+	if err := p.db.Write(ctx, func(tx *store.Tx) error {
+		_, err := tx.PruneSent(cut, 10000)
+		return err
+	}); err != nil {
+		p.log.Warn("peers: pruning the outbox", "err", err)
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
