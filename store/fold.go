@@ -95,9 +95,8 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q is not valid", origin, g.Name)
 	}
 	now := ms(tx.now)
-	var id int64
+	var id, rev int64
 	var owned bool
-	var rev uint64
 	err := tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -114,7 +113,7 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	case err != nil:
 		return 0, false, mapError(err, "folding a peer's group")
 	default:
-		if g.ClaimRev < rev || (owned && g.ClaimRev == rev) {
+		if int64(g.ClaimRev) < rev || (owned && int64(g.ClaimRev) == rev) {
 			return id, false, nil
 		}
 		if owned {
@@ -337,12 +336,13 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 	var sha sql.NullString
 	var created int64
 	var peer sql.NullString
+	var claimRev int64
 	err = db.queryRow(ctx, `SELECT g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
 		g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
 		l.ranges_done, l.headers, p.origin
 		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id
 		WHERE g.id = ?`, groupID).Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
-		&g.ClaimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer)
+		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, nil, false, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
 	}
@@ -352,7 +352,7 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 	if peer.Valid {
 		return g, nil, true, nil
 	}
-	g.CreatedAt = fromMS(created)
+	g.CreatedAt, g.ClaimRev = fromMS(created), uint64(claimRev)
 	if g.Holder != "" {
 		g.LeasedAt, g.HeartbeatAt = fromNullMS(leased), fromNullMS(beat)
 	}
@@ -377,6 +377,17 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 		ranges = append(ranges, r)
 	}
 	return g, ranges, false, mapError(rows.Err(), "reading a group's ranges")
+}
+
+// OwnStateName is the name of a group of this node's own; "" when the
+// group is a peer's state or gone.
+func (db *DB) OwnStateName(ctx context.Context, groupID int64) (string, error) {
+	var name string
+	err := db.queryRow(ctx, `SELECT g.name FROM groups g WHERE g.id = ? AND NOT EXISTS (SELECT 1 FROM peer_groups p WHERE p.group_id = g.id)`, groupID).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return name, mapError(err, "reading a group")
 }
 
 // OwnGroupIDs returns up to limit ids of this node's own groups (not a

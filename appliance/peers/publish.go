@@ -37,6 +37,11 @@ type Publisher struct {
 	keep time.Duration
 	sent []sentMark // batches sent, oldest first, for pruning
 
+	// SnapshotFunc, if set, is told the name of every group of this
+	// node's whose snapshot_stored event was published: the fleet
+	// replicates the snapshot.
+	SnapshotFunc func(group string)
+
 	lastSeq   uint64 // the stream position of the last message acknowledged
 	published prometheus.Counter
 	failures  prometheus.Counter
@@ -101,7 +106,7 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
-	msgs, err := p.messages(ctx, events)
+	msgs, snapshots, err := p.messages(ctx, events)
 	if err != nil {
 		return 0, err
 	}
@@ -138,13 +143,20 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 		p.log.Warn("peers: raising the publish record", "err", err)
 	}
 	p.prune(ctx, through)
+	if p.SnapshotFunc != nil {
+		for _, g := range snapshots {
+			p.SnapshotFunc(g)
+		}
+	}
 	return len(events), nil
 }
 
 // messages builds the batch's messages. State is read once a group: the
 // batch's last event of a group carries it, with every range of the group
-// changed since the batch's first event of it.
-func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*nats.Msg, error) {
+// changed since the batch's first event of it. It also names the groups
+// whose snapshots were stored.
+func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*nats.Msg, []string, error) {
+	var snapshots []string
 	first := map[int64]time.Time{} // group → its first event's time
 	last := map[int64]int{}        // group → index of its last event
 	for i, e := range events {
@@ -166,9 +178,14 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 			switch {
 			case leasehold.ErrorKind(err) == leasehold.KindNotFound:
 			case err != nil:
-				return nil, err
+				return nil, nil, err
 			case !mirrored:
 				m.Group, ranges = &g, rs
+			}
+		}
+		if e.Kind == store.EventSnapshotStored && e.GroupID != nil {
+			if g, err := p.db.OwnStateName(ctx, *e.GroupID); err == nil && g != "" {
+				snapshots = append(snapshots, g)
 			}
 		}
 		if e.NodeID != nil && isNodeEvent(e.Kind) {
@@ -183,7 +200,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 				switch {
 				case leasehold.ErrorKind(err) == leasehold.KindNotFound:
 				case err != nil:
-					return nil, err
+					return nil, nil, err
 				default:
 					m.Node = &n
 				}
@@ -196,7 +213,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 			m.Ranges = ranges[min(len(ranges), part*MaxRangesPerMessage):min(len(ranges), (part+1)*MaxRangesPerMessage)]
 			body, err := json.Marshal(&m)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			msg := nats.NewMsg(subject)
 			msg.Data = body
@@ -210,7 +227,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 			m.Node, m.NodeGone = nil, ""
 		}
 	}
-	return out, nil
+	return out, snapshots, nil
 }
 
 func isNodeEvent(kind string) bool {

@@ -1,0 +1,345 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+
+	"leasehold"
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+// fleetTTL is the claim TTL of the fleet tests: short, so a dead owner's
+// groups move within seconds.
+const fleetTTL = 3 * time.Second
+
+// fleetNode is one node of a test fleet: its appliance, its fleet and a
+// worker registered at it.
+type fleetNode struct {
+	name   string
+	dir    string
+	app    *appliance.Appliance
+	fleet  *Fleet
+	worker int64
+	stop   func()
+}
+
+// fleetStart opens node name on dir and joins it to the fleet whose
+// embedded servers route to each other on routes.
+func fleetStart(t *testing.T, name, dir string, cluster int, routes []string) *fleetNode {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
+	app, err := appliance.Open(appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Join(context.Background(), app, Config{
+		Name: name, Listen: "127.0.0.1:0", ClusterListen: fmt.Sprintf("127.0.0.1:%d", cluster), Routes: routes,
+		Dir: dir + "/nats", ClaimTTL: fleetTTL, Logger: log,
+	})
+	if err != nil {
+		app.Close()
+		t.Fatalf("%s joining: %v", name, err)
+	}
+	n := &fleetNode{name: name, dir: dir, app: app, fleet: f}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	var once sync.Once
+	n.stop = func() {
+		once.Do(func() {
+			cancel()
+			f.Close()
+			<-done
+			app.Close()
+		})
+	}
+	t.Cleanup(n.stop)
+	nodes, err := app.Coordinator.Nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) > 0 {
+		n.worker = nodes[0].ID
+	} else {
+		w, err := app.Coordinator.RegisterNode(context.Background(), appliance.NodeSpec{Name: "w-" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.worker = w.ID
+	}
+	return n
+}
+
+// fleetOf starts three clustered nodes at once (a clustered JetStream
+// needs its quorum to set up the stream).
+func fleetOf(t *testing.T) ([]*fleetNode, []int, []string) {
+	t.Helper()
+	ports := []int{claimFreePort(t), claimFreePort(t), claimFreePort(t)}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	nodes := make([]*fleetNode, 3)
+	var wg sync.WaitGroup
+	for i, name := range []string{"node-a", "node-b", "node-c"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes[i] = fleetStart(t, name, t.TempDir(), ports[i], routes)
+		}()
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		if n == nil {
+			t.FailNow()
+		}
+	}
+	return nodes, ports, routes
+}
+
+// window is a worker's index of a group: one byte per id from 1, set once
+// the id is indexed. Its snapshot is the gzip of the bytes up to next.
+type window []byte
+
+func (w window) next() int64 {
+	for i, b := range w {
+		if b == 0 {
+			return int64(i) + 1
+		}
+	}
+	return int64(len(w)) + 1
+}
+
+// fleetHistory records who held the group when, for the exclusivity check.
+type fleetHistory struct {
+	mu    sync.Mutex
+	spans []fleetSpan
+}
+
+type fleetSpan struct {
+	node        string
+	fence       int64
+	from, until time.Time
+}
+
+func (h *fleetHistory) add(s fleetSpan) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.spans = append(h.spans, s)
+}
+
+// work leases at n until it holds group and then indexes up to max ranges
+// of it into w (nil: resume from the lease's snapshot), uploading a
+// snapshot after each range. It returns the window and whether the group
+// was finished.
+func (n *fleetNode) work(t *testing.T, ctx context.Context, size int64, max int, h *fleetHistory) (window, bool) {
+	t.Helper()
+	c := n.app.Coordinator
+	g, err := c.Lease(ctx, n.worker)
+	if err != nil {
+		t.Fatalf("%s lease: %v", n.name, err)
+	}
+	if g == nil {
+		return nil, false
+	}
+	span := fleetSpan{node: n.name, fence: g.Fence, from: time.Now()}
+	defer func() { span.until = time.Now(); h.add(span) }()
+	w := make(window, size)
+	if g.Snapshot != nil {
+		f, snap, err := n.app.Snapshots.Open(ctx, g.Group.ID)
+		if err != nil {
+			t.Fatalf("%s opening its snapshot: %v", n.name, err)
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr)
+		f.Close()
+		if err != nil || int64(len(b)) != snap.Next-1 {
+			t.Fatalf("%s snapshot: %d bytes for next %d, %v", n.name, len(b), snap.Next, err)
+		}
+		copy(w, b)
+	}
+	for done := 0; done < max; done++ {
+		r, err := c.Next(ctx, n.worker, g.Group.ID, g.Fence)
+		if err != nil {
+			t.Fatalf("%s next: %v", n.name, err)
+		}
+		if r == nil {
+			span.until = time.Now()
+			c.Release(ctx, n.worker, g.Group.ID, g.Fence)
+			return w, true
+		}
+		for id := r.Next; id <= r.End; id++ {
+			if w[id-1] != 0 {
+				t.Fatalf("%s indexed id %d twice (range %d..%d)", n.name, id, r.Start, r.End)
+			}
+			w[id-1] = 1
+		}
+		if _, err := c.Finish(ctx, n.worker, r.ID, g.Fence, r.End-r.Next+1); err != nil {
+			t.Fatalf("%s finish: %v", n.name, err)
+		}
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(w[:w.next()-1])
+		zw.Close()
+		if _, err := n.app.Snapshots.Put(ctx, appliance.Upload{GroupID: g.Group.ID, NodeID: n.worker, Fence: g.Fence,
+			Next: w.next(), Body: &buf, Gzip: true}); err != nil {
+			t.Fatalf("%s snapshot: %v", n.name, err)
+		}
+		span.until = time.Now()
+	}
+	return w, false
+}
+
+// TestFleet: three nodes with clustered embedded servers share one
+// catalog. A group made on A is seen on B and C and leased only through
+// its owner; A's progress shows on B. A is killed (no release): after the
+// claim TTL another node owns the group, resumes from the replicated
+// snapshot, and the final window equals an uninterrupted one. A restarted
+// finds its claim gone, leases nothing of the group and folds the new
+// owner's state. No two nodes ever held the group at once.
+func TestFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	ctx := context.Background()
+	nodes, ports, routes := fleetOf(t)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const size, rangeSize = 200, 10
+	rs := int64(rangeSize)
+	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.fleet", store.GroupSpec{RangeSize: &rs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.fleet", size); err != nil {
+		t.Fatal(err)
+	}
+	ranges := func(n *fleetNode, status string) int {
+		g, err := n.app.DB.GroupByName(ctx, "alt.fleet")
+		if err != nil {
+			return -1
+		}
+		rs, err := n.app.DB.Ranges(ctx, g.ID, status, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	for _, n := range []*fleetNode{b, c} {
+		claimEventually(t, 10*time.Second, n.name+" sees the group and its ranges", func() bool { return ranges(n, "planned") == size/rangeSize })
+		if origin, err := n.app.DB.GroupOrigin(ctx, mustGroup(t, n, "alt.fleet").ID); err != nil || origin != "node-a" {
+			t.Fatalf("%s: the group's origin is %q, %v; want node-a", n.name, origin, err)
+		}
+	}
+
+	// Only A, which claims it at its first lease, leases the group.
+	h := &fleetHistory{}
+	var wA window
+	claimEventually(t, 10*time.Second, "a leases the group", func() bool {
+		var done bool
+		wA, done = a.work(t, ctx, size, 6, h)
+		if done {
+			t.Fatal("a finished the group early")
+		}
+		return wA != nil
+	})
+	for _, n := range []*fleetNode{b, c} {
+		if w, _ := n.work(t, ctx, size, 1, h); w != nil {
+			t.Fatalf("%s leased the group a owns", n.name)
+		}
+	}
+	claimEventually(t, 10*time.Second, "b sees a's finished ranges", func() bool {
+		if ranges(b, "done") == 6 {
+			return true
+		}
+		return false
+	})
+
+	// A is killed while it holds the group: no release, no goodbye.
+	claimEventually(t, 10*time.Second, "a's snapshot is replicated", func() bool {
+		info, err := b.fleet.snapshots.obs.GetInfo(ctx, "alt.fleet")
+		return err == nil && info != nil && strings.Contains(fmt.Sprint(info.Metadata, info.Headers), "61")
+	})
+	// A still holds the group (it never released it): its span runs to
+	// the kill.
+	heldFrom := time.Now()
+	a.fleet.Close()
+	a.stop()
+	killed := time.Now()
+	h.add(fleetSpan{node: "node-a", from: heldFrom, until: killed})
+
+	// B or C takes over after the claim TTL and finishes from the snapshot.
+	var final window
+	var owner *fleetNode
+	claimEventually(t, 30*time.Second, "another node takes the group over and finishes it", func() bool {
+		for _, n := range []*fleetNode{b, c} {
+			w, done := n.work(t, ctx, size, 100, h)
+			if w != nil {
+				// a renewed its claim at most TTL/3 before the kill (a
+				// renewal may run a little late), so it lapses no sooner
+				// than about 2/3 of the TTL after.
+				if time.Since(killed) < fleetTTL/2 {
+					t.Fatalf("%s leased the group %s after a was killed, before its claim could lapse", n.name, time.Since(killed))
+				}
+				if !done {
+					t.Fatalf("%s did not finish the group", n.name)
+				}
+				final, owner = w, n
+				return true
+			}
+		}
+		return false
+	})
+	if final.next() != size+1 {
+		t.Fatalf("the final window stops at %d; want all %d ids", final.next(), size)
+	}
+
+	// A restarted on its catalog: the claim is gone, and so is the group.
+	a2 := fleetStart(t, "node-a", a.dir, ports[0], routes)
+	for range 20 {
+		if w, _ := a2.work(t, ctx, size, 1, h); w != nil {
+			t.Fatal("restarted a leased the group another node owns")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	claimEventually(t, 15*time.Second, "restarted a folds the new owner's state", func() bool {
+		g, err := a2.app.DB.GroupByName(ctx, "alt.fleet")
+		if err != nil {
+			return false
+		}
+		origin, _ := a2.app.DB.GroupOrigin(ctx, g.ID)
+		return origin == owner.name && ranges(a2, "done") == size/rangeSize
+	})
+
+	// Exclusivity: no two nodes' holding spans overlap.
+	for i, x := range h.spans {
+		for _, y := range h.spans[i+1:] {
+			if x.node != y.node && x.from.Before(y.until) && y.from.Before(x.until) {
+				t.Errorf("%s (fence %d, %s–%s) and %s (fence %d, %s–%s) held the group at once",
+					x.node, x.fence, x.from.Format("15:04:05.000"), x.until.Format("15:04:05.000"),
+					y.node, y.fence, y.from.Format("15:04:05.000"), y.until.Format("15:04:05.000"))
+			}
+		}
+	}
+}
+
+func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
+	t.Helper()
+	g, err := n.app.DB.GroupByName(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
