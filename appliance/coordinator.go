@@ -30,8 +30,9 @@ type Coordinator struct {
 	rules        atomic.Pointer[leasehold.RuleSet]
 	// Set by peer sync in a fleet: whether this node may lease a group
 	// now, and what to do when a node's lease finds nothing.
-	owns atomic.Pointer[func(group string) bool]
-	idle atomic.Pointer[func()]
+	owns    atomic.Pointer[func(group string) bool]
+	idle    atomic.Pointer[func()]
+	forward atomic.Pointer[ForwardFunc]
 }
 
 // SetOwnsFunc makes leases ask f, from memory, whether this node may lease
@@ -178,8 +179,25 @@ func (c *Coordinator) DeleteNode(ctx context.Context, id int64) error {
 	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts) })
 }
 
-// PutGroup creates or updates a group. Errors: invalid, conflict.
+// PutGroup creates or updates a group; a peer's group is updated at its
+// owner. Errors: invalid, conflict, unavailable (the owner cannot be
+// reached).
 func (c *Coordinator) PutGroup(ctx context.Context, name string, s store.GroupSpec) (leasehold.Group, bool, error) {
+	origin, forward, err := c.originOf(ctx, name)
+	if err != nil {
+		return leasehold.Group{}, false, err
+	}
+	if origin != "" {
+		res, err := forward(ctx, origin, AdminOp{Op: "put_group", Group: name, Spec: &s})
+		if err != nil || res.Group == nil {
+			return leasehold.Group{}, false, err
+		}
+		return *res.Group, res.Created, nil
+	}
+	return c.putGroup(ctx, name, s)
+}
+
+func (c *Coordinator) putGroup(ctx context.Context, name string, s store.GroupSpec) (leasehold.Group, bool, error) {
 	if !leasehold.ValidGroupName(name) {
 		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "group name %q: use 1-255 bytes of A-Za-z0-9._+- starting with a letter or digit", name)
 	}
@@ -199,17 +217,41 @@ func (c *Coordinator) PutGroup(ctx context.Context, name string, s store.GroupSp
 	return g, created, err
 }
 
-// PlanTail plans the named group's tail up to high. Errors: invalid, not
-// found, unprocessable (too many ranges for one call).
+// PlanTail plans the named group's tail up to high (a peer's group at its
+// owner). Errors: invalid, not found, unprocessable (too many ranges for
+// one call), unavailable (the owner cannot be reached).
 func (c *Coordinator) PlanTail(ctx context.Context, name string, high int64) (int64, error) {
+	if origin, forward, err := c.originOf(ctx, name); err != nil || origin != "" {
+		if err != nil {
+			return 0, err
+		}
+		res, err := forward(ctx, origin, AdminOp{Op: "plan_tail", Group: name, High: high})
+		return res.Planned, err
+	}
+	return c.planTail(ctx, name, high)
+}
+
+func (c *Coordinator) planTail(ctx context.Context, name string, high int64) (int64, error) {
 	if high < 0 {
 		return 0, leasehold.Errorf(leasehold.KindInvalid, "high must be 0 or more")
 	}
 	return c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) { return tx.PlanTail(id, high) })
 }
 
-// PlanHistory plans the named group's history down to low. Errors as PlanTail.
+// PlanHistory plans the named group's history down to low (a peer's group
+// at its owner). Errors as PlanTail.
 func (c *Coordinator) PlanHistory(ctx context.Context, name string, low int64) (int64, error) {
+	if origin, forward, err := c.originOf(ctx, name); err != nil || origin != "" {
+		if err != nil {
+			return 0, err
+		}
+		res, err := forward(ctx, origin, AdminOp{Op: "plan_history", Group: name, Low: low})
+		return res.Planned, err
+	}
+	return c.planHistory(ctx, name, low)
+}
+
+func (c *Coordinator) planHistory(ctx context.Context, name string, low int64) (int64, error) {
 	if low < 0 {
 		return 0, leasehold.Errorf(leasehold.KindInvalid, "low must be 0 or more")
 	}
@@ -229,8 +271,32 @@ func (c *Coordinator) plan(ctx context.Context, name string, f func(*store.Tx, i
 	return n, err
 }
 
-// Retry plans a failed range again. Errors: not found, conflict.
+// Retry plans a failed range again (of a peer's group, at its owner).
+// Errors: not found, conflict, unavailable (the owner cannot be reached).
 func (c *Coordinator) Retry(ctx context.Context, rangeID int64) (leasehold.Range, error) {
+	if c.forward.Load() != nil {
+		r, err := c.db.Range(ctx, rangeID)
+		if err != nil {
+			return leasehold.Range{}, err
+		}
+		g, err := c.db.GroupByID(ctx, r.GroupID)
+		if err != nil {
+			return leasehold.Range{}, err
+		}
+		if origin, forward, err := c.originOf(ctx, g.Name); err != nil || origin != "" {
+			if err != nil {
+				return leasehold.Range{}, err
+			}
+			res, err := forward(ctx, origin, AdminOp{Op: "retry", Group: g.Name, Start: r.Start})
+			if err != nil || res.Range == nil {
+				return leasehold.Range{}, err
+			}
+			// The owner's range ids are its own: answer with this node's.
+			out := *res.Range
+			out.ID, out.GroupID, out.NodeID = r.ID, r.GroupID, nil
+			return out, nil
+		}
+	}
 	var r leasehold.Range
 	err := c.db.Write(ctx, func(tx *store.Tx) error {
 		var err error

@@ -480,3 +480,25 @@ func nullMS(t *time.Time) any {
 	}
 	return ms(*t)
 }
+
+var qRangeAt = wq(`SELECT id FROM ranges WHERE group_id = ? AND start_id = ?`)
+
+// RangeAt finds a group's range by its start: ranges are the same across
+// the fleet by group and start, never by id. None is not found.
+func (tx *Tx) RangeAt(groupID, start int64) (int64, error) {
+	var id int64
+	err := tx.queryRow(qRangeAt, groupID, start).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, leasehold.Errorf(leasehold.KindNotFound, "no range starts at %d in group %d", start, groupID)
+	}
+	return id, mapError(err, "finding a range")
+}
+
+// GroupByID reads a group by its id; a missing one is not found.
+func (db *DB) GroupByID(ctx context.Context, id int64) (leasehold.Group, error) {
+	g, err := scanGroup(db.queryRow(ctx, `SELECT `+groupColumns+` FROM groups g WHERE g.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", id)
+	}
+	return g, mapError(err, "reading a group")
+}

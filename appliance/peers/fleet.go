@@ -64,6 +64,7 @@ type Fleet struct {
 	folder    *Folder
 	dumper    interface{ Stop() }
 	snapshots *Replicator
+	admin     *Admin
 
 	connected prometheus.GaugeFunc
 	closeOnce sync.Once
@@ -189,6 +190,9 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	if err := f.startDumps(); err != nil {
 		return nil, err
 	}
+	if f.admin, err = NewAdmin(f.nc, coord, cfg.Name, f.log); err != nil {
+		return nil, err
+	}
 	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leasehold_peer_connected", Help: "1 while this node is connected to NATS.",
 	}, func() float64 {
@@ -250,6 +254,9 @@ func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		if f.dumper != nil {
 			f.dumper.Stop()
+		}
+		if f.admin != nil {
+			f.admin.Stop()
 		}
 		if f.claims != nil {
 			f.claims.Close()

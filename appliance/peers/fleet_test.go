@@ -219,6 +219,7 @@ func TestFleet(t *testing.T) {
 	nodes, ports, routes := fleetOf(t)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	const size, rangeSize = 200, 10
+	const total = size + 50 // planned further through b, carried to a
 	rs := int64(rangeSize)
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.fleet", store.GroupSpec{RangeSize: &rs}); err != nil {
 		t.Fatal(err)
@@ -249,17 +250,28 @@ func TestFleet(t *testing.T) {
 	var wA window
 	claimEventually(t, 10*time.Second, "a leases the group", func() bool {
 		var done bool
-		wA, done = a.work(t, ctx, size, 6, h)
+		wA, done = a.work(t, ctx, total, 6, h)
 		if done {
 			t.Fatal("a finished the group early")
 		}
 		return wA != nil
 	})
 	for _, n := range []*fleetNode{b, c} {
-		if w, _ := n.work(t, ctx, size, 1, h); w != nil {
+		if w, _ := n.work(t, ctx, total, 1, h); w != nil {
 			t.Fatalf("%s leased the group a owns", n.name)
 		}
 	}
+	// An admin write at a node that does not own the group is carried to
+	// its owner and answered as if made there.
+	if n, err := b.app.Coordinator.PlanTail(ctx, "alt.fleet", size+50); err != nil || n != 5 {
+		t.Fatalf("planning a's group at b: %d ranges, %v; want 5 planned at a", n, err)
+	}
+	if _, err := c.app.Coordinator.PlanTail(ctx, "alt.fleet", -1); leasehold.ErrorKind(err) != leasehold.KindInvalid {
+		t.Fatalf("a bad plan carried to the owner: %v; want invalid", err)
+	}
+	claimEventually(t, 10*time.Second, "b sees the ranges a planned for it", func() bool {
+		return ranges(b, "planned")+ranges(b, "done")+ranges(b, "leased") == total/rangeSize
+	})
 	claimEventually(t, 10*time.Second, "b sees a's finished ranges", func() bool {
 		if ranges(b, "done") == 6 {
 			return true
@@ -285,7 +297,7 @@ func TestFleet(t *testing.T) {
 	var owner *fleetNode
 	claimEventually(t, 30*time.Second, "another node takes the group over and finishes it", func() bool {
 		for _, n := range []*fleetNode{b, c} {
-			w, done := n.work(t, ctx, size, 100, h)
+			w, done := n.work(t, ctx, total, 100, h)
 			if w != nil {
 				// a renewed its claim at most TTL/3 before the kill (a
 				// renewal may run a little late), so it lapses no sooner
@@ -302,14 +314,14 @@ func TestFleet(t *testing.T) {
 		}
 		return false
 	})
-	if final.next() != size+1 {
-		t.Fatalf("the final window stops at %d; want all %d ids", final.next(), size)
+	if final.next() != total+1 {
+		t.Fatalf("the final window stops at %d; want all %d ids", final.next(), total)
 	}
 
 	// A restarted on its catalog: the claim is gone, and so is the group.
 	a2 := fleetStart(t, "node-a", a.dir, ports[0], routes)
 	for range 20 {
-		if w, _ := a2.work(t, ctx, size, 1, h); w != nil {
+		if w, _ := a2.work(t, ctx, total, 1, h); w != nil {
 			t.Fatal("restarted a leased the group another node owns")
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -320,7 +332,7 @@ func TestFleet(t *testing.T) {
 			return false
 		}
 		origin, _ := a2.app.DB.GroupOrigin(ctx, g.ID)
-		return origin == owner.name && ranges(a2, "done") == size/rangeSize
+		return origin == owner.name && ranges(a2, "done") == total/rangeSize
 	})
 
 	// Exclusivity: no two nodes' holding spans overlap.

@@ -1,0 +1,119 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+
+	"leasehold"
+	"leasehold/store"
+)
+
+// In a fleet a group's state is its owner's; an admin write on a group
+// whose state here is a peer's is carried to that peer and answered as if
+// it were made here. Peer sync sets the carrier (SetForwardFunc) and
+// answers other nodes' writes with ApplyAdmin.
+
+// AdminOp is an admin write on a group, as carried to its owner.
+type AdminOp struct {
+	Op    string           `json:"op"` // "put_group", "plan_tail", "plan_history", "retry"
+	Group string           `json:"group"`
+	Spec  *store.GroupSpec `json:"spec,omitempty"`
+	// High (plan_tail), Low (plan_history) or Start (retry: the range's
+	// start, since range ids are each node's own).
+	High  int64 `json:"high,omitempty"`
+	Low   int64 `json:"low,omitempty"`
+	Start int64 `json:"start,omitempty"`
+}
+
+// AdminResult is an AdminOp's answer.
+type AdminResult struct {
+	Group   *leasehold.Group `json:"group,omitempty"`
+	Created bool             `json:"created,omitempty"`
+	Planned int64            `json:"planned,omitempty"`
+	Range   *leasehold.Range `json:"range,omitempty"`
+}
+
+// ForwardFunc carries op to origin and returns its answer, or the error
+// origin answered with (its kind kept).
+type ForwardFunc func(ctx context.Context, origin string, op AdminOp) (AdminResult, error)
+
+// SetForwardFunc makes admin writes on peers' groups go to their owners.
+func (c *Coordinator) SetForwardFunc(f ForwardFunc) {
+	if f == nil {
+		c.forward.Store(nil)
+		return
+	}
+	c.forward.Store(&f)
+}
+
+// originOf names the peer whose state group is here, "" when it is this
+// node's own, unknown, or no carrier is set.
+func (c *Coordinator) originOf(ctx context.Context, group string) (string, ForwardFunc, error) {
+	f := c.forward.Load()
+	if f == nil {
+		return "", nil, nil
+	}
+	g, err := c.db.GroupByName(ctx, group)
+	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	origin, err := c.db.GroupOrigin(ctx, g.ID)
+	return origin, *f, err
+}
+
+// ApplyAdmin makes an admin write carried here by a peer, on a group this
+// node owns. A group whose state is another peer's here is a conflict: it
+// is never carried on, so a write cannot go round the fleet.
+func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, error) {
+	g, err := c.db.GroupByName(ctx, op.Group)
+	if err != nil && !(op.Op == "put_group" && leasehold.ErrorKind(err) == leasehold.KindNotFound) {
+		return AdminResult{}, err
+	}
+	if err == nil {
+		origin, err := c.db.GroupOrigin(ctx, g.ID)
+		if err != nil {
+			return AdminResult{}, err
+		}
+		if origin != "" {
+			return AdminResult{}, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q, not here", op.Group, origin)
+		}
+	}
+	var res AdminResult
+	switch op.Op {
+	case "put_group":
+		spec := store.GroupSpec{}
+		if op.Spec != nil {
+			spec = *op.Spec
+		}
+		g, created, err := c.putGroup(ctx, op.Group, spec)
+		res.Group, res.Created = &g, created
+		return res, err
+	case "plan_tail":
+		res.Planned, err = c.planTail(ctx, op.Group, op.High)
+	case "plan_history":
+		res.Planned, err = c.planHistory(ctx, op.Group, op.Low)
+	case "retry":
+		var r leasehold.Range
+		err = c.db.Write(ctx, func(tx *store.Tx) error {
+			id, err := tx.RangeAt(g.ID, op.Start)
+			if err != nil {
+				return err
+			}
+			r, err = tx.Retry(id)
+			return err
+		})
+		res.Range = &r
+	default:
+		return res, leasehold.Errorf(leasehold.KindInvalid, "unknown admin write %q", op.Op)
+	}
+	return res, err
+}
+
+// encodeSpec is for tests and logs.
+func (op AdminOp) String() string {
+	b, _ := json.Marshal(op)
+	return string(b)
+}

@@ -1,0 +1,103 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"leasehold"
+	"leasehold/appliance"
+)
+
+// adminTimeout bounds a carried admin write: the owner answers once its
+// write is durable.
+const adminTimeout = 30 * time.Second
+
+// adminAnswer is an owner's answer to a carried admin write.
+type adminAnswer struct {
+	Result appliance.AdminResult `json:"result"`
+	Kind   leasehold.Kind        `json:"kind,omitempty"`
+	Error  string                `json:"error,omitempty"`
+}
+
+// Admin answers admin writes other nodes carry here (AdminSubjectPrefix +
+// node), on groups this node owns, and carries this node's writes on
+// peers' groups to their owners.
+type Admin struct {
+	nc    *nats.Conn
+	coord *appliance.Coordinator
+	node  string
+	log   *slog.Logger
+	sub   *nats.Subscription
+}
+
+// NewAdmin answers carried admin writes for node and sets coord to carry
+// its own writes on peers' groups.
+func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slog.Logger) (*Admin, error) {
+	a := &Admin{nc: nc, coord: coord, node: node, log: log}
+	sub, err := nc.Subscribe(AdminSubjectPrefix+node, func(m *nats.Msg) { go a.answer(m) })
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "answering admin writes: %v", err)
+	}
+	a.sub = sub
+	coord.SetForwardFunc(a.Forward)
+	return a, nil
+}
+
+// Stop stops answering and carrying.
+func (a *Admin) Stop() {
+	a.coord.SetForwardFunc(nil)
+	if a.sub != nil {
+		a.sub.Unsubscribe()
+	}
+}
+
+func (a *Admin) answer(m *nats.Msg) {
+	var op appliance.AdminOp
+	var ans adminAnswer
+	if err := json.Unmarshal(m.Data, &op); err != nil {
+		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		res, err := a.coord.ApplyAdmin(ctx, op)
+		cancel()
+		ans.Result = res
+		if err != nil {
+			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+		}
+	}
+	b, _ := json.Marshal(ans)
+	if err := m.Respond(b); err != nil {
+		a.log.Warn("peers: answering a carried admin write", "op", op.Op, "group", op.Group, "err", err)
+	}
+}
+
+// Forward carries op to origin and answers with origin's answer, its error
+// kind kept, so the caller here sees what a caller there would.
+func (a *Admin) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
+	b, err := json.Marshal(op)
+	if err != nil {
+		return appliance.AdminResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	m, err := a.nc.RequestWithContext(ctx, AdminSubjectPrefix+origin, b)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return appliance.AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "group %q is owned by node %q, which cannot be reached now", op.Group, origin)
+		}
+		return appliance.AdminResult{}, leasehold.Wrap(leasehold.KindUnavailable, err, "carrying the write on group %q to its owner %q: %v", op.Group, origin, err)
+	}
+	var ans adminAnswer
+	if err := json.Unmarshal(m.Data, &ans); err != nil {
+		return appliance.AdminResult{}, leasehold.Wrap(leasehold.KindUnavailable, err, "owner %q answered garbage: %v", origin, err)
+	}
+	if ans.Kind != "" {
+		return ans.Result, leasehold.Errorf(ans.Kind, "%s", ans.Error)
+	}
+	return ans.Result, nil
+}
