@@ -355,3 +355,114 @@ func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 	}
 	return g
 }
+
+// TestFleetNATSUnreachable: a node cut off from NATS keeps serving the
+// group it owns until just before its claim could lapse, then stops;
+// reconnected, it sends what it did meanwhile and owns the group again.
+func TestFleetNATSUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a claim TTL")
+	}
+	ctx := context.Background()
+	opts := claimServerOpts(t)
+	opts.Port = claimFreePort(t)
+	s := claimStart(t, opts)
+	url := s.ClientURL()
+	join := func(name string) *fleetNode {
+		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
+		app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Join(ctx, app, Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); f.Run(rctx) }()
+		t.Cleanup(func() { cancel(); f.Close(); <-done; app.Close() })
+		w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &fleetNode{name: name, app: app, fleet: f, worker: w.ID}
+	}
+	a, b := join("node-a"), join("node-b")
+	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.cut", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.cut", 1000000); err != nil {
+		t.Fatal(err)
+	}
+	var g *leasehold.Grant
+	claimEventually(t, 10*time.Second, "a leases its group", func() bool {
+		var err error
+		g, err = a.app.Coordinator.Lease(ctx, a.worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g != nil
+	})
+	claimEventually(t, 10*time.Second, "b sees a's group", func() bool {
+		_, err := b.app.DB.GroupByName(ctx, "alt.cut")
+		return err == nil
+	})
+	// Renewed just now, so the claim stands a full TTL from here at least
+	// on the server's clock.
+	if _, err := a.fleet.claims.Renew(ctx, "alt.cut"); err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	s.Shutdown()
+	s.WaitForShutdown()
+	cut := time.Now()
+
+	// a's worker goes on heartbeating the lease: served until the claim
+	// reaches its margin, then refused, before the claim could lapse.
+	var stopped time.Time
+	for time.Since(cut) < 2*fleetTTL {
+		if err := a.app.Coordinator.Heartbeat(ctx, a.worker, g.Group.ID, g.Fence); err != nil {
+			if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+				t.Fatalf("heartbeat while cut off: %v; want lease lost", err)
+			}
+			stopped = time.Now()
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if stopped.IsZero() {
+		t.Fatalf("a still served its group %s after NATS went away (claim TTL %s)", 2*fleetTTL, fleetTTL)
+	}
+	held := stopped.Sub(renewed)
+	t.Logf("cut off %s after the last renewal, a served its group %s more; the claim lapses %s after that renewal",
+		cut.Sub(renewed).Round(time.Millisecond), stopped.Sub(cut).Round(time.Millisecond), fleetTTL)
+	if held >= fleetTTL {
+		t.Fatalf("a served its group %s after its last renewal, past the claim TTL %s", held, fleetTTL)
+	}
+	if held < fleetTTL/3 {
+		t.Fatalf("a stopped serving its group %s after its last renewal, long before its margin (TTL %s)", held, fleetTTL)
+	}
+	if g2, err := a.app.Coordinator.Lease(ctx, a.worker); err != nil || g2 != nil {
+		t.Fatalf("a leased %v (%v) while cut off from NATS", g2, err)
+	}
+
+	// While cut off, a takes a new group; back on NATS it sends it and
+	// owns its groups again.
+	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.while-cut", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	s2 := claimStart(t, opts)
+	t.Cleanup(func() { s2.Shutdown(); s2.WaitForShutdown() })
+	claimEventually(t, 20*time.Second, "b folds what a did while cut off", func() bool {
+		_, err := b.app.DB.GroupByName(ctx, "alt.while-cut")
+		return err == nil
+	})
+	claimEventually(t, 20*time.Second, "a leases its group again", func() bool {
+		g, err := a.app.Coordinator.Lease(ctx, a.worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g != nil
+	})
+}
