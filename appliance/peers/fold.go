@@ -199,11 +199,7 @@ func (f *Folder) run(ctx context.Context) error {
 // stream sequence folded. A message that cannot be folded (bad JSON, a bad
 // row) is logged and passed over, never retried forever.
 func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, error) {
-	type item struct {
-		seq uint64
-		m   Message
-	}
-	items := make([]item, 0, len(msgs))
+	items := make([]foldItem, 0, len(msgs))
 	var last uint64
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
@@ -219,9 +215,9 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		if m.Origin == f.node || !leasehold.ValidNodeName(m.Origin) {
 			continue // this node's own, or no one's
 		}
-		items = append(items, item{md.Sequence.Stream, m})
+		items = append(items, foldItem{md.Sequence.Stream, m})
 	}
-	apply := func(tx *store.Tx, it item) error {
+	apply := func(tx *store.Tx, it foldItem) error {
 		m := it.m
 		if m.Group != nil {
 			id, ok, err := tx.FoldGroup(m.Origin, *m.Group, f.maxAttempts)
@@ -247,7 +243,7 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		return tx.FoldPeer(m.Origin, m.Catalog, m.Event, m.At, it.seq)
 	}
 	err := f.db.Write(ctx, func(tx *store.Tx) error {
-		for _, it := range items {
+		for _, it := range coalesce(items) {
 			if err := apply(tx, it); err != nil {
 				return err
 			}
@@ -273,6 +269,90 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		f.folded.Inc()
 	}
 	return last, f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, last) })
+}
+
+// coalesce merges a batch's messages so the catalog write does each row
+// once: a busy peer sends several events a lease cycle, and folding each
+// alone would cost this node's writer more than the peer's own work. Per
+// origin and group, the last message's group state stands, with the ranges
+// of all of them (the later of two for the same start); per origin and
+// worker node, the last state or deletion stands; per origin, the last
+// event is recorded. Messages carry whole state, so the merge folds to the
+// same catalog as folding them one by one.
+func coalesce(items []foldItem) []foldItem {
+	type key struct{ origin, name string }
+	var out []foldItem
+	groups := map[key]int{}           // → index in out
+	starts := map[key]map[int64]int{} // → range start → index in its ranges
+	nodes := map[key]int{}
+	peers := map[string]int{}
+	for _, raw := range items {
+		it := raw
+		m := it.m
+		switch {
+		case m.Group != nil:
+			k := key{m.Origin, m.Group.Name}
+			i, ok := groups[k]
+			if !ok {
+				m.Ranges = append([]store.PeerRange(nil), m.Ranges...)
+				idx := map[int64]int{}
+				for j, r := range m.Ranges {
+					idx[r.Start] = j
+				}
+				starts[k] = idx
+				m.Node, m.NodeGone = nil, ""
+				groups[k] = len(out)
+				out = append(out, foldItem{seq: it.seq, m: m})
+				break
+			}
+			cur := &out[i]
+			cur.m.Group = m.Group
+			idx := starts[k]
+			for _, r := range m.Ranges {
+				if j, ok := idx[r.Start]; ok {
+					cur.m.Ranges[j] = r
+				} else {
+					idx[r.Start] = len(cur.m.Ranges)
+					cur.m.Ranges = append(cur.m.Ranges, r)
+				}
+			}
+			cur.seq, cur.m.Event, cur.m.At = max(cur.seq, it.seq), max(cur.m.Event, m.Event), m.At
+			if m.Node == nil && m.NodeGone == "" {
+				continue
+			}
+			m.Group, m.Ranges = nil, nil
+			fallthrough
+		case m.Node != nil || m.NodeGone != "":
+			name := m.NodeGone
+			if m.Node != nil {
+				name = m.Node.Name
+			}
+			k := key{m.Origin, name}
+			if i, ok := nodes[k]; ok {
+				cur := &out[i]
+				cur.seq, cur.m = max(cur.seq, it.seq), Message{Origin: m.Origin, Catalog: m.Catalog, Event: max(cur.m.Event, m.Event), At: m.At, Kind: m.Kind, Node: m.Node, NodeGone: m.NodeGone}
+				continue
+			}
+			nodes[k] = len(out)
+			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Node: m.Node, NodeGone: m.NodeGone}})
+		default:
+			// Only what it is: it moves the origin's last event.
+			if i, ok := peers[m.Origin]; ok {
+				cur := &out[i]
+				cur.seq, cur.m.Event, cur.m.At = max(cur.seq, it.seq), max(cur.m.Event, m.Event), m.At
+				continue
+			}
+			peers[m.Origin] = len(out)
+			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind}})
+		}
+	}
+	return out
+}
+
+// foldItem is a message read from the stream at seq.
+type foldItem struct {
+	seq uint64
+	m   Message
 }
 
 // rebuildAll rebuilds, from its dump, every origin whose publish record is
