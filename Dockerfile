@@ -14,8 +14,9 @@ COPY --from=build /out/leasehold /leasehold
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 VOLUME /data
-EXPOSE 8080
+EXPOSE 8080 4222
 # SQLite's rare temporary files go beside the catalog; scratch has no /tmp.
-ENV LEASEHOLD_DATA=/data LEASEHOLD_LISTEN=0.0.0.0:8080 TMPDIR=/data
+# The embedded NATS server listens for peers beyond the container too.
+ENV LEASEHOLD_DATA=/data LEASEHOLD_LISTEN=0.0.0.0:8080 LEASEHOLD_NATS_LISTEN=0.0.0.0:4222 TMPDIR=/data
 ENTRYPOINT ["/leasehold"]
 CMD ["serve"]

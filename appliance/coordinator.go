@@ -33,6 +33,7 @@ type Coordinator struct {
 	owns    atomic.Pointer[func(group string) bool]
 	idle    atomic.Pointer[func()]
 	forward atomic.Pointer[ForwardFunc]
+	claim   atomic.Pointer[func(ctx context.Context, groups []string) bool]
 }
 
 // SetOwnsFunc makes leases ask f, from memory, whether this node may lease
@@ -342,19 +343,20 @@ func (c *Coordinator) Rules() leasehold.RuleSet { return *c.rules.Load() }
 // Lease is rule 1 for the node: a grant, or nil when there is nothing to
 // lease. It carries the current rules.
 func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error) {
-	var g *leasehold.Grant
-	req := store.LeaseRequest{NodeID: nodeID, TTL: c.ttl, MaxAttempts: c.maxAttempts, TailOnly: c.tailOnlyFunc()}
-	if f := c.owns.Load(); f != nil {
-		req.OwnsFunc = *f
-	}
-	err := c.db.Write(ctx, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
-			return err
+	g, refused, err := c.lease(ctx, nodeID)
+	if err == nil && g == nil && len(refused) > 0 {
+		// Groups of this node's own it holds no claim on yet (a group just
+		// made, or idle a while): claimed now, briefly, and the lease asked
+		// again, so a worker is not sent away from work that is here.
+		if f := c.claim.Load(); f != nil {
+			cctx, cancel := context.WithTimeout(ctx, claimWait)
+			won := (*f)(cctx, refused)
+			cancel()
+			if won {
+				g, _, err = c.lease(ctx, nodeID)
+			}
 		}
-		var err error
-		g, err = tx.LeaseGroup(req)
-		return err
-	})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -369,6 +371,49 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		c.leaseFunc(g.Takeover)
 	}
 	return g, nil
+}
+
+// claimWait bounds how long a lease waits on claims for the groups it was
+// refused.
+const claimWait = 2 * time.Second
+
+// SetClaimFunc has a lease that found nothing but groups refused by
+// OwnsFunc call f with them, and lease again if f reports one was won. f
+// must honour its context.
+func (c *Coordinator) SetClaimFunc(f func(ctx context.Context, groups []string) bool) {
+	if f == nil {
+		c.claim.Store(nil)
+		return
+	}
+	c.claim.Store(&f)
+}
+
+// lease is one lease write; refused names the groups OwnsFunc refused.
+func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant, []string, error) {
+	var g *leasehold.Grant
+	var refused []string
+	req := store.LeaseRequest{NodeID: nodeID, TTL: c.ttl, MaxAttempts: c.maxAttempts, TailOnly: c.tailOnlyFunc()}
+	if f := c.owns.Load(); f != nil {
+		owns := *f
+		// Called inside the write, which this goroutine waits on.
+		req.OwnsFunc = func(group string) bool {
+			ok := owns(group)
+			if !ok {
+				refused = append(refused, group)
+			}
+			return ok
+		}
+	}
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		refused = refused[:0]
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		var err error
+		g, err = tx.LeaseGroup(req)
+		return err
+	})
+	return g, refused, err
 }
 
 // Next is rule 3: the holder's range in work or the next planned one, nil

@@ -36,7 +36,7 @@ if [ -z "$bin" ] || [ -z "$load" ]; then
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$bin" serve --data "$tmp/data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 \
-	--snapshot-max-bytes 1TiB --log-level error >"$tmp/node.log" 2>&1 &
+	--snapshot-max-bytes 1TiB --log-level error --nats off >"$tmp/node.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
 B=http://127.0.0.1:$port

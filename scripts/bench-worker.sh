@@ -49,7 +49,7 @@ for n in $counts; do
 	# same backlog.
 	data=$tmp/data-$n
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	"$bin" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error >"$tmp/node.log" 2>&1 &
+	"$bin" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error --nats off >"$tmp/node.log" 2>&1 &
 	pid=$!
 	B=http://127.0.0.1:$port
 	U=$B/api/v1

@@ -48,7 +48,7 @@ serve_and_load() { # label groups extra-serve-flags...
 	echo "bench: $(cat "$tmp/seed.log")" >&2
 	local port
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error "$@" >"$tmp/node.log" 2>&1 &
+	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error --nats off "$@" >"$tmp/node.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
 	"$tmp/benchload" cycle -url "http://127.0.0.1:$port" -admin-token "$(cat "$data/admin.token")" \

@@ -22,7 +22,9 @@ echo "crashtest: building leasehold and the harness"
 go build -o "$tmp/leasehold" ./cmd/leasehold
 go build -o "$tmp/crashtest" ./internal/crashtest
 rc=0
-"$tmp/crashtest" --bin "$tmp/leasehold" --dir "$tmp" "$@" || rc=$?
+# The harness's nodes run alone (LEASEHOLD_NATS=off): several crash tests
+# at once must not fight over the embedded NATS server's default port.
+LEASEHOLD_NATS=off "$tmp/crashtest" --bin "$tmp/leasehold" --dir "$tmp" "$@" || rc=$?
 if [ "$rc" -eq 0 ]; then
 	rm -rf "$tmp"
 else

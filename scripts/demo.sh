@@ -45,7 +45,7 @@ go build -o "$tmp/leasehold" ./cmd/leasehold
 lh="$tmp/leasehold"
 
 step "starting a node on a free loopback port (lease TTL $ttl)"
-"$lh" serve --data "$tmp/data" --listen 127.0.0.1:0 --lease-ttl "$ttl" >"$tmp/node.log" 2>&1 &
+"$lh" serve --data "$tmp/data" --listen 127.0.0.1:0 --lease-ttl "$ttl" --nats off >"$tmp/node.log" 2>&1 &
 pids+=($!)
 url=""
 for _ in $(seq 100); do

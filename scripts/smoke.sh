@@ -33,7 +33,7 @@ work=$tmp/work
 mkdir -p "$work"
 
 start_node() {
-	(cd "$work" && exec "$bin" serve --listen "127.0.0.1:$port" --lease-ttl 2s "$@" >>"$tmp/node.log" 2>&1) &
+	(cd "$work" && exec "$bin" serve --listen "127.0.0.1:$port" --lease-ttl 2s --nats-listen 127.0.0.1:0 "$@" >>"$tmp/node.log" 2>&1) &
 	pid=$!
 	for _ in $(seq 1 100); do
 		curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
@@ -43,7 +43,7 @@ start_node() {
 	fail "the node did not answer /healthz within 5s"
 }
 
-step "starting leasehold serve on 127.0.0.1:$port (data in ./data, lease TTL 2s)"
+step "starting leasehold serve on 127.0.0.1:$port (data in ./data, lease TTL 2s, embedded NATS on a free port)"
 start_node
 [ "$(stat -c %a "$work/data/admin.token")" = 600 ] || fail "data/admin.token is not mode 0600"
 
@@ -131,6 +131,8 @@ touch "$tmp/not-a-dir"
 [ "$(wc -l <"$tmp/err")" = 1 ] || fail "the refusal is not one line: $(cat "$tmp/err")"
 LEASEHOLD_MAX_ATTEMPTS=zero "$bin" serve >"$tmp/err" 2>&1; rc=$?
 [ $rc = 2 ] || fail "a bad LEASEHOLD_MAX_ATTEMPTS exited $rc, want 2"
+"$bin" serve --nats-routes nats://127.0.0.1:6222 >"$tmp/err" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q -- --nats-cluster-listen "$tmp/err" || fail "--nats-routes without --nats-cluster-listen exited $rc, want 2: $(cat "$tmp/err")"
 set -e
 "$bin" version | grep -q '^leasehold ' || fail "leasehold version"
 step "refusals ok"

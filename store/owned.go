@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
+	"time"
 
 	"leasehold"
 )
@@ -92,4 +94,27 @@ func (db *DB) groupNames(ctx context.Context, doing, q string, args ...any) ([]s
 		out = append(out, name)
 	}
 	return out, mapError(rows.Err(), doing)
+}
+
+// GroupsInWork returns those of names that are in work here: held, or
+// released or made at or after since, or not (yet) owned here. Peer sync
+// keeps renewing the claims of these only.
+func (db *DB) GroupsInWork(ctx context.Context, names []string, since time.Time) ([]string, error) {
+	var out []string
+	for len(names) > 0 {
+		n := min(len(names), 500)
+		args := make([]any, 0, n+1)
+		args = append(args, ms(since))
+		for _, name := range names[:n] {
+			args = append(args, name)
+		}
+		q := `SELECT name FROM groups WHERE (held = 1 OR free_since >= ? OR owned = 0) AND name IN (?` + strings.Repeat(", ?", n-1) + `)`
+		got, err := db.groupNames(ctx, "listing groups in work", q, args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+		names = names[n:]
+	}
+	return out, nil
 }

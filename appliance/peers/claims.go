@@ -47,6 +47,12 @@ type ClaimsConfig struct {
 	// until its margin. It is called from the claims' own goroutines, never
 	// with a lock held; it must not block for long.
 	LostFunc func(group string)
+	// KeepFunc, if set, is asked which of the claims due for renewal are
+	// still wanted; the others are released instead of renewed, so a node
+	// renews the claims of the groups in work, not of every group it ever
+	// touched. It is called from the renewal goroutine, never with a lock
+	// held; on its error every claim is kept.
+	KeepFunc func(ctx context.Context, groups []string) ([]string, error)
 	Logger   *slog.Logger
 }
 
@@ -68,6 +74,7 @@ type Claims struct {
 	margin time.Duration
 	now    func() time.Time
 	lost   func(string)
+	keep   func(context.Context, []string) ([]string, error)
 	log    *slog.Logger
 
 	mu     sync.Mutex
@@ -138,7 +145,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	}
 	c := &Claims{
 		kv: kv, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
-		lost: cfg.LostFunc, log: cfg.Logger, held: map[string]*claimState{},
+		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{},
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted or unrenewed past the margin.",
 		}),
@@ -479,6 +486,31 @@ func (c *Claims) due() []string {
 // renewAll renews groups claimWorkers at a time, each renewal bounded so
 // a batch against an unreachable NATS ends before the next is due.
 func (c *Claims) renewAll(ctx context.Context, groups []string) {
+	if c.keep != nil {
+		kept, err := c.keep(ctx, groups)
+		if err != nil {
+			c.log.Warn("claims: asking which claims to keep", "err", err)
+		} else {
+			want := make(map[string]bool, len(kept))
+			for _, g := range kept {
+				want[g] = true
+			}
+			var idle []string
+			for _, g := range groups {
+				if !want[g] {
+					idle = append(idle, g)
+				}
+			}
+			groups = kept
+			for _, g := range idle {
+				rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
+				if err := c.Release(rctx, g); err != nil {
+					c.log.Debug("claims: releasing an idle claim", "group", g, "err", err)
+				}
+				cancel()
+			}
+		}
+	}
 	next := make(chan string)
 	var wg sync.WaitGroup
 	for range min(claimRenewWorkers, len(groups)) {

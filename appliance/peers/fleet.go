@@ -57,6 +57,8 @@ type Fleet struct {
 	js   jetstream.JetStream
 	url  string
 	conn atomic.Bool
+	// closing quiets the disconnect warning of a node leaving on purpose.
+	closing atomic.Bool
 
 	claims    *Claims
 	ownership *Ownership
@@ -123,7 +125,9 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			f.conn.Store(false)
-			f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
+			if !f.closing.Load() {
+				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
+			}
 		}))
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "connecting to NATS at %s: %v", f.url, err)
@@ -164,7 +168,7 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	err = retry(jctx, func(ctx context.Context) error {
 		var err error
 		f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas,
-			LostFunc: f.ownership.Lost, Logger: f.log})
+			LostFunc: f.ownership.Lost, KeepFunc: f.ownership.Keep, Logger: f.log})
 		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
 			return backoffStop{err}
 		}
@@ -252,6 +256,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 // and the embedded server shut down.
 func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
+		f.closing.Store(true)
 		if f.dumper != nil {
 			f.dumper.Stop()
 		}

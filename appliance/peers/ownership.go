@@ -54,6 +54,7 @@ func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duratio
 func (o *Ownership) Attach(claims *Claims) {
 	o.claims = claims
 	o.coord.SetOwnsFunc(o.owns)
+	o.coord.SetClaimFunc(o.ClaimNow)
 	o.coord.SetIdleFunc(func() {
 		select {
 		case o.idle <- struct{}{}:
@@ -73,6 +74,36 @@ func (o *Ownership) owns(group string) bool {
 	default:
 	}
 	return false
+}
+
+// ClaimNow is the coordinator's ClaimFunc: a lease found nothing but
+// groups it holds no claim on. Those of this node's own (not a peer's
+// state, whose adoption brings a snapshot and runs in the background) are
+// claimed at once; it reports whether any was won and owned.
+func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
+	won := false
+	for _, g := range groups {
+		grp, err := o.db.GroupByName(ctx, g)
+		if err != nil {
+			continue
+		}
+		if origin, err := o.db.GroupOrigin(ctx, grp.ID); err != nil || origin != "" {
+			continue
+		}
+		if o.claim(ctx, g) {
+			won = true
+		}
+	}
+	return won
+}
+
+// Keep is the claims' KeepFunc: of the claims due for renewal, those of
+// groups in work here (held, released within two claim TTLs, or being
+// adopted) are kept; the others are released, and claimed again when a
+// lease here reaches the group. So the claims renewed track the groups in
+// work, not every group this node ever leased.
+func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error) {
+	return o.db.GroupsInWork(ctx, groups, o.db.Now().Add(-6*o.every))
 }
 
 // SetAdopt sets what is done with a group whose claim was won, before it

@@ -36,8 +36,9 @@ type ServerConfig struct {
 	Dir string
 	// Listen is the client address, host:port; port 0 picks a free one.
 	Listen string
-	// ClusterListen is the route address, host:port (port 0 picks one);
-	// empty runs the server standalone, without routes.
+	// ClusterListen is the route address, host:port; empty runs the
+	// server standalone. Port 0 picks one, which only works with Routes:
+	// a node others route to needs a port they know.
 	ClusterListen string
 	// Routes are the other servers' route URLs, nats://host:port.
 	Routes []string
@@ -81,6 +82,20 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		chost, cport, err := parseListen("--nats-cluster-listen", cfg.ClusterListen)
 		if err != nil {
 			return nil, err
+		}
+		if len(routes) == 0 {
+			// The fleet's first node has no one to route to, but clustered
+			// JetStream refuses to start without a route: a route to itself
+			// satisfies it (nats-server recognises and drops it) and the
+			// others' routes to this node do the clustering.
+			if cport == server.RANDOM_PORT {
+				return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-cluster-listen %s: without --nats-routes the cluster port must be fixed, so that other nodes can route to it", cfg.ClusterListen)
+			}
+			self := chost
+			if self == "" || net.ParseIP(self).IsUnspecified() {
+				self = "127.0.0.1"
+			}
+			routes = []*url.URL{{Scheme: "nats", Host: net.JoinHostPort(self, strconv.Itoa(cport))}}
 		}
 		opts.Cluster.Name = ClusterName
 		opts.Cluster.Host = chost

@@ -91,6 +91,8 @@ func TestServerRefused(t *testing.T) {
 	}{
 		{"ClientAddressInUse", ServerConfig{Listen: busy}, leasehold.KindUnavailable, "--nats-listen " + busy},
 		{"ClusterAddressInUse", ServerConfig{Listen: "127.0.0.1:0", ClusterListen: busy}, leasehold.KindUnavailable, "--nats-cluster-listen " + busy},
+		{"ClusterAddressInUseWithRoutes", ServerConfig{Listen: "127.0.0.1:0", ClusterListen: busy, Routes: []string{"nats://127.0.0.1:1"}}, leasehold.KindUnavailable, "--nats-cluster-listen " + busy},
+		{"SeedOnFreeClusterPort", ServerConfig{Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0"}, leasehold.KindInvalid, "--nats-cluster-listen"},
 		{"ListenNotHostPort", ServerConfig{Listen: "localhost"}, leasehold.KindInvalid, "--nats-listen"},
 		{"ListenBadPort", ServerConfig{Listen: "127.0.0.1:70000"}, leasehold.KindInvalid, "--nats-listen"},
 		{"RouteNotURL", ServerConfig{Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0", Routes: []string{"10.0.0.2"}}, leasehold.KindInvalid, "--nats-routes"},
@@ -179,6 +181,29 @@ func TestServerCluster(t *testing.T) {
 			t.Errorf("%s has %d routes, want at least %d", s.Name(), got, want)
 		}
 	}
+}
+
+// TestServerSeed: the fleet's first node clusters with no routes of its
+// own, and a second node routing to it joins: a stream of two replicas
+// can be created from the seed.
+func TestServerSeed(t *testing.T) {
+	seedRoute := fmt.Sprintf("127.0.0.1:%d", claimFreePort(t))
+	seed := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: seedRoute})
+	routes := []string{"nats://" + seedRoute}
+	serverStart(t, ServerConfig{Name: "node-2", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0", Routes: routes})
+	js := serverJetStream(t, seed)
+	claimEventually(t, 30*time.Second, "a stream of 2 replicas", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: StreamName, Subjects: []string{SubjectPrefix + ">"}, Replicas: Replicas(routes),
+		})
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(ctx)
+		return err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == 1
+	})
 }
 
 func TestServerReplicas(t *testing.T) {

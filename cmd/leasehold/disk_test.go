@@ -50,7 +50,7 @@ type diskNode struct {
 func startDiskNode(t *testing.T, data string) *diskNode {
 	t.Helper()
 	m := NewMain(io.Discard, io.Discard)
-	if err := m.ParseFlags([]string{"--data", data, "--listen", "127.0.0.1:0", "--history-min-free-bytes", "0", "--log-level", "error"}); err != nil {
+	if err := m.ParseFlags([]string{"--data", data, "--listen", "127.0.0.1:0", "--history-min-free-bytes", "0", "--log-level", "error", "--nats", "off"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -406,7 +406,7 @@ func TestReadOnlyDataDir(t *testing.T) {
 			t.Skipf("cannot remount the tmpfs read-only: %v: %s", err, out)
 		}
 		var stderr bytes.Buffer
-		code := exitCode(run(context.Background(), []string{"serve", "--data", filepath.Join(mnt, "data"), "--listen", "127.0.0.1:0"}, io.Discard, &stderr), &stderr)
+		code := exitCode(run(context.Background(), []string{"serve", "--data", filepath.Join(mnt, "data"), "--listen", "127.0.0.1:0", "--nats", "off"}, io.Discard, &stderr), &stderr)
 		if code != 2 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "read-only file system") {
 			t.Fatalf("serve on a read-only data dir: exit %d, stderr %q; want exit 2 and one line naming the read-only file system", code, stderr.String())
 		}

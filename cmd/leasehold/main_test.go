@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"leasehold"
 )
 
 // TestServe runs the real Main on :0, talks to it, and stops it the way
@@ -18,7 +23,7 @@ func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	var stderr bytes.Buffer
 	m := NewMain(io.Discard, &stderr) // read only after Run returns
-	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--lease-ttl", "5s"}); err != nil {
+	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--lease-ttl", "5s", "--nats", "off"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,10 +65,96 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeFleet runs Main with the embedded NATS server on a free port:
+// it serves, answers that it runs in a fleet, and leaves the fleet and
+// stops cleanly when its context ends.
+func TestServeFleet(t *testing.T) {
+	dir := t.TempDir()
+	var stderr bytes.Buffer
+	m := NewMain(io.Discard, &stderr) // read only after Run returns
+	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
+		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s", "--log-level", "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-done:
+		t.Fatalf("Run ended at start: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("Run did not get ready")
+	}
+	url := "http://" + m.Addr().String()
+	resp, err := http.Get(url + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", url+"/api/v1/peers", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("peers: %v %v", resp, err)
+	}
+	var fleet leasehold.FleetStatus
+	err = json.NewDecoder(resp.Body).Decode(&fleet)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fleet.Enabled || fleet.Name != "node-a" {
+		t.Fatalf("peers answered %+v; want peer sync enabled as node-a", fleet)
+	}
+	resp, err = http.Get(url + "/metrics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metrics: %v %v", resp, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "leasehold_peer_connected 1") {
+		t.Fatalf("metrics lack the fleet's leasehold_peer_connected 1:\n%s", body)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
+		t.Fatalf("JetStream not kept under <data>/nats: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	log := stderr.String()
+	natsURL := regexp.MustCompile(`nats=nats://127\.0\.0\.1:(\d+)`).FindStringSubmatch(log)
+	if natsURL == nil || natsURL[1] == "4222" || natsURL[1] == "0" {
+		t.Fatalf("serving line does not name the NATS server on a free port:\n%s", log)
+	}
+	for _, want := range []string{"catalog flushed and closed", "nats-server"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
 // TestCommandLine: bad input is one line and exit code 2; nothing starts.
 func TestCommandLine(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o600)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().String()
 	cases := []struct {
 		name string
 		args []string
@@ -79,6 +170,14 @@ func TestCommandLine(t *testing.T) {
 		{"BadSize", []string{"serve", "--snapshot-max-bytes", "lots"}, nil, 2, "snapshot-max-bytes"},
 		{"DataDirIsAFile", []string{"serve", "--data", file, "--listen", "127.0.0.1:0"}, nil, 2, "not usable"},
 		{"BadListen", []string{"serve", "--data", t.TempDir(), "--listen", "nowhere:-1"}, nil, 2, "listen"},
+		{"RoutesWithoutCluster", []string{"serve", "--nats-routes", "nats://127.0.0.1:6222"}, nil, 2, "--nats-cluster-listen"},
+		{"BadRoute", []string{"serve", "--nats-cluster-listen", "127.0.0.1:0", "--nats-routes", "10.0.0.2"}, nil, 2, "--nats-routes"},
+		{"BadName", []string{"serve", "--name", "not a name"}, nil, 2, "--name"},
+		{"BadEnvName", []string{"serve"}, map[string]string{"LEASEHOLD_NAME": "-x"}, 2, "--name"},
+		{"ClaimTTLZero", []string{"serve", "--claim-ttl", "0"}, nil, 2, "--claim-ttl"},
+		{"BadNATS", []string{"serve", "--nats", "localhost:4222"}, nil, 2, "--nats"},
+		{"ClusterWithExternalNATS", []string{"serve", "--nats", "nats://10.0.0.2:4222", "--nats-cluster-listen", "127.0.0.1:6222"}, nil, 2, "--nats-cluster-listen"},
+		{"NATSListenInUse", []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", busy}, nil, 2, "--nats-listen " + busy},
 		{"Version", []string{"version"}, nil, 0, ""},
 	}
 	for _, tc := range cases {

@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	"leasehold"
 	"leasehold/appliance"
+	"leasehold/appliance/peers"
 	"leasehold/store"
 	"leasehold/web"
 )
@@ -37,6 +39,16 @@ type Main struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 
+	// Name is the node's name in its fleet.
+	Name string
+	// NATS is "" for the embedded server, "off" to run alone, or the
+	// URL(s) of an external NATS.
+	NATS              string
+	NATSListen        string
+	NATSClusterListen string
+	NATSRoutes        string // comma-separated
+	ClaimTTL          time.Duration
+
 	stdout, stderr io.Writer
 
 	mu    sync.Mutex
@@ -51,6 +63,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 		DataDir: "./data", Listen: "127.0.0.1:8080", LeaseTTL: appliance.DefaultLeaseTTL,
 		SnapshotMaxBytes: appliance.DefaultSnapshotMaxBytes, MaxAttempts: appliance.DefaultMaxAttempts,
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
+		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
 }
@@ -73,6 +86,12 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.NoGroupCommit, "no-group-commit", m.NoGroupCommit, "one transaction per write (to measure what group commit buys)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", m.ShutdownTimeout, "how long to let requests in flight finish on SIGTERM")
+	fs.StringVar(&m.Name, "name", m.Name, "this node's name in its fleet, unique in it (default: the host name)")
+	fs.StringVar(&m.NATS, "nats", m.NATS, `peer sync: "" runs the embedded NATS server, "off" runs the node alone, else nats:// URL(s) of an external NATS, comma-separated`)
+	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "the embedded NATS server's client address (port 0 picks a free one)")
+	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
+	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
+	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long a group's ownership claim lasts unrenewed before another node may take the group")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -106,7 +125,81 @@ func (m *Main) ParseFlags(args []string) error {
 	if _, err := parseLevel(m.LogLevel); err != nil {
 		return usageError(err)
 	}
+	return usageError(m.checkFleetFlags())
+}
+
+// checkFleetFlags refuses fleet flags that cannot work together, before
+// anything starts.
+func (m *Main) checkFleetFlags() error {
+	if !leasehold.ValidNodeName(m.Name) {
+		return fmt.Errorf("--name %q: a node name is 1–128 of A-Za-z0-9._+- starting with a letter or digit", m.Name)
+	}
+	if m.ClaimTTL < time.Second {
+		return fmt.Errorf("--claim-ttl must be at least 1s (renewals run at a fraction of it)")
+	}
+	switch m.NATS {
+	case "off":
+		return nil
+	case "":
+	default:
+		for _, u := range strings.Split(m.NATS, ",") {
+			if !strings.HasPrefix(strings.TrimSpace(u), "nats://") && !strings.HasPrefix(strings.TrimSpace(u), "tls://") {
+				return fmt.Errorf("--nats %q: want \"\", \"off\" or nats:// URLs, comma-separated", m.NATS)
+			}
+		}
+		if m.NATSClusterListen != "" || m.NATSRoutes != "" {
+			return fmt.Errorf("--nats-cluster-listen and --nats-routes cluster the embedded NATS server; with --nats %s the external NATS does the clustering", m.NATS)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(m.NATSListen); err != nil {
+		return fmt.Errorf("--nats-listen %q is not host:port", m.NATSListen)
+	}
+	if m.NATSClusterListen != "" {
+		if _, _, err := net.SplitHostPort(m.NATSClusterListen); err != nil {
+			return fmt.Errorf("--nats-cluster-listen %q is not host:port", m.NATSClusterListen)
+		}
+	}
+	routes := m.routes()
+	if len(routes) > 0 && m.NATSClusterListen == "" {
+		return fmt.Errorf("--nats-routes needs --nats-cluster-listen: this node's server must listen for routes to cluster")
+	}
+	if _, err := peers.ParseRoutes(routes); err != nil {
+		return err
+	}
 	return nil
+}
+
+// routes are the --nats-routes URLs.
+func (m *Main) routes() []string {
+	var out []string
+	for _, r := range strings.Split(m.NATSRoutes, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// hostNodeName is the host name as a node name: a host name is nearly
+// always one already; anything else becomes '-', so the default never
+// refuses to start.
+func hostNodeName() string {
+	h, _ := os.Hostname()
+	b := []byte(h)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '+' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	name := strings.TrimLeft(string(b), "._+-")
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	if !leasehold.ValidNodeName(name) {
+		return "leasehold"
+	}
+	return name
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -128,8 +221,9 @@ func (m *Main) Addr() net.Addr {
 func (m *Main) Ready() <-chan struct{} { return m.ready }
 
 // Run serves until ctx ends, then stops taking requests, lets those in
-// flight finish, flushes the writer and closes the catalog. An unusable
-// data dir is a usage error.
+// flight finish, leaves the fleet, flushes the writer and closes the
+// catalog. An unusable data dir or a fleet that cannot be joined is a
+// usage error.
 func (m *Main) Run(ctx context.Context) error {
 	level, _ := parseLevel(m.LogLevel)
 	log := slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
@@ -156,7 +250,23 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
-	srv := web.New(app, web.Options{AdminToken: token, Metrics: metrics, Logger: log})
+	defer ln.Close() // when the fleet cannot be joined; Serve closes it otherwise
+
+	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log}
+	fleet, stopFleet, err := m.joinFleet(ctx, app, log)
+	if err != nil {
+		return err
+	}
+	// Deferred after app.Close, so it runs before: the fleet's fold and
+	// publisher write through the catalog.
+	defer stopFleet()
+	natsURL := "off"
+	if fleet != nil {
+		metrics.Register(fleet.Collectors()...)
+		opts.Peers = fleet.Peers
+		natsURL = fleet.ClientURL()
+	}
+	srv := web.New(app, opts)
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
@@ -166,7 +276,8 @@ func (m *Main) Run(ctx context.Context) error {
 		tokenFrom, _ = filepath.Abs(filepath.Join(m.DataDir, "admin.token"))
 	}
 	log.Info("leasehold serving", "version", Version, "url", "http://"+ln.Addr().String(), "data", m.DataDir,
-		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit)
+		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
+		"name", m.Name, "nats", natsURL)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -180,6 +291,9 @@ func (m *Main) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
 	defer cancel()
 	serr := srv.Shutdown(sctx)
+	// The fleet outlives the requests, so what they wrote can still be
+	// published, and stops before the catalog it reads and writes.
+	stopFleet()
 	if err := app.Close(); err != nil {
 		return err
 	}
@@ -188,6 +302,44 @@ func (m *Main) Run(ctx context.Context) error {
 		return serr
 	}
 	return nil
+}
+
+// joinFleet joins the fleet unless --nats off and runs its peer sync until
+// stop is called; stop ends the sync, waits for it and leaves the fleet,
+// once however often it is called. A fleet that cannot be joined is a usage
+// error: the flags name a server that does not start or answer.
+func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slog.Logger) (*peers.Fleet, func(), error) {
+	if m.NATS == "off" {
+		return nil, func() {}, nil
+	}
+	fleet, err := peers.Join(ctx, app, peers.Config{
+		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen,
+		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL, Logger: log,
+	})
+	if err != nil {
+		return nil, nil, usageError(fmt.Errorf("joining the fleet as %s: %w", m.Name, err))
+	}
+	// Peer sync has its own context: SIGTERM ends the requests first, and
+	// the sync only after them.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fleet.Run(sctx); err != nil {
+			log.Error("peer sync stopped", "err", err)
+		}
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if err := fleet.Close(); err != nil {
+				log.Warn("leaving the fleet", "err", err)
+			}
+		})
+	}
+	return fleet, stop, nil
 }
 
 // byteSize is a flag of bytes: a plain number or one with a unit.

@@ -44,7 +44,7 @@ func (n *nodeProcess) url() string { return "http://" + n.addr }
 // returns how long that took from the exec: the restart time.
 func (n *nodeProcess) start(ctx context.Context) (time.Duration, error) {
 	fmt.Fprintf(n.log, "--- crashtest: starting the node at %s\n", time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(n.bin, "serve", "--data", n.dir, "--listen", n.addr,
+	cmd := exec.Command(n.bin, "serve", "--nats", "off", "--data", n.dir, "--listen", n.addr,
 		"--lease-ttl", n.ttl.String(), "--max-attempts", fmt.Sprint(n.maxAttempts),
 		"--history-min-free-bytes", "0", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = n.log, n.log
