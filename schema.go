@@ -81,6 +81,20 @@ type GroupDetail struct {
 	Lease    *Lease           `json:"lease"`
 	Snapshot *Snapshot        `json:"snapshot"`
 	Ranges   map[string]int64 `json:"ranges"`
+	// Peer is set when the group's state here is another fleet node's:
+	// its owner's lease and snapshot as the owner holds them.
+	Peer *PeerState `json:"peer,omitempty"`
+}
+
+// PeerState is a group's lease and snapshot as its owner, another node of
+// the fleet, holds them.
+type PeerState struct {
+	Owner       string     `json:"owner"`
+	Holder      string     `json:"holder"`
+	Fence       int64      `json:"fence"`
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	Snapshot    *Snapshot  `json:"snapshot"`
+	RangesDone  int64      `json:"ranges_done"`
 }
 
 // Range is a planned span of ids, Start..End inclusive, resumed at Next.

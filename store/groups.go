@@ -273,5 +273,28 @@ func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDeta
 	if err := rows.Err(); err != nil {
 		return d, mapError(err, "counting ranges")
 	}
-	return d, nil
+	d.Peer, err = db.peerState(ctx, g.ID)
+	return d, err
+}
+
+// peerState is the group's state at its owner when that is a peer.
+func (db *DB) peerState(ctx context.Context, groupID int64) (*leasehold.PeerState, error) {
+	var p leasehold.PeerState
+	var beat, next, size, at sql.NullInt64
+	var sha sql.NullString
+	err := db.queryRow(ctx, `SELECT origin, holder, fence, heartbeat_at, snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, ranges_done
+		FROM peer_groups WHERE group_id = ?`, groupID).Scan(&p.Owner, &p.Holder, &p.Fence, &beat, &next, &size, &sha, &at, &p.RangesDone)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapError(err, "reading a peer's group")
+	}
+	if p.Holder != "" {
+		p.HeartbeatAt = fromNullMS(beat)
+	}
+	if next.Valid {
+		p.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64)}
+	}
+	return &p, nil
 }
