@@ -72,6 +72,10 @@ done
 mid=$(echo "$sizes" | awk '{print $(NF>1?2:1)}')
 serve_and_load "http, FULL, commit per write, $mid groups" "$mid" --no-group-commit
 cp "$tmp/last" "$tmp/http-nogc"
+# The default node: peer sync on (embedded NATS), publishing every event,
+# keeping a claim on every group in work.
+serve_and_load "http, FULL, peer sync on, 1000 groups" 1000 --nats "" --nats-listen 127.0.0.1:0 --name bench
+serve_and_load "http, FULL, peer sync on, $mid groups" "$mid" --nats "" --nats-listen 127.0.0.1:0 --name bench
 
 # In process, durable and not: equal rates mean the writer is bound by its
 # own CPU (the cpu-µs/cycle figure), not by fsync.

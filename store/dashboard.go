@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"leasehold"
@@ -98,10 +99,14 @@ func (db *DB) Throughput(ctx context.Context, now time.Time, minutes int) ([]Min
 	return out, mapError(rows.Err(), "reading throughput")
 }
 
-// GroupRow is a group as the dashboard's table shows it.
+// GroupRow is a group as the dashboard's table shows it. A group whose
+// state is a peer's names that peer in Origin, and its holder, heartbeat
+// and snapshot are the ones the owner last published: its lease here is
+// only the fence.
 type GroupRow struct {
 	leasehold.Group
 	Ranges       map[string]int64
+	Origin       string
 	Holder       string
 	Fence        int64
 	HeartbeatAt  *time.Time
@@ -111,16 +116,22 @@ type GroupRow struct {
 
 // GroupRows lists up to limit groups with ids above after, by id, whose
 // names start with prefix (all when empty), with their range counts and
-// lease. Names are ASCII below 0x7f, so the prefix is the name range
-// [prefix, prefix+"\x7f"), a seek on the name index.
+// lease, or its owner's when it is a peer's. Names are ASCII below 0x7f,
+// so the prefix is the name range [prefix, prefix+"\x7f"), a seek on the
+// name index; the owner is one primary-key probe of peer_groups a row.
 func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]GroupRow, error) {
-	const cols = `SELECT ` + groupColumns + `, coalesce(n.name, ''), l.fence, l.heartbeat_at, l.snapshot_size, l.snapshot_at,
+	const cols = `SELECT ` + groupColumns + `, coalesce(p.origin, ''),
+		CASE WHEN p.group_id IS NULL THEN coalesce(n.name, '') ELSE p.holder END, l.fence,
+		CASE WHEN p.group_id IS NULL THEN l.heartbeat_at ELSE p.heartbeat_at END,
+		CASE WHEN p.group_id IS NULL THEN l.snapshot_size ELSE p.snapshot_size END,
+		CASE WHEN p.group_id IS NULL THEN l.snapshot_at ELSE p.snapshot_at END,
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'planned'),
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'leased'),
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'done'),
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'failed'),
-		l.node_id
-		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id`
+		CASE WHEN p.group_id IS NULL THEN l.node_id WHEN p.holder != '' THEN 0 END
+		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id
+		LEFT JOIN peer_groups p ON p.group_id = g.id`
 	var rows *sql.Rows
 	var err error
 	if prefix == "" {
@@ -141,7 +152,7 @@ func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit i
 		var beat, size, snapAt, holder sql.NullInt64
 		var planned, leased, done, failed int64
 		if err := rows.Scan(&r.ID, &r.Name, &r.Priority, &active, &r.RangeSize, &r.Start, &r.TailEnd, &r.HistoryFloor, &created,
-			&r.Holder, &r.Fence, &beat, &size, &snapAt, &planned, &leased, &done, &failed, &holder); err != nil {
+			&r.Origin, &r.Holder, &r.Fence, &beat, &size, &snapAt, &planned, &leased, &done, &failed, &holder); err != nil {
 			return nil, mapError(err, "listing groups")
 		}
 		r.Active, r.CreatedAt = active != 0, fromMS(created)
@@ -159,4 +170,36 @@ func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit i
 		out = append(out, r)
 	}
 	return out, mapError(rows.Err(), "listing groups")
+}
+
+// PeerHold is how the owner of a group whose state is a peer's holds it,
+// as it last published: this node's own lease row of such a group keeps
+// only the fence, so the group page shows this instead.
+type PeerHold struct {
+	Origin      string
+	Holder      string // the owner's worker node, "" when none holds it
+	Fence       int64
+	HeartbeatAt *time.Time
+	Snapshot    *leasehold.Snapshot // the owner's newest, nil when none
+}
+
+// PeerHold reads the owner's hold of a group; nil when the group is this
+// node's own. Errors: unavailable, internal.
+func (db *DB) PeerHold(ctx context.Context, groupID int64) (*PeerHold, error) {
+	h := &PeerHold{}
+	var beat, next, size, at sql.NullInt64
+	var sha sql.NullString
+	err := db.queryRow(ctx, `SELECT origin, holder, fence, heartbeat_at, snapshot_next, snapshot_size, snapshot_sha256, snapshot_at
+		FROM peer_groups WHERE group_id = ?`, groupID).Scan(&h.Origin, &h.Holder, &h.Fence, &beat, &next, &size, &sha, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapError(err, "reading a peer's hold of a group")
+	}
+	h.HeartbeatAt = fromNullMS(beat)
+	if next.Valid && at.Valid {
+		h.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64)}
+	}
+	return h, nil
 }

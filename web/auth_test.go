@@ -155,6 +155,7 @@ func (w *authWorld) routes() []route {
 		{"GET", "/groups/:name", "/groups/g", "", 303, 303, true},
 		{"GET", "/groups/:name/snapshot", "/groups/g/snapshot", "", 303, 303, true},
 		{"GET", "/nodes", "/nodes", "", 303, 303, true},
+		{"GET", "/fleet", "/fleet", "", 303, 303, true},
 		{"POST", "/nodes/:id/pause", fmt.Sprintf("/nodes/%d/pause", w.victim), "", 403, 403, true},
 		{"POST", "/nodes/:id/resume", fmt.Sprintf("/nodes/%d/resume", w.victim), "", 403, 403, true},
 		{"POST", "/ranges/:id/retry", fmt.Sprintf("/ranges/%d/retry", r), "", 403, 403, true},

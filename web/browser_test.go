@@ -69,7 +69,8 @@ func newBrowser(t *testing.T) context.Context {
 // TestDashboardInBrowser drives the dashboard in real headless Chromium:
 // sign in, watch a group's progress move when its worker finishes a range
 // (the page updates itself, no reload), pause a node and see it marked,
-// save a screenshot of the overview, sign out.
+// save a screenshot of the overview, open the fleet page of a node that
+// runs alone, sign out.
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	w := newWorld(t, nodetest.Options{})
@@ -142,6 +143,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`tr[data-node="w2"] .paused`)))
 	if !w.paused(t, "w2") || w.paused(t, "w1") {
 		t.Fatal("after the click w2 should be paused and w1 not")
+	}
+
+	do("open the fleet page from the nav",
+		chromedp.Click(css(`nav a[href="/fleet"]`)),
+		chromedp.WaitVisible(css(`#alone`)))
+	if alone := str("read the fleet page", chromedp.Text(css(`#alone`))); !strings.Contains(alone, "--nats off") {
+		t.Errorf("the fleet page of a lone node says %q, want that it runs alone (--nats off)", alone)
 	}
 
 	do("sign out",

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"embed"
 	"encoding/hex"
@@ -91,20 +92,37 @@ type pageData struct {
 	SignedIn bool
 	Live     bool
 	Now      time.Time
-	Data     any
+	// Fleet is the node's place in its fleet for the nav; nil when the
+	// node runs alone (--nats off) or nobody is signed in.
+	Fleet *fleetBadge
+	Data  any
 }
+
+// fleetBadge is what the nav says of peer sync on every page: the node's
+// name and whether it reaches NATS now. Unknown means the fleet status
+// could not be read, which the nav says rather than failing the page.
+type fleetBadge struct {
+	Name      string
+	Connected bool
+	Unknown   bool
+}
+
+// fleetStatusKey carries a status the handler already read to render, so
+// the fleet page asks for it once.
+const fleetStatusKey = "leasehold.fleet"
 
 func (s *Server) mountDashboard(e *echo.Echo) {
 	d := &dashboard{s: s, sessions: sessions{m: map[string]time.Time{}}, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"ago":        ago,
+		"stamp":      stamp,
 		"seconds":    func(s float64) string { return human(time.Duration(s * float64(time.Second))) },
 		"bytes":      bytesText,
 		"progress":   progressSVG,
 		"rangesSVG":  rangesSVG,
 		"throughput": throughputSVG,
 	}
-	for _, name := range []string{"signin", "overview", "groups", "group", "nodes"} {
+	for _, name := range []string{"signin", "overview", "groups", "group", "nodes", "fleet"} {
 		d.pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(dashboardFS, "dashboard/layout.html", "dashboard/"+name+".html"))
 	}
 	static, _ := fs.Sub(dashboardFS, "dashboard/static")
@@ -119,6 +137,7 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 	view("/groups/:name", d.group)
 	view("/groups/:name/snapshot", d.snapshot)
 	view("/nodes", d.nodes)
+	view("/fleet", d.fleet)
 	act := func(path string, h echo.HandlerFunc) { e.POST(path, h, headers, d.sameOrigin, d.requireSession) }
 	act("/nodes/:id/pause", func(c echo.Context) error { return d.setPaused(c, true) })
 	act("/nodes/:id/resume", func(c echo.Context) error { return d.setPaused(c, false) })
@@ -191,10 +210,36 @@ func (d *dashboard) render(c echo.Context, status int, name, title string, data 
 	_, signedIn := d.session(c)
 	var buf bytes.Buffer
 	p := pageData{Title: title, SignedIn: signedIn && name != "signin", Live: name != "signin", Now: d.s.app.Config.NowFunc(), Data: data}
+	if p.SignedIn {
+		p.Fleet = d.badge(c)
+	}
 	if err := d.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
 		return err
 	}
 	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// badge reads the nav's fleet state: nil when peer sync does not run.
+func (d *dashboard) badge(c echo.Context) *fleetBadge {
+	if d.s.peers == nil {
+		return nil
+	}
+	st, ok := c.Get(fleetStatusKey).(leasehold.FleetStatus)
+	if !ok {
+		var err error
+		if st, err = d.fleetStatus(c.Request().Context()); err != nil {
+			return &fleetBadge{Unknown: true}
+		}
+	}
+	return &fleetBadge{Name: st.Name, Connected: st.Connected}
+}
+
+// fleetStatus asks peer sync for the fleet, bounded: the nav of every
+// page waits for it, and a page must not hang on it.
+func (d *dashboard) fleetStatus(ctx context.Context) (leasehold.FleetStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return d.s.peers(ctx)
 }
 
 func (d *dashboard) signinForm(c echo.Context) error {
@@ -263,10 +308,17 @@ func (d *dashboard) group(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A peer's group is leased and snapshotted at its owner: the page
+	// shows the owner's hold, as folded here.
+	owner, err := d.s.app.DB.PeerHold(c.Request().Context(), p.ID)
+	if err != nil {
+		return err
+	}
 	return d.render(c, http.StatusOK, "group", p.Name, struct {
 		appliance.GroupPage
-		Now time.Time
-	}{p, d.s.app.Config.NowFunc()})
+		Owner *store.PeerHold
+		Now   time.Time
+	}{p, owner, d.s.app.Config.NowFunc()})
 }
 
 // snapshot downloads a group's window snapshot, as the admin endpoint
@@ -289,6 +341,29 @@ func (d *dashboard) nodes(c echo.Context) error {
 		Nodes []leasehold.Node
 		Now   time.Time
 	}{ns, d.s.app.Config.NowFunc()})
+}
+
+// fleet shows the fleet as this node sees it: its own name, whether peer
+// sync runs and reaches NATS, the groups it owns, its peers and their
+// worker nodes. A node running alone says so.
+func (d *dashboard) fleet(c echo.Context) error {
+	v := struct {
+		Alone  bool
+		Status leasehold.FleetStatus
+		Nodes  []store.PeerNode
+		Now    time.Time
+	}{Alone: d.s.peers == nil, Now: d.s.app.Config.NowFunc()}
+	if !v.Alone {
+		var err error
+		if v.Status, err = d.fleetStatus(c.Request().Context()); err != nil {
+			return err
+		}
+		c.Set(fleetStatusKey, v.Status)
+		if v.Nodes, err = d.s.app.DB.PeerNodes(c.Request().Context()); err != nil {
+			return err
+		}
+	}
+	return d.render(c, http.StatusOK, "fleet", "Fleet", v)
 }
 
 func (d *dashboard) setPaused(c echo.Context, paused bool) error {
@@ -329,6 +404,10 @@ func ago(now, t time.Time) string {
 	}
 	return human(d) + " ago"
 }
+
+// stamp is an instant as the fleet page prints it: UTC to the second,
+// the same on every node of the fleet whatever its time zone.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 
 func human(d time.Duration) string {
 	switch {

@@ -1,16 +1,27 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
+	"leasehold"
 	"leasehold/internal/nodetest"
+	"leasehold/store"
+	"leasehold/web"
 )
 
 // browser is a raw HTTP client that does not follow redirects, so each
@@ -49,6 +60,42 @@ func (b *browser) do(method, path, origin string, form url.Values) *http.Respons
 	}
 	resp.Body.Close()
 	return resp
+}
+
+// get fetches a page and returns its status, where it sends the browser
+// and its body.
+func (b *browser) get(path string) (int, string, string) {
+	b.t.Helper()
+	req, err := http.NewRequest("GET", b.url+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if b.cookie != "" {
+		req.AddCookie(&http.Cookie{Name: "leasehold_session", Value: b.cookie})
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Location"), string(body)
+}
+
+// signedIn is a browser signed in at url.
+func signedIn(t *testing.T, url, token string) *browser {
+	t.Helper()
+	b := &browser{t: t, url: url}
+	c, r := b.signIn(token, url)
+	if c == nil {
+		t.Fatalf("sign-in at %s: %d, no session", url, r.StatusCode)
+	}
+	b.cookie = c.Value
+	return b
 }
 
 // signIn signs in with token and returns the session cookie ("" when
@@ -91,7 +138,7 @@ func TestDashboardSecurity(t *testing.T) {
 	w := newWorld(t, nodetest.Options{})
 	self := w.node.URL
 	b := &browser{t: t, url: w.node.URL}
-	pages := []string{"/", "/groups", "/groups?q=g", "/groups/g", "/groups/g/snapshot", "/nodes"}
+	pages := []string{"/", "/groups", "/groups?q=g", "/groups/g", "/groups/g/snapshot", "/nodes", "/fleet"}
 	actions := []string{"/nodes/1/pause", "/nodes/1/resume", "/ranges/1/retry", "/signout"}
 
 	t.Run("NoSession", func(t *testing.T) {
@@ -250,4 +297,250 @@ func TestDashboardOverviewFindings(t *testing.T) {
 	if stale < 0 || quiet < 0 || !strings.Contains(page, "<td>1m30s</td>") {
 		t.Fatalf("overview after the TTL: want range_stale and lease_quiet aged 1m30s:\n%s", page)
 	}
+}
+
+// fleetState is the nav's fleet state on a page, "" when it has none.
+func fleetState(page string) string {
+	m := regexp.MustCompile(`<a href="/fleet" id="fleet-state" class="fleet-state (\w+)">([^<]*)</a>`).FindStringSubmatch(page)
+	if m == nil {
+		return ""
+	}
+	return m[1] + ": " + m[2]
+}
+
+// row is the table row of a page whose attribute attr is value ("" when
+// there is none).
+func row(page, attr, value string) string {
+	re := regexp.MustCompile(`(?s)<tr[^>]* ` + attr + `="` + regexp.QuoteMeta(value) + `"[^>]*>.*?</tr>`)
+	return re.FindString(page)
+}
+
+// TestFleetPageAlone: a node without peer sync has a fleet page that says
+// it runs alone, behind the session like every page, and no fleet state
+// in its nav.
+func TestFleetPageAlone(t *testing.T) {
+	w := newWorld(t, nodetest.Options{})
+	anon := &browser{t: t, url: w.node.URL}
+	if status, loc, _ := anon.get("/fleet"); status != http.StatusSeeOther || loc != "/signin" {
+		t.Fatalf("GET /fleet without a session: %d to %q, want 303 to /signin", status, loc)
+	}
+	b := signedIn(t, w.node.URL, w.admin)
+	status, _, page := b.get("/fleet")
+	if status != http.StatusOK {
+		t.Fatalf("GET /fleet: %d\n%s", status, page)
+	}
+	for _, want := range []string{`id="alone"`, `<code>--nats off</code>`, `<a href="/fleet" aria-current="page">Fleet</a>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the fleet page of a lone node lacks %s:\n%s", want, page)
+		}
+	}
+	for _, unwanted := range []string{`id="peers"`, `id="fleet-connected"`} {
+		if strings.Contains(page, unwanted) {
+			t.Errorf("the fleet page of a lone node shows %s", unwanted)
+		}
+	}
+	for _, p := range []string{"/", "/groups", "/fleet"} {
+		if _, _, page := b.get(p); fleetState(page) != "" || !strings.Contains(page, `href="/fleet"`) {
+			t.Errorf("%s of a lone node: nav fleet state %q and a Fleet link? want none and one", p, fleetState(page))
+		}
+	}
+}
+
+// TestFleetPage: a node in a fleet shows its name, its connection to NATS
+// as a badge (and in the nav of every page, changing when NATS goes),
+// the groups it owns, its peers and their worker nodes as folded into its
+// catalog; a peer's group names its owner on the groups table and on its
+// page. The fleet status comes from a function over the real catalog, as
+// the node's peer sync answers it.
+func TestFleetPage(t *testing.T) {
+	clock := nodetest.NewClock() // ages and lags to the second
+	w := newWorld(t, nodetest.Options{Clock: clock.Now})
+	db := w.node.App.DB
+	now := w.node.App.Config.NowFunc()
+	ctx := context.Background()
+	lastB, lastC, seen := now.Add(-90*time.Second), now.Add(-2*time.Second), now.Add(-30*time.Second)
+	if err := db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.FoldPeer("node-b", "cat-b", 17, lastB, 4242); err != nil {
+			return err
+		}
+		if err := tx.FoldPeer("node-c", "cat-c", 5, lastC, 4300); err != nil {
+			return err
+		}
+		if err := tx.FoldNode("node-b", leasehold.Node{Name: "wb1", Capacity: 2, Held: 1, LastSeenAt: &seen}); err != nil {
+			return err
+		}
+		if err := tx.FoldNode("node-c", leasehold.Node{Name: "wc1", Capacity: 1, Paused: true, PausedBy: "ops", PausedAt: &seen}); err != nil {
+			return err
+		}
+		_, _, err := tx.FoldGroup("node-b", store.PeerGroup{
+			Group:    leasehold.Group{Name: "peer.g", Priority: 1, Active: true, RangeSize: 100, Start: 1, TailEnd: 1000, HistoryFloor: 1, CreatedAt: now},
+			ClaimRev: 3, Fence: 7, Holder: "wb1", LeasedAt: &seen, HeartbeatAt: &seen,
+		}, 3)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var connected atomic.Bool
+	connected.Store(true)
+	var failing atomic.Bool
+	peers := func(ctx context.Context) (leasehold.FleetStatus, error) {
+		if failing.Load() {
+			return leasehold.FleetStatus{}, leasehold.Errorf(leasehold.KindUnavailable, "the fleet is not reachable")
+		}
+		ps, err := db.Peers(ctx)
+		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
+	}
+	srv := httptest.NewServer(web.New(w.node.App, web.Options{AdminToken: w.admin, Peers: peers}).Handler())
+	t.Cleanup(srv.Close)
+
+	anon := &browser{t: t, url: srv.URL}
+	if status, loc, _ := anon.get("/fleet"); status != http.StatusSeeOther || loc != "/signin" {
+		t.Fatalf("GET /fleet without a session: %d to %q, want 303 to /signin", status, loc)
+	}
+	b := signedIn(t, srv.URL, w.admin)
+
+	t.Run("Connected", func(t *testing.T) {
+		status, _, page := b.get("/fleet")
+		if status != http.StatusOK {
+			t.Fatalf("GET /fleet: %d\n%s", status, page)
+		}
+		for _, want := range []string{
+			`<b id="fleet-name">node-a</b>`,
+			`<b id="fleet-connected"><span class="badge ok">connected</span></b>`,
+			`<b id="fleet-owned">1</b>`,
+			`<b id="fleet-peers">2</b>`,
+		} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the fleet page lacks %s:\n%s", want, page)
+			}
+		}
+		if strings.Contains(page, `id="alone"`) || strings.Contains(page, `id="fleet-cut-off"`) {
+			t.Errorf("a connected node's fleet page says it runs alone or is cut off")
+		}
+		cases := []struct {
+			attr, value string
+			want        []string
+		}{
+			{"data-peer", "node-b", []string{"<td>node-b</td>", stamp(lastB), "1m30s ago", "<td>4242</td>", "90.0 s", "<td>1</td>"}},
+			{"data-peer", "node-c", []string{"<td>node-c</td>", stamp(lastC), "2s ago", "<td>4300</td>", "2.0 s"}},
+			{"data-node", "wb1", []string{"<td>node-b</td><td>wb1</td>", "active", "<td>1</td>", "30s ago"}},
+			{"data-node", "wc1", []string{"<td>node-c</td><td>wc1</td>", `<span class="paused">paused</span> by ops`, "never"}},
+		}
+		for _, c := range cases {
+			r := row(page, c.attr, c.value)
+			if r == "" {
+				t.Errorf("no row %s=%q on the fleet page:\n%s", c.attr, c.value, page)
+				continue
+			}
+			for _, want := range c.want {
+				if !strings.Contains(r, want) {
+					t.Errorf("row %s=%q lacks %q: %s", c.attr, c.value, want, r)
+				}
+			}
+		}
+		for _, p := range []string{"/", "/groups", "/groups/g", "/nodes", "/fleet"} {
+			if _, _, page := b.get(p); fleetState(page) != "ok: node-a · connected" {
+				t.Errorf("%s: nav fleet state %q, want ok: node-a · connected", p, fleetState(page))
+			}
+		}
+	})
+	t.Run("OwnedByPeer", func(t *testing.T) {
+		_, _, page := b.get("/groups")
+		peer, own := row(page, "data-group", "peer.g"), row(page, "data-group", "g")
+		if !strings.Contains(peer, `<span class="owner" data-origin="node-b">owned by node-b</span>`) || !strings.Contains(peer, "<td>wb1</td>") {
+			t.Errorf("the groups table's row of peer.g names no owner node-b or holder wb1: %s", peer)
+		}
+		if own == "" || strings.Contains(own, "owned by") {
+			t.Errorf("the groups table's row of g, this node's own: %q", own)
+		}
+		_, _, page = b.get("/groups/peer.g")
+		if !strings.Contains(page, `id="owner" data-origin="node-b">owned by <b>node-b</b>`) || !strings.Contains(page, `<dd id="holder">wb1</dd>`) {
+			t.Errorf("peer.g's page names no owner node-b or holder wb1:\n%s", page)
+		}
+		if _, _, page = b.get("/groups/g"); strings.Contains(page, `id="owner"`) || !strings.Contains(page, `<dd id="holder">w1</dd>`) {
+			t.Errorf("g's page, this node's own, names an owner or not its holder w1:\n%s", page)
+		}
+	})
+	t.Run("Unreachable", func(t *testing.T) {
+		connected.Store(false)
+		defer connected.Store(true)
+		_, _, page := b.get("/fleet")
+		if !strings.Contains(page, `<b id="fleet-connected"><span class="badge down">NATS unreachable</span></b>`) || !strings.Contains(page, `id="fleet-cut-off"`) {
+			t.Errorf("the fleet page of a node cut off from NATS shows no red badge:\n%s", page)
+		}
+		if _, _, page := b.get("/groups"); fleetState(page) != "down: node-a · NATS unreachable" {
+			t.Errorf("nav fleet state %q, want down: node-a · NATS unreachable", fleetState(page))
+		}
+	})
+	t.Run("StatusFails", func(t *testing.T) {
+		failing.Store(true)
+		defer failing.Store(false)
+		if status, _, page := b.get("/groups"); status != http.StatusOK || fleetState(page) != "unknown: fleet state unknown" {
+			t.Errorf("/groups while the fleet status fails: %d, nav %q; want 200 and the state unknown", status, fleetState(page))
+		}
+		if status, _, _ := b.get("/fleet"); status != http.StatusServiceUnavailable {
+			t.Errorf("/fleet while the fleet status fails: %d, want 503", status)
+		}
+	})
+}
+
+// stamp is how the fleet page prints an instant.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
+
+// TestFleetPageInBrowser: in real headless Chromium, the nav's fleet
+// state follows NATS without a reload on any page (live.js swaps it with
+// the page's main), and the fleet page's badge turns red.
+func TestFleetPageInBrowser(t *testing.T) {
+	ctx := newBrowser(t)
+	w := newWorld(t, nodetest.Options{})
+	seen := w.node.App.Config.NowFunc().Add(-5 * time.Second)
+	if err := w.node.App.DB.Write(context.Background(), func(tx *store.Tx) error {
+		if err := tx.FoldPeer("node-b", "cat-b", 17, seen, 4242); err != nil {
+			return err
+		}
+		return tx.FoldNode("node-b", leasehold.Node{Name: "wb1", Capacity: 2, Held: 1, LastSeenAt: &seen})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var connected atomic.Bool
+	connected.Store(true)
+	peers := func(ctx context.Context) (leasehold.FleetStatus, error) {
+		ps, err := w.node.App.DB.Peers(ctx)
+		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
+	}
+	srv := httptest.NewServer(web.New(w.node.App, web.Options{AdminToken: w.admin, Peers: peers}).Handler())
+	t.Cleanup(srv.Close)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	do("sign in",
+		chromedp.Navigate(srv.URL+"/signin"),
+		chromedp.SendKeys(css(`#token`), w.admin),
+		chromedp.Click(css(`#signin`)),
+		chromedp.WaitVisible(css(`#fleet-state.ok`)))
+	state, err := chromedp.Run(ctx, chromedp.Text(css(`#fleet-state`)))
+	if err != nil || state != "node-a · connected" {
+		t.Fatalf("nav fleet state %q (%v), want node-a · connected", state, err)
+	}
+	do("open the groups page", chromedp.Navigate(srv.URL+"/groups"), chromedp.WaitVisible(css(`tr[data-group="g"]`)),
+		chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
+	connected.Store(false)
+	do("see the nav say NATS is unreachable without a reload",
+		chromedp.Poll[chromedp.Void](`window.notReloaded === true && document.querySelector('#fleet-state.down') !== null &&
+			document.querySelector('#fleet-state').textContent === "node-a · NATS unreachable"`, chromedp.WithPollingTimeout(30*time.Second)))
+	do("open the fleet page", chromedp.Navigate(srv.URL+"/fleet"), chromedp.WaitVisible(css(`#fleet-connected .badge.down`)),
+		chromedp.WaitVisible(css(`#peers tr[data-peer="node-b"]`)), chromedp.WaitVisible(css(`#peer-nodes tr[data-node="wb1"]`)))
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(artifacts(t), "dashboard-fleet.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fleet screenshot: %s (%d bytes)", path, len(shot))
 }
