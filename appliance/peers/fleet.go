@@ -42,7 +42,10 @@ type Config struct {
 	// StreamMaxAge bounds how long the stream keeps events (default 24h);
 	// a node away longer rebuilds its peers' parts from their dumps.
 	StreamMaxAge time.Duration
-	Logger       *slog.Logger
+	// StreamMaxBytes bounds the stream's size (default 1 GiB): a busy node
+	// publishes several MB/s, so age alone would fill the disk.
+	StreamMaxBytes int64
+	Logger         *slog.Logger
 }
 
 // Fleet is this node's part in a fleet: the embedded server if any, the
@@ -92,6 +95,9 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	}
 	if cfg.StreamMaxAge == 0 {
 		cfg.StreamMaxAge = 24 * time.Hour
+	}
+	if cfg.StreamMaxBytes == 0 {
+		cfg.StreamMaxBytes = 1 << 30
 	}
 	f := &Fleet{cfg: cfg, app: app, log: cfg.Logger}
 	defer func() {
@@ -146,7 +152,7 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 		if _, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: StreamName, Description: "leasehold events of every node of the fleet",
 			Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
-			MaxAge: cfg.StreamMaxAge, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
+			MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
 		}); err != nil {
 			return fmt.Errorf("stream %s: %w", StreamName, err)
 		}

@@ -48,6 +48,8 @@ type Main struct {
 	NATSClusterListen string
 	NATSRoutes        string // comma-separated
 	ClaimTTL          time.Duration
+	StreamMaxAge      time.Duration
+	StreamMaxBytes    byteSize
 
 	stdout, stderr io.Writer
 
@@ -64,6 +66,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 		SnapshotMaxBytes: appliance.DefaultSnapshotMaxBytes, MaxAttempts: appliance.DefaultMaxAttempts,
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
 		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
+		StreamMaxAge: 24 * time.Hour, StreamMaxBytes: 1 << 30,
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
 	}
 }
@@ -92,6 +95,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long a group's ownership claim lasts unrenewed before another node may take the group")
+	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
+	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -133,6 +138,9 @@ func (m *Main) ParseFlags(args []string) error {
 func (m *Main) checkFleetFlags() error {
 	if !leasehold.ValidNodeName(m.Name) {
 		return fmt.Errorf("--name %q: a node name is 1–128 of A-Za-z0-9._+- starting with a letter or digit", m.Name)
+	}
+	if m.StreamMaxAge <= 0 || m.StreamMaxBytes <= 0 {
+		return fmt.Errorf("--stream-max-age and --stream-max-bytes must be positive")
 	}
 	if m.ClaimTTL < time.Second {
 		return fmt.Errorf("--claim-ttl must be at least 1s (renewals run at a fraction of it)")
@@ -314,7 +322,8 @@ func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slo
 	}
 	fleet, err := peers.Join(ctx, app, peers.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen,
-		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL, Logger: log,
+		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
+		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
 	if err != nil {
 		return nil, nil, usageError(fmt.Errorf("joining the fleet as %s: %w", m.Name, err))
