@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"leasehold"
 	"leasehold/appliance"
 	"leasehold/store"
 )
@@ -120,5 +121,56 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 	}
 	if got, err := a2.app.DB.OwnedGroups(context.Background()); err != nil || len(got) != 0 {
 		t.Fatalf("restarted a owns %v, %v; want none", got, err)
+	}
+}
+
+// TestOwnershipReleasesIdleClaims: a claim on a group no longer in work
+// here is released at its next renewal instead of renewed, and a lease
+// that reaches the group again claims it at once and gets it.
+func TestOwnershipReleasesIdleClaims(t *testing.T) {
+	s := claimServer(t)
+	ctx := context.Background()
+	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := app.Coordinator.PutGroup(ctx, "g", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Coordinator.PlanTail(ctx, "g", 100000); err != nil {
+		t.Fatal(err)
+	}
+	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
+	claims := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
+	own.Attach(claims)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go claims.Run(runCtx)
+	go own.Run(runCtx)
+
+	// The first lease claims the group at once: no empty answer first.
+	g, err := app.Coordinator.Lease(ctx, w.ID)
+	if err != nil || g == nil {
+		t.Fatalf("the first lease of a group of this node's own: %v, %v; want it granted", g, err)
+	}
+	// Held, the claim is renewed and kept.
+	time.Sleep(claimTestTTL)
+	if !claims.Held("g") {
+		t.Fatal("the claim of a held group was not kept")
+	}
+	if err := app.Coordinator.Release(ctx, w.ID, g.Group.ID, g.Fence); err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 3*claimTestTTL, "the idle group's claim is released", func() bool { return !claims.Held("g") })
+	if _, _, err := claims.Owner(ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		t.Fatalf("the released claim is still in the bucket: %v", err)
+	}
+	if g, err := app.Coordinator.Lease(ctx, w.ID); err != nil || g == nil {
+		t.Fatalf("leasing the group again: %v, %v; want it claimed and granted", g, err)
 	}
 }
