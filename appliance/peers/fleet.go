@@ -67,7 +67,7 @@ type Fleet struct {
 	ownership *Ownership
 	publisher *Publisher
 	folder    *Folder
-	dumper    interface{ Stop() }
+	dumper    *Dumper
 	snapshots *Replicator
 	admin     *Admin
 
@@ -332,4 +332,12 @@ func retry(ctx context.Context, fn func(ctx context.Context) error) error {
 
 // startDumps answers this node's state dumps and lets the folder rebuild
 // peers' parts from theirs.
-func (f *Fleet) startDumps() error { return nil }
+func (f *Fleet) startDumps() error {
+	db, max := f.app.DB, f.app.Config.MaxAttempts
+	f.dumper = NewDumper(f.nc, db, f.cfg.Name, f.log)
+	if err := f.dumper.Start(); err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "answering state dumps: %v", err)
+	}
+	f.folder.RebuildFunc = func(ctx context.Context, origin string) error { return Rebuild(ctx, f.nc, db, origin, max) }
+	return nil
+}

@@ -41,6 +41,12 @@ type Folder struct {
 	// (the gap is logged and counted).
 	RebuildFunc func(ctx context.Context, origin string) error
 
+	// owed are origins whose rebuild failed (down or busy): the fold goes
+	// on past the hole, and they are asked again every rebuildRetry until
+	// one succeeds. Only the folding goroutine touches it.
+	owed      map[string]bool
+	owedTried time.Time
+
 	folded   prometheus.Counter
 	gaps     prometheus.Counter
 	rebuilds *prometheus.CounterVec
@@ -154,6 +160,7 @@ func (f *Folder) run(ctx context.Context) error {
 		return err
 	}
 	for ctx.Err() == nil {
+		f.retryOwed(ctx)
 		batch, err := cons.Fetch(foldBatch, jetstream.FetchMaxWait(250*time.Millisecond))
 		if err != nil {
 			return err
@@ -382,17 +389,49 @@ func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error
 			f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
 			continue
 		}
-		if err := f.RebuildFunc(ctx, origin); err != nil {
-			f.rebuilds.WithLabelValues("failed").Inc()
+		if err := f.rebuild(ctx, origin); err != nil {
 			// An origin that is down cannot be asked; its part stays as it
 			// was, and its next events fold on top.
 			f.log.Warn("peers: rebuilding a peer's part from its dump", "origin", origin, "err", err)
 			continue
 		}
-		f.rebuilds.WithLabelValues("ok").Inc()
 		f.log.Info("peers: rebuilt a peer's part from its dump", "origin", origin, "seeded", seeded)
 	}
 	return nil
+}
+
+// rebuildRetry is how often an origin whose rebuild failed is asked again.
+const rebuildRetry = 30 * time.Second
+
+// rebuild rebuilds origin's part, owing it on failure.
+func (f *Folder) rebuild(ctx context.Context, origin string) error {
+	if err := f.RebuildFunc(ctx, origin); err != nil {
+		f.rebuilds.WithLabelValues("failed").Inc()
+		if f.owed == nil {
+			f.owed = map[string]bool{}
+		}
+		f.owed[origin], f.owedTried = true, time.Now()
+		return err
+	}
+	f.rebuilds.WithLabelValues("ok").Inc()
+	delete(f.owed, origin)
+	return nil
+}
+
+// retryOwed asks again the origins whose rebuild failed, at most every
+// rebuildRetry.
+func (f *Folder) retryOwed(ctx context.Context) {
+	if len(f.owed) == 0 || time.Since(f.owedTried) < rebuildRetry {
+		return
+	}
+	f.owedTried = time.Now()
+	for origin := range f.owed {
+		if err := f.rebuild(ctx, origin); err != nil {
+			f.log.Warn("peers: rebuilding a peer's part from its dump, again", "origin", origin, "err", err)
+			continue
+		}
+		f.log.Info("peers: rebuilt a peer's part from its dump", "origin", origin)
+	}
 }
 
 // consumerName makes a node name fit a consumer name (no dots).

@@ -188,7 +188,8 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 				snapshots = append(snapshots, g)
 			}
 		}
-		if e.NodeID != nil && isNodeEvent(e.Kind) {
+		// A lease moves its worker node's held count and last visit.
+		if e.NodeID != nil && (isNodeEvent(e.Kind) || e.Kind == store.EventLeaseGranted || e.Kind == store.EventLeaseReleased) {
 			if e.Kind == store.EventNodeDeleted {
 				var body struct {
 					Name string `json:"name"`

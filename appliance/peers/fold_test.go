@@ -1,0 +1,338 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"leasehold"
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+// foldPeer is one node of a fold test: its catalog, its publisher, its
+// folder (rebuilding from dumps) and its dumper, on a shared server.
+type foldPeer struct {
+	*dumpNode
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	pub    *Publisher
+	folder *Folder
+
+	mu       sync.Mutex
+	stopFold func()
+}
+
+// foldSetUp creates the stream and the publish records' bucket as the
+// fleet does, and returns the stream.
+func foldSetUp(t *testing.T, js jetstream.JetStream) jetstream.Stream {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: StreamName, Subjects: []string{SubjectPrefix + ">"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: PublishedBucket, History: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+// foldJoin starts node name on its catalog in dir: publisher, folder and
+// dumper, all stopped with the test.
+func foldJoin(t *testing.T, url, name, dir string) *foldPeer {
+	t.Helper()
+	ctx := context.Background()
+	p := &foldPeer{dumpNode: dumpOpen(t, name, dir), nc: dumpConn(t, url)}
+	var err error
+	if p.js, err = jetstream.New(p.nc); err != nil {
+		t.Fatal(err)
+	}
+	records, err := p.js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxAttempts := p.app.Config.MaxAttempts
+	p.pub = NewPublisher(p.js, p.app.DB, name, records, claimQuiet)
+	p.folder = NewFolder(p.js, p.app.DB, name, records, maxAttempts, claimQuiet)
+	p.folder.RebuildFunc = func(ctx context.Context, origin string) error {
+		return Rebuild(ctx, p.nc, p.app.DB, origin, maxAttempts)
+	}
+	dumpServe(t, p.nc, p.dumpNode)
+	pubCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.pub.Run(pubCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	p.startFolding(t)
+	t.Cleanup(p.stopFolding)
+	return p
+}
+
+func (p *foldPeer) startFolding(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.folder.Run(ctx) }()
+	p.mu.Lock()
+	p.stopFold = func() { cancel(); <-done }
+	p.mu.Unlock()
+}
+
+func (p *foldPeer) stopFolding() {
+	p.mu.Lock()
+	stop := p.stopFold
+	p.stopFold = nil
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// published waits until p's outbox is all sent and its publish record
+// has caught up with the stream.
+func (p *foldPeer) published(t *testing.T, stream jetstream.Stream) {
+	t.Helper()
+	ctx := context.Background()
+	claimEventually(t, 20*time.Second, p.name+"'s outbox sent", func() bool {
+		evs, err := p.app.DB.Unsent(ctx, 0, 1)
+		if err != nil || len(evs) > 0 {
+			return false
+		}
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return false
+		}
+		records, err := p.js.KeyValue(ctx, PublishedBucket)
+		if err != nil {
+			return false
+		}
+		e, err := records.Get(ctx, p.name)
+		if err != nil {
+			return false
+		}
+		var rec PublishRecord
+		return json.Unmarshal(e.Value(), &rec) == nil && rec.Seq == info.State.LastSeq
+	})
+}
+
+// foldFinish leases group on n's worker "w" and finishes count ranges,
+// then releases it: two events a range and two for the lease.
+func foldFinish(t *testing.T, n *dumpNode, group string, count int) {
+	t.Helper()
+	ctx := context.Background()
+	c := n.app.Coordinator
+	nodes, err := c.Nodes(ctx)
+	if err != nil || len(nodes) == 0 {
+		t.Fatalf("nodes: %v, %v", nodes, err)
+	}
+	w := nodes[0]
+	g, err := c.Lease(ctx, w.ID)
+	if err != nil || g == nil || g.Group.Name != group {
+		t.Fatalf("lease: %+v, %v; want %s", g, err, group)
+	}
+	for range count {
+		r, err := c.Next(ctx, w.ID, g.Group.ID, g.Fence)
+		if err != nil || r == nil {
+			t.Fatalf("next: %+v, %v", r, err)
+		}
+		if _, err := c.Finish(ctx, w.ID, r.ID, g.Fence, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Release(ctx, w.ID, g.Group.ID, g.Fence); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// foldPeerOf is how b lists origin.
+func foldPeerOf(t *testing.T, b *dumpNode, origin string) (leasehold.Peer, bool) {
+	t.Helper()
+	peers, err := b.app.DB.Peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range peers {
+		if p.Name == origin {
+			return p, true
+		}
+	}
+	return leasehold.Peer{}, false
+}
+
+// TestFoldShowsPeerState: a group created on A with its tail planned, a
+// worker registered (and paused) on A and ranges finished on A show on B
+// row for row; B lists A with the stream position it folded through. A
+// message published again under its Nats-Msg-Id is dropped by the stream
+// (even with another body), and the same state folded twice under a new
+// id changes nothing.
+func TestFoldShowsPeerState(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	stream := foldSetUp(t, claimConnect(t, url))
+	a := foldJoin(t, url, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+
+	dumpWork(t, a.dumpNode, "g", 100, 5000, 0)
+	foldFinish(t, a.dumpNode, "g", 12)
+	paused, err := a.app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-paused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.app.Coordinator.SetPaused(ctx, paused.ID, true, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 10*time.Second, "b lists a folded through the stream's end", func() bool {
+		p, ok := foldPeerOf(t, b.dumpNode, "node-a")
+		return ok && p.Folded == info.State.LastSeq
+	})
+	p, _ := foldPeerOf(t, b.dumpNode, "node-a")
+	if p.Catalog != a.app.DB.CatalogID() || p.Groups != 1 || p.Nodes != 2 || p.LastEventAt == nil || p.Rebuilds != 0 {
+		t.Fatalf("b lists a as %+v", p)
+	}
+	if _, ok := foldPeerOf(t, a.dumpNode, "node-b"); ok {
+		t.Fatal("a lists b, which published nothing")
+	}
+
+	// A duplicate under the same message id, with a changed body: dropped.
+	last, err := stream.GetLastMsgForSubject(ctx, SubjectPrefix+"node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Message
+	if err := json.Unmarshal(last.Data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Kind, m.Group, m.Node = store.EventGroupUpdated, &store.PeerGroup{Group: leasehold.Group{Name: "g", Priority: 77, Active: true, RangeSize: 100, Start: 1}}, nil
+	body, _ := json.Marshal(m)
+	dup := nats.NewMsg(last.Subject)
+	dup.Header = last.Header
+	dup.Data = body
+	ack, err := a.js.PublishMsg(ctx, dup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ack.Duplicate || ack.Sequence != last.Sequence {
+		t.Fatalf("a republished message id was stored again: %+v", ack)
+	}
+	// The same message under a new id (a resend past the window) folds
+	// again and changes nothing.
+	again := nats.NewMsg(last.Subject)
+	again.Header = nats.Header{}
+	for k, v := range last.Header {
+		again.Header[k] = v
+	}
+	again.Header.Set(nats.MsgIdHdr, last.Header.Get(nats.MsgIdHdr)+".again")
+	again.Data = last.Data
+	ack, err = a.js.PublishMsg(ctx, again)
+	if err != nil || ack.Duplicate {
+		t.Fatalf("resend: %+v, %v", ack, err)
+	}
+	claimEventually(t, 10*time.Second, "b folds the resend", func() bool {
+		p, ok := foldPeerOf(t, b.dumpNode, "node-a")
+		return ok && p.Folded == ack.Sequence
+	})
+	if diffs := foldDiff(t, a.dumpNode, b.dumpNode, false); len(diffs) > 0 {
+		t.Fatalf("b's copy changed by a duplicate:\n%v", diffs)
+	}
+	// And later changes still fold on top.
+	foldFinish(t, a.dumpNode, "g", 3)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+}
+
+// TestFoldGapRebuilds: B stops folding; the stream's retention shrinks to
+// 20 messages while A makes hundreds of changes (and deletes a worker), so
+// what B never folded is gone. Started again, B detects the gap once,
+// rebuilds A's part from A's dump and then equals A row for row, worker
+// nodes' activity included. A new node C, with no mark, on the stream
+// that has dropped its start is seeded from A's dump, not counted as a gap.
+func TestFoldGapRebuilds(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	stream := foldSetUp(t, claimConnect(t, url))
+	a := foldJoin(t, url, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+
+	dumpWork(t, a.dumpNode, "g", 10, 5000, 0)
+	old, err := a.app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foldFinish(t, a.dumpNode, "g", 5)
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+
+	b.stopFolding()
+	_, mark, err := b.app.DB.FoldMark(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := info.Config
+	cfg.MaxMsgs = 20
+	if _, err := a.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.app.Coordinator.DeleteNode(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Several publisher batches, so the last messages alone cannot carry
+	// everything that changed.
+	for range 4 {
+		foldFinish(t, a.dumpNode, "g", 40)
+		a.published(t, stream)
+	}
+	if info, err = stream.Info(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info.State.FirstSeq <= mark+1 || info.State.LastSeq-mark < 300 {
+		t.Fatalf("stream %d..%d, b folded through %d: no gap staged", info.State.FirstSeq, info.State.LastSeq, mark)
+	}
+	if claimMetric(t, b.folder.gaps) != 0 {
+		t.Fatal("a gap counted before there was one")
+	}
+
+	b.startFolding(t)
+	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
+	if got := claimMetric(t, b.folder.gaps); got != 1 {
+		t.Fatalf("gaps = %v, want 1", got)
+	}
+	if got := claimMetric(t, b.folder.rebuilds.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("rebuilds = %v, want 1", got)
+	}
+	if p, ok := foldPeerOf(t, b.dumpNode, "node-a"); !ok || p.Rebuilds != 1 || p.Nodes != 1 {
+		t.Fatalf("b lists a as %+v (%v), want 1 rebuild and 1 node", p, ok)
+	}
+	// Folding goes on after the rebuild (a worker's visits and held count
+	// travel only in dumps, not with lease events).
+	foldFinish(t, a.dumpNode, "g", 2)
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+	if got := claimMetric(t, b.folder.gaps); got != 1 {
+		t.Fatalf("gaps after folding on = %v, want still 1", got)
+	}
+
+	c := foldJoin(t, url, "node-c", t.TempDir())
+	foldConverge(t, a.dumpNode, c.dumpNode, true, 30*time.Second)
+	if got := claimMetric(t, c.folder.gaps); got != 0 {
+		t.Fatalf("a new node's seeding counted %v gaps, want 0", got)
+	}
+	if got := claimMetric(t, c.folder.rebuilds.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("a new node's rebuilds = %v, want 1 (seeded from a's dump)", got)
+	}
+}
