@@ -94,8 +94,10 @@ CREATE TABLE ranges (
     CHECK (start_id <= end_id AND start_id <= next_id AND next_id <= end_id + 1)
 ) STRICT;
 
--- Listing a group's ranges in id order.
-CREATE INDEX ranges_group_start ON ranges (group_id, start_id);
+-- Listing a group's ranges in id order. A range is the same across the
+-- fleet by its group and start, so starts are unique in a group (version
+-- 3; planning never overlaps ranges).
+CREATE UNIQUE INDEX ranges_group_start ON ranges (group_id, start_id);
 
 -- The publisher sends, with an event, the group's ranges changed since it:
 -- one seek a group (version 3).

@@ -66,6 +66,12 @@ CREATE TABLE fold_mark (
     updated_at INTEGER NOT NULL
 ) STRICT;
 
+-- A range is the same across the fleet by its group and start, so starts
+-- are unique in a group (planning never overlaps ranges), and the fold
+-- upserts a range in one statement.
+DROP INDEX ranges_group_start;
+CREATE UNIQUE INDEX ranges_group_start ON ranges (group_id, start_id);
+
 -- The publisher sends, with an event, the group's ranges changed since it:
 -- one seek a group.
 CREATE INDEX ranges_group_updated ON ranges (group_id, updated_at);

@@ -56,11 +56,10 @@ var (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 		ON CONFLICT (group_id) DO UPDATE SET origin = ?2, holder = ?3, fence = ?4, leased_at = ?5, heartbeat_at = ?6,
 		snapshot_next = ?7, snapshot_size = ?8, snapshot_sha256 = ?9, snapshot_at = ?10, ranges_done = ?11, headers = ?12, updated_at = ?13`)
-	qFoldRangeFind = wq(`SELECT id FROM ranges WHERE group_id = ? AND start_id = ?`)
-	qFoldRangeNew  = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	qFoldRangeSet = wq(`UPDATE ranges SET end_id = ?2, next_id = ?3, status = ?4, priority = ?5, node_id = NULL, attempts = ?6,
-		rule_version = ?7, headers = ?8, updated_at = ?9 WHERE id = ?1`)
+	qFoldRange = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+		ON CONFLICT (group_id, start_id) DO UPDATE SET end_id = ?3, next_id = ?4, status = ?5, priority = ?6, node_id = NULL,
+		attempts = ?7, rule_version = ?8, headers = ?9, updated_at = ?10`)
 	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
@@ -153,13 +152,7 @@ func (tx *Tx) FoldRanges(groupID int64, rs []PeerRange) error {
 		default:
 			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
 		}
-		var id int64
-		err := tx.queryRow(qFoldRangeFind, groupID, r.Start).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			_, err = tx.exec(qFoldRangeNew, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
-		} else if err == nil {
-			_, err = tx.exec(qFoldRangeSet, id, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
-		}
+		_, err := tx.exec(qFoldRange, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
 		if err != nil {
 			return mapError(err, "folding a peer's ranges")
 		}
