@@ -336,3 +336,35 @@ func TestFoldGapRebuilds(t *testing.T) {
 		t.Fatalf("a new node's rebuilds = %v, want 1 (seeded from a's dump)", got)
 	}
 }
+
+// TestFoldNewIncarnation: the stream is deleted and made again while b is
+// away; b's mark, of the old stream, vouches for nothing: b counts a gap
+// and rebuilds a's part from its dump, then folds on.
+func TestFoldNewIncarnation(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	js := claimConnect(t, url)
+	stream := foldSetUp(t, js)
+	a := foldJoin(t, url, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	dumpWork(t, a.dumpNode, "g", 10, 100, 0)
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+
+	b.stopFolding()
+	if err := js.DeleteStream(ctx, StreamName); err != nil {
+		t.Fatal(err)
+	}
+	stream = foldSetUp(t, js)
+	foldFinish(t, a.dumpNode, "g", 3)
+	a.published(t, stream)
+	b.startFolding(t)
+	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
+	if got := claimMetric(t, b.folder.gaps); got != 1 {
+		t.Fatalf("gaps = %v, want 1 for a new incarnation of the stream", got)
+	}
+	if got := claimMetric(t, b.folder.rebuilds.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("rebuilds = %v, want 1", got)
+	}
+}
