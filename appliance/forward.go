@@ -112,7 +112,7 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 	return res, err
 }
 
-// encodeSpec is for tests and logs.
+// String is the write as carried, for logs.
 func (op AdminOp) String() string {
 	b, _ := json.Marshal(op)
 	return string(b)
