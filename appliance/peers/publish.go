@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,7 +46,11 @@ type Publisher struct {
 	lastSeq   uint64 // the stream position of the last message acknowledged
 	published prometheus.Counter
 	failures  prometheus.Counter
+	acked     atomic.Int64
 }
+
+// Sent is how many events this publisher has sent and had acknowledged.
+func (p *Publisher) Sent() int64 { return p.acked.Load() }
 
 type sentMark struct {
 	through int64
@@ -136,6 +141,7 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	p.published.Add(float64(len(events)))
+	p.acked.Add(int64(len(events)))
 	p.lastSeq = max(p.lastSeq, last)
 	if err := p.raiseRecord(ctx, p.lastSeq); err != nil {
 		// The next batch raises it again; a peer that asks meanwhile sees

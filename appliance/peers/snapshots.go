@@ -2,14 +2,20 @@ package peers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"leasehold"
@@ -27,15 +33,38 @@ const (
 )
 
 // Chunk sizes. A chunk is one JetStream message, so it must fit the
-// server's max_payload (1 MiB by default) with room for headers; larger
-// chunks mean fewer acks, and 1 MiB ones move a multi-GiB snapshot about
-// twice as fast as the client's default of 128 KiB (see BENCHMARKS in the
-// benchmark's doc comment).
+// server's max_payload (1 MiB by default) with room for headers. On one
+// loopback server 1020 KiB and the client's default 128 KiB moved 4 GiB
+// equally fast (medians of 4 runs: upload ~290 vs ~300 MiB/s, download
+// ~340 MiB/s both, scripts/bench-objstore.sh on a shared 2-core machine);
+// the larger chunk is 8× fewer messages per snapshot, so 8× fewer acks,
+// index entries and, replicated, raft proposals.
 const (
 	snapshotChunkMax      = 1 << 20
 	snapshotChunkHeadroom = 4 << 10
 	snapshotChunkMin      = 64 << 10
 )
+
+// snapshotInFlight bounds the chunk bytes of an upload sent but not yet
+// acknowledged. The server queues a stream's incoming messages up to 128
+// MiB and answers 429 Too Many Requests past that; the object store
+// client's own Put keeps up to 4000 chunks unacknowledged, so with 1 MiB
+// chunks it overflows that queue whenever the server's disk falls behind
+// (measured: nats.go's Put of 4 GiB failed with 429 in 4 of 6 runs, at
+// 1020 and at 128 KiB chunks; this upload never did). Holding a few of them in
+// flight keeps the link full on loopback and the queue far from full for
+// several nodes uploading at once.
+const snapshotInFlight = 16 << 20
+
+// snapshotAckWait is how long a chunk may wait for its acknowledgement; a
+// server whose disk is flushing gigabytes of page cache can pause a while.
+const snapshotAckWait = 30 * time.Second
+
+// snapshotPurgeWait bounds purging an object's chunks. The client's
+// default of 5s is too short for gigabytes on a busy disk (measured: a
+// 4 GiB purge outlasted it), and chunks left unpurged hold that much disk
+// until the bucket is cleaned by hand.
+const snapshotPurgeWait = 5 * time.Minute
 
 // snapshotMinRate is the slowest download an import allows before it gives
 // up: the object store client bounds a whole download by one deadline (5s
@@ -70,11 +99,13 @@ type ReplicatorConfig struct {
 // leases the group, so its workers resume from the newest replicated
 // window rather than from scratch.
 type Replicator struct {
-	obs   jetstream.ObjectStore
-	app   *appliance.Appliance
-	node  string
-	chunk uint32
-	log   *slog.Logger
+	obs    jetstream.ObjectStore
+	stream jetstream.Stream    // the bucket's stream, for purging chunks
+	pub    jetstream.JetStream // uploads' publisher, acks timed by snapshotAckWait
+	app    *appliance.Appliance
+	node   string
+	chunk  uint32
+	log    *slog.Logger
 
 	mu     sync.Mutex
 	queue  []string        // groups waiting, oldest first
@@ -123,8 +154,16 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.A
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
 	}
+	stream, err := js.Stream(ctx, snapshotStream)
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
+	}
+	pub, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncTimeout(snapshotAckWait))
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindInternal, err, "snapshots publisher: %v", err)
+	}
 	r := &Replicator{
-		obs: obs, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger,
+		obs: obs, stream: stream, pub: pub, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger,
 		queued: map[string]bool{}, wake: make(chan struct{}, 1),
 		replications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_snapshot_replications_total",
@@ -248,16 +287,16 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 		return "unchanged", nil
 	}
 	defer f.Close()
-	info, err := r.obs.GetInfo(ctx, group)
+	old, err := r.obs.GetInfo(ctx, group, jetstream.GetObjectInfoShowDeleted())
 	switch {
-	case err == nil && info.Metadata[SnapshotMetaSHA256] == snap.SHA256:
+	case err == nil && !old.Deleted && old.Metadata[SnapshotMetaSHA256] == snap.SHA256:
 		return "unchanged", nil
-	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
+	case errors.Is(err, jetstream.ErrObjectNotFound):
+		old = nil
+	case err != nil:
 		return "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "snapshot of group %q: %v", group, err)
 	}
-	// ctx has no deadline, so each chunk waits its own ack timeout rather
-	// than the whole upload sharing one.
-	info, err = r.obs.Put(ctx, jetstream.ObjectMeta{
+	info, err := r.upload(ctx, snap, old, jetstream.ObjectMeta{
 		Name:        group,
 		Description: "window snapshot of group " + group,
 		Metadata: map[string]string{
@@ -269,18 +308,125 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 		Opts: &jetstream.ObjectMetaOptions{ChunkSize: r.chunk},
 	}, f)
 	if err != nil {
-		return "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "uploading the snapshot of group %q: %v", group, err)
-	}
-	// The object store hashed what it sent: bytes that are not the
-	// recorded snapshot (a file changed on disk) must not stand for it.
-	if sum, err := jetstream.DecodeObjectDigest(info.Digest); err != nil || hex.EncodeToString(sum) != snap.SHA256 || int64(info.Size) != snap.Size {
-		if derr := r.obs.Delete(ctx, group); derr != nil {
-			r.log.Error("snapshots: removing a replicated snapshot that does not match its record", "group", group, "err", derr)
-		}
-		return "failed", leasehold.Errorf(leasehold.KindInternal, "the snapshot file of group %q is not the recorded one (sha-256 %x, %d bytes; recorded %s, %d bytes)", group, sum, info.Size, snap.SHA256, snap.Size)
+		return "failed", err
 	}
 	r.sizes.Observe(float64(info.Size))
 	return "ok", nil
+}
+
+// Names of the object store's wire format, as nats.go writes it: chunks
+// on one subject per upload (a fresh NUID), the object's info as JSON on
+// a subject per name, rolled up so only the newest stays.
+const (
+	snapshotStream     = "OBJ_" + SnapshotsBucket
+	snapshotChunksSubj = "$O." + SnapshotsBucket + ".C."
+	snapshotMetaSubj   = "$O." + SnapshotsBucket + ".M."
+)
+
+// upload stores body as the object meta names, in the object store's
+// format, so any client's Get reads it, but with at most snapshotInFlight
+// chunk bytes unacknowledged (see there for why the client's Put is not
+// used). Memory is that window of chunk buffers, whatever the size. Each
+// buffer is reused only once its chunk is acknowledged, as a chunk may be
+// resent while it waits. The info is published only when every chunk is
+// stored and the bytes read hash to snap's sha-256, so a file changed on
+// disk never stands for the recorded snapshot; an upload that fails has
+// its chunks purged, and the object it replaces (old, nil when none)
+// stays; once it is replaced its chunks are purged. Errors: internal
+// (the file is not the recorded snapshot), unavailable NATS.
+func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *jetstream.ObjectInfo, meta jetstream.ObjectMeta, body io.Reader) (*jetstream.ObjectInfo, error) {
+	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: SnapshotsBucket, NUID: nuid.Next()}
+	subj := snapshotChunksSubj + info.NUID
+	fail := func(err error) (*jetstream.ObjectInfo, error) {
+		// Purge even when ctx ended: the chunks must not linger.
+		if perr := r.purge(context.WithoutCancel(ctx), subj); perr != nil {
+			r.log.Warn("snapshots: purging the chunks of a failed upload", "group", meta.Name, "err", perr)
+		}
+		if errors.As(err, new(*leasehold.Error)) {
+			return nil, err
+		}
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "uploading the snapshot of group %q: %v", meta.Name, err)
+	}
+
+	window := max(1, snapshotInFlight/int(r.chunk))
+	bufs := make([][]byte, window)
+	acks := make([]jetstream.PubAckFuture, window)
+	// settle waits for slot i's chunk, if any, to be acknowledged.
+	settle := func(i int) error {
+		if acks[i] == nil {
+			return nil
+		}
+		defer func() { acks[i] = nil }()
+		select {
+		case <-acks[i].Ok():
+			return nil
+		case err := <-acks[i].Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	sum := sha256.New()
+	for i := 0; ; i = (i + 1) % window {
+		if err := settle(i); err != nil {
+			return fail(err)
+		}
+		if bufs[i] == nil {
+			bufs[i] = make([]byte, r.chunk)
+		}
+		n, rerr := io.ReadFull(body, bufs[i])
+		if n > 0 {
+			sum.Write(bufs[i][:n])
+			m := nats.NewMsg(subj)
+			m.Data = bufs[i][:n]
+			ack, err := r.pub.PublishMsgAsync(m)
+			if err != nil {
+				return fail(err)
+			}
+			acks[i] = ack
+			info.Chunks++
+			info.Size += uint64(n)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return fail(leasehold.Wrap(leasehold.KindInternal, rerr, "reading the snapshot of group %q: %v", meta.Name, rerr))
+		}
+	}
+	for i := range acks {
+		if err := settle(i); err != nil {
+			return fail(err)
+		}
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != snap.SHA256 || int64(info.Size) != snap.Size {
+		return fail(leasehold.Errorf(leasehold.KindInternal, "the snapshot file of group %q is not the recorded one (sha-256 %s, %d bytes; recorded %s, %d bytes)", meta.Name, got, info.Size, snap.SHA256, snap.Size))
+	}
+	info.Digest = jetstream.GetObjectDigestValue(sum)
+
+	data, err := json.Marshal(info)
+	if err != nil {
+		return fail(leasehold.Wrap(leasehold.KindInternal, err, "snapshot info: %v", err))
+	}
+	m := nats.NewMsg(snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Data = data
+	if _, err := r.pub.PublishMsg(ctx, m); err != nil {
+		return fail(err)
+	}
+	if old != nil && !old.Deleted {
+		if err := r.purge(ctx, snapshotChunksSubj+old.NUID); err != nil {
+			r.log.Warn("snapshots: purging the chunks of a replaced snapshot", "group", meta.Name, "err", err)
+		}
+	}
+	return info, nil
+}
+
+// purge removes the chunks on subj, waiting up to snapshotPurgeWait.
+func (r *Replicator) purge(ctx context.Context, subj string) error {
+	ctx, cancel := context.WithTimeout(ctx, snapshotPurgeWait)
+	defer cancel()
+	return r.stream.Purge(ctx, jetstream.WithPurgeSubject(subj))
 }
 
 // Import makes the newest replicated snapshot of group this node's own, for
@@ -391,5 +537,6 @@ func (r *Replicator) Close() error {
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
+	r.pub.CleanupPublisher() // its reply subscription, on a connection others share
 	return nil
 }

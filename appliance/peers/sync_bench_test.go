@@ -1,0 +1,170 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"leasehold/appliance"
+	"leasehold/store"
+)
+
+// BenchmarkPeerSync is what peer sync costs a busy node: the in-process
+// lease cycle (lease, next, finish, release; durable) with 16 workers over
+// 1,000 groups, alone, with its outbox published to the stream, and with
+// a second node folding it. It reports cycles/s, the events published a
+// second, and how long the folding node took to catch up once the cycles
+// stopped.
+//
+//	go test -run '^$' -bench PeerSync -benchtime 5000x ./appliance/peers
+func BenchmarkPeerSync(b *testing.B) {
+	for _, mode := range []string{"alone", "publish", "publish+fold"} {
+		b.Run("peer="+mode, func(b *testing.B) { benchPeerSync(b, mode) })
+	}
+}
+
+func benchPeerSync(b *testing.B, mode string) {
+	ctx := context.Background()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		b.Fatal("nats-server not ready")
+	}
+	b.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: StreamName, Subjects: []string{SubjectPrefix + ">"},
+		Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute}); err != nil {
+		b.Fatal(err)
+	}
+	records, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: PublishedBucket, History: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	a := dumpOpen(b, "node-a", b.TempDir())
+	c := a.app.Coordinator
+	size := int64(10)
+	for i := range 1000 {
+		name := fmt.Sprintf("bench.%04d", i)
+		if _, _, err := c.PutGroup(ctx, name, store.GroupSpec{RangeSize: &size}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.PlanTail(ctx, name, 1000); err != nil { // 100 ranges a group
+			b.Fatal(err)
+		}
+	}
+	const workers = 16
+	var nodes []int64
+	for i := range workers {
+		n, err := c.RegisterNode(ctx, appliance.NodeSpec{Name: fmt.Sprintf("w%02d", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, n.ID)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var pub *Publisher
+	if mode != "alone" {
+		pub = NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
+		wg.Add(1)
+		go func() { defer wg.Done(); pub.Run(runCtx) }()
+	}
+	var folder *Folder
+	var bNode *dumpNode
+	if mode == "publish+fold" {
+		bNode = dumpOpen(b, "node-b", b.TempDir())
+		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
+		wg.Add(1)
+		go func() { defer wg.Done(); folder.Run(runCtx) }()
+	}
+	defer wg.Wait()
+	defer cancel()
+
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	start := time.Now()
+	var cw sync.WaitGroup
+	for _, node := range nodes {
+		cw.Add(1)
+		go func() {
+			defer cw.Done()
+			for left.Add(-1) >= 0 {
+				g, err := c.Lease(ctx, node)
+				if err != nil || g == nil {
+					b.Errorf("lease: %v, %v", g, err)
+					return
+				}
+				r, err := c.Next(ctx, node, g.Group.ID, g.Fence)
+				if err != nil || r == nil {
+					b.Errorf("next: %v, %v", r, err)
+					return
+				}
+				if _, err := c.Finish(ctx, node, r.ID, g.Fence, 10); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := c.Release(ctx, node, g.Group.ID, g.Fence); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	cw.Wait()
+	took := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "cycles/s")
+	if pub != nil {
+		// Wait for the publisher to drain, then for the folder to catch up.
+		for {
+			evs, err := a.app.DB.Unsent(ctx, 0, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		drained := time.Since(start)
+		b.ReportMetric(float64(pub.Sent())/drained.Seconds(), "events-published/s")
+		b.ReportMetric((drained - took).Seconds(), "s-publish-behind")
+	}
+	if folder != nil {
+		stream, _ := js.Stream(ctx, StreamName)
+		info, err := stream.Info(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, mark, err := bNode.app.DB.FoldMark(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if mark >= info.State.LastSeq {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.ReportMetric((time.Since(start) - took).Seconds(), "s-fold-behind")
+	}
+}
