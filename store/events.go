@@ -55,7 +55,13 @@ func zeroNull(v int64) any {
 
 // Events returns up to limit outbox rows after id, oldest first.
 func (db *DB) Events(ctx context.Context, after int64, limit int) ([]leasehold.Event, error) {
-	rows, err := db.query(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	return db.events(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+}
+
+// events reads outbox rows with q (id, at, kind, group_id, range_id,
+// node_id, body).
+func (db *DB) events(ctx context.Context, q string, args ...any) ([]leasehold.Event, error) {
+	rows, err := db.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -301,24 +301,7 @@ func (tx *Tx) PruneSent(through int64, limit int) (int64, error) {
 // Unsent returns up to limit outbox rows not yet sent, after id, oldest
 // first.
 func (db *DB) Unsent(ctx context.Context, after int64, limit int) ([]leasehold.Event, error) {
-	rows, err := db.query(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE sent = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []leasehold.Event
-	for rows.Next() {
-		var e leasehold.Event
-		var at int64
-		var g, r, n sql.NullInt64
-		var body string
-		if err := rows.Scan(&e.ID, &at, &e.Kind, &g, &r, &n, &body); err != nil {
-			return nil, mapError(err, "reading the outbox")
-		}
-		e.At, e.GroupID, e.RangeID, e.NodeID, e.Body = fromMS(at), nullInt(g), nullInt(r), nullInt(n), []byte(body)
-		out = append(out, e)
-	}
-	return out, mapError(rows.Err(), "reading the outbox")
+	return db.events(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE sent = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
 }
 
 // OwnState is a group of this node's own as peer sync publishes it, with
