@@ -69,9 +69,11 @@ CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
 CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
     WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist IS NOT NULL;
 
--- Groups this node has but does not own, whose claims are offered again,
--- the longest unheld first (version 2).
-CREATE INDEX groups_disowned ON groups (free_since) WHERE owned = 0;
+-- Groups this node has but does not own, with work to lease, whose claims
+-- are offered again, the longest unheld first (version 2; version 3 left
+-- out groups without work, so idle groups stay where they are).
+CREATE INDEX groups_disowned ON groups (free_since)
+    WHERE owned = 0 AND active = 1 AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL);
 
 -- A planned span of ids, start_id..end_id inclusive; next_id is the resume
 -- point. Priority below 0 is the live tail, 0 and above history.

@@ -34,6 +34,7 @@ type Coordinator struct {
 	idle    atomic.Pointer[func()]
 	forward atomic.Pointer[ForwardFunc]
 	claim   atomic.Pointer[func(ctx context.Context, groups []string) bool]
+	ensure  atomic.Pointer[func(ctx context.Context, group string) error]
 }
 
 // SetOwnsFunc makes leases ask f, from memory, whether this node may lease
@@ -195,7 +196,21 @@ func (c *Coordinator) PutGroup(ctx context.Context, name string, s store.GroupSp
 		}
 		return *res.Group, res.Created, nil
 	}
-	return c.putGroup(ctx, name, s)
+	if _, err := c.db.GroupByName(ctx, name); err == nil {
+		if err := c.ensureOwned(ctx, name); err != nil {
+			return leasehold.Group{}, false, err
+		}
+	}
+	g, created, err := c.putGroup(ctx, name, s)
+	if err == nil && created {
+		// A new group is claimed at once, so its planning is published
+		// under its claim; a claim that cannot be made now is made at the
+		// first lease or admin write.
+		if err := c.ensureOwned(ctx, name); err != nil {
+			return g, created, nil
+		}
+	}
+	return g, created, err
 }
 
 func (c *Coordinator) putGroup(ctx context.Context, name string, s store.GroupSpec) (leasehold.Group, bool, error) {
@@ -229,6 +244,9 @@ func (c *Coordinator) PlanTail(ctx context.Context, name string, high int64) (in
 		res, err := forward(ctx, origin, AdminOp{Op: "plan_tail", Group: name, High: high})
 		return res.Planned, err
 	}
+	if err := c.ensureKnown(ctx, name); err != nil {
+		return 0, err
+	}
 	return c.planTail(ctx, name, high)
 }
 
@@ -248,6 +266,9 @@ func (c *Coordinator) PlanHistory(ctx context.Context, name string, low int64) (
 		}
 		res, err := forward(ctx, origin, AdminOp{Op: "plan_history", Group: name, Low: low})
 		return res.Planned, err
+	}
+	if err := c.ensureKnown(ctx, name); err != nil {
+		return 0, err
 	}
 	return c.planHistory(ctx, name, low)
 }
@@ -296,6 +317,9 @@ func (c *Coordinator) Retry(ctx context.Context, rangeID int64) (leasehold.Range
 			out := *res.Range
 			out.ID, out.GroupID, out.NodeID = r.ID, r.GroupID, nil
 			return out, nil
+		}
+		if err := c.ensureOwned(ctx, g.Name); err != nil {
+			return leasehold.Range{}, err
 		}
 	}
 	var r leasehold.Range

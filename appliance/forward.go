@@ -46,6 +46,37 @@ func (c *Coordinator) SetForwardFunc(f ForwardFunc) {
 	c.forward.Store(&f)
 }
 
+// SetEnsureFunc has every admin write on a group of this node's own first
+// ask f to make sure this node owns it in the fleet (holds its claim); f's
+// error refuses the write.
+func (c *Coordinator) SetEnsureFunc(f func(ctx context.Context, group string) error) {
+	if f == nil {
+		c.ensure.Store(nil)
+		return
+	}
+	c.ensure.Store(&f)
+}
+
+// ensureOwned is the EnsureFunc's answer for group, nil without one.
+func (c *Coordinator) ensureOwned(ctx context.Context, group string) error {
+	if f := c.ensure.Load(); f != nil {
+		return (*f)(ctx, group)
+	}
+	return nil
+}
+
+// ensureKnown is ensureOwned for a group that exists here; a missing one
+// is left to the write to refuse (not found).
+func (c *Coordinator) ensureKnown(ctx context.Context, group string) error {
+	if c.ensure.Load() == nil {
+		return nil
+	}
+	if _, err := c.db.GroupByName(ctx, group); err != nil {
+		return nil
+	}
+	return c.ensureOwned(ctx, group)
+}
+
 // originOf names the peer whose state group is here, "" when it is this
 // node's own, unknown, or no carrier is set.
 func (c *Coordinator) originOf(ctx context.Context, group string) (string, ForwardFunc, error) {
@@ -79,6 +110,9 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 		}
 		if origin != "" {
 			return AdminResult{}, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q, not here", op.Group, origin)
+		}
+		if err := c.ensureOwned(ctx, op.Group); err != nil {
+			return AdminResult{}, err
 		}
 	}
 	var res AdminResult

@@ -72,6 +72,12 @@ CREATE TABLE fold_mark (
 DROP INDEX ranges_group_start;
 CREATE UNIQUE INDEX ranges_group_start ON ranges (group_id, start_id);
 
+-- Only disowned groups with work to lease are offered to take on, so an
+-- idle group does not move between idle nodes.
+DROP INDEX groups_disowned;
+CREATE INDEX groups_disowned ON groups (free_since)
+    WHERE owned = 0 AND active = 1 AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL);
+
 -- The publisher sends, with an event, the group's ranges changed since it:
 -- one seek a group.
 CREATE INDEX ranges_group_updated ON ranges (group_id, updated_at);

@@ -72,10 +72,12 @@ func (db *DB) OwnedGroups(ctx context.Context) ([]string, error) {
 	return db.groupNames(ctx, "listing owned groups", `SELECT name FROM groups WHERE owned = 1 ORDER BY name`)
 }
 
-// DisownedGroups lists up to limit groups this node has but does not own,
-// the longest unheld first, to offer their claims again.
+// DisownedGroups lists up to limit groups this node has but does not own
+// that have work to lease, the longest unheld first, to offer their
+// claims again.
 func (db *DB) DisownedGroups(ctx context.Context, limit int) ([]string, error) {
-	return db.groupNames(ctx, "listing disowned groups", `SELECT name FROM groups WHERE owned = 0 ORDER BY free_since LIMIT ?`, limit)
+	return db.groupNames(ctx, "listing disowned groups", `SELECT name FROM groups INDEXED BY groups_disowned
+		WHERE owned = 0 AND active = 1 AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL) ORDER BY free_since LIMIT ?`, limit)
 }
 
 // groupNames runs a query of group names on the reader pool.

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,7 @@ type Fleet struct {
 	dumper    *Dumper
 	snapshots *Replicator
 	admin     *Admin
+	records   jetstream.KeyValue
 
 	connected prometheus.GaugeFunc
 	closeOnce sync.Once
@@ -194,6 +196,7 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	f.ownership.SetAdopt(f.adopt)
 	f.ownership.Attach(f.claims)
 
+	f.records = records
 	f.publisher = NewPublisher(f.js, db, cfg.Name, records, f.log)
 	f.publisher.SnapshotFunc = f.snapshots.Replicate
 	f.folder = NewFolder(f.js, db, cfg.Name, records, app.Config.MaxAttempts, f.log)
@@ -230,6 +233,9 @@ func (f *Fleet) adopt(ctx context.Context, group string) error {
 	if err != nil || origin == "" {
 		return err
 	}
+	if err := f.caughtUp(ctx, origin); err != nil {
+		return err
+	}
 	snap, err := f.snapshots.Import(ctx, group)
 	if err != nil {
 		return err
@@ -238,6 +244,52 @@ func (f *Fleet) adopt(ctx context.Context, group string) error {
 		f.log.Info("peers: adopted a group with its replicated snapshot", "group", group, "from", origin, "next", snap.Next)
 	}
 	return nil
+}
+
+// caughtUpWait bounds how long an adoption waits for the fold to reach
+// the last owner's publish record.
+const caughtUpWait = 5 * time.Second
+
+// caughtUp waits until this node has folded the stream through origin's
+// publish record, so what it adopts is the state origin last published;
+// ErrBehind if the fold does not get there within caughtUpWait. A record
+// past the stream's end (the stream was made again) vouches for nothing
+// and is not waited for.
+func (f *Fleet) caughtUp(ctx context.Context, origin string) error {
+	e, err := f.records.Get(ctx, origin)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil // origin never published
+	}
+	if err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "reading %q's publish record: %v", origin, err)
+	}
+	var rec PublishRecord
+	if json.Unmarshal(e.Value(), &rec) != nil {
+		return nil
+	}
+	deadline := time.Now().Add(caughtUpWait)
+	for {
+		_, mark, err := f.app.DB.FoldMark(ctx)
+		if err != nil {
+			return err
+		}
+		if mark >= rec.Seq {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			stream, err := f.js.Stream(ctx, StreamName)
+			if err == nil {
+				if info, err := stream.Info(ctx); err == nil && info.State.LastSeq < rec.Seq {
+					return nil
+				}
+			}
+			return ErrBehind
+		}
+		sleep(ctx, 50*time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 }
 
 // Run publishes, folds, keeps claims and replicates snapshots until ctx

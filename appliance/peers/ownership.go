@@ -2,7 +2,9 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"leasehold"
@@ -33,7 +35,15 @@ type Ownership struct {
 	// adopt, if set, is called with a won group before it is owned: the
 	// fleet brings in the newest replicated snapshot of a peer's group.
 	adopt func(ctx context.Context, group string) error
+
+	mu  sync.Mutex
+	won map[string]time.Time // when each group's claim was won here
 }
+
+// ErrBehind is adopt's answer when this node has not yet folded all the
+// group's last owner published: owning it now would publish an older state
+// over a newer one. The claim is released and tried again later.
+var ErrBehind = errors.New("not caught up with the group's owner yet")
 
 // ownershipWanted bounds the groups waiting for a claim; more are dropped
 // and offered again by the periodic pass over disowned groups.
@@ -46,7 +56,7 @@ func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duratio
 		log = slog.Default()
 	}
 	return &Ownership{coord: coord, db: db, every: every, log: log,
-		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1)}
+		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), won: map[string]time.Time{}}
 }
 
 // Attach makes leases ask claims; from here on this node leases only the
@@ -55,6 +65,7 @@ func (o *Ownership) Attach(claims *Claims) {
 	o.claims = claims
 	o.coord.SetOwnsFunc(o.owns)
 	o.coord.SetClaimFunc(o.ClaimNow)
+	o.coord.SetEnsureFunc(o.Ensure)
 	o.coord.SetIdleFunc(func() {
 		select {
 		case o.idle <- struct{}{}:
@@ -97,13 +108,58 @@ func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
 	return won
 }
 
+// Ensure is the coordinator's EnsureFunc: an admin write on a group of
+// this node's own is made under its claim, so its events carry the claim
+// and no peer adopts the group with an older state. Errors: conflict when
+// another node owns the group, unavailable when NATS cannot be reached.
+func (o *Ownership) Ensure(ctx context.Context, group string) error {
+	if o.claims.Held(group) {
+		return nil
+	}
+	rev, err := o.claims.Claim(ctx, group)
+	if err != nil {
+		return err
+	}
+	if err := o.coord.Own(ctx, group, rev); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.won[group] = time.Now()
+	o.mu.Unlock()
+	return nil
+}
+
 // Keep is the claims' KeepFunc: of the claims due for renewal, those of
 // groups in work here (held, released within two claim TTLs, or being
 // adopted) are kept; the others are released, and claimed again when a
 // lease here reaches the group. So the claims renewed track the groups in
 // work, not every group this node ever leased.
 func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error) {
-	return o.db.GroupsInWork(ctx, groups, o.db.Now().Add(-6*o.every))
+	since := o.db.Now().Add(-6 * o.every)
+	kept, err := o.db.GroupsInWork(ctx, groups, since)
+	if err != nil {
+		return nil, err
+	}
+	// A group won lately is in work too: this node's workers have not come
+	// for it yet (an idle worker backs off).
+	in := make(map[string]bool, len(kept))
+	for _, g := range kept {
+		in[g] = true
+	}
+	o.mu.Lock()
+	for _, g := range groups {
+		if t, ok := o.won[g]; ok {
+			if t.After(since) {
+				if !in[g] {
+					kept = append(kept, g)
+				}
+			} else {
+				delete(o.won, g)
+			}
+		}
+	}
+	o.mu.Unlock()
+	return kept, nil
 }
 
 // SetAdopt sets what is done with a group whose claim was won, before it
@@ -123,12 +179,11 @@ func (o *Ownership) Lost(group string) {
 	}()
 }
 
-// Run claims the groups leases asked for and, every o.every or when a
-// lease found nothing, offers the claims of disowned groups again (their
-// owner may have lapsed), until ctx ends.
+// Run claims the groups leases asked for and, when a lease found nothing
+// (at most every o.every), offers the claims of disowned groups with work
+// again (their owner may have lapsed), until ctx ends.
 func (o *Ownership) Run(ctx context.Context) error {
-	t := time.NewTicker(o.every)
-	defer t.Stop()
+	var offered time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -136,9 +191,13 @@ func (o *Ownership) Run(ctx context.Context) error {
 		case g := <-o.wanted:
 			o.claim(ctx, g)
 		case <-o.idle:
-			o.offer(ctx)
-		case <-t.C:
-			o.offer(ctx)
+			// Only a node whose workers find nothing takes groups on, and
+			// not more often than every o.every: a node with no workers, or
+			// busy ones, leaves its peers' groups where they are.
+			if time.Since(offered) >= o.every {
+				offered = time.Now()
+				o.offer(ctx)
+			}
 		}
 	}
 }
@@ -158,7 +217,13 @@ func (o *Ownership) claim(ctx context.Context, group string) bool {
 // own makes a won group this node's, adopting it first.
 func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 	if o.adopt != nil {
-		if err := o.adopt(ctx, group); err != nil {
+		if err := o.adopt(ctx, group); errors.Is(err, ErrBehind) {
+			o.log.Info("ownership: not adopting a group before its owner's events are folded", "group", group)
+			if err := o.claims.Release(ctx, group); err != nil {
+				o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
+			}
+			return false
+		} else if err != nil {
 			o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
 		}
 	}
@@ -166,6 +231,9 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 		o.log.Error("ownership: owning a claimed group", "group", group, "err", err)
 		return false
 	}
+	o.mu.Lock()
+	o.won[group] = time.Now()
+	o.mu.Unlock()
 	return true
 }
 
