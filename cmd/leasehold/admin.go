@@ -574,6 +574,8 @@ type progressLine struct {
 
 // wait polls until every active group has no planned or leased range and
 // nobody holds it: its last holder uploaded the window and released it.
+// In a fleet it counts the whole fleet's groups as this node has folded
+// them, so one node answers for all.
 // Failed ranges end the wait with an error, since nothing will lease them.
 func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -649,7 +651,10 @@ func (a *adminCmd) progress(ctx context.Context) (progressLine, error) {
 		p.Leased += d.Ranges[leasehold.StatusLeased]
 		p.Planned += d.Ranges[leasehold.StatusPlanned]
 		p.Failed += d.Ranges[leasehold.StatusFailed]
-		if d.Lease != nil {
+		// A peer's group is held at its owner: in a fleet, this node's
+		// catalog folds the owner's holder, and the window is not final
+		// until that holder has uploaded it and let go.
+		if d.Lease != nil || d.Peer != nil && d.Peer.Holder != "" {
 			p.Held++
 		}
 	}
