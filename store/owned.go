@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"time"
 
 	"leasehold"
@@ -98,25 +97,28 @@ func (db *DB) groupNames(ctx context.Context, doing, q string, args ...any) ([]s
 	return out, mapError(rows.Err(), doing)
 }
 
-// GroupsInWork returns those of names that are in work here: held, or
-// released or made at or after since, or not (yet) owned here. Peer sync
-// keeps renewing the claims of these only.
-func (db *DB) GroupsInWork(ctx context.Context, names []string, since time.Time) ([]string, error) {
+var qGroupDisownIdle = wq(`UPDATE groups SET owned = 0 WHERE name = ?1 AND owned = 1 AND held = 0 AND free_since < ?2 RETURNING id`)
+
+// DisownIdle stops this node leasing those of names that are owned here
+// but idle (not held, released before since) and returns them: their
+// claims are released next. One write, so no lease can be granted between
+// the check and the disowning; a node that wants them again claims them
+// back when its workers are idle.
+func (tx *Tx) DisownIdle(names []string, since time.Time) ([]string, error) {
 	var out []string
-	for len(names) > 0 {
-		n := min(len(names), 500)
-		args := make([]any, 0, n+1)
-		args = append(args, ms(since))
-		for _, name := range names[:n] {
-			args = append(args, name)
+	for _, name := range names {
+		var id int64
+		err := tx.queryRow(qGroupDisownIdle, name, ms(since)).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
 		}
-		q := `SELECT name FROM groups WHERE (held = 1 OR free_since >= ? OR owned = 0) AND name IN (?` + strings.Repeat(", ?", n-1) + `)`
-		got, err := db.groupNames(ctx, "listing groups in work", q, args...)
 		if err != nil {
+			return nil, mapError(err, "disowning idle groups")
+		}
+		if err := tx.event(EventGroupDisowned, id, 0, 0, map[string]any{"reason": "idle"}); err != nil {
 			return nil, err
 		}
-		out = append(out, got...)
-		names = names[n:]
+		out = append(out, name)
 	}
 	return out, nil
 }

@@ -130,35 +130,42 @@ func (o *Ownership) Ensure(ctx context.Context, group string) error {
 }
 
 // Keep is the claims' KeepFunc: of the claims due for renewal, those of
-// groups in work here (held, released within two claim TTLs, or being
-// adopted) are kept; the others are released, and claimed again when a
-// lease here reaches the group. So the claims renewed track the groups in
-// work, not every group this node ever leased.
+// groups in work here are kept; the others (owned here but not held, and
+// released more than two claim TTLs ago, and not won lately) are disowned
+// in one catalog write, so no lease can slip in between, and their claims
+// released. So the claims renewed track the groups in work, not every
+// group this node ever leased; an idle node's offers claim them back.
 func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error) {
 	since := o.db.Now().Add(-6 * o.every)
-	kept, err := o.db.GroupsInWork(ctx, groups, since)
+	var candidates []string
+	o.mu.Lock()
+	for _, g := range groups {
+		if t, ok := o.won[g]; ok && t.After(since) {
+			continue // won lately: this node's workers have not come yet
+		}
+		delete(o.won, g)
+		candidates = append(candidates, g)
+	}
+	o.mu.Unlock()
+	var idle []string
+	err := o.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		idle, err = tx.DisownIdle(candidates, since)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	// A group won lately is in work too: this node's workers have not come
-	// for it yet (an idle worker backs off).
-	in := make(map[string]bool, len(kept))
-	for _, g := range kept {
-		in[g] = true
+	gone := make(map[string]bool, len(idle))
+	for _, g := range idle {
+		gone[g] = true
 	}
-	o.mu.Lock()
+	kept := make([]string, 0, len(groups))
 	for _, g := range groups {
-		if t, ok := o.won[g]; ok {
-			if t.After(since) {
-				if !in[g] {
-					kept = append(kept, g)
-				}
-			} else {
-				delete(o.won, g)
-			}
+		if !gone[g] {
+			kept = append(kept, g)
 		}
 	}
-	o.mu.Unlock()
 	return kept, nil
 }
 
