@@ -238,10 +238,11 @@ func (tx *Tx) PeerRebuilt(origin string, nodes []string) error {
 
 // OwnGroup lets this node lease the named group: its claim was won at
 // claimRev. A group whose state was a peer's is adopted: from here on it
-// is this node's own, and if the peer had a window snapshot this node has
-// no copy of, every range the window would have covered is planned again
-// from the group's start (rule 2 with S = start), since the next worker
-// starts with an empty window. An owned group only has its claim revision
+// is this node's own, and rule 2 is applied at once from the snapshot this
+// node holds (S = its next), or from the group's start if the peer had a
+// snapshot this node has no copy of, since the next worker starts from
+// that window; so a group whose newest window never left its old owner is
+// worked again from what did. An owned group only has its claim revision
 // raised. A missing group is not found.
 func (tx *Tx) OwnGroup(name string, claimRev uint64) error {
 	id, owned, _, err := tx.groupOwnership(name)
@@ -272,10 +273,23 @@ func (tx *Tx) OwnGroup(name string, claimRev uint64) error {
 	if err := tx.queryRow(qLeaseSnapNext, id).Scan(&local); err != nil {
 		return mapError(err, "owning a group")
 	}
-	if peerSnap.Valid && !local.Valid {
-		if err := tx.replan(id, &start, 1<<62); err != nil {
-			return err
-		}
+	// The takeover rule, now: the window this node's workers will resume
+	// is the snapshot it holds (imported just before, and possibly older
+	// than the peer's newest, which may never have been replicated), so
+	// every range that snapshot does not cover is planned again, done or
+	// not. Without one, but with the peer having had one, the window
+	// starts empty: from the group's start.
+	switch {
+	case local.Valid:
+		next := local.Int64
+		err = tx.replan(id, &next, 1<<62)
+	case peerSnap.Valid:
+		err = tx.replan(id, &start, 1<<62)
+	default:
+		err = tx.replan(id, nil, 1<<62)
+	}
+	if err != nil {
+		return err
 	}
 	return tx.event(EventGroupAdopted, id, 0, 0, map[string]any{"claim_rev": claimRev, "from": origin})
 }

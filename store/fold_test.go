@@ -346,8 +346,11 @@ func TestOwnGroupAdopts(t *testing.T) {
 				r := got[i]
 				want := w.Status
 				next := w.Next
-				if tc.snapshot && (w.Status == leasehold.StatusDone || w.Status == leasehold.StatusLeased) {
+				switch {
+				case tc.snapshot && (w.Status == leasehold.StatusDone || w.Status == leasehold.StatusLeased):
 					want, next = leasehold.StatusPlanned, w.Start // rule 2 with S = start
+				case w.Status == leasehold.StatusLeased:
+					want = leasehold.StatusPlanned // rule 2 without a snapshot: at its resume point
 				}
 				if r.Status != want || r.Next != next {
 					t.Errorf("range %d after adoption: %s next %d, want %s next %d", w.Start, r.Status, r.Next, want, next)
@@ -519,5 +522,34 @@ func TestPeers(t *testing.T) {
 	must(t, err)
 	if peers[0].Rebuilds != 1 || peers[0].Nodes != 0 || peers[1].Rebuilds != 0 {
 		t.Fatalf("peers after a's rebuild and node gone = %+v", peers)
+	}
+}
+
+// TestOwnGroupAdoptsFromLocalSnapshot: a group adopted with a snapshot
+// older than its folded progress (its newest window never left the old
+// owner) is worked again from that snapshot: rule 2 at once, so a group
+// whose ranges were all done is not left done behind an old window.
+func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
+	rs := foldRanges()
+	for i := range rs {
+		rs[i].Status, rs[i].Next, rs[i].Node = leasehold.StatusDone, rs[i].End+1, ""
+	}
+	id, _ := foldIn(t, db, "a", foldGroup("g", 3), rs)
+	// The imported snapshot covers ids below 151.
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.execSQL(`UPDATE group_leases SET snapshot_next = 151, snapshot_size = 1, snapshot_sha256 = 'ab', snapshot_at = 0, snapshot_file = 1 WHERE group_id = ?`, id)
+		return err
+	}))
+	must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 7) }))
+	for _, r := range rangesOf(t, db, id) {
+		want, next := leasehold.StatusDone, r.End+1
+		if r.End >= 151 {
+			want, next = leasehold.StatusPlanned, max(r.Start, 151)
+		}
+		if r.Status != want || r.Next != next {
+			t.Errorf("range %d..%d after adoption: %s next %d, want %s next %d", r.Start, r.End, r.Status, r.Next, want, next)
+		}
 	}
 }
