@@ -285,11 +285,13 @@ in_work=$(awk -v lost="$owned_by_b" 'BEGIN { split(lost, l, " "); for (i in l) w
 	want[$1] && $2 != "node-b" && $3 != "-" && $4 < $5 { print $1 }' <<<"$view" | tr '\n' ' ')
 step "of them, $(wc -w <<<"$in_work") are in work at their new owners: $in_work"
 
-step "waiting until node-b's catalog names the new owners of the groups it lost"
+# A lost group a new owner has let go (idle) may rightly come back to
+# node-b under a newer claim, so only the groups in work elsewhere count.
+step "waiting until node-b's catalog names the new owners of the lost groups in work elsewhere"
 until_s=$((SECONDS + 30))
 while [ "$SECONDS" -lt "$until_s" ]; do
 	view=$(owners b) || { sleep 0.2; continue; }
-	still=$(awk -v lost="$owned_by_b" 'BEGIN { split(lost, l, " "); for (i in l) want[l[i]] = 1 }
+	still=$(awk -v lost="$in_work" 'BEGIN { split(lost, l, " "); for (i in l) want[l[i]] = 1 }
 		want[$1] && $2 == "node-b"' <<<"$view" | wc -l)
 	[ "$still" -eq 0 ] && break
 	sleep 0.1
