@@ -380,6 +380,16 @@ func (db *DB) OwnStateName(ctx context.Context, groupID int64) (string, error) {
 	return name, mapError(err, "reading a group")
 }
 
+// Unpublished reports whether the named group has events the publisher
+// has not sent yet. It reads the outbox's unsent rows, which are few
+// while the node reaches NATS.
+func (db *DB) Unpublished(ctx context.Context, name string) (bool, error) {
+	var n int
+	err := db.queryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM events INDEXED BY events_unsent
+		WHERE sent = 0 AND group_id = (SELECT id FROM groups WHERE name = ?) LIMIT 1)`, name).Scan(&n)
+	return n > 0, mapError(err, "reading the outbox")
+}
+
 // OwnGroupIDs returns up to limit ids of this node's own groups (not a
 // peer's state) after id, in id order: a full state dump's pages.
 func (db *DB) OwnGroupIDs(ctx context.Context, after int64, limit int) ([]int64, error) {

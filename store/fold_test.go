@@ -423,6 +423,11 @@ func TestOutboxSent(t *testing.T) {
 	if len(left) != 2 || left[0].ID != all[4].ID {
 		t.Fatalf("unsent after marking through %d = %v", all[3].ID, ids(left))
 	}
+	for name, want := range map[string]bool{"a": false, "d": false, "e": true, "f": true, "missing": false} {
+		if got, err := db.Unpublished(ctx, name); err != nil || got != want {
+			t.Errorf("Unpublished(%q) = %v, %v; want %v", name, got, err, want)
+		}
+	}
 	prune := func(through int64, limit int) int64 {
 		var n int64
 		must(t, db.Write(ctx, func(tx *Tx) error {

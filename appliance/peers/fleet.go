@@ -194,6 +194,7 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "setting up JetStream: %v", err)
 	}
 	f.ownership.SetAdopt(f.adopt)
+	f.ownership.SetSettled(f.settled)
 	f.ownership.Attach(f.claims)
 
 	f.records = records
@@ -221,6 +222,17 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 type backoffStop struct{ err error }
 
 func (b backoffStop) Error() string { return b.err.Error() }
+
+// settled reports whether all of group has left this node: its events
+// published and its newest snapshot replicated. Until then its claim is
+// kept even when it is idle.
+func (f *Fleet) settled(ctx context.Context, group string) bool {
+	if f.snapshots.Pending(group) {
+		return false
+	}
+	unsent, err := f.app.DB.Unpublished(ctx, group)
+	return err == nil && !unsent
+}
 
 // adopt brings in the newest replicated snapshot of a peer's group this
 // node just won, before it is owned here.

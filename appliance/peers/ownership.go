@@ -35,6 +35,11 @@ type Ownership struct {
 	// adopt, if set, is called with a won group before it is owned: the
 	// fleet brings in the newest replicated snapshot of a peer's group.
 	adopt func(ctx context.Context, group string) error
+	// settled, if set, says whether everything of a group has left this
+	// node (events published, newest snapshot replicated); an idle group's
+	// claim is released only then, so the node that claims it next takes
+	// up its newest window, not an older one.
+	settled func(ctx context.Context, group string) bool
 
 	mu  sync.Mutex
 	won map[string]time.Time // when each group's claim was won here
@@ -131,7 +136,8 @@ func (o *Ownership) Ensure(ctx context.Context, group string) error {
 
 // Keep is the claims' KeepFunc: of the claims due for renewal, those of
 // groups in work here are kept; the others (owned here but not held, and
-// released more than two claim TTLs ago, and not won lately) are disowned
+// released more than two claim TTLs ago, not won lately, and settled:
+// nothing of theirs left to publish or replicate) are disowned
 // in one catalog write, so no lease can slip in between, and their claims
 // released. So the claims renewed track the groups in work, not every
 // group this node ever leased; an idle node's offers claim them back.
@@ -147,6 +153,16 @@ func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error)
 		candidates = append(candidates, g)
 	}
 	o.mu.Unlock()
+	if o.settled != nil {
+		n := 0
+		for _, g := range candidates {
+			if o.settled(ctx, g) {
+				candidates[n] = g
+				n++
+			}
+		}
+		candidates = candidates[:n]
+	}
 	var idle []string
 	err := o.db.Write(ctx, func(tx *store.Tx) error {
 		var err error
@@ -168,6 +184,10 @@ func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error)
 	}
 	return kept, nil
 }
+
+// SetSettled sets what tells whether an idle group's claim may be released
+// (see Ownership.settled).
+func (o *Ownership) SetSettled(f func(ctx context.Context, group string) bool) { o.settled = f }
 
 // SetAdopt sets what is done with a group whose claim was won, before it
 // is owned here. Its error is logged and the group owned all the same:

@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,6 +147,8 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
+	var settled atomic.Bool // the group's events and snapshot have left the node
+	own.SetSettled(func(_ context.Context, group string) bool { return group != "g" || settled.Load() })
 	claims := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
 	own.Attach(claims)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -166,6 +169,13 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	if err := app.Coordinator.Release(ctx, w.ID, g.Group.ID, g.Fence); err != nil {
 		t.Fatal(err)
 	}
+	// Idle but not settled, it is kept: a peer claiming it now would take
+	// up an older window than this node's newest.
+	time.Sleep(3 * claimTestTTL)
+	if !claims.Held("g") {
+		t.Fatal("the claim of an idle group not yet settled was released")
+	}
+	settled.Store(true)
 	claimEventually(t, 3*claimTestTTL, "the idle group's claim is released", func() bool { return !claims.Held("g") })
 	if _, _, err := claims.Owner(ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
 		t.Fatalf("the released claim is still in the bucket: %v", err)

@@ -136,6 +136,14 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 			return 0, errors.New("no acknowledgement within 30s")
 		}
 	}
+	// The snapshots are queued before the events are marked sent, so a
+	// group never looks settled (nothing unsent, nothing pending upload)
+	// while its newest window is in neither place.
+	if p.SnapshotFunc != nil {
+		for _, g := range snapshots {
+			p.SnapshotFunc(g)
+		}
+	}
 	through := events[len(events)-1].ID
 	if err := p.db.Write(ctx, func(tx *store.Tx) error { return tx.MarkSent(through) }); err != nil {
 		return 0, err
@@ -149,11 +157,6 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 		p.log.Warn("peers: raising the publish record", "err", err)
 	}
 	p.prune(ctx, through)
-	if p.SnapshotFunc != nil {
-		for _, g := range snapshots {
-			p.SnapshotFunc(g)
-		}
-	}
 	return len(events), nil
 }
 

@@ -107,11 +107,16 @@ type Replicator struct {
 	chunk  uint32
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	queue  []string        // groups waiting, oldest first
-	queued map[string]bool // the groups in queue
-	closed bool
-	wake   chan struct{} // a group was queued
+	mu       sync.Mutex
+	queue    []string        // groups waiting, oldest first
+	queued   map[string]bool // the groups in queue
+	pending  map[string]bool // groups queued, being uploaded, or failed and waiting to be tried again
+	failures map[string]int  // failed uploads in a row, by group
+	closed   bool
+	wake     chan struct{} // a group was queued
+
+	purges    []string      // chunk subjects waiting to be purged, oldest first
+	purgeWake chan struct{} // a subject was queued
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -164,7 +169,8 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.A
 	}
 	r := &Replicator{
 		obs: obs, stream: stream, pub: pub, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger,
-		queued: map[string]bool{}, wake: make(chan struct{}, 1),
+		queued: map[string]bool{}, pending: map[string]bool{}, failures: map[string]int{},
+		wake: make(chan struct{}, 1), purgeWake: make(chan struct{}, 1),
 		replications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_snapshot_replications_total",
 			Help: "Window snapshot replications to the object store: ok (uploaded), unchanged (already there), failed.",
@@ -205,6 +211,10 @@ func (r *Replicator) Replicate(group string) {
 		r.mu.Unlock()
 		return
 	}
+	if r.pending == nil {
+		r.pending, r.failures = map[string]bool{}, map[string]int{}
+	}
+	r.pending[group] = true
 	r.queued[group] = true
 	r.queue = append(r.queue, group)
 	r.mu.Unlock()
@@ -228,23 +238,68 @@ func (r *Replicator) next() string {
 	return g
 }
 
-// Run uploads queued snapshots, one at a time, until ctx ends or Close,
-// and returns nil then; an upload under way is cut off and its chunks
-// purged. A failed upload is logged and counted, and not retried: the
-// group's next snapshot queues it again.
+// Pending reports whether group has a snapshot here that may not be in
+// the object store yet: queued, being uploaded, or failed and waiting to
+// be tried again. A node keeps its claim on such a group, so a peer that
+// takes it over finds its newest window replicated.
+func (r *Replicator) Pending(group string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pending[group]
+}
+
+// Retries of a failed upload: the first after replicateRetry, each next
+// one twice as late, up to replicateRetryMax. A finished group stores no
+// further snapshot to queue it again, and its claim is kept until its
+// window is replicated.
+const (
+	replicateRetry    = 5 * time.Second
+	replicateRetryMax = 5 * time.Minute
+)
+
+// done records how group's upload went: a failed one is queued again
+// after a backoff, and the group stays pending until an upload succeeds
+// or finds nothing to do.
+func (r *Replicator) done(group string, failed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !failed {
+		delete(r.failures, group)
+		if !r.queued[group] {
+			delete(r.pending, group)
+		}
+		return
+	}
+	r.failures[group]++
+	delay := replicateRetry << min(r.failures[group]-1, 10)
+	time.AfterFunc(min(delay, replicateRetryMax), func() { r.Replicate(group) })
+}
+
+// Run uploads queued snapshots, one at a time, and purges replaced
+// chunks beside, until ctx ends or Close, and returns nil then; an upload
+// under way is cut off and its chunks purged. A failed upload is logged,
+// counted, and tried again later (see replicateRetry).
 func (r *Replicator) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	r.mu.Unlock()
 	defer r.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(r.ctx, cancel)
 	defer stop()
+	// The purger stops only after the uploads, so the chunks of one cut
+	// off by the stop are in its drain.
+	pctx, pcancel := context.WithCancel(context.Background())
+	defer pcancel()
+	go func() {
+		defer r.wg.Done()
+		r.purger(pctx)
+	}()
 	for {
 		g := r.next()
 		if g == "" {
@@ -261,8 +316,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 		}
 		r.replications.WithLabelValues(res).Inc()
 		if err != nil {
-			r.log.Error("snapshots: replication failed", "group", g, "err", err)
+			r.log.Error("snapshots: replication failed; trying again later", "group", g, "err", err)
 		}
+		r.done(g, err != nil)
 	}
 }
 
@@ -276,6 +332,13 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 	}
 	if err != nil {
 		return "failed", err
+	}
+	// A group whose state here is a peer's was lost or let go since it was
+	// queued: its object is its new owner's to write.
+	if origin, err := r.app.DB.GroupOrigin(ctx, g.ID); err != nil {
+		return "failed", err
+	} else if origin != "" {
+		return "unchanged", nil
 	}
 	// The open file is this snapshot's bytes to the end, even if a newer
 	// upload replaces and removes it meanwhile; that one queues itself.
@@ -338,10 +401,7 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 	info := &jetstream.ObjectInfo{ObjectMeta: meta, Bucket: SnapshotsBucket, NUID: nuid.Next()}
 	subj := snapshotChunksSubj + info.NUID
 	fail := func(err error) (*jetstream.ObjectInfo, error) {
-		// Purge even when ctx ended: the chunks must not linger.
-		if perr := r.purge(context.WithoutCancel(ctx), subj); perr != nil {
-			r.log.Warn("snapshots: purging the chunks of a failed upload", "group", meta.Name, "err", perr)
-		}
+		r.purgeLater(subj)
 		if errors.As(err, new(*leasehold.Error)) {
 			return nil, err
 		}
@@ -415,11 +475,87 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 		return fail(err)
 	}
 	if old != nil && !old.Deleted {
-		if err := r.purge(ctx, snapshotChunksSubj+old.NUID); err != nil {
-			r.log.Warn("snapshots: purging the chunks of a replaced snapshot", "group", meta.Name, "err", err)
-		}
+		r.purgeLater(snapshotChunksSubj + old.NUID)
 	}
 	return info, nil
+}
+
+// purgeLater queues the chunks on subj to be purged by the purger, so an
+// upload never waits on one: a purge asked of a stream that is electing a
+// leader gets no answer until its deadline, minutes for gigabytes, and
+// the next group's window would wait that long to be replicated.
+func (r *Replicator) purgeLater(subj string) {
+	r.mu.Lock()
+	r.purges = append(r.purges, subj)
+	r.mu.Unlock()
+	select {
+	case r.purgeWake <- struct{}{}:
+	default:
+	}
+}
+
+// Purges: each waits up to snapshotPurgeWait; a failed one is tried
+// again after purgeRetry, up to purgeAttempts times in all. At Close the
+// purges still waiting get purgeDrain together, so a node stopping
+// leaves as few orphaned chunks as it can without hanging on a stream
+// that cannot answer.
+const (
+	purgeRetry    = 10 * time.Second
+	purgeAttempts = 5
+	purgeDrain    = 10 * time.Second
+)
+
+// purger purges queued chunk subjects until ctx ends, then drains what is
+// left within purgeDrain.
+func (r *Replicator) purger(ctx context.Context) {
+	tries := map[string]int{}
+	take := func() string {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.purges) == 0 {
+			return ""
+		}
+		s := r.purges[0]
+		r.purges = r.purges[1:]
+		return s
+	}
+	for {
+		if ctx.Err() != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), purgeDrain)
+			defer cancel()
+			for s := take(); s != "" && dctx.Err() == nil; s = take() {
+				if err := r.purge(dctx, s); err != nil {
+					r.log.Warn("snapshots: purging chunks at close; they stay in the bucket", "subject", s, "err", err)
+				}
+			}
+			return
+		}
+		subj := take()
+		if subj == "" {
+			select {
+			case <-ctx.Done():
+			case <-r.purgeWake:
+			}
+			continue
+		}
+		err := r.purge(ctx, subj)
+		if ctx.Err() != nil {
+			r.purgeLater(subj) // cut off: the drain tries it again
+			continue
+		}
+		if err == nil {
+			delete(tries, subj)
+			continue
+		}
+		tries[subj]++
+		if tries[subj] >= purgeAttempts {
+			r.log.Error("snapshots: purging chunks failed; they stay in the bucket", "subject", subj, "attempts", tries[subj], "err", err)
+			delete(tries, subj)
+			continue
+		}
+		r.log.Warn("snapshots: purging chunks; trying again later", "subject", subj, "err", err)
+		time.AfterFunc(purgeRetry, func() { r.purgeLater(subj) })
+	}
 }
 
 // purge removes the chunks on subj, waiting up to snapshotPurgeWait.

@@ -381,6 +381,7 @@ func TestReplicatorRefusesChangedFile(t *testing.T) {
 	first := a.put(t, "g", 1, snapBytes(21, 200000))
 	a.rep.Replicate("g")
 	info := snapReplicated(t, obs, "g", first.SHA256)
+	claimEventually(t, 10*time.Second, "the replicated group no longer pending", func() bool { return !a.rep.Pending("g") })
 	sizeBefore := snapBucketSize(t, obs)
 
 	second := a.put(t, "g", 2, snapBytes(22, 3*int(a.rep.chunk)))
@@ -404,8 +405,19 @@ func TestReplicatorRefusesChangedFile(t *testing.T) {
 	if err != nil || got.NUID != info.NUID || got.Metadata[SnapshotMetaSHA256] != first.SHA256 {
 		t.Fatalf("object after a refused upload: %+v, %v; want the first one, %s", got, err, info.NUID)
 	}
-	if after := snapBucketSize(t, obs); after != sizeBefore {
-		t.Errorf("bucket holds %d bytes after a refused upload, %d before", after, sizeBefore)
+	// The refused upload stays pending, so the claim is kept, and is tried
+	// again; its chunks are purged beside the uploads.
+	if !a.rep.Pending("g") {
+		t.Error("a group whose upload was refused is not pending")
+	}
+	claimEventually(t, 10*time.Second, "the refused upload's chunks purged", func() bool {
+		return snapBucketSize(t, obs) == sizeBefore
+	})
+	claimEventually(t, 3*replicateRetry, "the refused upload tried again", func() bool {
+		return claimMetric(t, a.rep.replications.WithLabelValues("failed")) >= 2
+	})
+	if !a.rep.Pending("g") {
+		t.Error("a group whose upload was refused twice is not pending")
 	}
 }
 
