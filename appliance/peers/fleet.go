@@ -151,6 +151,13 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	// A cluster takes a moment to elect its meta leader; until then every
 	// JetStream call fails, so the setup is retried.
 	err = retry(jctx, func(ctx context.Context) error {
+		// A node that joins knowing fewer routes than the fleet's first
+		// nodes must not lower the copies they set up: the stream's count
+		// stands for the stream and the buckets alike.
+		if s, err := f.js.Stream(ctx, StreamName); err == nil && s.CachedInfo().Config.Replicas > cfg.Replicas {
+			cfg.Replicas = s.CachedInfo().Config.Replicas
+			f.cfg.Replicas = cfg.Replicas
+		}
 		if _, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: StreamName, Description: "leasehold events of every node of the fleet",
 			Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,

@@ -218,6 +218,22 @@ func TestFleet(t *testing.T) {
 	ctx := context.Background()
 	nodes, ports, routes := fleetOf(t)
 	a, b, c := nodes[0], nodes[1], nodes[2]
+	fleetReplicas(t, a, "three routed nodes", 3)
+	// A node joining through a's server knows no routes (it would set up
+	// one copy): the fleet's three stay.
+	{
+		app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Join(ctx, app, Config{Name: "node-d", NATS: a.fleet.url, ClaimTTL: fleetTTL, Logger: claimQuiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		app.Close()
+		fleetReplicas(t, a, "after a node without routes joined", 3)
+	}
 	const size, rangeSize = 200, 10
 	const total = size + 50 // planned further through b, carried to a
 	rs := int64(rangeSize)
@@ -343,6 +359,22 @@ func TestFleet(t *testing.T) {
 					x.node, x.fence, x.from.Format("15:04:05.000"), x.until.Format("15:04:05.000"),
 					y.node, y.fence, y.from.Format("15:04:05.000"), y.until.Format("15:04:05.000"))
 			}
+		}
+	}
+}
+
+// fleetReplicas checks the copies of the events stream and the buckets,
+// as n's server reports them.
+func fleetReplicas(t *testing.T, n *fleetNode, when string, want int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range []string{StreamName, "KV_" + PublishedBucket, "KV_" + ClaimsBucket, snapshotStream} {
+		s, err := n.fleet.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: stream %s: %v", when, name, err)
+		}
+		if got := s.CachedInfo().Config.Replicas; got != want {
+			t.Errorf("%s: stream %s has %d replicas, want %d", when, name, got, want)
 		}
 	}
 }
