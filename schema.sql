@@ -101,9 +101,10 @@ CREATE TABLE ranges (
 -- 3; planning never overlaps ranges).
 CREATE UNIQUE INDEX ranges_group_start ON ranges (group_id, start_id);
 
--- The publisher sends, with an event, the group's ranges changed since it:
--- one seek a group (version 3).
-CREATE INDEX ranges_group_updated ON ranges (group_id, updated_at);
+-- Peer sync's publisher sends, with an event, the group's ranges changed
+-- since it, one seek a group, by ranges_group_updated on (group_id,
+-- updated_at). It is not here: every range write pays for it, so it exists
+-- only while the node runs peer sync (store.DB.PeerIndexes, version 4).
 
 -- Counts by status, and the takeover replan: a group's leased or done
 -- ranges ending at or after the snapshot's next, found by one seek each.

@@ -44,6 +44,12 @@ type Options struct {
 	BatchFunc func(size int)
 	// Readers is the size of the reader pool (default 4).
 	Readers int
+	// NoOutbox is for a node running alone (serve --nats off): no change
+	// is written to the outbox, which only peer sync reads, so every
+	// write is cheaper and the outbox does not grow without bound. Open
+	// empties the outbox and leaves one EventOutboxPruned in it, so peers
+	// the node joins later rebuild its part from its dump.
+	NoOutbox bool
 }
 
 // DB is an open catalog.
@@ -138,6 +144,12 @@ func Open(path string, o Options) (*DB, error) {
 	if err := db.identify(); err != nil {
 		w.Close()
 		return nil, err
+	}
+	if o.NoOutbox {
+		if err := db.pruneOutbox(); err != nil {
+			w.Close()
+			return nil, err
+		}
 	}
 	var mode string
 	if err := w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {

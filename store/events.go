@@ -28,6 +28,10 @@ const (
 	EventRangesReplan   = "ranges_replanned"
 	EventSnapshotStored = "snapshot_stored"
 	EventRulesSet       = "rules_set"
+	// EventOutboxPruned stands for changes no outbox row tells of: the node
+	// ran alone (Options.NoOutbox). A peer folding it rebuilds the node's
+	// part from its dump.
+	EventOutboxPruned = "outbox_pruned"
 )
 
 var qEventInsert = wq(`INSERT INTO events (at, kind, group_id, range_id, node_id, body) VALUES (?, ?, ?, ?, ?, ?)`)
@@ -35,6 +39,9 @@ var qEventInsert = wq(`INSERT INTO events (at, kind, group_id, range_id, node_id
 // event writes one outbox row in the current transaction. Zero ids are
 // stored as NULL.
 func (tx *Tx) event(kind string, groupID, rangeID, nodeID int64, body map[string]any) error {
+	if tx.db.opts.NoOutbox {
+		return nil
+	}
 	b := []byte("{}")
 	if len(body) > 0 {
 		var err error
@@ -51,6 +58,35 @@ func zeroNull(v int64) any {
 		return nil
 	}
 	return v
+}
+
+// pruneOutbox empties the outbox of a node running alone and leaves one
+// EventOutboxPruned in it, unless that is all it holds already. The
+// emptying is SQLite's truncation of a whole table, quick however many rows
+// an older node left; ids are never reused (AUTOINCREMENT), so a peer's
+// de-duplication never mistakes a later event for an earlier one.
+func (db *DB) pruneOutbox() error {
+	var last sql.NullString
+	var second sql.NullInt64
+	err := db.w.QueryRow(`SELECT (SELECT kind FROM events ORDER BY id DESC LIMIT 1), (SELECT id FROM events ORDER BY id LIMIT 1 OFFSET 1)`).Scan(&last, &second)
+	if err != nil {
+		return mapError(err, "reading the outbox")
+	}
+	if last.String == EventOutboxPruned && !second.Valid {
+		return nil
+	}
+	tx, err := db.w.Begin()
+	if err != nil {
+		return mapError(err, "emptying the outbox")
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`DELETE FROM events`); err != nil {
+		return mapError(err, "emptying the outbox")
+	}
+	if _, err := tx.Exec(`INSERT INTO events (at, kind) VALUES (?, ?)`, ms(db.now()), EventOutboxPruned); err != nil {
+		return mapError(err, "emptying the outbox")
+	}
+	return mapError(tx.Commit(), "emptying the outbox")
 }
 
 // Events returns up to limit outbox rows after id, oldest first.

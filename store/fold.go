@@ -380,6 +380,44 @@ func (db *DB) OwnStateName(ctx context.Context, groupID int64) (string, error) {
 	return name, mapError(err, "reading a group")
 }
 
+// peerIndexes are the indexes only peer sync reads. Every write of their
+// columns pays for them, so a node running alone goes without.
+var peerIndexes = []struct{ name, create string }{
+	// The publisher's ranges of a group changed since its first event in
+	// a batch (OwnState): one seek a group.
+	{"ranges_group_updated", `CREATE INDEX ranges_group_updated ON ranges (group_id, updated_at)`},
+}
+
+// PeerIndexes makes the indexes peer sync reads (on) or drops them (off),
+// and returns the names of those it made or dropped. Making one reads
+// every range, a few seconds for millions, with the writer held: peer
+// sync calls it once as it starts, before it publishes.
+func (db *DB) PeerIndexes(ctx context.Context, on bool) ([]string, error) {
+	var changed []string
+	err := db.Write(ctx, func(tx *Tx) error {
+		changed = changed[:0]
+		for _, ix := range peerIndexes {
+			var n int
+			if err := tx.queryRowSQL(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?`, ix.name).Scan(&n); err != nil {
+				return mapError(err, "reading the schema")
+			}
+			if (n > 0) == on {
+				continue
+			}
+			q := ix.create
+			if !on {
+				q = "DROP INDEX " + ix.name
+			}
+			if _, err := tx.execSQL(q); err != nil {
+				return mapError(err, "changing peer sync's indexes")
+			}
+			changed = append(changed, ix.name)
+		}
+		return nil
+	})
+	return changed, err
+}
+
 // Unpublished reports whether the named group has events the publisher
 // has not sent yet. It reads the outbox's unsent rows, which are few
 // while the node reaches NATS.

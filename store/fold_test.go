@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -556,5 +558,101 @@ func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
 		if r.Status != want || r.Next != next {
 			t.Errorf("range %d..%d after adoption: %s next %d, want %s next %d", r.Start, r.End, r.Status, r.Next, want, next)
 		}
+	}
+}
+
+// TestPeerIndexes: peer sync's indexes are made once and dropped once; a
+// fresh catalog has none, and the publisher's read works once they are
+// made, as one seek.
+func TestPeerIndexes(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, "", Options{})
+	has := func() bool {
+		var n int
+		must(t, db.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'ranges_group_updated'`).Scan(&n))
+		return n == 1
+	}
+	if has() {
+		t.Fatal("a fresh catalog has peer sync's index")
+	}
+	for i, c := range []struct {
+		on   bool
+		want int
+	}{{true, 1}, {true, 0}, {false, 1}, {false, 0}, {true, 1}} {
+		changed, err := db.PeerIndexes(ctx, c.on)
+		if err != nil || len(changed) != c.want {
+			t.Fatalf("step %d: PeerIndexes(%v) = %v, %v; want %d changed", i, c.on, changed, err, c.want)
+		}
+		if has() != c.on {
+			t.Fatalf("step %d: index present %v after PeerIndexes(%v)", i, has(), c.on)
+		}
+	}
+	var g leasehold.Group
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		var err error
+		if g, _, err = tx.PutGroup("alt.indexed", GroupSpec{}); err != nil {
+			return err
+		}
+		_, err = tx.PlanTail(g.ID, 5000)
+		return err
+	}))
+	if _, ranges, _, err := db.OwnState(ctx, g.ID, time.Time{}); err != nil || len(ranges) == 0 {
+		t.Fatalf("OwnState with the index made: %d ranges, %v", len(ranges), err)
+	}
+	var plan string
+	rows, err := db.r.Query(`EXPLAIN QUERY PLAN SELECT id FROM ranges INDEXED BY ranges_group_updated WHERE group_id = ? AND updated_at >= ?`, g.ID, 0)
+	must(t, err)
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		must(t, rows.Scan(&id, &parent, &notused, &detail))
+		plan += detail
+	}
+	rows.Close()
+	if !strings.Contains(plan, "SEARCH") {
+		t.Errorf("the publisher's read is %q, not a seek", plan)
+	}
+}
+
+// TestNoOutbox: a node alone writes no outbox rows; opening it alone
+// empties what an earlier run left and leaves one outbox_pruned, once;
+// opened for peer sync again, it writes events after that one, with ids
+// never reused.
+func TestNoOutbox(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	put := func(db *DB, name string) {
+		must(t, db.Write(ctx, func(tx *Tx) error { _, _, err := tx.PutGroup(name, GroupSpec{}); return err }))
+	}
+	db := openTest(t, path, Options{})
+	put(db, "a")
+	put(db, "b")
+	before, err := db.Events(ctx, 0, 100)
+	must(t, err)
+	if len(before) != 2 {
+		t.Fatalf("%d events with the outbox on, want 2", len(before))
+	}
+	db.Close()
+	lastOn := before[1].ID
+	for round := range 2 {
+		db = openTest(t, path, Options{NoOutbox: true})
+		put(db, fmt.Sprintf("alone%d", round))
+		evs, err := db.Events(ctx, 0, 100)
+		must(t, err)
+		if len(evs) != 1 || evs[0].Kind != EventOutboxPruned || evs[0].ID <= lastOn {
+			t.Fatalf("round %d: the outbox of a node alone holds %+v, want one %s after id %d", round, evs, EventOutboxPruned, lastOn)
+		}
+		if round == 1 && evs[0].ID != before[0].ID {
+			t.Fatalf("opened alone again, the outbox was pruned again: id %d, then %d", before[0].ID, evs[0].ID)
+		}
+		before = evs
+		db.Close()
+	}
+	db = openTest(t, path, Options{})
+	put(db, "c")
+	evs, err := db.Events(ctx, 0, 100)
+	must(t, err)
+	if len(evs) != 2 || evs[0].Kind != EventOutboxPruned || evs[1].Kind != EventGroupCreated || evs[1].ID <= evs[0].ID {
+		t.Fatalf("with the outbox on again: %+v", evs)
 	}
 }

@@ -35,6 +35,10 @@ func dumpOpen(t testing.TB, name, dir string) *dumpNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
+	// As Join does: the publisher's and the dumper's reads need them.
+	if _, err := app.DB.PeerIndexes(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
 	return &dumpNode{name: name, dir: dir, app: app}
 }
 

@@ -101,6 +101,13 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	if cfg.StreamMaxBytes == 0 {
 		cfg.StreamMaxBytes = 1 << 30
 	}
+	// The publisher's indexes exist only while peer sync runs.
+	start := time.Now()
+	if made, err := app.DB.PeerIndexes(ctx, true); err != nil {
+		return nil, err
+	} else if len(made) > 0 {
+		cfg.Logger.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
+	}
 	f := &Fleet{cfg: cfg, app: app, log: cfg.Logger}
 	defer func() {
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -187,11 +188,25 @@ func (f *Folder) run(ctx context.Context) error {
 				return err
 			}
 		}
-		last, err := f.fold(ctx, inc, msgs)
+		last, pruned, err := f.fold(ctx, inc, msgs)
 		if err != nil {
 			return err
 		}
 		mark = last
+		// An origin that ran alone kept no outbox meanwhile: its part is
+		// rebuilt from its dump, which is newer than anything folded.
+		for _, origin := range pruned {
+			f.log.Info("peers: a peer ran alone without an outbox: rebuilding its part", "origin", origin)
+			if f.RebuildFunc == nil {
+				continue
+			}
+			if err := f.rebuild(ctx, origin); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				f.log.Warn("peers: rebuilding a peer's part from its dump", "origin", origin, "err", err)
+			}
+		}
 		if err := msgs[len(msgs)-1].Ack(); err != nil {
 			f.log.Debug("peers: acknowledging folded events", "err", err)
 		}
@@ -203,10 +218,12 @@ func (f *Folder) run(ctx context.Context) error {
 }
 
 // fold folds msgs in one catalog write with the mark and returns the last
-// stream sequence folded. A message that cannot be folded (bad JSON, a bad
-// row) is logged and passed over, never retried forever.
-func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, error) {
+// stream sequence folded, and the origins whose outbox was pruned (see
+// store.EventOutboxPruned). A message that cannot be folded (bad JSON, a
+// bad row) is logged and passed over, never retried forever.
+func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, []string, error) {
 	items := make([]foldItem, 0, len(msgs))
+	var pruned []string
 	var last uint64
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
@@ -221,6 +238,9 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		}
 		if m.Origin == f.node || !leasehold.ValidNodeName(m.Origin) {
 			continue // this node's own, or no one's
+		}
+		if m.Kind == store.EventOutboxPruned && !slices.Contains(pruned, m.Origin) {
+			pruned = append(pruned, m.Origin)
 		}
 		items = append(items, foldItem{md.Sequence.Stream, m})
 	}
@@ -261,7 +281,7 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		if err == nil {
 			f.folded.Add(float64(len(items)))
 		}
-		return last, err
+		return last, pruned, err
 	}
 	// One bad message in the batch: fold them one by one, passing it over.
 	for _, it := range items {
@@ -271,11 +291,11 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 			continue
 		}
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		f.folded.Inc()
 	}
-	return last, f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, last) })
+	return last, pruned, f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, last) })
 }
 
 // coalesce merges a batch's messages so the catalog write does each row

@@ -368,3 +368,47 @@ func TestFoldNewIncarnation(t *testing.T) {
 		t.Fatalf("rebuilds = %v, want 1", got)
 	}
 }
+
+// TestFoldAfterAlone: A runs alone first (no outbox: serve --nats off),
+// making and working a group no event tells of. Joined, it publishes the
+// one outbox_pruned event left in its outbox, and B, which had folded
+// everything there was, rebuilds A's part from A's dump and equals A. No
+// gap is counted: nothing was lost to the stream.
+func TestFoldAfterAlone(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	stream := foldSetUp(t, claimConnect(t, url))
+	b := foldJoin(t, url, "node-b", t.TempDir())
+
+	dirA := t.TempDir()
+	app, err := appliance.Open(appliance.Config{DataDir: dirA, HistoryMinFreeBytes: 0, Logger: claimQuiet, Store: store.Options{NoOutbox: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := &dumpNode{name: "node-a", dir: dirA, app: app}
+	dumpWork(t, alone, "g", 10, 5000, 0)
+	foldFinish(t, alone, "g", 7)
+	evs, err := app.DB.Events(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Kind != store.EventOutboxPruned {
+		t.Fatalf("the outbox of a node alone holds %v, want one %s", evs, store.EventOutboxPruned)
+	}
+	app.Close()
+
+	a := foldJoin(t, url, "node-a", dirA)
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
+	if got := claimMetric(t, b.folder.rebuilds.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("b's rebuilds = %v, want 1 (a's part, after a ran alone)", got)
+	}
+	if got := claimMetric(t, b.folder.gaps); got != 0 {
+		t.Fatalf("gaps = %v, want 0", got)
+	}
+	// Folding goes on from there.
+	foldFinish(t, a.dumpNode, "g", 2)
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+}

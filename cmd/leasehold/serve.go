@@ -242,7 +242,8 @@ func (m *Main) Run(ctx context.Context) error {
 		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
 		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
 		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
-		Store:     store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch},
+		Store: store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch,
+			NoOutbox: m.NATS == "off"},
 		LeaseFunc: metrics.LeaseGranted, Logger: log,
 	})
 	if err != nil {
@@ -318,6 +319,15 @@ func (m *Main) Run(ctx context.Context) error {
 // error: the flags name a server that does not start or answer.
 func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slog.Logger) (*peers.Fleet, func(), error) {
 	if m.NATS == "off" {
+		// Alone, the node has no use for the publisher's indexes, and every
+		// range write would pay for them.
+		dropped, err := app.DB.PeerIndexes(ctx, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(dropped) > 0 {
+			log.Info("dropped peer sync's indexes: the node runs alone", "indexes", dropped)
+		}
 		return nil, func() {}, nil
 	}
 	fleet, err := peers.Join(ctx, app, peers.Config{
