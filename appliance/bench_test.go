@@ -70,7 +70,9 @@ func BenchmarkCycle(b *testing.B) {
 		groups := c.groups
 		b.Run(fmt.Sprintf("sync=%s/groups=%d", c.sync, groups), func(b *testing.B) {
 			const workers = 32
-			app, err := Open(Config{DataDir: b.TempDir(), HistoryMinFreeBytes: 0, Store: store.Options{Synchronous: c.sync}})
+			// As serve --nats off runs: no outbox, which only peer sync
+			// reads (appliance/peers' BenchmarkPeerSync measures it on).
+			app, err := Open(Config{DataDir: b.TempDir(), HistoryMinFreeBytes: 0, Store: store.Options{Synchronous: c.sync, NoOutbox: true}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -38,15 +38,12 @@ go test -race -count=1 -timeout 15m ./...
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-for s in scripts/smoke.sh scripts/demo.sh; do
+for s in scripts/smoke.sh scripts/demo.sh scripts/fleet-demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
 		echo "test: $s"
 		bash "$s"
 	fi
 done
-# scripts/fleet-demo.sh is not run here yet: it goes in once it has passed
-# many more runs than the few since its last fix. The in-process fleet
-# tests in appliance/peers cover the same story.
 echo "test: scripts/crashtest.sh --kills 5"
 bash scripts/crashtest.sh --kills 5
 echo "test: all passed"
