@@ -196,10 +196,11 @@ func (f *Folder) run(ctx context.Context) error {
 		// An origin that ran alone kept no outbox meanwhile: its part is
 		// rebuilt from its dump, which is newer than anything folded.
 		for _, origin := range pruned {
-			f.log.Info("peers: a peer ran alone without an outbox: rebuilding its part", "origin", origin)
 			if f.RebuildFunc == nil {
+				f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
 				continue
 			}
+			f.log.Info("peers: a peer ran alone without an outbox: rebuilding its part", "origin", origin)
 			if err := f.rebuild(ctx, origin); err != nil {
 				if ctx.Err() != nil {
 					return nil

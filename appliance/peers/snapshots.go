@@ -211,9 +211,6 @@ func (r *Replicator) Replicate(group string) {
 		r.mu.Unlock()
 		return
 	}
-	if r.pending == nil {
-		r.pending, r.failures = map[string]bool{}, map[string]int{}
-	}
 	r.pending[group] = true
 	r.queued[group] = true
 	r.queue = append(r.queue, group)

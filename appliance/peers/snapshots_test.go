@@ -353,7 +353,7 @@ func TestReplicatorImportWhileHeld(t *testing.T) {
 // TestReplicatorQueue: requests for a group already waiting are one
 // request, and Replicate never blocks, running or not.
 func TestReplicatorQueue(t *testing.T) {
-	r := &Replicator{queued: map[string]bool{}, wake: make(chan struct{}, 1)}
+	r := &Replicator{queued: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
 	for i := range 1000 {
 		r.Replicate([]string{"g", "h", "comp.lang.c++"}[i%3])
 	}
