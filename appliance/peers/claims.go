@@ -2,6 +2,8 @@ package peers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -17,10 +19,21 @@ import (
 )
 
 // Claim is the value of a group's key in ClaimsBucket: which node owns the
-// group and when it last wrote the claim (on its own clock; the server's
-// timestamp of the entry is what the bucket's TTL runs from).
+// group, in which of its lives, and when it wrote the claim (on its own
+// clock). A claim stands while its node's life does.
 type Claim struct {
 	Node string    `json:"node"`
+	Life string    `json:"life"`
+	At   time.Time `json:"at"`
+}
+
+// Life is the value of a node's key in LivesBucket: the node is alive in
+// the fleet, in the life named, while the key stands. The bucket's TTL
+// removes a key its node stopped renewing; a node restarted begins a new
+// life, so the claims of its last one stand no more.
+type Life struct {
+	Node string    `json:"node"`
+	Life string    `json:"life"`
 	At   time.Time `json:"at"`
 }
 
@@ -28,47 +41,57 @@ type Claim struct {
 type ClaimsConfig struct {
 	// Node is this node's fleet name, the Node of every claim it writes.
 	Node string
-	// TTL is how long a claim lasts unrenewed; it is the bucket's TTL, so
-	// the server lets an unrenewed claim lapse by itself. Every node of a
-	// fleet must use the same TTL.
+	// TTL is how long the node's life lasts unrenewed, and with it every
+	// claim it holds; it is the lives bucket's TTL, so the server lets an
+	// unrenewed life lapse by itself. Every node of a fleet must use the
+	// same TTL.
 	TTL time.Duration
-	// Margin is how long before its claim could lapse a node stops holding
-	// a group it cannot renew (default TTL/4). It covers the skew between
-	// this node's clock and the NATS servers' and the time a caller takes
-	// between asking Held and acting on the answer.
+	// Margin is how long before its life could lapse a node stops holding
+	// its groups when it cannot renew (default TTL/4). It covers the skew
+	// between this node's clock and the NATS servers' and the time a
+	// caller takes between asking Held and acting on the answer.
 	Margin time.Duration
-	// Replicas of the bucket (default 1).
+	// Replicas of the buckets (default 1).
 	Replicas int
 	// NowFunc is the clock (default time.Now). It must run at the wall
 	// clock's rate: the server's TTL does.
 	NowFunc func() time.Time
-	// LostFunc, if set, is told of a group the moment its claim is lost: a
-	// renewal or the watch found it taken or deleted, or it went unrenewed
-	// until its margin. It is called from the claims' own goroutines, never
-	// with a lock held; it must not block for long.
+	// LostFunc, if set, is told of a group the moment its claim is lost: the
+	// watch found it taken or deleted, or the node's life went unrenewed
+	// until its margin or was found lapsed. It is called from the claims'
+	// own goroutines, never with a lock held; it must not block for long.
 	LostFunc func(group string)
-	// KeepFunc, if set, is asked which of the claims due for renewal are
-	// still wanted; the others are released instead of renewed, so a node
-	// renews the claims of the groups in work, not of every group it ever
-	// touched. It is called from the renewal goroutine, never with a lock
-	// held; on its error every claim is kept.
+	// KeepFunc, if set, is asked now and then, a batch at a time, which of
+	// the claims held are still wanted; the others are released, so a node
+	// keeps the claims of the groups in work and lets idle ones go to
+	// peers whose workers want them. It is called from the claims' own
+	// goroutine, never with a lock held; on its error every claim is kept.
 	KeepFunc func(ctx context.Context, groups []string) ([]string, error)
 	Logger   *slog.Logger
 }
 
 // Claims keeps this node's ownership claims on groups in the ClaimsBucket
-// key-value bucket. A claim is created and renewed by compare-and-set on
-// the key's revision, and that revision is the fleet-level fence: it rises
-// at every write and no two claims ever share one.
+// key-value bucket, and its life in LivesBucket. A claim is created or
+// taken over by compare-and-set on the key's revision, and that revision
+// is the fleet-level fence: it rises at every write and no two claims ever
+// share one.
+//
+// Claims are not renewed one by one: each names the life of the node that
+// wrote it, and stands while that life does. The node renews its life, one
+// write every TTL/3 however many groups it owns; a node whose life lapsed
+// (killed, or cut off from NATS for a TTL) has lost every claim at once,
+// and any node may take its groups over.
 //
 // What this node holds is answered from memory (Held), never from the
 // network, so a node cut off from NATS stops holding its groups on time by
-// itself: a claim is held until the start of its last successful write +
-// TTL − Margin. The server keeps the claim until at least that write's
-// timestamp + TTL, which is later, so no other node can claim the group
-// while this one still holds it. Run renews claims and watches the bucket.
+// itself: a claim is held until the start of the life's last successful
+// write + TTL − Margin. The server keeps the life until at least that
+// write's timestamp + TTL, which is later, so no other node can take a
+// group over while this one still holds it. Run renews the life, asks
+// KeepFunc about idle claims, and watches the bucket for claims taken.
 type Claims struct {
-	kv     jetstream.KeyValue
+	kv     jetstream.KeyValue // ClaimsBucket
+	lives  jetstream.KeyValue // LivesBucket
 	node   string
 	ttl    time.Duration
 	margin time.Duration
@@ -77,9 +100,13 @@ type Claims struct {
 	keep   func(context.Context, []string) ([]string, error)
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	held   map[string]*claimState // by group name
-	closed bool
+	mu       sync.Mutex
+	life     string                 // this node's life now: the Life of its claims
+	lifeRev  uint64                 // the revision of its last write of the life
+	lifeFrom time.Time              // when that write started: claims are held from it
+	past     string                 // the life given up last, "" before any
+	held     map[string]*claimState // by group name, all of this life
+	closed   bool
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -92,24 +119,22 @@ type Claims struct {
 
 // claimState is one claim this node wrote.
 type claimState struct {
-	rev  uint64    // the revision it wrote last: the fence
-	from time.Time // when that write started: the claim is held from it
-	// told is set once LostFunc heard of the claim going unrenewed past
-	// its margin, so it is told once a lapse.
-	told bool
+	rev uint64 // the revision it wrote: the fence
+	// kept is when KeepFunc last kept the claim (or it was written), so
+	// each claim is asked about about once every TTL/3.
+	kept time.Time
 }
 
-// until is when the claim stops being held unless renewed.
-func (s *claimState) until(ttl, margin time.Duration) time.Time {
-	return s.from.Add(ttl - margin)
-}
+// claimKeepBatch bounds the claims KeepFunc is asked about at once, so a
+// node holding very many spreads the asking over several rounds.
+const claimKeepBatch = 512
 
-// claimRenewWorkers bounds the renewals in flight at once.
-const claimRenewWorkers = 8
-
-// NewClaims creates or updates the claims bucket (history 1, the TTL, the
-// replicas) and returns the node's Claims, holding nothing yet. Errors:
-// invalid config, unavailable NATS.
+// NewClaims creates or updates the claims bucket (history 1, no TTL) and
+// the lives bucket (history 1, the TTL), with the replicas, begins this
+// node's life and returns its Claims, holding nothing yet. A life of the
+// same name still standing is taken over: it is an earlier run of this
+// node, whose claims stand no more. Errors: invalid config, unavailable
+// NATS.
 func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*Claims, error) {
 	if !leasehold.ValidNodeName(cfg.Node) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "node name %q is not valid", cfg.Node)
@@ -121,7 +146,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 		cfg.Margin = cfg.TTL / 4
 	}
 	if cfg.Margin <= 0 || cfg.Margin >= cfg.TTL*2/3 {
-		// A renewal every TTL/3 must land before the claim stops being held.
+		// A renewal every TTL/3 must land before the life stops being held.
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "claim margin %s must be above 0 and below 2/3 of the TTL %s", cfg.Margin, cfg.TTL)
 	}
 	if cfg.Replicas == 0 {
@@ -137,21 +162,33 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 		Bucket:      ClaimsBucket,
 		Description: "leasehold group ownership claims",
 		History:     1,
-		TTL:         cfg.TTL,
 		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "claims bucket: %v", err)
 	}
+	lives, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      LivesBucket,
+		Description: "leasehold node lives: the claims of a node stand while its key does",
+		History:     1,
+		TTL:         cfg.TTL,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "lives bucket: %v", err)
+	}
 	c := &Claims{
-		kv: kv, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
+		kv: kv, lives: lives, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
 		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{},
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted or unrenewed past the margin.",
+			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted, or their node's life unrenewed past the margin.",
 		}),
 		renewalFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "leasehold_claim_renewal_failures_total", Help: "Claim renewals that did not reach NATS or got no answer.",
+			Name: "leasehold_claim_renewal_failures_total", Help: "Renewals of this node's life that did not reach NATS or got no answer.",
 		}),
+	}
+	if err := c.begin(ctx, false); err != nil {
+		return nil, err
 	}
 	c.heldGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leasehold_claims_held", Help: "Groups this node holds an ownership claim on.",
@@ -168,11 +205,12 @@ func (c *Claims) Collectors() []prometheus.Collector {
 // Node is this node's fleet name.
 func (c *Claims) Node() string { return c.node }
 
-// ClaimKey is the key of group's claim. Key-value keys allow
-// A-Za-z0-9-_=./ and no empty dot-separated token; group names may hold
-// '+' and runs of dots or a final dot. Those are written =2B and =2E,
-// and '=' never appears in a group name, so the key is readable for
-// ordinary names and no two groups share one.
+// ClaimKey is the key of group's claim (and of a node's life: node names
+// are group names). Key-value keys allow A-Za-z0-9-_=./ and no empty
+// dot-separated token; group names may hold '+' and runs of dots or a
+// final dot. Those are written =2B and =2E, and '=' never appears in a
+// group name, so the key is readable for ordinary names and no two groups
+// share one.
 func ClaimKey(group string) string {
 	if !strings.ContainsAny(group, "+.") {
 		return group
@@ -199,20 +237,78 @@ func claimGroup(key string) string {
 	return strings.NewReplacer("=2B", "+", "=2E", ".").Replace(key)
 }
 
+// newLife names a life: random, so no two lives of a node share a name.
+func newLife() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// begin starts a new life of this node. At start (again false) a life of
+// its name that still stands is taken over: it is an earlier run of this
+// node. Again, after a life lost while running, one standing is another
+// node's under this name, which is left alone: a conflict, and this node
+// holds nothing until that life lapses.
+func (c *Claims) begin(ctx context.Context, again bool) error {
+	life := newLife()
+	key := ClaimKey(c.node)
+	from := c.now()
+	val, err := c.lifeValue(life, from)
+	if err != nil {
+		return err
+	}
+	rev, err := c.lives.Create(ctx, key, val)
+	if err != nil && claimAnswered(err) {
+		var e jetstream.KeyValueEntry
+		e, err = c.lives.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err = c.lives.Create(ctx, key, val)
+		case err == nil && again && !c.pastLife(e):
+			return leasehold.Errorf(leasehold.KindConflict, "another node runs under the name %q: this one holds no groups until that node stops", c.node)
+		case err == nil:
+			c.log.Info("claims: taking over the life of this node's last run; its claims stand no more", "node", c.node)
+			rev, err = c.lives.Update(ctx, key, val, e.Revision())
+		}
+	}
+	if err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "beginning node %q's life in the fleet: %v", c.node, err)
+	}
+	c.mu.Lock()
+	c.life, c.lifeRev, c.lifeFrom = life, rev, from
+	c.mu.Unlock()
+	return nil
+}
+
+// pastLife reports whether e holds the life this node gave up last (past
+// its margin, though the server had not removed it yet).
+func (c *Claims) pastLife(e jetstream.KeyValueEntry) bool {
+	l, err := lifeOf(e)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return err == nil && l.Life != "" && l.Life == c.past
+}
+
+// liveLocked reports whether this node's life is held at now: begun,
+// renewed within TTL − Margin, and Claims not closed. c.mu is held.
+func (c *Claims) liveLocked(now time.Time) bool {
+	return c.life != "" && !c.closed && now.Before(c.lifeFrom.Add(c.ttl-c.margin))
+}
+
 // Held reports whether this node holds group's claim now. It asks no one:
-// true from a successful Claim or Renew until the start of the last
-// successful write + TTL − Margin, false at once after a renewal or the
-// watch found the claim taken, and false after Close.
+// true from a successful Claim until the claim is released or found taken,
+// and while this node's life is held: until the start of its last
+// successful renewal + TTL − Margin. False after Close.
 func (c *Claims) Held(group string) bool {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, ok := c.held[group]
-	return ok && !c.closed && now.Before(s.until(c.ttl, c.margin))
+	_, ok := c.held[group]
+	return ok && c.liveLocked(now)
 }
 
-// Rev is the revision this node last wrote group's claim at, 0 when it
-// holds none.
+// Rev is the revision this node wrote group's claim at, 0 when it holds
+// none.
 func (c *Claims) Rev(group string) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -227,64 +323,76 @@ func (c *Claims) Owned() []string {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if !c.liveLocked(now) {
 		return nil
 	}
-	var groups []string
-	for g, s := range c.held {
-		if now.Before(s.until(c.ttl, c.margin)) {
-			groups = append(groups, g)
-		}
+	groups := make([]string, 0, len(c.held))
+	for g := range c.held {
+		groups = append(groups, g)
 	}
 	sort.Strings(groups)
 	return groups
 }
 
 // Claim makes this node group's owner: it creates the claim if there is
-// none (or the last lapsed or was released) and renews it if it is already
-// this node's, from this Claims or an earlier run of the node. It returns
-// the fence, the claim's revision. Errors: invalid group name, conflict
-// when another node's claim stands, unavailable NATS.
+// none (or it was released) and takes it over if its node's life is over
+// (lapsed, or an earlier run of a node). A claim this node holds is
+// returned as it is. It returns the fence, the claim's revision. Errors:
+// invalid group name, conflict when a live node's claim stands,
+// unavailable NATS or this node's life not held.
 func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 	if !leasehold.ValidGroupName(group) {
 		return 0, leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
 	}
+	now := c.now()
+	c.mu.Lock()
+	life, live := c.life, c.liveLocked(now)
+	s, ok := c.held[group]
+	c.mu.Unlock()
+	if !live {
+		return 0, leasehold.Errorf(leasehold.KindUnavailable, "claim on group %q: node %q's life in the fleet is not renewed (NATS unreachable?)", group, c.node)
+	}
+	if ok {
+		return s.rev, nil
+	}
 	key := ClaimKey(group)
+	val, err := c.value(life)
+	if err != nil {
+		return 0, err
+	}
 	// A claim read between two writes of others can vanish or change under
 	// us; a few rounds settle it.
 	for range 3 {
-		from := c.now()
-		val, err := c.value(from)
-		if err != nil {
-			return 0, err
-		}
 		rev, err := c.kv.Create(ctx, key, val)
 		if err == nil {
-			c.record(group, rev, from)
-			return rev, nil
+			return c.record(group, life, rev)
 		}
 		if !claimAnswered(err) {
 			return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
 		}
-		// The key exists: whose it is and at which revision decides.
+		// The key exists: whose it is, and whether that life goes on, decide.
 		e, err := c.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // lapsed or released since
+			continue // released since
 		}
 		if err != nil {
 			return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
 		}
 		cl, err := claimOf(e)
 		if err != nil {
-			// Whose it is cannot be told: it stands until it lapses.
-			c.log.Warn("claims: unreadable claim", "group", group, "err", err)
-			cl.Node = ""
+			// Whose it is cannot be told, and nothing would ever end it.
+			c.log.Warn("claims: unreadable claim, taking it over", "group", group, "err", err)
+		} else if cl.Node != c.node || cl.Life != life {
+			alive, err := c.alive(ctx, cl)
+			if err != nil {
+				return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
+			}
+			if alive {
+				return 0, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q", group, cl.Node)
+			}
 		}
-		if cl.Node != c.node && !c.lapsed(e) {
-			return 0, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q", group, cl.Node)
-		}
-		// Ours (a renewal), or lapsed by the server's own timestamp though
-		// not yet removed: write over that revision only.
+		// Of a life that is over, or this life's own: write over that
+		// revision only.
 		rev, err = c.kv.Update(ctx, key, val, e.Revision())
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
@@ -292,61 +400,84 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 		if err != nil {
 			return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
 		}
-		c.record(group, rev, from)
-		return rev, nil
+		return c.record(group, life, rev)
 	}
 	return 0, leasehold.Errorf(leasehold.KindConflict, "group %q: its claim keeps changing, try again", group)
 }
 
-// lapsed reports whether another node's claim ran past its TTL, plus the
-// margin for the server's clock against ours, by the server's timestamp of
-// the write: the server removes such claims by itself, only a little late.
-func (c *Claims) lapsed(e jetstream.KeyValueEntry) bool {
-	return !c.now().Before(e.Created().Add(c.ttl + c.margin))
+// alive reports whether the life a claim names goes on: for this node,
+// whether it is this life (earlier ones are over); for another, whether
+// that node's life key stands with the same life and has not run past
+// its TTL, plus the margin for the server's clock against ours, by the
+// server's timestamp of the write (the server removes such keys by
+// itself, only a little late).
+func (c *Claims) alive(ctx context.Context, cl Claim) (bool, error) {
+	if cl.Node == c.node {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return cl.Life != "" && cl.Life == c.life, nil
+	}
+	e, err := c.lives.Get(ctx, ClaimKey(cl.Node))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	l, err := lifeOf(e)
+	if err != nil || cl.Life == "" || l.Life != cl.Life {
+		return false, nil
+	}
+	return c.now().Before(e.Created().Add(c.ttl + c.margin)), nil
 }
 
-// Renew rewrites group's claim over the revision this node wrote last and
-// returns the new fence. A claim found taken (the revision moved) is
-// dropped at once and LostFunc told. Errors: lease lost when this node
-// does not hold the claim or found it taken, unavailable NATS (the claim
-// stays, and is held until its margin).
-func (c *Claims) Renew(ctx context.Context, group string) (uint64, error) {
+// Renew writes this node's life again, so every claim it holds stands a
+// TTL from the write's start. Run calls it every TTL/3. A life found
+// lapsed or taken over has lost every claim: LostFunc is told of each and
+// a new life begins. A node without a life (its last went past its margin)
+// begins one. Errors: unavailable NATS (claims are held until the margin).
+func (c *Claims) Renew(ctx context.Context) error {
 	c.mu.Lock()
-	s, ok := c.held[group]
-	var rev uint64
-	if ok {
-		rev = s.rev
-	}
+	life, rev := c.life, c.lifeRev
 	c.mu.Unlock()
-	if !ok {
-		return 0, leasehold.Errorf(leasehold.KindLeaseLost, "node %q holds no claim on group %q", c.node, group)
+	if life == "" {
+		return c.begin(ctx, true)
 	}
+	key := ClaimKey(c.node)
 	from := c.now()
-	val, err := c.value(from)
+	val, err := c.lifeValue(life, from)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	next, err := c.kv.Update(ctx, ClaimKey(group), val, rev)
+	next, err := c.lives.Update(ctx, key, val, rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		c.drop(group, rev, "taken")
-		return 0, leasehold.Errorf(leasehold.KindLeaseLost, "the claim on group %q was taken or lapsed", group)
+		// A renewal of ours whose answer was lost moved the revision too.
+		if e, gerr := c.lives.Get(ctx, key); gerr == nil {
+			if l, lerr := lifeOf(e); lerr == nil && l.Life == life {
+				next, err = c.lives.Update(ctx, key, val, e.Revision())
+			}
+		}
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		c.loseAll(life, "this node's life lapsed or was taken over")
+		return c.begin(ctx, true)
 	}
 	if err != nil {
 		c.renewalFailures.Inc()
-		return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "renew claim on group %q: %v", group, err)
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "renewing node %q's life in the fleet: %v", c.node, err)
 	}
 	c.mu.Lock()
-	// Only over the write it renewed: a Release or a drop in between wins.
-	if s, ok := c.held[group]; ok && s.rev == rev {
-		s.rev, s.from, s.told = next, from, false
+	if c.life == life {
+		c.lifeRev, c.lifeFrom = next, from
 	}
 	c.mu.Unlock()
-	return next, nil
+	return nil
 }
 
 // Release gives group's claim up: this node stops holding it at once and
 // deletes the claim if it is still the revision this node wrote. LostFunc
-// is not told. Errors: unavailable NATS (the claim then lapses by itself).
+// is not told. Errors: unavailable NATS (the claim then stands until this
+// node's life ends, or the node claims the group again).
 func (c *Claims) Release(ctx context.Context, group string) error {
 	c.mu.Lock()
 	s, ok := c.held[group]
@@ -364,7 +495,7 @@ func (c *Claims) Release(ctx context.Context, group string) error {
 
 // Owner reads group's claim from the bucket and returns it with its
 // revision. Errors: invalid group name, not found when no claim stands
-// (none, released or lapsed), unavailable NATS.
+// (none, released, or its node's life is over), unavailable NATS.
 func (c *Claims) Owner(ctx context.Context, group string) (Claim, uint64, error) {
 	if !leasehold.ValidGroupName(group) {
 		return Claim{}, 0, leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
@@ -380,16 +511,21 @@ func (c *Claims) Owner(ctx context.Context, group string) (Claim, uint64, error)
 	if err != nil {
 		return Claim{}, 0, leasehold.Wrap(leasehold.KindInternal, err, "owner of group %q: %v", group, err)
 	}
-	if cl.Node != c.node && c.lapsed(e) {
-		return Claim{}, 0, leasehold.Errorf(leasehold.KindNotFound, "group %q has no owner (its claim lapsed)", group)
+	alive, err := c.alive(ctx, cl)
+	if err != nil {
+		return Claim{}, 0, leasehold.Wrap(leasehold.KindUnavailable, err, "owner of group %q: %v", group, err)
+	}
+	if !alive {
+		return Claim{}, 0, leasehold.Errorf(leasehold.KindNotFound, "group %q has no owner (the life of node %q that claimed it is over)", group, cl.Node)
 	}
 	return cl, e.Revision(), nil
 }
 
 // ClaimFree claims, in order, up to max of candidates that no other node
-// owns (unowned, released or lapsed), for a node whose workers find
-// nothing to do, and returns the groups it won. Groups this node already
-// holds are skipped. Errors: unavailable NATS, with what was won before.
+// owns (unowned, released, or their owner's life over), for a node whose
+// workers find nothing to do, and returns the groups it won. Groups this
+// node already holds are skipped. Errors: unavailable NATS, with what was
+// won before.
 func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([]string, error) {
 	var won []string
 	for _, g := range candidates {
@@ -412,9 +548,11 @@ func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([
 	return won, nil
 }
 
-// Run renews held claims every TTL/3, tells LostFunc of claims that went
-// unrenewed past their margin, and watches the bucket for claims taken or
-// deleted by others, until ctx ends or Close. It returns nil then.
+// Run renews this node's life every TTL/3, gives its claims up when the
+// life goes unrenewed past its margin, asks KeepFunc about each claim
+// about every TTL/3 (a batch at a time) and releases those not kept, and
+// watches the bucket for claims taken or deleted by others, until ctx
+// ends or Close. It returns nil then.
 func (c *Claims) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -431,18 +569,15 @@ func (c *Claims) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c.watch(ctx)
-	}()
+	wg.Go(func() { c.watch(ctx) })
 
-	// The tick is fine enough to catch a margin passing close to when it
-	// does and to renew each claim near TTL/3 after its last write.
+	// The tick is fine enough to catch the margin passing close to when it
+	// does and to renew the life near TTL/3 after its last write.
 	tick := min(c.ttl/3, c.margin) / 4
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	renewing := make(chan struct{}, 1) // one batch of renewals in flight
+	renewing := make(chan struct{}, 1) // one renewal in flight
+	keeping := make(chan struct{}, 1)  // one batch of KeepFunc in flight
 	for {
 		select {
 		case <-ctx.Done():
@@ -450,111 +585,132 @@ func (c *Claims) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		c.tellLapsed()
-		select {
-		case renewing <- struct{}{}:
-		default:
-			continue // the last batch is still waiting on NATS
+		if c.lifeDue() {
+			select {
+			case renewing <- struct{}{}:
+				wg.Go(func() {
+					defer func() { <-renewing }()
+					rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
+					defer cancel()
+					if err := c.Renew(rctx); err != nil && ctx.Err() == nil {
+						c.log.Warn("claims: renewing this node's life failed", "err", err)
+					}
+				})
+			default: // the last renewal is still waiting on NATS
+			}
 		}
-		due := c.due()
-		if len(due) == 0 {
-			<-renewing
+		if c.keep == nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-renewing }()
-			c.renewAll(ctx, due)
-		}()
+		select {
+		case keeping <- struct{}{}:
+		default:
+			continue
+		}
+		batch := c.keepDue()
+		if len(batch) == 0 {
+			<-keeping
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-keeping }()
+			c.keepOnly(ctx, batch)
+		})
 	}
 }
 
-// due lists the held claims whose last write is TTL/3 old or more.
-func (c *Claims) due() []string {
+// lifeDue reports whether this node's life is due for renewal (its last
+// write is TTL/3 old or more) or is to begin.
+func (c *Claims) lifeDue() bool {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.life == "" || !now.Before(c.lifeFrom.Add(c.ttl/3))
+}
+
+// keepDue lists up to claimKeepBatch held claims last kept TTL/3 ago or
+// more.
+func (c *Claims) keepDue() []string {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var groups []string
 	for g, s := range c.held {
-		if !now.Before(s.from.Add(c.ttl / 3)) {
+		if !now.Before(s.kept.Add(c.ttl / 3)) {
 			groups = append(groups, g)
+			if len(groups) == claimKeepBatch {
+				break
+			}
 		}
 	}
 	return groups
 }
 
-// renewAll renews groups claimWorkers at a time, each renewal bounded so
-// a batch against an unreachable NATS ends before the next is due.
-func (c *Claims) renewAll(ctx context.Context, groups []string) {
-	if c.keep != nil {
-		kept, err := c.keep(ctx, groups)
-		if err != nil {
-			c.log.Warn("claims: asking which claims to keep", "err", err)
-		} else {
-			want := make(map[string]bool, len(kept))
-			for _, g := range kept {
-				want[g] = true
-			}
-			var idle []string
-			for _, g := range groups {
-				if !want[g] {
-					idle = append(idle, g)
-				}
-			}
-			groups = kept
-			for _, g := range idle {
-				rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
-				if err := c.Release(rctx, g); err != nil {
-					c.log.Debug("claims: releasing an idle claim", "group", g, "err", err)
-				}
-				cancel()
-			}
-		}
+// keepOnly asks KeepFunc about groups and releases those it does not keep.
+func (c *Claims) keepOnly(ctx context.Context, groups []string) {
+	kept, err := c.keep(ctx, groups)
+	if err != nil {
+		c.log.Warn("claims: asking which claims to keep", "err", err)
+		kept = groups
 	}
-	next := make(chan string)
-	var wg sync.WaitGroup
-	for range min(claimRenewWorkers, len(groups)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for g := range next {
-				rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
-				_, err := c.Renew(rctx, g)
-				cancel()
-				if err != nil && leasehold.ErrorKind(err) == leasehold.KindUnavailable && ctx.Err() == nil {
-					c.log.Warn("claims: renewal failed", "group", g, "err", err)
-				}
-			}
-		}()
+	want := make(map[string]bool, len(kept))
+	for _, g := range kept {
+		want[g] = true
 	}
-	for _, g := range groups {
-		select {
-		case next <- g:
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-}
-
-// tellLapsed tells LostFunc, once, of each claim that went unrenewed past
-// its margin. The claim is kept: a renewal that still finds its revision
-// makes it held again, since no one can have taken it meanwhile.
-func (c *Claims) tellLapsed() {
 	now := c.now()
-	var lapsed []string
+	var idle []string
 	c.mu.Lock()
-	for g, s := range c.held {
-		if !s.told && !now.Before(s.until(c.ttl, c.margin)) {
-			s.told = true
-			lapsed = append(lapsed, g)
+	for _, g := range groups {
+		if !want[g] {
+			idle = append(idle, g)
+		} else if s, ok := c.held[g]; ok {
+			s.kept = now
 		}
 	}
 	c.mu.Unlock()
-	for _, g := range lapsed {
-		c.log.Warn("claims: claim unrenewed past its margin, not held", "group", g)
-		c.lostCount.Inc()
-		if c.lost != nil {
+	for _, g := range idle {
+		rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
+		if err := c.Release(rctx, g); err != nil {
+			c.log.Debug("claims: releasing an idle claim", "group", g, "err", err)
+		}
+		cancel()
+	}
+}
+
+// tellLapsed ends this node's life once it went unrenewed past its
+// margin: every claim is given up (LostFunc told of each) and the next
+// renewal begins a new life. The claims written in the old one stand for
+// no one from then on, so any node, this one too, may take them over.
+func (c *Claims) tellLapsed() {
+	now := c.now()
+	c.mu.Lock()
+	life := c.life
+	lapsed := life != "" && !now.Before(c.lifeFrom.Add(c.ttl-c.margin))
+	c.mu.Unlock()
+	if lapsed {
+		c.loseAll(life, "this node's life went unrenewed past its margin")
+	}
+}
+
+// loseAll ends life, if it is still this node's, and gives up every
+// claim held in it.
+func (c *Claims) loseAll(life, why string) {
+	c.mu.Lock()
+	if c.life != life {
+		c.mu.Unlock()
+		return
+	}
+	c.life, c.past = "", life
+	groups := make([]string, 0, len(c.held))
+	for g := range c.held {
+		groups = append(groups, g)
+	}
+	c.held = map[string]*claimState{}
+	c.mu.Unlock()
+	c.log.Warn("claims: claims lost", "why", why, "claims", len(groups))
+	c.lostCount.Add(float64(len(groups)))
+	if c.lost != nil {
+		for _, g := range groups {
 			c.lost(g)
 		}
 	}
@@ -562,8 +718,7 @@ func (c *Claims) tellLapsed() {
 
 // watch follows every claim in the bucket and drops this node's claims
 // that another node wrote over or someone deleted, so they stop being
-// held before the next renewal would find out. It restarts the watch
-// while NATS is unreachable.
+// held at once. It restarts the watch while NATS is unreachable.
 func (c *Claims) watch(ctx context.Context) {
 	for ctx.Err() == nil {
 		w, err := c.kv.WatchAll(ctx)
@@ -585,7 +740,7 @@ func (c *Claims) watch(ctx context.Context) {
 }
 
 // seen handles one watched entry: a write or a delete newer than this
-// node's own last write of a claim it holds, by anyone but this node, means
+// node's own write of a claim it holds, by anyone but this life, means
 // the claim is gone.
 func (c *Claims) seen(e jetstream.KeyValueEntry) {
 	group := claimGroup(e.Key())
@@ -595,13 +750,14 @@ func (c *Claims) seen(e jetstream.KeyValueEntry) {
 	if ok {
 		rev = s.rev
 	}
+	life := c.life
 	c.mu.Unlock()
 	if !ok || e.Revision() <= rev {
 		return
 	}
 	if e.Operation() == jetstream.KeyValuePut {
-		if cl, err := claimOf(e); err == nil && cl.Node == c.node {
-			return // this node's own renewal, seen before Renew returned
+		if cl, err := claimOf(e); err == nil && cl.Node == c.node && cl.Life == life {
+			return // this life's own write, seen before Claim returned
 		}
 	}
 	c.drop(group, rev, "overwritten or deleted")
@@ -616,33 +772,43 @@ func (c *Claims) drop(group string, rev uint64, why string) {
 		return
 	}
 	delete(c.held, group)
-	told := s.told
 	c.mu.Unlock()
 	c.log.Warn("claims: claim lost", "group", group, "why", why)
-	if told {
-		return // LostFunc already heard when it went unrenewed
-	}
 	c.lostCount.Inc()
 	if c.lost != nil {
 		c.lost(group)
 	}
 }
 
-// record notes a claim this node wrote at rev, the write having started at
-// from.
-func (c *Claims) record(group string, rev uint64, from time.Time) {
+// record notes a claim this node wrote at rev in life and returns rev; a
+// life that ended meanwhile holds nothing (its claim stands for no one),
+// and that is unavailable.
+func (c *Claims) record(group, life string, rev uint64) (uint64, error) {
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s, ok := c.held[group]; ok && s.rev > rev {
-		return // a later write of ours already landed
+	if c.life != life {
+		return 0, leasehold.Errorf(leasehold.KindUnavailable, "claim on group %q: node %q's life ended while claiming", group, c.node)
 	}
-	c.held[group] = &claimState{rev: rev, from: from}
+	if s, ok := c.held[group]; ok && s.rev > rev {
+		return s.rev, nil // a later write of ours already landed
+	}
+	c.held[group] = &claimState{rev: rev, kept: now}
+	return rev, nil
 }
 
-func (c *Claims) value(at time.Time) ([]byte, error) {
-	b, err := json.Marshal(Claim{Node: c.node, At: at.UTC()})
+func (c *Claims) value(life string) ([]byte, error) {
+	b, err := json.Marshal(Claim{Node: c.node, Life: life, At: c.now().UTC()})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindInternal, err, "claim: %v", err)
+	}
+	return b, nil
+}
+
+func (c *Claims) lifeValue(life string, at time.Time) ([]byte, error) {
+	b, err := json.Marshal(Life{Node: c.node, Life: life, At: at.UTC()})
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindInternal, err, "life: %v", err)
 	}
 	return b, nil
 }
@@ -653,6 +819,12 @@ func claimOf(e jetstream.KeyValueEntry) (Claim, error) {
 	return cl, err
 }
 
+func lifeOf(e jetstream.KeyValueEntry) (Life, error) {
+	var l Life
+	err := json.Unmarshal(e.Value(), &l)
+	return l, err
+}
+
 // claimAnswered reports whether err is the server's answer (a JetStream API
 // error such as the key existing) rather than NATS not answering.
 func claimAnswered(err error) bool {
@@ -660,8 +832,9 @@ func claimAnswered(err error) bool {
 	return errors.As(err, &apiErr)
 }
 
-// Close stops Run and waits for it. Claims are not released: they lapse
-// after the TTL, as a killed node's do. Held is false after Close.
+// Close stops Run and waits for it. Neither the claims nor the life are
+// released: they lapse after the TTL, as a killed node's do. Held is
+// false after Close.
 func (c *Claims) Close() error {
 	c.mu.Lock()
 	c.closed = true

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,8 +253,9 @@ func TestClaimKey(t *testing.T) {
 }
 
 // TestClaimRace: two nodes race for one group: exactly one wins, the
-// loser sees the winner as the owner at the winner's fence, and the fence
-// rises at every renewal.
+// loser sees the winner as the owner at the winner's fence, renewing the
+// winner's life leaves the fence as it is, and a release lets the loser
+// claim the group at a higher one.
 func TestClaimRace(t *testing.T) {
 	s := claimServer(t)
 	ctx := context.Background()
@@ -263,6 +265,8 @@ func TestClaimRace(t *testing.T) {
 			claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"}),
 			claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "b"}),
 		}
+		claimRun(t, nodes[0])
+		claimRun(t, nodes[1])
 		fences := make([]uint64, 2)
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
@@ -293,14 +297,18 @@ func TestClaimRace(t *testing.T) {
 		if err != nil || own.Node != w.Node() || rev != fences[win] {
 			t.Fatalf("loser sees owner %v at %d (%v), want %s at %d", own, rev, err, w.Node(), fences[win])
 		}
-		f2, err := w.Renew(ctx, group)
-		if err != nil || f2 <= fences[win] {
-			t.Fatalf("renew: fence %d (%v), want above %d", f2, err, fences[win])
+		// Renewing the life writes no claim: the fence stays.
+		if err := w.Renew(ctx); err != nil {
+			t.Fatal(err)
 		}
-		// Claiming one's own claim again is a renewal; the loser's again a conflict.
+		// Claiming one's own claim again answers its fence; the loser's
+		// claim is again a conflict.
 		f3, err := w.Claim(ctx, group)
-		if err != nil || f3 <= f2 {
-			t.Fatalf("reclaim by owner: fence %d (%v), want above %d", f3, err, f2)
+		if err != nil || f3 != fences[win] {
+			t.Fatalf("reclaim by owner: fence %d (%v), want %d", f3, err, fences[win])
+		}
+		if _, rev, err := l.Owner(ctx, group); err != nil || rev != f3 {
+			t.Fatalf("owner's fence after a renewal: %d (%v), want %d", rev, err, f3)
 		}
 		if _, err := l.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
 			t.Fatalf("loser's second claim: %v, want conflict", err)
@@ -319,9 +327,9 @@ func TestClaimRace(t *testing.T) {
 		if err != nil || f4 <= f3 {
 			t.Fatalf("claim after release: fence %d (%v), want above %d", f4, err, f3)
 		}
-		// The former owner's renewal finds its revision gone.
-		if _, err := w.Renew(ctx, group); leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
-			t.Fatalf("renew after release: %v, want lease lost", err)
+		// The former owner finds the group taken.
+		if _, err := w.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+			t.Fatalf("claim after release and a peer's claim: %v, want conflict", err)
 		}
 		nodes[0].Close()
 		nodes[1].Close()
@@ -350,14 +358,15 @@ func TestClaimLapse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A running owner keeps its claim past several TTLs.
+	// A running owner keeps its claim past several TTLs, by renewing its
+	// life: the claim itself is not written again.
 	time.Sleep(2 * claimTestTTL)
 	if !a.Held(group) {
 		t.Fatal("running owner does not hold its group")
 	}
 	own, fence, err := b.Owner(ctx, group)
-	if err != nil || own.Node != "a" || fence <= fa {
-		t.Fatalf("owner %v at %d (%v), want a above %d (renewed)", own, fence, err, fa)
+	if err != nil || own.Node != "a" || fence != fa {
+		t.Fatalf("owner %v at %d (%v), want a at %d", own, fence, err, fa)
 	}
 
 	a.Close() // killed: no release
@@ -373,7 +382,7 @@ func TestClaimLapse(t *testing.T) {
 	})
 	after := time.Since(killed)
 	t.Logf("claimed %s after the owner was killed (TTL %s)", after.Round(time.Millisecond), claimTestTTL)
-	// a's last renewal started at most TTL/3 (and a tick) before the kill.
+	// a's life was last renewed at most TTL/3 (and a tick) before the kill.
 	if min := claimTestTTL - claimTestTTL/3 - claimTestTTL/12; after < min {
 		t.Fatalf("claimed %s after the kill, before the claim could lapse (%s)", after, min)
 	}
@@ -400,9 +409,97 @@ func TestClaimLapse(t *testing.T) {
 	}
 }
 
+// TestClaimRestart: a node restarted within the TTL begins a new life,
+// taking over its name's key; the claims of its earlier life stand for no
+// one from then on, and the group is claimed again at a higher fence. A
+// renewal by the earlier run, were it still running, finds its life
+// taken over, gives every claim up and leaves the name alone.
+func TestClaimRestart(t *testing.T) {
+	s := claimServer(t)
+	ctx := context.Background()
+	const group = "misc.restart"
+	var lost atomic.Int32
+	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a", LostFunc: func(string) { lost.Add(1) }})
+	b := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "b"})
+	claimRun(t, b)
+	fa, err := a.Claim(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		t.Fatalf("b's claim on a's group: %v, want conflict", err)
+	}
+
+	a2 := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	if a2.Held(group) {
+		t.Fatal("a restarted holds its earlier life's group")
+	}
+	if _, _, err := b.Owner(ctx, group); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		t.Fatalf("owner after a restarted: %v, want not found", err)
+	}
+	fa2, err := a2.Claim(ctx, group)
+	if err != nil || fa2 <= fa {
+		t.Fatalf("a restarted claims its group: fence %d (%v), want above %d", fa2, err, fa)
+	}
+	if own, rev, err := b.Owner(ctx, group); err != nil || own.Node != "a" || rev != fa2 {
+		t.Fatalf("owner %v at %d (%v), want a at %d", own, rev, err, fa2)
+	}
+
+	// The earlier run, not killed after all, learns its life is over, and
+	// leaves the name to the later one: two nodes of one name do not take
+	// it from each other in turn.
+	if err := a.Renew(ctx); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		t.Fatalf("renewing a life taken over: %v, want conflict", err)
+	}
+	if a.Held(group) || lost.Load() != 1 {
+		t.Fatalf("earlier run: held %v, lost told %d times; want not held, told once", a.Held(group), lost.Load())
+	}
+	if err := a.Renew(ctx); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		t.Fatalf("earlier run beginning a new life: %v, want conflict", err)
+	}
+	if !a2.Held(group) {
+		t.Fatal("the later run lost its group to the earlier")
+	}
+}
+
+// TestClaimPastMargin: a node whose life went past its margin gives its
+// claims up; its next renewal, though the server still keeps that life,
+// begins a new one (its own last life is not another node's), and the
+// group is claimed again at a higher fence.
+func TestClaimPastMargin(t *testing.T) {
+	s := claimServer(t)
+	ctx := context.Background()
+	const group = "misc.margin"
+	clock := time.Now()
+	var clockMu sync.Mutex
+	now := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a", NowFunc: now})
+	fa, err := a.Claim(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clockMu.Lock()
+	clock = clock.Add(claimTestTTL - a.margin) // no renewal landed since
+	clockMu.Unlock()
+	if a.Held(group) {
+		t.Fatal("held past the margin")
+	}
+	a.tellLapsed()
+	if claimTracked(a, group) {
+		t.Fatal("claim kept past the margin")
+	}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatalf("beginning a new life over this node's last: %v", err)
+	}
+	fa2, err := a.Claim(ctx, group)
+	if err != nil || fa2 <= fa {
+		t.Fatalf("claim in the new life: fence %d (%v), want above %d", fa2, err, fa)
+	}
+}
+
 // TestClaimUnreachable: an owner cut off from NATS holds its group until
-// just before its claim lapses, and lets go before any other node of the
-// cluster can claim it; reconnected, it finds the claim lost.
+// just before its life lapses, and lets go before any other node of the
+// cluster can claim it; reconnected, it finds the group taken.
 func TestClaimUnreachable(t *testing.T) {
 	servers, opts := claimCluster(t)
 	ctx := context.Background()
@@ -415,6 +512,7 @@ func TestClaimUnreachable(t *testing.T) {
 	}})
 	claimRun(t, a)
 	b := claimNew(t, claimConnect(t, servers[1].ClientURL()), ClaimsConfig{Node: "b", Replicas: 3})
+	claimRun(t, b)
 
 	var fa uint64
 	claimEventually(t, 10*time.Second, "a claims", func() bool {
@@ -482,15 +580,23 @@ func TestClaimUnreachable(t *testing.T) {
 		t.Fatalf("b's fence %d not above a's %d", fb, fa)
 	}
 
-	// Reconnected, a's renewal finds the claim taken and forgets it.
+	// Past its margin a gave every claim up; reconnected, it begins a new
+	// life and finds the group b's.
+	if claimTracked(a, group) {
+		t.Fatal("a still keeps the claim it gave up")
+	}
 	restarted := claimStart(t, opts[0])
 	t.Cleanup(restarted.Shutdown)
-	claimEventually(t, 30*time.Second, "a finds its claim lost", func() bool { return !claimTracked(a, group) })
+	claimEventually(t, 30*time.Second, "a begins a new life", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.liveLocked(time.Now())
+	})
 	if a.Held(group) {
 		t.Fatal("a holds the group again")
 	}
-	if _, err := a.Renew(ctx, group); leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
-		t.Fatalf("renew: %v, want lease lost", err)
+	if _, err := a.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		t.Fatalf("a's claim after reconnecting: %v, want conflict", err)
 	}
 	own, _, err := a.Owner(ctx, group)
 	if err != nil || own.Node != "b" {
@@ -511,8 +617,7 @@ func TestClaimUnreachable(t *testing.T) {
 }
 
 // TestClaimShortOutage: an owner whose NATS is away for less than its
-// margin allows keeps its claim and renews it, at a higher fence, once
-// reconnected.
+// margin allows keeps its claim, and renews its life once reconnected.
 func TestClaimShortOutage(t *testing.T) {
 	o := claimServerOpts(t)
 	o.Port = claimFreePort(t)
@@ -522,10 +627,13 @@ func TestClaimShortOutage(t *testing.T) {
 	const group = "misc.short"
 	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	claimRun(t, a)
-	before, err := a.Claim(ctx, group)
+	fence, err := a.Claim(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.mu.Lock()
+	before := a.lifeRev
+	a.mu.Unlock()
 	s.Shutdown()
 	s.WaitForShutdown()
 	time.Sleep(200 * time.Millisecond)
@@ -534,49 +642,61 @@ func TestClaimShortOutage(t *testing.T) {
 	claimEventually(t, 10*time.Second, "a renews after the outage", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		st, ok := a.held[group]
-		return ok && st.rev > before
+		return a.lifeRev > before
 	})
 	if !a.Held(group) {
 		t.Fatal("a does not hold its group after renewing")
 	}
-	own, _, err := a.Owner(ctx, group)
-	if err != nil || own.Node != "a" {
-		t.Fatalf("owner %v (%v), want a", own, err)
+	own, rev, err := a.Owner(ctx, group)
+	if err != nil || own.Node != "a" || rev != fence {
+		t.Fatalf("owner %v at %d (%v), want a at %d", own, rev, err, fence)
 	}
 }
 
 // TestClaimServerLapse measures how late the server removes an unrenewed
-// claim after its TTL (MaxAge), which Margin and the takeover rule must
+// life after its TTL (MaxAge), which Margin and the takeover rule must
 // allow for: the expiry timer fires no more often than every 250 ms and
-// reads a clock cached for 100 ms.
+// reads a clock cached for 100 ms. The claim written in that life stays
+// in the bucket and stands for no one from then on.
 func TestClaimServerLapse(t *testing.T) {
 	s := claimServer(t)
-	c := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	ctx := context.Background()
+	other := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "other"})
+	claimRun(t, other)
 	var worst time.Duration
 	for i := range 4 {
-		group := fmt.Sprintf("lapse.%d", i)
+		node, group := fmt.Sprintf("lapse-%d", i), fmt.Sprintf("lapse.%d", i)
+		c := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: node})
 		if _, err := c.Claim(ctx, group); err != nil {
 			t.Fatal(err)
 		}
-		e, err := c.kv.Get(ctx, ClaimKey(group))
+		e, err := c.lives.Get(ctx, node)
 		if err != nil {
 			t.Fatal(err)
 		}
 		due := e.Created().Add(claimTestTTL)
-		claimEventually(t, 3*claimTestTTL, "the server removes the claim", func() bool {
-			_, err := c.kv.Get(ctx, ClaimKey(group))
+		claimEventually(t, 3*claimTestTTL, "the server removes the life", func() bool {
+			_, err := c.lives.Get(ctx, node)
 			return err != nil
 		})
 		late := time.Since(due)
 		if late < 0 {
-			t.Fatalf("claim removed %s before its TTL ran out", -late)
+			t.Fatalf("life removed %s before its TTL ran out", -late)
 		}
 		worst = max(worst, late)
+		if _, err := c.kv.Get(ctx, ClaimKey(group)); err != nil {
+			t.Fatalf("the claim left the bucket with its life: %v", err)
+		}
+		if _, _, err := other.Owner(ctx, group); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+			t.Fatalf("owner of a group whose owner's life lapsed: %v, want not found", err)
+		}
+		if _, err := other.Claim(ctx, group); err != nil {
+			t.Fatalf("claiming a group whose owner's life lapsed: %v", err)
+		}
+		c.Close()
 		time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 	}
-	t.Logf("unrenewed claims removed at most %s after their TTL of %s (poll period 10ms)", worst.Round(time.Millisecond), claimTestTTL)
+	t.Logf("unrenewed lives removed at most %s after their TTL of %s (poll period 10ms)", worst.Round(time.Millisecond), claimTestTTL)
 }
 
 // claimInterval is one incarnation of a node holding a group, as seen by

@@ -35,7 +35,8 @@ type Config struct {
 	Routes        []string
 	// Dir is where the embedded server keeps JetStream (<data>/nats).
 	Dir string
-	// ClaimTTL is how long an ownership claim lasts unrenewed (default 30s).
+	// ClaimTTL is how long a node's claims stand once it stops renewing its
+	// life in the fleet (default 30s).
 	ClaimTTL time.Duration
 	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
 	// embedded server and 1 for an external NATS.

@@ -368,7 +368,7 @@ func TestFleet(t *testing.T) {
 func fleetReplicas(t *testing.T, n *fleetNode, when string, want int) {
 	t.Helper()
 	ctx := context.Background()
-	for _, name := range []string{StreamName, "KV_" + PublishedBucket, "KV_" + ClaimsBucket, snapshotStream} {
+	for _, name := range []string{StreamName, "KV_" + PublishedBucket, "KV_" + ClaimsBucket, "KV_" + LivesBucket, snapshotStream} {
 		s, err := n.fleet.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: stream %s: %v", when, name, err)
@@ -440,9 +440,9 @@ func TestFleetNATSUnreachable(t *testing.T) {
 		_, err := b.app.DB.GroupByName(ctx, "alt.cut")
 		return err == nil
 	})
-	// Renewed just now, so the claim stands a full TTL from here at least
-	// on the server's clock.
-	if _, err := a.fleet.claims.Renew(ctx, "alt.cut"); err != nil {
+	// Renewed just now, so a's life, and the claim with it, stands a full
+	// TTL from here at least on the server's clock.
+	if err := a.fleet.claims.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
 	renewed := time.Now()

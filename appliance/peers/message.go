@@ -24,6 +24,9 @@ const (
 	PublishedBucket = "leasehold_published"
 	// ClaimsBucket holds ownership claims (key: group name, value: Claim).
 	ClaimsBucket = "leasehold_claims"
+	// LivesBucket holds each node's life (key: node name, value: Life); a
+	// node's claims stand while its life does.
+	LivesBucket = "leasehold_lives"
 	// SnapshotsBucket is the object store of replicated window snapshots.
 	SnapshotsBucket = "leasehold_snapshots"
 	// DumpSubjectPrefix + node name answers full state dumps of that origin.

@@ -94,7 +94,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "the embedded NATS server's client address (port 0 picks a free one)")
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
-	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long a group's ownership claim lasts unrenewed before another node may take the group")
+	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
 	var envErr error
