@@ -66,10 +66,22 @@ func (c *Coordinator) Own(ctx context.Context, group string, claimRev uint64) er
 	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup(group, claimRev) })
 }
 
-// Disown stops this node leasing the named group at once, ending a lease
-// held here (its claim was lost or is about to lapse). Errors: not found.
-func (c *Coordinator) Disown(ctx context.Context, group string) error {
-	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DisownGroup(group, c.maxAttempts) })
+// Disown stops this node leasing the named groups at once, in one write,
+// ending leases held here (their claims were lost or are about to lapse).
+// Groups not found are passed over, and so are those unless (if set)
+// answers true for inside the write: a claim won again since it was lost.
+func (c *Coordinator) Disown(ctx context.Context, groups []string, unless func(group string) bool) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error {
+		for _, g := range groups {
+			if unless != nil && unless(g) {
+				continue
+			}
+			if err := tx.DisownGroup(g, c.maxAttempts); err != nil && leasehold.ErrorKind(err) != leasehold.KindNotFound {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // TTL is how long a holder may be quiet before its group is free.
@@ -368,18 +380,21 @@ func (c *Coordinator) Rules() leasehold.RuleSet { return *c.rules.Load() }
 // lease. It carries the current rules.
 func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error) {
 	g, refused, err := c.lease(ctx, nodeID)
-	if err == nil && g == nil && len(refused) > 0 {
+	if f := c.claim.Load(); f != nil && err == nil && g == nil && len(refused) > 0 {
 		// Groups of this node's own it holds no claim on yet (a group just
 		// made, or idle a while): claimed now, briefly, and the lease asked
-		// again, so a worker is not sent away from work that is here.
-		if f := c.claim.Load(); f != nil {
-			cctx, cancel := context.WithTimeout(ctx, claimWait)
-			won := (*f)(cctx, refused)
-			cancel()
-			if won {
-				g, _, err = c.lease(ctx, nodeID)
+		// again, so a worker is not sent away from work that is here. Other
+		// workers' leases may take what was won first; a few rounds settle it.
+		cctx, cancel := context.WithTimeout(ctx, claimWait)
+		for range claimRounds {
+			if !(*f)(cctx, refused) {
+				break
+			}
+			if g, refused, err = c.lease(ctx, nodeID); err != nil || g != nil || len(refused) == 0 {
+				break
 			}
 		}
+		cancel()
 	}
 	if err != nil {
 		return nil, err
@@ -400,6 +415,9 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 // claimWait bounds how long a lease waits on claims for the groups it was
 // refused.
 const claimWait = 2 * time.Second
+
+// claimRounds bounds the claims a lease makes and asks again after.
+const claimRounds = 3
 
 // SetClaimFunc has a lease that found nothing but groups refused by
 // OwnsFunc call f with them, and lease again if f reports one was won. f

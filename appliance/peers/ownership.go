@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"leasehold"
@@ -20,8 +21,9 @@ import (
 // next lease; taken by another node, it stays disowned. A lost claim
 // disowns its group at once, ending a lease held here.
 //
-// Claims are made lazily, for the groups workers here actually reach, so
-// a fleet renews claims on the groups in work, not on the whole catalog.
+// Claims are made lazily, for the groups workers here actually reach, and
+// cost nothing to keep (the node's life stands for all of them); idle
+// ones are let go (Keep) so peers whose workers want them can claim them.
 type Ownership struct {
 	coord  *appliance.Coordinator
 	db     *store.DB
@@ -43,6 +45,10 @@ type Ownership struct {
 
 	mu  sync.Mutex
 	won map[string]time.Time // when each group's claim was won here
+	// lost are the groups whose claims were lost, to disown; disowning is
+	// set while a goroutine does.
+	lost      []string
+	disowning bool
 }
 
 // ErrBehind is adopt's answer when this node has not yet folded all the
@@ -95,9 +101,12 @@ func (o *Ownership) owns(group string) bool {
 // ClaimNow is the coordinator's ClaimFunc: a lease found nothing but
 // groups it holds no claim on. Those of this node's own (not a peer's
 // state, whose adoption brings a snapshot and runs in the background) are
-// claimed at once; it reports whether any was won and owned.
+// claimed at once, all together, so the lease waits for about one claim
+// and one catalog commit (the writer commits the owning writes as one);
+// it reports whether any was won and owned.
 func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
-	won := false
+	var won atomic.Bool
+	var wg sync.WaitGroup
 	for _, g := range groups {
 		grp, err := o.db.GroupByName(ctx, g)
 		if err != nil {
@@ -106,11 +115,14 @@ func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
 		if origin, err := o.db.GroupOrigin(ctx, grp.ID); err != nil || origin != "" {
 			continue
 		}
-		if o.claim(ctx, g) {
-			won = true
-		}
+		wg.Go(func() {
+			if o.claim(ctx, g) {
+				won.Store(true)
+			}
+		})
 	}
-	return won
+	wg.Wait()
+	return won.Load()
 }
 
 // Ensure is the coordinator's EnsureFunc: an admin write on a group of
@@ -134,13 +146,14 @@ func (o *Ownership) Ensure(ctx context.Context, group string) error {
 	return nil
 }
 
-// Keep is the claims' KeepFunc: of the claims due for renewal, those of
+// Keep is the claims' KeepFunc: of a batch of claims held, those of
 // groups in work here are kept; the others (owned here but not held, and
 // released more than two claim TTLs ago, not won lately, and settled:
 // nothing of theirs left to publish or replicate) are disowned
 // in one catalog write, so no lease can slip in between, and their claims
-// released. So the claims renewed track the groups in work, not every
-// group this node ever leased; an idle node's offers claim them back.
+// released. So the claims held track the groups in work, not every group
+// this node ever leased, and a peer with idle workers can take the rest;
+// this node's own idle workers claim them back.
 func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error) {
 	since := o.db.Now().Add(-6 * o.every)
 	var candidates []string
@@ -195,28 +208,91 @@ func (o *Ownership) SetSettled(f func(ctx context.Context, group string) bool) {
 func (o *Ownership) SetAdopt(f func(ctx context.Context, group string) error) { o.adopt = f }
 
 // Lost is the claims' LostFunc: the group is disowned at once, in the
-// background (the claims must not wait on the catalog's writer).
+// background (the claims must not wait on the catalog's writer). A node
+// whose life lapsed loses every claim at once; those are disowned a batch
+// per write, by one goroutine.
 func (o *Ownership) Lost(group string) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := o.coord.Disown(ctx, group); err != nil && leasehold.ErrorKind(err) != leasehold.KindNotFound {
-			o.log.Error("ownership: disowning a group whose claim was lost", "group", group, "err", err)
-		}
-	}()
+	o.mu.Lock()
+	o.lost = append(o.lost, group)
+	start := !o.disowning
+	o.disowning = true
+	o.mu.Unlock()
+	if start {
+		go o.disownLost()
+	}
 }
+
+// ownershipDisownBatch bounds the groups disowned in one write.
+const ownershipDisownBatch = 1024
+
+// disownLost disowns the groups Lost was told of until none are left.
+func (o *Ownership) disownLost() {
+	for {
+		o.mu.Lock()
+		batch := o.lost[:min(len(o.lost), ownershipDisownBatch)]
+		o.lost = o.lost[len(batch):]
+		if len(batch) == 0 {
+			o.lost, o.disowning = nil, false
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// A claim won back since (Held again) has been or is being owned
+		// again: disowning it now would undo that.
+		if err := o.coord.Disown(ctx, batch, o.claims.Held); err != nil {
+			o.log.Error("ownership: disowning groups whose claims were lost", "groups", len(batch), "first", batch[0], "err", err)
+		}
+		cancel()
+	}
+}
+
+// ownershipClaimers is how many groups asked for by leases are claimed at
+// once: their claims wait on NATS and their owning writes on the catalog's
+// commit, so together they cost about what one does.
+const ownershipClaimers = 8
 
 // Run claims the groups leases asked for and, when a lease found nothing
 // (at most every o.every), offers the claims of disowned groups with work
 // again (their owner may have lapsed), until ctx ends.
 func (o *Ownership) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var mu sync.Mutex
+	claiming := map[string]bool{} // a lease asks again while a claim is made
+	for range ownershipClaimers {
+		wg.Go(func() {
+			for {
+				var g string
+				select {
+				case <-ctx.Done():
+					return
+				case g = <-o.wanted:
+				}
+				mu.Lock()
+				busy := claiming[g]
+				claiming[g] = true
+				mu.Unlock()
+				if busy || o.claims.Held(g) {
+					if !busy {
+						mu.Lock()
+						delete(claiming, g)
+						mu.Unlock()
+					}
+					continue
+				}
+				o.claim(ctx, g)
+				mu.Lock()
+				delete(claiming, g)
+				mu.Unlock()
+			}
+		})
+	}
 	var offered time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case g := <-o.wanted:
-			o.claim(ctx, g)
 		case <-o.idle:
 			// Only a node whose workers find nothing takes groups on, and
 			// not more often than every o.every: a node with no workers, or

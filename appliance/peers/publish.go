@@ -168,7 +168,11 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 	var snapshots []string
 	first := map[int64]time.Time{} // group → its first event's time
 	last := map[int64]int{}        // group → index of its last event
+	lastNode := map[int64]int{}    // node → index of its last event moving it
 	for i, e := range events {
+		if e.NodeID != nil && movesNode(e.Kind) {
+			lastNode[*e.NodeID] = i
+		}
 		if e.GroupID == nil {
 			continue
 		}
@@ -197,8 +201,9 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 				snapshots = append(snapshots, g)
 			}
 		}
-		// A lease moves its worker node's held count and last visit.
-		if e.NodeID != nil && (isNodeEvent(e.Kind) || e.Kind == store.EventLeaseGranted || e.Kind == store.EventLeaseReleased) {
+		// A node's state is read as it is now, so only the last of its
+		// events in the batch carries it, as a group's does.
+		if e.NodeID != nil && movesNode(e.Kind) && (e.Kind == store.EventNodeDeleted || lastNode[*e.NodeID] == i) {
 			if e.Kind == store.EventNodeDeleted {
 				var body struct {
 					Name string `json:"name"`
@@ -238,6 +243,13 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 		}
 	}
 	return out, snapshots, nil
+}
+
+// movesNode reports whether an event of kind changes its node's state: the
+// node's own events, and leases, which move its worker node's held count
+// and last visit.
+func movesNode(kind string) bool {
+	return isNodeEvent(kind) || kind == store.EventLeaseGranted || kind == store.EventLeaseReleased
 }
 
 func isNodeEvent(kind string) bool {
