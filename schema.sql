@@ -245,3 +245,11 @@ CREATE TABLE fold_mark (
     seq        INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 ) STRICT;
+
+-- The peers whose part could not be rebuilt from their dumps when a gap
+-- called for it (down, or busy): the fold went on past the hole, and they
+-- are asked again until a rebuild succeeds, across restarts too.
+CREATE TABLE rebuilds_owed (
+    origin TEXT    PRIMARY KEY,
+    since  INTEGER NOT NULL
+) STRICT;

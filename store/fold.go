@@ -68,6 +68,8 @@ var (
 	qFoldPeer     = wq(`INSERT INTO peers (name, catalog_id, last_event, last_event_at, folded_seq, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (name) DO UPDATE SET catalog_id = ?2, last_event = max(last_event, ?3), last_event_at = max(coalesce(last_event_at, 0), ?4),
 		folded_seq = max(folded_seq, ?5), updated_at = ?6`)
+	qRebuildOwe  = wq(`INSERT INTO rebuilds_owed (origin, since) VALUES (?1, ?2) ON CONFLICT (origin) DO NOTHING`)
+	qRebuildDone = wq(`DELETE FROM rebuilds_owed WHERE origin = ?`)
 	qFoldMarkSet = wq(`INSERT INTO fold_mark (id, stream, seq, updated_at) VALUES (1, ?1, ?2, ?3)
 		ON CONFLICT (id) DO UPDATE SET stream = ?1, seq = ?2, updated_at = ?3`)
 	qPeerGroupOf   = wq(`SELECT origin, snapshot_next FROM peer_groups WHERE group_id = ?`)
@@ -190,6 +192,46 @@ func (tx *Tx) FoldPeer(origin, catalog string, event int64, at time.Time, seq ui
 func (tx *Tx) SetFoldMark(stream string, seq uint64) error {
 	_, err := tx.exec(qFoldMarkSet, stream, seq, ms(tx.now))
 	return mapError(err, "marking the fold")
+}
+
+// OweRebuild records that origin's part is owed a rebuild from its dump
+// (one a gap called for failed, or one about to be made); an origin owed
+// already keeps its since.
+func (db *DB) OweRebuild(ctx context.Context, origin string) error {
+	return db.Write(ctx, func(tx *Tx) error { return tx.OweRebuild(origin) })
+}
+
+// OweRebuild is DB.OweRebuild in a write, so a fold that calls for a
+// rebuild owes it in the transaction that moves the mark.
+func (tx *Tx) OweRebuild(origin string) error {
+	_, err := tx.exec(qRebuildOwe, origin, ms(tx.now))
+	return mapError(err, "owing a rebuild")
+}
+
+// RebuildDone records that origin's part was rebuilt: it is owed nothing.
+func (db *DB) RebuildDone(ctx context.Context, origin string) error {
+	return db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.exec(qRebuildDone, origin)
+		return mapError(err, "recording a rebuild")
+	})
+}
+
+// RebuildsOwed lists the origins owed a rebuild, by name.
+func (db *DB) RebuildsOwed(ctx context.Context) ([]string, error) {
+	rows, err := db.query(ctx, `SELECT origin FROM rebuilds_owed ORDER BY origin`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return nil, mapError(err, "listing rebuilds owed")
+		}
+		out = append(out, o)
+	}
+	return out, mapError(rows.Err(), "listing rebuilds owed")
 }
 
 // FoldMark is how far this node has folded the stream: the incarnation and

@@ -44,7 +44,8 @@ type Folder struct {
 
 	// owed are origins whose rebuild failed (down or busy): the fold goes
 	// on past the hole, and they are asked again every rebuildRetry until
-	// one succeeds. Only the folding goroutine touches it.
+	// one succeeds. The catalog keeps them too (store.DB.OweRebuild), so a
+	// restart asks again. Only the folding goroutine touches it.
 	owed      map[string]bool
 	owedTried time.Time
 
@@ -84,6 +85,16 @@ func (f *Folder) Collectors() []prometheus.Collector {
 // Run folds until ctx ends, starting over (from the mark) after an error.
 func (f *Folder) Run(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
+	owed, err := f.db.RebuildsOwed(ctx)
+	if err != nil {
+		f.log.Warn("peers: reading the rebuilds owed", "err", err)
+	}
+	for _, origin := range owed {
+		if f.owed == nil {
+			f.owed = map[string]bool{}
+		}
+		f.owed[origin] = true // asked at once: owedTried is zero
+	}
 	for ctx.Err() == nil {
 		err := f.run(ctx)
 		if ctx.Err() != nil {
@@ -201,6 +212,10 @@ func (f *Folder) run(ctx context.Context) error {
 				continue
 			}
 			f.log.Info("peers: a peer ran alone without an outbox: rebuilding its part", "origin", origin)
+			if f.owed == nil {
+				f.owed = map[string]bool{}
+			}
+			f.owed[origin] = true // owed in the fold's write
 			if err := f.rebuild(ctx, origin); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -270,13 +285,25 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		}
 		return tx.FoldPeer(m.Origin, m.Catalog, m.Event, m.At, it.seq)
 	}
+	// The rebuilds the batch calls for are owed in the write that moves the
+	// mark past it, so a crash before they are made does not forget them.
+	mark := func(tx *store.Tx) error {
+		if f.RebuildFunc != nil {
+			for _, origin := range pruned {
+				if err := tx.OweRebuild(origin); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.SetFoldMark(inc, last)
+	}
 	err := f.db.Write(ctx, func(tx *store.Tx) error {
 		for _, it := range coalesce(items) {
 			if err := apply(tx, it); err != nil {
 				return err
 			}
 		}
-		return tx.SetFoldMark(inc, last)
+		return mark(tx)
 	})
 	if leasehold.ErrorKind(err) != leasehold.KindInvalid {
 		if err == nil {
@@ -296,7 +323,7 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		}
 		f.folded.Inc()
 	}
-	return last, pruned, f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, last) })
+	return last, pruned, f.db.Write(ctx, mark)
 }
 
 // coalesce merges a batch's messages so the catalog write does each row
@@ -399,8 +426,11 @@ func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error
 			continue
 		}
 		e, err := f.records.Get(ctx, origin)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted since the listing
+		}
 		if err != nil {
-			continue
+			return err // asked again from the same mark
 		}
 		var rec PublishRecord
 		if json.Unmarshal(e.Value(), &rec) != nil || rec.Seq <= mark {
@@ -411,8 +441,11 @@ func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error
 			continue
 		}
 		if err := f.rebuild(ctx, origin); err != nil {
+			if _, ok := errors.AsType[*notOwedError](err); ok {
+				return err
+			}
 			// An origin that is down cannot be asked; its part stays as it
-			// was, and its next events fold on top.
+			// was, its next events fold on top, and the rebuild is owed.
 			f.log.Warn("peers: rebuilding a peer's part from its dump", "origin", origin, "err", err)
 			continue
 		}
@@ -421,10 +454,18 @@ func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error
 	return nil
 }
 
+// notOwedError is a failed rebuild the catalog could not record as owed
+// either: the fold must not move its mark past the hole.
+type notOwedError struct{ err error }
+
+func (e *notOwedError) Error() string { return e.err.Error() }
+func (e *notOwedError) Unwrap() error { return e.err }
+
 // rebuildRetry is how often an origin whose rebuild failed is asked again.
 const rebuildRetry = 30 * time.Second
 
-// rebuild rebuilds origin's part, owing it on failure.
+// rebuild rebuilds origin's part, owing it on failure. What is owed is
+// in the catalog before the fold moves its mark past the hole.
 func (f *Folder) rebuild(ctx context.Context, origin string) error {
 	if err := f.RebuildFunc(ctx, origin); err != nil {
 		f.rebuilds.WithLabelValues("failed").Inc()
@@ -432,10 +473,18 @@ func (f *Folder) rebuild(ctx context.Context, origin string) error {
 			f.owed = map[string]bool{}
 		}
 		f.owed[origin], f.owedTried = true, time.Now()
+		if oerr := f.db.OweRebuild(ctx, origin); oerr != nil {
+			return &notOwedError{errors.Join(err, oerr)}
+		}
 		return err
 	}
 	f.rebuilds.WithLabelValues("ok").Inc()
-	delete(f.owed, origin)
+	if f.owed[origin] {
+		if err := f.db.RebuildDone(ctx, origin); err != nil {
+			return err
+		}
+		delete(f.owed, origin)
+	}
 	return nil
 }
 

@@ -3,7 +3,9 @@ package peers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,6 +368,71 @@ func TestFoldNewIncarnation(t *testing.T) {
 	}
 	if got := claimMetric(t, b.folder.rebuilds.WithLabelValues("ok")); got != 1 {
 		t.Fatalf("rebuilds = %v, want 1", got)
+	}
+}
+
+// TestFoldRebuildOwed: a rebuild a gap calls for fails (the origin does
+// not answer); the fold goes on past the hole and the rebuild is owed in
+// the catalog. A fold started again on that catalog (as after a crash)
+// asks at once and, answered, equals the origin and owes nothing.
+func TestFoldRebuildOwed(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	js := claimConnect(t, url)
+	stream := foldSetUp(t, js)
+	a := foldJoin(t, url, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	dumpWork(t, a.dumpNode, "g", 10, 100, 0)
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
+
+	b.stopFolding()
+	rebuild := b.folder.RebuildFunc
+	var down atomic.Bool
+	down.Store(true)
+	b.folder.RebuildFunc = func(ctx context.Context, origin string) error {
+		if down.Load() {
+			return errors.New("node-a does not answer")
+		}
+		return rebuild(ctx, origin)
+	}
+	if err := js.DeleteStream(ctx, StreamName); err != nil {
+		t.Fatal(err)
+	}
+	stream = foldSetUp(t, js)
+	foldFinish(t, a.dumpNode, "g", 3)
+	a.published(t, stream)
+	b.startFolding(t)
+	claimEventually(t, 20*time.Second, "the failed rebuild owed", func() bool {
+		owed, err := b.app.DB.RebuildsOwed(ctx)
+		return err == nil && len(owed) == 1 && owed[0] == "node-a"
+	})
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 20*time.Second, "the fold goes on past the hole", func() bool {
+		_, mark, err := b.app.DB.FoldMark(ctx)
+		return err == nil && mark >= info.State.LastSeq
+	})
+	b.stopFolding()
+
+	down.Store(false)
+	records, err := b.js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.folder = NewFolder(b.js, b.app.DB, "node-b", records, b.app.Config.MaxAttempts, claimQuiet)
+	b.folder.RebuildFunc = rebuild
+	b.startFolding(t)
+	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
+	claimEventually(t, 10*time.Second, "nothing owed after the rebuild", func() bool {
+		owed, err := b.app.DB.RebuildsOwed(ctx)
+		return err == nil && len(owed) == 0
+	})
+	if got := claimMetric(t, b.folder.rebuilds.WithLabelValues("ok")); got != 1 {
+		t.Fatalf("rebuilds after the restart = %v, want 1", got)
 	}
 }
 
