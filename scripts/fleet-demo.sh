@@ -100,10 +100,13 @@ for n in "${nodes[@]}"; do
 	i=$((i + 3))
 done
 
+# The fleet's shared secret: the NATS servers ask it of clients and routes.
+(umask 077 && head -c 24 /dev/urandom | base64 >"$tmp/nats.secret")
+
 start_node() { # a|b|c
 	local n=$1
 	"$lh" serve --data "$tmp/$n" --name "node-$n" --listen "127.0.0.1:${http_port[$n]}" \
-		--lease-ttl "$lease_ttl" --claim-ttl "$claim_ttl" \
+		--lease-ttl "$lease_ttl" --claim-ttl "$claim_ttl" --nats-secret-file "$tmp/nats.secret" \
 		--nats-listen "127.0.0.1:${nats_port[$n]}" --nats-cluster-listen "127.0.0.1:${route_port[$n]}" \
 		--nats-routes "$routes" >>"$tmp/node-$n.log" 2>&1 &
 	pid[$n]=$!
@@ -176,7 +179,7 @@ else
 	serving=1
 fi
 
-step "starting node-a, node-b and node-c; their NATS servers route to each other ($routes)"
+step "starting node-a, node-b and node-c; their NATS servers route to each other ($routes), asking the fleet's secret of clients and routes"
 for n in "${nodes[@]}"; do
 	start_node "$n"
 done

@@ -38,6 +38,10 @@ type Config struct {
 	// ClaimTTL is how long a node's claims stand once it stops renewing its
 	// life in the fleet (default 30s).
 	ClaimTTL time.Duration
+	// Secret, if set, is the fleet's shared secret: the embedded server
+	// asks it of clients and routes (ServerConfig.Secret), and this node
+	// presents it as its token to the embedded or the external NATS.
+	Secret string
 	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
 	// embedded server and 1 for an external NATS.
 	Replicas int
@@ -120,7 +124,7 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 			cfg.Replicas = Replicas(cfg.Routes)
 		}
 		f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
-			ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Logger: cfg.Logger})
+			ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +136,11 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 		f.url = cfg.NATS
 	}
 	f.cfg = cfg
-	f.nc, err = nats.Connect(f.url, nats.Name("leasehold "+cfg.Name), nats.MaxReconnects(-1),
+	opts := []nats.Option{nats.Name("leasehold " + cfg.Name), nats.MaxReconnects(-1)}
+	if cfg.Secret != "" {
+		opts = append(opts, nats.Token(cfg.Secret))
+	}
+	f.nc, err = nats.Connect(f.url, append(opts,
 		nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second),
 		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
 		nats.ReconnectHandler(func(*nats.Conn) {
@@ -144,7 +152,10 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 			if !f.closing.Load() {
 				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
 			}
-		}))
+		}))...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		return nil, leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its secret is wrong or missing (--nats-secret-file): %v", f.url, err)
+	}
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "connecting to NATS at %s: %v", f.url, err)
 	}

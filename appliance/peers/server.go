@@ -22,6 +22,10 @@ import (
 // servers only route to peers of the same cluster name.
 const ClusterName = "leasehold"
 
+// RouteUser is the user routes between a fleet's servers authenticate as,
+// with the fleet's secret as the password.
+const RouteUser = "leasehold"
+
 // serverReadyTimeout bounds how long StartServer waits for the embedded
 // server to take clients. JetStream recovery of a large store is the slow
 // part.
@@ -42,6 +46,10 @@ type ServerConfig struct {
 	ClusterListen string
 	// Routes are the other servers' route URLs, nats://host:port.
 	Routes []string
+	// Secret, if set, is the fleet's shared secret: clients must present it
+	// as their token, and routes, both ways, as the password of user
+	// RouteUser. Empty leaves both ports open to anyone who reaches them.
+	Secret string
 	// Logger receives the server's warnings and errors.
 	Logger *slog.Logger
 }
@@ -100,9 +108,20 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		opts.Cluster.Name = ClusterName
 		opts.Cluster.Host = chost
 		opts.Cluster.Port = cport
+		if cfg.Secret != "" {
+			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.Secret
+			for i, r := range routes {
+				withUser := *r
+				withUser.User = url.UserPassword(RouteUser, cfg.Secret)
+				routes[i] = &withUser
+			}
+		}
 		opts.Routes = routes
 	} else if len(routes) > 0 {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-routes needs --nats-cluster-listen: routes join a cluster this server does not listen for")
+	}
+	if cfg.Secret != "" {
+		opts.Authorization = cfg.Secret
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

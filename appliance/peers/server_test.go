@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -180,6 +181,52 @@ func TestServerCluster(t *testing.T) {
 		if got, want := s.NumRoutes(), 2; got < want {
 			t.Errorf("%s has %d routes, want at least %d", s.Name(), got, want)
 		}
+	}
+}
+
+// TestServerSecret: servers given the fleet's secret cluster with each
+// other and answer a client presenting it; a client without it, or with
+// another, is refused, and a server with another secret never routes in.
+func TestServerSecret(t *testing.T) {
+	const secret = "fleet-secret-0123456789"
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", claimFreePort(t)), fmt.Sprintf("127.0.0.1:%d", claimFreePort(t))}
+	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[0],
+		Routes: []string{"nats://" + addrs[1]}, Secret: secret})
+	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
+		Routes: []string{"nats://" + addrs[0]}, Secret: secret})
+	claimEventually(t, 20*time.Second, "the two servers route to each other", func() bool {
+		return a.NumRoutes() > 0 && b.NumRoutes() > 0
+	})
+
+	for _, opt := range []nats.Option{nil, nats.Token("another-secret-0123456789")} {
+		opts := []nats.Option{nats.Timeout(2 * time.Second)}
+		if opt != nil {
+			opts = append(opts, opt)
+		}
+		nc, err := nats.Connect(a.ClientURL(), opts...)
+		if err == nil {
+			nc.Close()
+			t.Fatal("a client without the secret was let in")
+		}
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Fatalf("a client without the secret: %v, want an authorization violation", err)
+		}
+	}
+	nc, err := nats.Connect(b.ClientURL(), nats.Token(secret), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("a client with the secret: %v", err)
+	}
+	nc.Close()
+
+	before := a.NumRoutes()
+	stranger := serverStart(t, ServerConfig{Name: "node-x", Dir: t.TempDir(), Listen: "127.0.0.1:0",
+		ClusterListen: fmt.Sprintf("127.0.0.1:%d", claimFreePort(t)), Routes: []string{"nats://" + addrs[0]}, Secret: "another-secret-0123456789"})
+	time.Sleep(2 * time.Second) // routes retry every second
+	if got := stranger.NumRoutes(); got != 0 {
+		t.Fatalf("a server with another secret has %d routes into the fleet", got)
+	}
+	if got := a.NumRoutes(); got != before {
+		t.Fatalf("node-a's routes went from %d to %d with a stranger knocking", before, got)
 	}
 }
 

@@ -65,15 +65,20 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestServeFleet runs Main with the embedded NATS server on a free port:
-// it serves, answers that it runs in a fleet, and leaves the fleet and
-// stops cleanly when its context ends.
+// TestServeFleet runs Main with the embedded NATS server on a free port,
+// asking the fleet's secret of its clients: it serves, answers that it
+// runs in a fleet, and leaves the fleet and stops cleanly when its context
+// ends.
 func TestServeFleet(t *testing.T) {
 	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "nats.secret")
+	if err := os.WriteFile(secret, []byte("  fleet-secret-0123456789\nsecond line ignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stderr bytes.Buffer
 	m := NewMain(io.Discard, &stderr) // read only after Run returns
 	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
-		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s", "--log-level", "debug"}); err != nil {
+		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s", "--log-level", "debug", "--nats-secret-file", secret}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -178,6 +183,11 @@ func TestCommandLine(t *testing.T) {
 		{"BadNATS", []string{"serve", "--nats", "localhost:4222"}, nil, 2, "--nats"},
 		{"ClusterWithExternalNATS", []string{"serve", "--nats", "nats://10.0.0.2:4222", "--nats-cluster-listen", "127.0.0.1:6222"}, nil, 2, "--nats-cluster-listen"},
 		{"NATSListenInUse", []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", busy}, nil, 2, "--nats-listen " + busy},
+		{"SecretAlone", []string{"serve", "--nats", "off", "--nats-secret-file", file}, nil, 2, "--nats-secret-file"},
+		{"SecretMissing", []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
+			"--nats-secret-file", filepath.Join(t.TempDir(), "none")}, nil, 2, "--nats-secret-file"},
+		{"SecretShort", []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
+			"--nats-secret-file", file}, nil, 2, "at least 16"},
 		{"Version", []string{"version"}, nil, 0, ""},
 	}
 	for _, tc := range cases {

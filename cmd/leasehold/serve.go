@@ -47,6 +47,7 @@ type Main struct {
 	NATSListen        string
 	NATSClusterListen string
 	NATSRoutes        string // comma-separated
+	NATSSecretFile    string
 	ClaimTTL          time.Duration
 	StreamMaxAge      time.Duration
 	StreamMaxBytes    byteSize
@@ -94,6 +95,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "the embedded NATS server's client address (port 0 picks a free one)")
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
+	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS (empty: no authentication)")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
@@ -147,6 +149,9 @@ func (m *Main) checkFleetFlags() error {
 	}
 	switch m.NATS {
 	case "off":
+		if m.NATSSecretFile != "" {
+			return fmt.Errorf("--nats-secret-file authenticates to NATS; with --nats off the node uses none")
+		}
 		return nil
 	case "":
 	default:
@@ -317,6 +322,32 @@ func (m *Main) Run(ctx context.Context) error {
 // stop is called; stop ends the sync, waits for it and leaves the fleet,
 // once however often it is called. A fleet that cannot be joined is a usage
 // error: the flags name a server that does not start or answer.
+// natsSecretMin is the shortest fleet secret taken: a guessable one
+// protects nothing.
+const natsSecretMin = 16
+
+// natsSecret reads the fleet's secret from --nats-secret-file: its first
+// line, without surrounding spaces; "" without the flag.
+func (m *Main) natsSecret(log *slog.Logger) (string, error) {
+	if m.NATSSecretFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(m.NATSSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("--nats-secret-file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	secret := strings.TrimSpace(line)
+	if len(secret) < natsSecretMin {
+		return "", fmt.Errorf("--nats-secret-file %s: the secret is %d bytes, want at least %d (for example: head -c 32 /dev/urandom | base64 > %s)",
+			m.NATSSecretFile, len(secret), natsSecretMin, m.NATSSecretFile)
+	}
+	if fi, err := os.Stat(m.NATSSecretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the NATS secret file can be read by other users: chmod 600 it", "file", m.NATSSecretFile, "mode", fi.Mode().Perm().String())
+	}
+	return secret, nil
+}
+
 func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slog.Logger) (*peers.Fleet, func(), error) {
 	if m.NATS == "off" {
 		// Alone, the node has no use for the publisher's indexes, and every
@@ -330,8 +361,12 @@ func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slo
 		}
 		return nil, func() {}, nil
 	}
+	secret, err := m.natsSecret(log)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
 	fleet, err := peers.Join(ctx, app, peers.Config{
-		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen,
+		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
 		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
