@@ -1,17 +1,20 @@
 package peers
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -91,7 +94,8 @@ type ClaimsConfig struct {
 // KeepFunc about idle claims, and watches the bucket for claims taken.
 type Claims struct {
 	kv     jetstream.KeyValue // ClaimsBucket
-	lives  jetstream.KeyValue // LivesBucket
+	lives  jetstream.KeyValue // LivesBucket, written here; read by readLife
+	nc     *nats.Conn
 	node   string
 	ttl    time.Duration
 	margin time.Duration
@@ -104,7 +108,7 @@ type Claims struct {
 	life     string                 // this node's life now: the Life of its claims
 	lifeRev  uint64                 // the revision of its last write of the life
 	lifeFrom time.Time              // when that write started: claims are held from it
-	past     string                 // the life given up last, "" before any
+	minted   map[string]bool        // every life this process began
 	held     map[string]*claimState // by group name, all of this life
 	closed   bool
 
@@ -179,7 +183,8 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	}
 	c := &Claims{
 		kv: kv, lives: lives, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
-		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{},
+		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{}, minted: map[string]bool{},
+		nc: js.Conn(),
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted, or their node's life unrenewed past the margin.",
 		}),
@@ -187,7 +192,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 			Name: "leasehold_claim_renewal_failures_total", Help: "Renewals of this node's life that did not reach NATS or got no answer.",
 		}),
 	}
-	if err := c.begin(ctx, false); err != nil {
+	if err := c.begin(ctx, true); err != nil && leasehold.ErrorKind(err) != leasehold.KindConflict {
 		return nil, err
 	}
 	c.heldGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -244,12 +249,15 @@ func newLife() string {
 	return hex.EncodeToString(b[:])
 }
 
-// begin starts a new life of this node. At start (again false) a life of
-// its name that still stands is taken over: it is an earlier run of this
-// node. Again, after a life lost while running, one standing is another
-// node's under this name, which is left alone: a conflict, and this node
-// holds nothing until that life lapses.
-func (c *Claims) begin(ctx context.Context, again bool) error {
+// begin starts a new life of this node. A life of its name that still
+// stands, and is not one this process began, is left alone: it is an
+// earlier run of this node that may still be running (a restart that
+// overlaps the old process), or another node under the same name, and its
+// claims stand until it lapses. That is a conflict, and this node holds
+// nothing until then (at most a TTL after that life's last renewal); Run
+// tries again every tick. first only makes the first attempt say so at
+// info level.
+func (c *Claims) begin(ctx context.Context, first bool) error {
 	life := newLife()
 	key := ClaimKey(c.node)
 	from := c.now()
@@ -257,18 +265,30 @@ func (c *Claims) begin(ctx context.Context, again bool) error {
 	if err != nil {
 		return err
 	}
+	// Minted before it is written: a write whose answer is lost leaves it
+	// in the key, and it must read as this process's own.
+	c.mu.Lock()
+	c.minted[life] = true
+	c.mu.Unlock()
 	rev, err := c.lives.Create(ctx, key, val)
 	if err != nil && claimAnswered(err) {
-		var e jetstream.KeyValueEntry
-		e, err = c.lives.Get(ctx, key)
+		var st lifeRead
+		st, err = c.readLife(ctx, c.node)
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+		case !st.found:
 			rev, err = c.lives.Create(ctx, key, val)
-		case err == nil && again && !c.pastLife(e):
-			return leasehold.Errorf(leasehold.KindConflict, "another node runs under the name %q: this one holds no groups until that node stops", c.node)
-		case err == nil:
-			c.log.Info("claims: taking over the life of this node's last run; its claims stand no more", "node", c.node)
-			rev, err = c.lives.Update(ctx, key, val, e.Revision())
+		case c.mintedLife(st.life.Life) || c.lapsedAt(st.at):
+			// This process's own (given up past its margin, or a write
+			// whose answer was lost), or past its TTL by the server's
+			// timestamp though not yet removed: nobody holds its claims.
+			rev, err = c.lives.Update(ctx, key, val, st.rev)
+		default:
+			err := leasehold.Errorf(leasehold.KindConflict, "a life of node name %q stands (an earlier run still running or just stopped, or another node under this name): holding no groups until it lapses, at most %s", c.node, c.ttl+c.margin)
+			if first {
+				c.log.Info("claims: " + err.Error())
+			}
+			return err
 		}
 	}
 	if err != nil {
@@ -280,14 +300,78 @@ func (c *Claims) begin(ctx context.Context, again bool) error {
 	return nil
 }
 
-// pastLife reports whether e holds the life this node gave up last (past
-// its margin, though the server had not removed it yet).
-func (c *Claims) pastLife(e jetstream.KeyValueEntry) bool {
-	l, err := lifeOf(e)
+// mintedLife reports whether life is one this process began.
+func (c *Claims) mintedLife(life string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return err == nil && l.Life != "" && l.Life == c.past
+	return life != "" && c.minted[life]
 }
+
+// lapsedAt reports whether a write the server stamped at ran past its
+// TTL, plus the margin for the server's clock against ours: the server
+// removes such keys by itself, only a little late.
+func (c *Claims) lapsedAt(at time.Time) bool {
+	return !c.now().Before(at.Add(c.ttl + c.margin))
+}
+
+// lifeRead is a node's life key as the lives stream's leader holds it.
+type lifeRead struct {
+	found bool
+	life  Life
+	rev   uint64    // the key's revision
+	at    time.Time // the server's timestamp of the write
+}
+
+// readLife reads node's life key from the lives stream's leader. A
+// key-value Get is a direct get, which any replica may answer, and a
+// lagging one would show an older write of a live node's life, or none, so
+// the node would look lapsed; the leader has every write it acknowledged.
+func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + LivesBucket + "." + ClaimKey(node)})
+	if err != nil {
+		return lifeRead{}, err
+	}
+	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LivesBucket, req)
+	if err != nil {
+		return lifeRead{}, err
+	}
+	var resp struct {
+		Error *struct {
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq  uint64    `json:"seq"`
+			Hdrs []byte    `json:"hdrs"`
+			Data []byte    `json:"data"`
+			Time time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrCode == jsErrNoMessageFound {
+			return lifeRead{}, nil
+		}
+		return lifeRead{}, fmt.Errorf("reading the life of node %q: %s (%d)", node, resp.Error.Description, resp.Error.ErrCode)
+	}
+	if resp.Message == nil {
+		return lifeRead{}, fmt.Errorf("reading the life of node %q: an empty answer", node)
+	}
+	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation")) {
+		return lifeRead{}, nil // deleted or purged: no life stands
+	}
+	st := lifeRead{found: true, rev: resp.Message.Seq, at: resp.Message.Time}
+	if err := json.Unmarshal(resp.Message.Data, &st.life); err != nil {
+		st.life = Life{} // unreadable: stands for no life
+	}
+	return st, nil
+}
+
+// jsErrNoMessageFound is JetStream's error code for a get that finds no
+// message.
+const jsErrNoMessageFound = 10037
 
 // liveLocked reports whether this node's life is held at now: begun,
 // renewed within TTL − Margin, and Claims not closed. c.mu is held.
@@ -405,30 +489,28 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 	return 0, leasehold.Errorf(leasehold.KindConflict, "group %q: its claim keeps changing, try again", group)
 }
 
-// alive reports whether the life a claim names goes on: for this node,
-// whether it is this life (earlier ones are over); for another, whether
-// that node's life key stands with the same life and has not run past
-// its TTL, plus the margin for the server's clock against ours, by the
-// server's timestamp of the write (the server removes such keys by
-// itself, only a little late).
+// alive reports whether the life a claim names goes on: for this node's
+// current life, yes; otherwise whether that node's life key stands, on the
+// stream's leader, with the same life and has not run past its TTL plus
+// the margin by the server's timestamp. An earlier life of this node is
+// asked like any other's: it may be a run that overlaps this one.
 func (c *Claims) alive(ctx context.Context, cl Claim) (bool, error) {
-	if cl.Node == c.node {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return cl.Life != "" && cl.Life == c.life, nil
-	}
-	e, err := c.lives.Get(ctx, ClaimKey(cl.Node))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if cl.Life == "" {
 		return false, nil
 	}
+	if cl.Node == c.node {
+		c.mu.Lock()
+		own := cl.Life == c.life
+		c.mu.Unlock()
+		if own {
+			return true, nil
+		}
+	}
+	st, err := c.readLife(ctx, cl.Node)
 	if err != nil {
 		return false, err
 	}
-	l, err := lifeOf(e)
-	if err != nil || cl.Life == "" || l.Life != cl.Life {
-		return false, nil
-	}
-	return c.now().Before(e.Created().Add(c.ttl + c.margin)), nil
+	return st.found && st.life.Life == cl.Life && !c.lapsedAt(st.at), nil
 }
 
 // Renew writes this node's life again, so every claim it holds stands a
@@ -441,7 +523,7 @@ func (c *Claims) Renew(ctx context.Context) error {
 	life, rev := c.life, c.lifeRev
 	c.mu.Unlock()
 	if life == "" {
-		return c.begin(ctx, true)
+		return c.begin(ctx, false)
 	}
 	key := ClaimKey(c.node)
 	from := c.now()
@@ -451,16 +533,18 @@ func (c *Claims) Renew(ctx context.Context) error {
 	}
 	next, err := c.lives.Update(ctx, key, val, rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		// A renewal of ours whose answer was lost moved the revision too.
-		if e, gerr := c.lives.Get(ctx, key); gerr == nil {
-			if l, lerr := lifeOf(e); lerr == nil && l.Life == life {
-				next, err = c.lives.Update(ctx, key, val, e.Revision())
-			}
+		// A renewal of ours whose answer was lost moved the revision too;
+		// only a life found gone or another's ends this one.
+		st, rerr := c.readLife(ctx, c.node)
+		switch {
+		case rerr != nil:
+			err = rerr
+		case st.found && st.life.Life == life:
+			next, err = c.lives.Update(ctx, key, val, st.rev)
+		default:
+			c.loseAll(life, "this node's life lapsed or was taken over")
+			return c.begin(ctx, false)
 		}
-	}
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		c.loseAll(life, "this node's life lapsed or was taken over")
-		return c.begin(ctx, true)
 	}
 	if err != nil {
 		c.renewalFailures.Inc()
@@ -592,7 +676,13 @@ func (c *Claims) Run(ctx context.Context) error {
 					defer func() { <-renewing }()
 					rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
 					defer cancel()
-					if err := c.Renew(rctx); err != nil && ctx.Err() == nil {
+					err := c.Renew(rctx)
+					switch {
+					case err == nil || ctx.Err() != nil:
+					case leasehold.ErrorKind(err) == leasehold.KindConflict:
+						// Said once at start; the earlier life lapses by itself.
+						c.log.Debug("claims: waiting to begin this node's life", "err", err)
+					default:
 						c.log.Warn("claims: renewing this node's life failed", "err", err)
 					}
 				})
@@ -700,7 +790,7 @@ func (c *Claims) loseAll(life, why string) {
 		c.mu.Unlock()
 		return
 	}
-	c.life, c.past = "", life
+	c.life = ""
 	groups := make([]string, 0, len(c.held))
 	for g := range c.held {
 		groups = append(groups, g)
@@ -817,12 +907,6 @@ func claimOf(e jetstream.KeyValueEntry) (Claim, error) {
 	var cl Claim
 	err := json.Unmarshal(e.Value(), &cl)
 	return cl, err
-}
-
-func lifeOf(e jetstream.KeyValueEntry) (Life, error) {
-	var l Life
-	err := json.Unmarshal(e.Value(), &l)
-	return l, err
 }
 
 // claimAnswered reports whether err is the server's answer (a JetStream API
