@@ -82,11 +82,27 @@ lh="$tmp/leasehold"
 
 # Nine free loopback ports, held open together so none repeats: HTTP, NATS
 # client and NATS route port of each node. node-b restarts on the same ones,
-# so its workers and its routes find it again.
+# so its workers and its routes find it again. They come from below the
+# kernel's ephemeral range, where no outgoing connection (the nodes' own
+# route dials among them) can take one while node-b is down.
 read -r -a ports <<<"$(python3 -c '
-import socket
-s = [socket.socket() for _ in range(9)]
-for x in s: x.bind(("127.0.0.1", 0))
+import random, socket
+try:
+    high = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except Exception:
+    high = 32768
+low = max(1024, high - 10000)
+s = []
+for p in random.sample(range(low, high), high - low):
+    x = socket.socket()
+    try:
+        x.bind(("127.0.0.1", p))
+    except OSError:
+        x.close()
+        continue
+    s.append(x)
+    if len(s) == 9:
+        break
 print(" ".join(str(x.getsockname()[1]) for x in s))')"
 declare -A http_port nats_port route_port url pid
 i=0

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -60,15 +61,51 @@ func claimServer(t *testing.T) *server.Server {
 }
 
 // claimFreePort is a loopback port nothing listens on, for a server that
-// must come back on the same port after a restart.
+// must come back on the same port after a restart, or that is named in
+// another server's routes before it starts. It is taken from below the
+// kernel's ephemeral range: a port the kernel handed out for :0 is free
+// only until the next outgoing connection, and the servers' own route
+// dials take such ports by the dozen between the check and the bind.
+// Ports are not repeated within the test binary.
 func claimFreePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	claimPorts.Lock()
+	defer claimPorts.Unlock()
+	if claimPorts.next == 0 {
+		claimPorts.low, claimPorts.high = claimPortRange()
+		claimPorts.next = claimPorts.low + rand.IntN(claimPorts.high-claimPorts.low)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range claimPorts.high - claimPorts.low {
+		p := claimPorts.next
+		if claimPorts.next++; claimPorts.next >= claimPorts.high {
+			claimPorts.next = claimPorts.low
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatalf("no free loopback port in %d-%d", claimPorts.low, claimPorts.high)
+	return 0
+}
+
+var claimPorts struct {
+	sync.Mutex
+	low, high, next int
+}
+
+// claimPortRange is the stretch of ports below the ephemeral range (Linux's
+// ip_local_port_range; 32768 when it cannot be read) that tests pick from.
+func claimPortRange() (low, high int) {
+	high = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo, hi int
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 12000 {
+			high = lo
+		}
+	}
+	return high - 10000, high
 }
 
 // claimCluster is three clustered servers on fixed loopback ports; the
