@@ -37,6 +37,10 @@ echo "bench: $(nproc) cores, $(go version | cut -d' ' -f3-), $(uname -sr), $(awk
 echo "bench: building"
 (cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold && go build -o "$tmp/benchload" ./internal/benchload)
 
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # user+system of a process
+steal_ticks() { awk '/^cpu / {print $9}' /proc/stat; }    # time the VM's host ran others
+
 row() { printf '%-44s %12s %9s %9s %9s %9s %10s %8s\n' "$@"; }
 row "measurement" "cycles/s" "lease50" "lease99" "next99" "finish99" "commits/s" "batch"
 
@@ -51,8 +55,13 @@ serve_and_load() { # label groups extra-serve-flags...
 	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error --nats off "$@" >"$tmp/node.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+	local cpu0 steal0 cpu1 steal1
+	cpu0=$(cpu_ticks "$pid")
+	steal0=$(steal_ticks)
 	"$tmp/benchload" cycle -url "http://127.0.0.1:$port" -admin-token "$(cat "$data/admin.token")" \
 		-workers "$workers" -duration "${secs}s" >"$tmp/r.json"
+	cpu1=$(cpu_ticks "$pid")
+	steal1=$(steal_ticks)
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=""
@@ -62,6 +71,12 @@ serve_and_load() { # label groups extra-serve-flags...
 			row "$l" "$c" "$a" "$b" "$n" "$f" "$cm" "$bm"
 			[ "$e" = 0 ] || echo "  ($e failed cycles: $fe)"
 		done
+	# CPU a cycle is steadier than cycles/s on a shared VM: steal and the
+	# load generator's share move the rate, much less the cost of a cycle.
+	jq -r '"\(.cycles) \(.seconds) \(.loadgen_cpu_us_per_cycle)"' "$tmp/r.json" |
+		awk -v n="$((cpu1 - cpu0))" -v st="$((steal1 - steal0))" -v hz="$hz" -v cores="$(nproc)" '{
+			u = 1e6 * n / hz / $1
+			printf "  (node %.0f µs of CPU a cycle, load generator %.0f: %d cores allow at most %d cycles/s at that cost; steal %.0f%% of the machine)\n", u, $3, cores, cores * 1e6 / (u + $3), 100 * st / (hz * $2 * cores) }'
 	jq -r .cycles_per_s "$tmp/r.json" >"$tmp/last"
 }
 
@@ -75,7 +90,7 @@ cp "$tmp/last" "$tmp/http-nogc"
 # The default node: peer sync on (embedded NATS), publishing every event,
 # keeping a claim on every group in work.
 serve_and_load "http, FULL, peer sync on, 1000 groups" 1000 --nats "" --nats-listen 127.0.0.1:0 --name bench
-serve_and_load "http, FULL, peer sync on, $mid groups" "$mid" --nats "" --nats-listen 127.0.0.1:0 --name bench
+[ "$mid" = 1000 ] || serve_and_load "http, FULL, peer sync on, $mid groups" "$mid" --nats "" --nats-listen 127.0.0.1:0 --name bench
 
 # In process, durable and not: equal rates mean the writer is bound by its
 # own CPU (the cpu-µs/cycle figure), not by fsync.

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -130,6 +131,9 @@ type result struct {
 	BatchMean  float64            `json:"batch_mean,omitempty"`
 	Errors     int64              `json:"errors"`
 	FirstError string             `json:"first_error,omitempty"`
+	// CPUPerCycle is the load generator's own CPU (user and system) a
+	// cycle, in µs, so that its share of the machine can be told apart.
+	CPUPerCycle float64 `json:"loadgen_cpu_us_per_cycle"`
 }
 
 type caller struct {
@@ -167,6 +171,7 @@ func load(workers int, dur time.Duration, cycleFunc func(w int, lat func(string,
 	all := map[string][]time.Duration{}
 	deadline := time.Now().Add(dur)
 	start := time.Now()
+	cpu0 := cpuTime()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -191,7 +196,8 @@ func load(workers int, dur time.Duration, cycleFunc func(w int, lat func(string,
 	wg.Wait()
 	el := time.Since(start).Seconds()
 	r := result{Cycles: cycles.Load(), Seconds: el, PerSecond: float64(cycles.Load()) / el,
-		P50: map[string]float64{}, P99: map[string]float64{}, Errors: errs.Load()}
+		P50: map[string]float64{}, P99: map[string]float64{}, Errors: errs.Load(),
+		CPUPerCycle: float64((cpuTime() - cpu0).Microseconds()) / float64(max(cycles.Load(), 1))}
 	if s, ok := first.Load().(string); ok {
 		r.FirstError = s
 	}
@@ -201,6 +207,15 @@ func load(workers int, dur time.Duration, cycleFunc func(w int, lat func(string,
 		r.P99[k] = ms(v[int(float64(len(v)-1)*0.99)])
 	}
 	return r
+}
+
+// cpuTime is the CPU this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
