@@ -63,6 +63,15 @@ const publishBatch = 512
 // publishIdle is how often an idle publisher looks at the outbox.
 const publishIdle = 50 * time.Millisecond
 
+// publishLinger is how long a publisher that sent less than a full batch
+// lets the outbox fill before it reads again. Every batch costs a read of
+// the outbox, a state read for each group in it, a catalog write marking
+// it sent and a compare-and-set of the publish record, whatever its size;
+// under load a batch sent at once holds one or two events, so without the
+// wait these costs are paid for nearly every event. Peers see events at
+// most this much later, well inside publishIdle.
+const publishLinger = 20 * time.Millisecond
+
 // NewPublisher returns the publisher of node's outbox, with its publish
 // record in records.
 func NewPublisher(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, log *slog.Logger) *Publisher {
@@ -97,8 +106,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		if n == 0 {
+		switch {
+		case n == 0:
 			sleep(ctx, publishIdle)
+		case n < publishBatch:
+			sleep(ctx, publishLinger)
 		}
 	}
 	return nil
