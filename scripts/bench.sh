@@ -74,7 +74,7 @@ serve_and_load() { # label groups extra-serve-flags...
 	# CPU a cycle is steadier than cycles/s on a shared VM: steal and the
 	# load generator's share move the rate, much less the cost of a cycle.
 	jq -r '"\(.cycles) \(.seconds) \(.loadgen_cpu_us_per_cycle)"' "$tmp/r.json" |
-		awk -v n="$((cpu1 - cpu0))" -v st="$((steal1 - steal0))" -v hz="$hz" -v cores="$(nproc)" '{
+		awk -v n="$((cpu1 - cpu0))" -v st="$((steal1 - steal0))" -v hz="$hz" -v cores="$(nproc)" '$1 > 0 {
 			u = 1e6 * n / hz / $1
 			printf "  (node %.0f µs of CPU a cycle, load generator %.0f: %d cores allow at most %d cycles/s at that cost; steal %.0f%% of the machine)\n", u, $3, cores, cores * 1e6 / (u + $3), 100 * st / (hz * $2 * cores) }'
 	jq -r .cycles_per_s "$tmp/r.json" >"$tmp/last"
