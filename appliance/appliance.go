@@ -46,7 +46,9 @@ type Config struct {
 	Store store.Options
 	// LeaseFunc, if set, is told of every lease granted.
 	LeaseFunc func(takeover bool)
-	Logger    *slog.Logger
+	// Fleet is the fleet the node is part of; nil runs it alone (Alone).
+	Fleet  Fleet
+	Logger *slog.Logger
 }
 
 // Defaults.
@@ -121,7 +123,13 @@ func Open(cfg Config) (*Appliance, error) {
 		return nil, dirError(cfg.DataDir, err)
 	}
 	a.Snapshots = snaps
-	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, leaseFunc: cfg.LeaseFunc}
+	fleet, alone := cfg.Fleet, cfg.Fleet == nil
+	if alone {
+		fleet = Alone{}
+	}
+	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, leaseFunc: cfg.LeaseFunc,
+		fleet: fleet, alone: alone, fence: fence{fleet: fleet, alone: alone}}
+	snaps.fence = a.Coordinator.fence
 	rules, err := db.Rules(context.Background())
 	if err != nil {
 		db.Close()
@@ -137,13 +145,17 @@ func Open(cfg Config) (*Appliance, error) {
 // Close flushes the writer and closes the catalog.
 func (a *Appliance) Close() error { return a.DB.Close() }
 
-// Ready reports whether the catalog can be written and the data disk has
-// room: nil when ready. Errors: unavailable, no space.
+// Ready reports whether the catalog can be written, the data disk has
+// room and the node has joined its fleet: nil when ready. Errors:
+// unavailable, no space.
 func (a *Appliance) Ready(ctx context.Context) error {
 	if err := probeWritable(a.Config.DataDir, probeBytes); err != nil {
 		return err
 	}
-	return a.DB.Ping(ctx)
+	if err := a.DB.Ping(ctx); err != nil {
+		return err
+	}
+	return a.Coordinator.fleet.Ready()
 }
 
 // WithDiskCause returns err with what is wrong with the data disk added to

@@ -28,42 +28,26 @@ type Coordinator struct {
 	tailOnlyFunc func() bool
 	leaseFunc    func(takeover bool)
 	rules        atomic.Pointer[leasehold.RuleSet]
-	// Set by peer sync in a fleet: whether this node may lease a group
-	// now, and what to do when a node's lease finds nothing.
-	owns    atomic.Pointer[func(group string) bool]
-	idle    atomic.Pointer[func()]
-	forward atomic.Pointer[ForwardFunc]
-	claim   atomic.Pointer[func(ctx context.Context, groups []string) bool]
-	ensure  atomic.Pointer[func(ctx context.Context, group string) error]
-}
-
-// SetOwnsFunc makes leases ask f, from memory, whether this node may lease
-// a group now; a group it refuses is disowned (store.DisownGroup). nil
-// lets this node lease every group it owns in the catalog.
-func (c *Coordinator) SetOwnsFunc(f func(group string) bool) {
-	if f == nil {
-		c.owns.Store(nil)
-		return
-	}
-	c.owns.Store(&f)
-}
-
-// SetIdleFunc has f called (in its own goroutine) when a lease finds
-// nothing to lease: in a fleet, the moment to claim unowned groups. Idle
-// workers poll, so f is called often and must limit itself.
-func (c *Coordinator) SetIdleFunc(f func()) {
-	if f == nil {
-		c.idle.Store(nil)
-		return
-	}
-	c.idle.Store(&f)
+	// fleet is the fleet this node is part of (Alone without one), and
+	// fence rule 6 in it.
+	fleet Fleet
+	alone bool
+	fence fence
 }
 
 // Own lets this node lease the named group: its claim was won at
 // claimRev. A group whose state was a peer's is adopted (store.OwnGroup).
 // Errors: not found.
+// A claim no longer held at claimRev when the write runs (lost, or won
+// anew at another revision since) is passed over: owning the group under
+// it would fence every call out.
 func (c *Coordinator) Own(ctx context.Context, group string, claimRev uint64) error {
-	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup(group, claimRev) })
+	return c.db.Write(ctx, func(tx *store.Tx) error {
+		if rev, ok := c.fleet.Holds(group); !c.alone && (!ok || rev != claimRev) {
+			return nil
+		}
+		return tx.OwnGroup(group, claimRev, c.maxAttempts)
+	})
 }
 
 // Disown stops this node leasing the named groups at once, in one write,
@@ -308,7 +292,7 @@ func (c *Coordinator) plan(ctx context.Context, name string, f func(*store.Tx, i
 // Retry plans a failed range again (of a peer's group, at its owner).
 // Errors: not found, conflict, unavailable (the owner cannot be reached).
 func (c *Coordinator) Retry(ctx context.Context, rangeID int64) (leasehold.Range, error) {
-	if c.forward.Load() != nil {
+	if !c.alone {
 		r, err := c.db.Range(ctx, rangeID)
 		if err != nil {
 			return leasehold.Range{}, err
@@ -377,20 +361,26 @@ func (c *Coordinator) setRules(rs leasehold.RuleSet) {
 func (c *Coordinator) Rules() leasehold.RuleSet { return *c.rules.Load() }
 
 // Lease is rule 1 for the node: a grant, or nil when there is nothing to
-// lease. It carries the current rules.
+// lease. It carries the current rules. In a fleet only groups whose
+// claims this node holds are leased, and nothing before the node has
+// joined its fleet. Errors: not found (the node), unavailable (not joined
+// yet).
 func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error) {
-	g, refused, err := c.lease(ctx, nodeID)
-	if f := c.claim.Load(); f != nil && err == nil && g == nil && len(refused) > 0 {
+	if err := c.fleet.Ready(); err != nil {
+		return nil, err
+	}
+	g, h, refused, err := c.lease(ctx, nodeID)
+	if err == nil && g == nil && len(refused) > 0 {
 		// Groups of this node's own it holds no claim on yet (a group just
 		// made, or idle a while): claimed now, briefly, and the lease asked
 		// again, so a worker is not sent away from work that is here. Other
 		// workers' leases may take what was won first; a few rounds settle it.
 		cctx, cancel := context.WithTimeout(ctx, claimWait)
 		for range claimRounds {
-			if !(*f)(cctx, refused) {
+			if !c.fleet.ClaimNow(cctx, refused) {
 				break
 			}
-			if g, refused, err = c.lease(ctx, nodeID); err != nil || g != nil || len(refused) == 0 {
+			if g, h, refused, err = c.lease(ctx, nodeID); err != nil || g != nil || len(refused) == 0 {
 				break
 			}
 		}
@@ -399,10 +389,13 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 	if err != nil {
 		return nil, err
 	}
+	if g != nil && c.fence.still(h) != nil {
+		// The claim lapsed while the grant was written: the grant is not
+		// given (the lease it made ends when the group is disowned).
+		g = nil
+	}
 	if g == nil {
-		if f := c.idle.Load(); f != nil {
-			go (*f)()
-		}
+		c.fleet.Idle()
 		return nil, nil
 	}
 	g.Rules = c.Rules()
@@ -419,31 +412,24 @@ const claimWait = 2 * time.Second
 // claimRounds bounds the claims a lease makes and asks again after.
 const claimRounds = 3
 
-// SetClaimFunc has a lease that found nothing but groups refused by
-// OwnsFunc call f with them, and lease again if f reports one was won. f
-// must honour its context.
-func (c *Coordinator) SetClaimFunc(f func(ctx context.Context, groups []string) bool) {
-	if f == nil {
-		c.claim.Store(nil)
-		return
-	}
-	c.claim.Store(&f)
-}
-
-// lease is one lease write; refused names the groups OwnsFunc refused.
-func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant, []string, error) {
+// lease is one lease write; refused names the groups the fleet refused,
+// and h is the claim a grant was made under.
+func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant, holding, []string, error) {
 	var g *leasehold.Grant
+	var h holding
 	var refused []string
 	req := store.LeaseRequest{NodeID: nodeID, TTL: c.ttl, MaxAttempts: c.maxAttempts, TailOnly: c.tailOnlyFunc()}
-	if f := c.owns.Load(); f != nil {
-		owns := *f
+	if !c.alone {
 		// Called inside the write, which this goroutine waits on.
-		req.OwnsFunc = func(group string) bool {
-			ok := owns(group)
-			if !ok {
+		req.OwnsFunc = func(group string, claimRev uint64) bool {
+			rev, ok := c.fleet.Holds(group)
+			if !ok || rev != claimRev {
+				c.fleet.Want(group)
 				refused = append(refused, group)
+				return false
 			}
-			return ok
+			h = holding{group: group, rev: rev}
+			return true
 		}
 	}
 	err := c.db.Write(ctx, func(tx *store.Tx) error {
@@ -455,7 +441,7 @@ func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		g, err = tx.LeaseGroup(req)
 		return err
 	})
-	return g, refused, err
+	return g, h, refused, err
 }
 
 // Next is rule 3: the holder's range in work or the next planned one, nil
@@ -464,7 +450,7 @@ func (c *Coordinator) Next(ctx context.Context, nodeID, groupID, fence int64) (*
 	var r *leasehold.Range
 	rules := c.Rules()
 	tailOnly := c.tailOnlyFunc()
-	err := c.db.Write(ctx, func(tx *store.Tx) error {
+	err := c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -478,12 +464,15 @@ func (c *Coordinator) Next(ctx context.Context, nodeID, groupID, fence int64) (*
 		r, err = tx.NextRange(groupID, nodeID, fence, bmin, bmax, rules.Version, c.maxAttempts)
 		return err
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Heartbeat is rule 5. Errors: not found, lease lost.
 func (c *Coordinator) Heartbeat(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.db.Write(ctx, func(tx *store.Tx) error {
+	return c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -493,7 +482,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, nodeID, groupID, fence int6
 
 // Release is rule 5. Errors: not found, lease lost.
 func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.db.Write(ctx, func(tx *store.Tx) error {
+	return c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -504,7 +493,7 @@ func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64)
 // Progress is rule 4. Errors: not found, lease lost, conflict, unprocessable.
 func (c *Coordinator) Progress(ctx context.Context, nodeID, rangeID, fence, next int64) (leasehold.Range, error) {
 	var r leasehold.Range
-	err := c.db.Write(ctx, func(tx *store.Tx) error {
+	err := c.fence.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -521,7 +510,7 @@ func (c *Coordinator) Finish(ctx context.Context, nodeID, rangeID, fence, header
 		return leasehold.Range{}, leasehold.Errorf(leasehold.KindInvalid, "headers must be 0 or more")
 	}
 	var r leasehold.Range
-	err := c.db.Write(ctx, func(tx *store.Tx) error {
+	err := c.fence.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 
 // In a fleet a group's state is its owner's; an admin write on a group
 // whose state here is a peer's is carried to that peer and answered as if
-// it were made here. Peer sync sets the carrier (SetForwardFunc) and
+// it were made here. The fleet carries it (Fleet.Forward) and
 // answers other nodes' writes with ApplyAdmin.
 
 // AdminOp is an admin write on a group, as carried to its owner.
@@ -33,42 +33,16 @@ type AdminResult struct {
 	Range   *leasehold.Range `json:"range,omitempty"`
 }
 
-// ForwardFunc carries op to origin and returns its answer, or the error
-// origin answered with (its kind kept).
-type ForwardFunc func(ctx context.Context, origin string, op AdminOp) (AdminResult, error)
-
-// SetForwardFunc makes admin writes on peers' groups go to their owners.
-func (c *Coordinator) SetForwardFunc(f ForwardFunc) {
-	if f == nil {
-		c.forward.Store(nil)
-		return
-	}
-	c.forward.Store(&f)
-}
-
-// SetEnsureFunc has every admin write on a group of this node's own first
-// ask f to make sure this node owns it in the fleet (holds its claim); f's
-// error refuses the write.
-func (c *Coordinator) SetEnsureFunc(f func(ctx context.Context, group string) error) {
-	if f == nil {
-		c.ensure.Store(nil)
-		return
-	}
-	c.ensure.Store(&f)
-}
-
-// ensureOwned is the EnsureFunc's answer for group, nil without one.
+// ensureOwned makes sure this node holds group's claim in its fleet
+// before an admin write on it (nil for a node alone).
 func (c *Coordinator) ensureOwned(ctx context.Context, group string) error {
-	if f := c.ensure.Load(); f != nil {
-		return (*f)(ctx, group)
-	}
-	return nil
+	return c.fleet.Ensure(ctx, group)
 }
 
 // ensureKnown is ensureOwned for a group that exists here; a missing one
 // is left to the write to refuse (not found).
 func (c *Coordinator) ensureKnown(ctx context.Context, group string) error {
-	if c.ensure.Load() == nil {
+	if c.alone {
 		return nil
 	}
 	if _, err := c.db.GroupByName(ctx, group); err != nil {
@@ -77,11 +51,14 @@ func (c *Coordinator) ensureKnown(ctx context.Context, group string) error {
 	return c.ensureOwned(ctx, group)
 }
 
+// ForwardFunc carries op to origin and returns its answer, or the error
+// origin answered with (its kind kept).
+type ForwardFunc func(ctx context.Context, origin string, op AdminOp) (AdminResult, error)
+
 // originOf names the peer whose state group is here, "" when it is this
-// node's own, unknown, or no carrier is set.
+// node's own, unknown, or the node runs alone.
 func (c *Coordinator) originOf(ctx context.Context, group string) (string, ForwardFunc, error) {
-	f := c.forward.Load()
-	if f == nil {
+	if c.alone {
 		return "", nil, nil
 	}
 	g, err := c.db.GroupByName(ctx, group)
@@ -92,7 +69,7 @@ func (c *Coordinator) originOf(ctx context.Context, group string) (string, Forwa
 		return "", nil, err
 	}
 	origin, err := c.db.GroupOrigin(ctx, g.ID)
-	return origin, *f, err
+	return origin, c.fleet.Forward, err
 }
 
 // ApplyAdmin makes an admin write carried here by a peer, on a group this

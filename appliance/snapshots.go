@@ -41,6 +41,9 @@ type Snapshots struct {
 	now      func() time.Time
 	log      *slog.Logger
 	seq      atomic.Int64
+	// fence is rule 6 in a fleet: a snapshot is recorded only under this
+	// node's claim on its group, an operator's upload too.
+	fence fence
 
 	mu        sync.Mutex
 	uploading map[int64]bool
@@ -146,6 +149,9 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 
 	// Refuse early, before reading gigabytes, if the caller cannot write;
 	// the record below checks again inside the transaction.
+	if err := s.fence.early(ctx, s.db, u.GroupID, u.NodeID > 0); err != nil {
+		return snap, err
+	}
 	holder, fence, err := s.db.HolderOf(ctx, u.GroupID)
 	if err != nil {
 		return snap, err
@@ -177,7 +183,7 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		return snap, fileError(err, "storing the snapshot")
 	}
 	snap = leasehold.Snapshot{Next: u.Next, Size: size, SHA256: sum, At: s.now().UTC().Truncate(time.Millisecond), File: seq}
-	err = s.db.Write(ctx, func(tx *store.Tx) error {
+	err = s.fence.write(ctx, s.db, u.GroupID, 0, func(tx *store.Tx) error {
 		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
 		if err == nil && old != nil && old.File != seq {
 			oldPath := s.path(u.GroupID, old.File, ".gz")

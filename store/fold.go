@@ -74,8 +74,8 @@ var (
 		ON CONFLICT (id) DO UPDATE SET stream = ?1, seq = ?2, updated_at = ?3`)
 	qPeerGroupOf   = wq(`SELECT origin, snapshot_next FROM peer_groups WHERE group_id = ?`)
 	qPeerGroupDrop = wq(`DELETE FROM peer_groups WHERE group_id = ?`)
-	qGroupAdopt    = wq(`UPDATE groups SET owned = 1, claim_rev = max(claim_rev, ?2) WHERE id = ?1 RETURNING start_id`)
-	qGroupClaimRev = wq(`UPDATE groups SET claim_rev = max(claim_rev, ?2) WHERE id = ?1`)
+	qGroupAdopt    = wq(`UPDATE groups SET owned = 1, claim_rev = ?2 WHERE id = ?1 RETURNING start_id`)
+	qGroupClaimRev = wq(`UPDATE groups SET claim_rev = ?2 WHERE id = ?1`)
 	qLeaseSnapNext = wq(`SELECT snapshot_next FROM group_leases WHERE group_id = ?`)
 	qPeerRebuilt   = wq(`UPDATE peers SET rebuilds = rebuilds + 1, updated_at = ?2 WHERE name = ?1`)
 	qPeerNodeNames = wq(`SELECT name FROM peer_nodes WHERE origin = ?`)
@@ -285,14 +285,26 @@ func (tx *Tx) PeerRebuilt(origin string, nodes []string) error {
 // snapshot this node has no copy of, since the next worker starts from
 // that window; so a group whose newest window never left its old owner is
 // worked again from what did. An owned group only has its claim revision
-// raised. A missing group is not found.
-func (tx *Tx) OwnGroup(name string, claimRev uint64) error {
+// set. A claim won anew (another revision than the one the group is owned
+// under) means this node stopped holding the group in between, however
+// briefly: every lease granted under the earlier claim is ended here, its
+// range back to planned at its resume point, so no holder of it is
+// answered again (the fleet fence compares the claim held with the
+// revision recorded here). A missing group is not found.
+func (tx *Tx) OwnGroup(name string, claimRev uint64, maxAttempts int64) error {
 	id, owned, _, err := tx.groupOwnership(name)
 	if err != nil {
 		return err
 	}
 	if owned {
-		_, err := tx.exec(qGroupClaimRev, id, claimRev)
+		_, _, was, err := tx.GroupClaim(id)
+		if err != nil || was == claimRev {
+			return err
+		}
+		if err := tx.endLease(id, maxAttempts, "claim won anew"); err != nil {
+			return err
+		}
+		_, err = tx.exec(qGroupClaimRev, id, claimRev)
 		return mapError(err, "owning a group")
 	}
 	var start int64

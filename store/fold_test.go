@@ -181,7 +181,7 @@ func TestFoldGroup(t *testing.T) {
 			if _, err := tx.PlanTail(g.ID, 1000); err != nil {
 				return err
 			}
-			return tx.OwnGroup("g", 5)
+			return tx.OwnGroup("g", 5, 5)
 		}))
 		var grant *leasehold.Grant
 		var r *leasehold.Range
@@ -325,7 +325,7 @@ func TestOwnGroupAdopts(t *testing.T) {
 				t.Fatalf("a peer's group was leased before it was owned: %+v", grant)
 			}
 			before := foldEvents(t, db)
-			must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 7) }))
+			must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 7, 5) }))
 			if _, found := foldPeerOf(t, db, id); found {
 				t.Fatal("the peer row outlived the adoption")
 			}
@@ -383,7 +383,7 @@ func TestOwnGroupAdopts(t *testing.T) {
 	}
 	t.Run("Missing", func(t *testing.T) {
 		db := openTest(t, "", Options{})
-		err := db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("nope", 1) })
+		err := db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("nope", 1, 5) })
 		if !errors.Is(err, leasehold.ErrNotFound) {
 			t.Fatalf("owning a missing group: %v, want not found", err)
 		}
@@ -549,7 +549,7 @@ func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
 		_, err := tx.execSQL(`UPDATE group_leases SET snapshot_next = 151, snapshot_size = 1, snapshot_sha256 = 'ab', snapshot_at = 0, snapshot_file = 1 WHERE group_id = ?`, id)
 		return err
 	}))
-	must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 7) }))
+	must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 7, 5) }))
 	for _, r := range rangesOf(t, db, id) {
 		want, next := leasehold.StatusDone, r.End+1
 		if r.End >= 151 {

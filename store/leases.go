@@ -19,9 +19,10 @@ type LeaseRequest struct {
 	// MaxAttempts fails a range leased this many times without finishing.
 	MaxAttempts int64
 	// OwnsFunc, when set, says whether this node may lease the named group
-	// now (in a fleet: whether it holds the group's ownership claim). A
-	// chosen group it refuses is disowned (DisownGroup) and passed over.
-	OwnsFunc func(group string) bool
+	// now (in a fleet: whether it holds the group's ownership claim at
+	// claimRev, the revision the catalog owns the group under). A chosen
+	// group it refuses is disowned (DisownGroup) and passed over.
+	OwnsFunc func(group string, claimRev uint64) bool
 }
 
 // maxDisownedPerLease bounds how many refused groups one lease passes
@@ -175,11 +176,11 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 			return nil, err
 		}
 		if req.OwnsFunc != nil {
-			var name string
-			if err := tx.queryRow(qGroupName, pick.id).Scan(&name); err != nil {
-				return nil, mapError(err, "leasing")
+			name, _, claimRev, err := tx.GroupClaim(pick.id)
+			if err != nil {
+				return nil, err
 			}
-			if !req.OwnsFunc(name) {
+			if !req.OwnsFunc(name, claimRev) {
 				if err := tx.disown(pick.id, req.MaxAttempts); err != nil {
 					return nil, err
 				}

@@ -21,7 +21,8 @@ const (
 )
 
 var (
-	qGroupName    = wq(`SELECT name FROM groups WHERE id = ?`)
+	qGroupClaim   = wq(`SELECT name, owned, claim_rev FROM groups WHERE id = ?`)
+	qRangeGroup   = wq(`SELECT group_id FROM ranges WHERE id = ?`)
 	qGroupIDOwned = wq(`SELECT id, owned, held FROM groups WHERE name = ?`)
 	qGroupOwn     = wq(`UPDATE groups SET owned = ?2 WHERE id = ?1`)
 )
@@ -39,23 +40,53 @@ func (tx *Tx) DisownGroup(name string, maxAttempts int64) error {
 }
 
 func (tx *Tx) disown(groupID, maxAttempts int64) error {
-	var holder sql.NullInt64
-	var fence int64
-	if err := tx.queryRow(qLeaseHolder, groupID).Scan(&holder, &fence); err != nil {
-		return mapError(err, "disowning a group")
-	}
-	if holder.Valid {
-		if err := tx.releaseGroup(groupID, maxAttempts); err != nil {
-			return err
-		}
-		if err := tx.event(EventLeaseReleased, groupID, 0, holder.Int64, map[string]any{"fence": fence, "reason": "disowned"}); err != nil {
-			return err
-		}
+	if err := tx.endLease(groupID, maxAttempts, "disowned"); err != nil {
+		return err
 	}
 	if _, err := tx.exec(qGroupOwn, groupID, 0); err != nil {
 		return mapError(err, "disowning a group")
 	}
 	return tx.event(EventGroupDisowned, groupID, 0, 0, nil)
+}
+
+// GroupClaim reads what the fleet fence asks of a group: its name, whether
+// this node owns it, and the claim revision it owns it under (every lease
+// of the group here was granted under that revision). A missing group is
+// not found.
+func (tx *Tx) GroupClaim(groupID int64) (name string, owned bool, claimRev uint64, err error) {
+	var rev int64 // the driver scans no unsigned integers
+	err = tx.queryRow(qGroupClaim, groupID).Scan(&name, &owned, &rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, 0, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	return name, owned, uint64(rev), mapError(err, "reading a group's claim")
+}
+
+// RangeGroup is the group of a range. A missing range is not found.
+func (tx *Tx) RangeGroup(rangeID int64) (int64, error) {
+	var gid int64
+	err := tx.queryRow(qRangeGroup, rangeID).Scan(&gid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", rangeID)
+	}
+	return gid, mapError(err, "reading a range")
+}
+
+// endLease ends the group's lease here, if it is held, for why: its
+// leased range goes back to planned at its resume point.
+func (tx *Tx) endLease(groupID, maxAttempts int64, why string) error {
+	var holder sql.NullInt64
+	var fence int64
+	if err := tx.queryRow(qLeaseHolder, groupID).Scan(&holder, &fence); err != nil {
+		return mapError(err, "ending a lease")
+	}
+	if !holder.Valid {
+		return nil
+	}
+	if err := tx.releaseGroup(groupID, maxAttempts); err != nil {
+		return err
+	}
+	return tx.event(EventLeaseReleased, groupID, 0, holder.Int64, map[string]any{"fence": fence, "reason": why})
 }
 
 func (tx *Tx) groupOwnership(name string) (id int64, owned, held bool, err error) {

@@ -35,8 +35,8 @@ type Admin struct {
 	sub   *nats.Subscription
 }
 
-// NewAdmin answers carried admin writes for node and sets coord to carry
-// its own writes on peers' groups.
+// NewAdmin answers carried admin writes for node; its Forward carries this
+// node's own writes on peers' groups (the fleet's Forward).
 func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slog.Logger) (*Admin, error) {
 	a := &Admin{nc: nc, coord: coord, node: node, log: log}
 	sub, err := nc.Subscribe(AdminSubjectPrefix+node, func(m *nats.Msg) { go a.answer(m) })
@@ -44,13 +44,11 @@ func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slo
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "answering admin writes: %v", err)
 	}
 	a.sub = sub
-	coord.SetForwardFunc(a.Forward)
 	return a, nil
 }
 
-// Stop stops answering and carrying.
+// Stop stops answering.
 func (a *Admin) Stop() {
-	a.coord.SetForwardFunc(nil)
 	if a.sub != nil {
 		a.sub.Unsubscribe()
 	}

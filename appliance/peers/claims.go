@@ -391,6 +391,19 @@ func (c *Claims) Held(group string) bool {
 	return ok && c.liveLocked(now)
 }
 
+// Holds reports whether this node holds group's claim now, as Held does,
+// and the revision it wrote the claim at: the fleet's fence.
+func (c *Claims) Holds(group string) (uint64, bool) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.held[group]
+	if !ok || !c.liveLocked(now) {
+		return 0, false
+	}
+	return s.rev, true
+}
+
 // Rev is the revision this node wrote group's claim at, 0 when it holds
 // none.
 func (c *Claims) Rev(group string) uint64 {

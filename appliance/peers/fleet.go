@@ -56,7 +56,10 @@ type Config struct {
 
 // Fleet is this node's part in a fleet: the embedded server if any, the
 // connection, the publisher, the fold, the claims, the state dumps and the
-// snapshot replicas.
+// snapshot replicas. It is the coordinator's appliance.Fleet: made by New
+// before the node opens its catalog, it answers that the node has not
+// joined (no lease, no holder call, /readyz 503 with what it waits for)
+// until Join has set everything up, and then answers from the claims.
 type Fleet struct {
 	cfg  Config
 	app  *appliance.Appliance
@@ -68,6 +71,10 @@ type Fleet struct {
 	conn atomic.Bool
 	// closing quiets the disconnect warning of a node leaving on purpose.
 	closing atomic.Bool
+	// joined is set once everything below is; it orders their reads.
+	joined atomic.Bool
+	// waiting is what Join waits for, for Ready.
+	waiting atomic.Pointer[string]
 
 	claims    *Claims
 	ownership *Ownership
@@ -82,15 +89,13 @@ type Fleet struct {
 	closeOnce sync.Once
 }
 
-// joinTimeout bounds Join: a cluster elects its JetStream leaders within
-// it, or the node does not start.
-const joinTimeout = 60 * time.Second
+// joinLogEvery is how often a node still joining says what it waits for.
+const joinLogEvery = 10 * time.Second
 
-// Join starts the embedded server (or connects to the external NATS), sets
-// up the stream and buckets, and wires claims into the node's leases: from
-// here on the node leases only groups whose claims it holds. Errors:
-// invalid config, unavailable NATS.
-func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, err error) {
+// New checks cfg and returns this node's part in its fleet, not joined
+// yet: give it to appliance.Open (Config.Fleet), then Join. Errors:
+// invalid config.
+func New(cfg Config) (*Fleet, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -106,27 +111,50 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	if cfg.StreamMaxBytes == 0 {
 		cfg.StreamMaxBytes = 1 << 30
 	}
+	if _, err := ParseRoutes(cfg.Routes); err != nil {
+		return nil, err
+	}
+	f := &Fleet{cfg: cfg, log: cfg.Logger}
+	f.wait("starting")
+	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leasehold_peer_connected", Help: "1 while this node is connected to NATS.",
+	}, func() float64 {
+		if f.conn.Load() {
+			return 1
+		}
+		return 0
+	})
+	return f, nil
+}
+
+// wait records what Join waits for.
+func (f *Fleet) wait(what string) { f.waiting.Store(&what) }
+
+// Join starts the embedded server (or connects to the external NATS), sets
+// up the stream and buckets, and wires the claims: from then on the node
+// leases only groups whose claims it holds. Peers not up yet, or a cluster
+// still electing its leaders, are waited for, however long, saying in the
+// log what is waited for; Ready tells it too. Errors: invalid config (an
+// address that cannot be listened on, a secret NATS refuses), ctx's.
+func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) (err error) {
+	cfg := f.cfg
+	f.app = app
 	// The publisher's indexes exist only while peer sync runs.
 	start := time.Now()
 	if made, err := app.DB.PeerIndexes(ctx, true); err != nil {
-		return nil, err
+		return err
 	} else if len(made) > 0 {
 		cfg.Logger.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
 	}
-	f := &Fleet{cfg: cfg, app: app, log: cfg.Logger}
-	defer func() {
-		if err != nil {
-			f.Close()
-		}
-	}()
 	if cfg.NATS == "" {
 		if cfg.Replicas == 0 {
 			cfg.Replicas = Replicas(cfg.Routes)
 		}
+		f.wait("the embedded NATS server to start")
 		f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
 			ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, Logger: cfg.Logger})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		f.url = f.srv.ClientURL()
 	} else {
@@ -136,40 +164,15 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 		f.url = cfg.NATS
 	}
 	f.cfg = cfg
-	opts := []nats.Option{nats.Name("leasehold " + cfg.Name), nats.MaxReconnects(-1)}
-	if cfg.Secret != "" {
-		opts = append(opts, nats.Token(cfg.Secret))
+	if err := f.connect(ctx); err != nil {
+		return err
 	}
-	f.nc, err = nats.Connect(f.url, append(opts,
-		nats.ReconnectWait(250*time.Millisecond), nats.Timeout(5*time.Second),
-		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
-		nats.ReconnectHandler(func(*nats.Conn) {
-			f.conn.Store(true)
-			f.log.Info("peers: NATS reconnected", "url", f.url)
-		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			f.conn.Store(false)
-			if !f.closing.Load() {
-				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
-			}
-		}))...)
-	if errors.Is(err, nats.ErrAuthorization) {
-		return nil, leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its secret is wrong or missing (--nats-secret-file): %v", f.url, err)
-	}
-	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "connecting to NATS at %s: %v", f.url, err)
-	}
-	f.conn.Store(f.nc.IsConnected())
-	f.js, err = jetstream.New(f.nc)
-	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "JetStream: %v", err)
-	}
-	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
-	defer cancel()
 	var records jetstream.KeyValue
-	// A cluster takes a moment to elect its meta leader; until then every
-	// JetStream call fails, so the setup is retried.
-	err = retry(jctx, func(ctx context.Context) error {
+	// A cluster takes a moment to elect its meta leader, and longer while
+	// its peers are not up (a fleet started node by node); until then
+	// every JetStream call fails, so the setup is retried.
+	f.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	err = f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they set up: the stream's count
 		// stands for the stream and the buckets alike.
@@ -194,30 +197,29 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 		return nil
 	})
 	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "setting up JetStream: %v", err)
+		return err
 	}
 
 	coord, db := app.Coordinator, app.DB
 	f.ownership = NewOwnership(coord, db, cfg.ClaimTTL/3, f.log)
-	err = retry(jctx, func(ctx context.Context) error {
+	f.wait("the fleet's claims and snapshot buckets")
+	err = f.retry(ctx, func(ctx context.Context) error {
 		var err error
-		f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas,
-			LostFunc: f.ownership.Lost, KeepFunc: f.ownership.Keep, Logger: f.log})
-		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
-			return backoffStop{err}
-		}
-		if err != nil {
-			return err
+		if f.claims == nil {
+			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas,
+				LostFunc: f.ownership.Lost, KeepFunc: f.ownership.Keep, Logger: f.log})
+			if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+				return backoffStop{err}
+			}
+			if err != nil {
+				return err
+			}
 		}
 		f.snapshots, err = NewReplicator(ctx, f.js, app, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log})
 		return err
 	})
-	var stop backoffStop
-	if errors.As(err, &stop) {
-		return nil, stop.err
-	}
 	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "setting up JetStream: %v", err)
+		return err
 	}
 	f.ownership.SetAdopt(f.adopt)
 	f.ownership.SetSettled(f.settled)
@@ -228,20 +230,145 @@ func Join(ctx context.Context, app *appliance.Appliance, cfg Config) (_ *Fleet, 
 	f.publisher.SnapshotFunc = f.snapshots.Replicate
 	f.folder = NewFolder(f.js, db, cfg.Name, records, app.Config.MaxAttempts, f.log)
 	if err := f.startDumps(); err != nil {
-		return nil, err
+		return err
 	}
 	if f.admin, err = NewAdmin(f.nc, coord, cfg.Name, f.log); err != nil {
-		return nil, err
+		return err
 	}
-	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "leasehold_peer_connected", Help: "1 while this node is connected to NATS.",
-	}, func() float64 {
-		if f.conn.Load() {
-			return 1
+	f.joined.Store(true)
+	f.log.Info("peers: joined the fleet", "name", cfg.Name, "nats", f.url, "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// connect connects to NATS, trying again until it answers; a refused
+// secret is an error at once.
+func (f *Fleet) connect(ctx context.Context) error {
+	opts := []nats.Option{nats.Name("leasehold " + f.cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.Timeout(5 * time.Second),
+		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			f.conn.Store(true)
+			f.log.Info("peers: NATS reconnected", "url", f.url)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			f.conn.Store(false)
+			if !f.closing.Load() {
+				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
+			}
+		})}
+	if f.cfg.Secret != "" {
+		opts = append(opts, nats.Token(f.cfg.Secret))
+	}
+	f.wait("NATS at " + f.url)
+	err := f.retry(ctx, func(context.Context) error {
+		var err error
+		f.nc, err = nats.Connect(f.url, opts...)
+		if errors.Is(err, nats.ErrAuthorization) {
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its secret is wrong or missing (--nats-secret-file): %v", f.url, err)}
 		}
-		return 0
+		return err
 	})
-	return f, nil
+	if err != nil {
+		return err
+	}
+	f.conn.Store(f.nc.IsConnected())
+	f.js, err = jetstream.New(f.nc)
+	if err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "JetStream: %v", err)
+	}
+	return nil
+}
+
+// routesUp says how many of the embedded server's routes are up, for the
+// log of a node waiting to join.
+func (f *Fleet) routesUp() string {
+	if f.srv == nil || len(f.cfg.Routes) == 0 {
+		return "no routes"
+	}
+	return fmt.Sprintf("%d of %d peers' routes up", f.srv.NumRoutes(), len(f.cfg.Routes))
+}
+
+// retry calls fn until it succeeds, a backoffStop, or ctx ends. While it
+// fails it says, every joinLogEvery, what the node waits for.
+func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) error {
+	began, said := time.Now(), time.Now()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(cctx)
+		cancel()
+		var stop backoffStop
+		if errors.As(err, &stop) {
+			return stop.err
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Since(said) >= joinLogEvery {
+			said = time.Now()
+			f.log.Warn("peers: joining the fleet: still waiting", "for", *f.waiting.Load(), "routes", f.routesUp(),
+				"waited", time.Since(began).Round(time.Second), "last_err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Ready is nil once the node has joined its fleet. Errors: unavailable,
+// naming what it waits for.
+func (f *Fleet) Ready() error {
+	if f.joined.Load() {
+		return nil
+	}
+	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", f.cfg.Name, *f.waiting.Load())
+}
+
+// Holds is the claim this node holds on group now (appliance.Fleet).
+func (f *Fleet) Holds(group string) (uint64, bool) {
+	if !f.joined.Load() {
+		return 0, false
+	}
+	return f.ownership.Holds(group)
+}
+
+// Want queues group's claim (appliance.Fleet).
+func (f *Fleet) Want(group string) {
+	if f.joined.Load() {
+		f.ownership.Want(group)
+	}
+}
+
+// ClaimNow claims groups for a lease that found nothing else
+// (appliance.Fleet).
+func (f *Fleet) ClaimNow(ctx context.Context, groups []string) bool {
+	return f.joined.Load() && f.ownership.ClaimNow(ctx, groups)
+}
+
+// Ensure makes sure this node holds group's claim before an admin write
+// (appliance.Fleet). Errors: conflict, unavailable.
+func (f *Fleet) Ensure(ctx context.Context, group string) error {
+	if err := f.Ready(); err != nil {
+		return err
+	}
+	return f.ownership.Ensure(ctx, group)
+}
+
+// Idle is told that a lease found nothing (appliance.Fleet).
+func (f *Fleet) Idle() {
+	if f.joined.Load() {
+		f.ownership.Idle()
+	}
+}
+
+// Forward carries an admin write to a peer's group's owner
+// (appliance.Fleet). Errors: origin's, unavailable.
+func (f *Fleet) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
+	if err := f.Ready(); err != nil {
+		return appliance.AdminResult{}, err
+	}
+	return f.admin.Forward(ctx, origin, op)
 }
 
 // backoffStop ends a retry at once.
@@ -331,19 +458,33 @@ func (f *Fleet) caughtUp(ctx context.Context, origin string) error {
 }
 
 // Run publishes, folds, keeps claims and replicates snapshots until ctx
-// ends.
+// ends, and returns nil then. A part that stops by itself stops the others
+// and Run returns its error. Join first.
 func (f *Fleet) Run(ctx context.Context) error {
+	if !f.joined.Load() {
+		return leasehold.Errorf(leasehold.KindInternal, "peers: Run before Join")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{f.claims.Run, f.ownership.Run, f.publisher.Run, f.folder.Run, f.snapshots.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(ctx); err != nil && ctx.Err() == nil {
-				f.log.Error("peers: a part of peer sync stopped", "err", err)
+	for _, part := range []struct {
+		name string
+		run  func(context.Context) error
+	}{{"claims", f.claims.Run}, {"ownership", f.ownership.Run}, {"publisher", f.publisher.Run}, {"fold", f.folder.Run}, {"snapshot replicas", f.snapshots.Run}} {
+		wg.Go(func() {
+			err := part.run(ctx)
+			if ctx.Err() == nil {
+				if err == nil {
+					err = errors.New("stopped by itself")
+				}
+				cancel(fmt.Errorf("peers: %s: %w", part.name, err))
 			}
-		}()
+		})
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
 
@@ -382,40 +523,39 @@ func (f *Fleet) ClientURL() string { return f.url }
 // Conn is the node's NATS connection.
 func (f *Fleet) Conn() *nats.Conn { return f.nc }
 
-// Peers is the fleet as this node sees it.
+// Peers is the fleet as this node sees it; a node still joining knows no
+// peers yet.
 func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
-	st := leasehold.FleetStatus{Name: f.cfg.Name, Enabled: true, Connected: f.conn.Load()}
-	if f.claims != nil {
-		st.Owned = int64(len(f.claims.Owned()))
+	st := leasehold.FleetStatus{Name: f.cfg.Name, Enabled: true, Connected: f.conn.Load(), Peers: []leasehold.Peer{}}
+	if !f.joined.Load() {
+		return st, nil
 	}
+	st.Owned = int64(len(f.claims.Owned()))
 	var err error
 	st.Peers, err = f.app.DB.Peers(ctx)
 	return st, err
 }
 
-// Collectors are the fleet's metrics.
-func (f *Fleet) Collectors() []prometheus.Collector {
-	cs := []prometheus.Collector{f.connected}
-	cs = append(cs, f.claims.Collectors()...)
-	cs = append(cs, f.publisher.Collectors()...)
-	cs = append(cs, f.folder.Collectors()...)
-	cs = append(cs, f.snapshots.Collectors()...)
-	return cs
-}
+// Collector is the fleet's metrics, to register at start: until the node
+// has joined only leasehold_peer_connected is collected. It describes no
+// metrics up front (an unchecked collector), since its parts are made by
+// Join.
+func (f *Fleet) Collector() prometheus.Collector { return fleetMetrics{f} }
 
-// retry calls fn until it succeeds or ctx ends, returning its last error.
-func retry(ctx context.Context, fn func(ctx context.Context) error) error {
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := fn(cctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
+// fleetMetrics collects the fleet's parts once they exist.
+type fleetMetrics struct{ f *Fleet }
+
+func (fleetMetrics) Describe(chan<- *prometheus.Desc) {}
+
+func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
+	f := m.f
+	f.connected.Collect(ch)
+	if !f.joined.Load() {
+		return
+	}
+	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors()} {
+		for _, c := range parts {
+			c.Collect(ch)
 		}
 	}
 }

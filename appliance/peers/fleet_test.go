@@ -39,16 +39,11 @@ type fleetNode struct {
 func fleetStart(t *testing.T, name, dir string, cluster int, routes []string) *fleetNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
-	app, err := appliance.Open(appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Join(context.Background(), app, Config{
+	app, f, err := joinNode(context.Background(), appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log}, Config{
 		Name: name, Listen: "127.0.0.1:0", ClusterListen: fmt.Sprintf("127.0.0.1:%d", cluster), Routes: routes,
 		Dir: dir + "/nats", ClaimTTL: fleetTTL, Logger: log,
 	})
 	if err != nil {
-		app.Close()
 		t.Fatalf("%s joining: %v", name, err)
 	}
 	n := &fleetNode{name: name, dir: dir, app: app, fleet: f}
@@ -222,11 +217,8 @@ func TestFleet(t *testing.T) {
 	// A node joining through a's server knows no routes (it would set up
 	// one copy): the fleet's three stay.
 	{
-		app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := Join(ctx, app, Config{Name: "node-d", NATS: a.fleet.url, ClaimTTL: fleetTTL, Logger: claimQuiet})
+		app, d, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet},
+			Config{Name: "node-d", NATS: a.fleet.url, ClaimTTL: fleetTTL, Logger: claimQuiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,11 +398,8 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	url := s.ClientURL()
 	join := func(name string) *fleetNode {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
-		app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := Join(ctx, app, Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
+		app, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
+			Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}

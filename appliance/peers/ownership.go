@@ -70,35 +70,35 @@ func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duratio
 		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), won: map[string]time.Time{}}
 }
 
-// Attach makes leases ask claims; from here on this node leases only the
-// groups whose claims it holds.
-func (o *Ownership) Attach(claims *Claims) {
-	o.claims = claims
-	o.coord.SetOwnsFunc(o.owns)
-	o.coord.SetClaimFunc(o.ClaimNow)
-	o.coord.SetEnsureFunc(o.Ensure)
-	o.coord.SetIdleFunc(func() {
-		select {
-		case o.idle <- struct{}{}:
-		default:
-		}
-	})
-}
+// Attach sets the claims ownership keeps; the fleet then answers the
+// coordinator's questions (appliance.Fleet) with Holds, Want, ClaimNow,
+// Ensure and Idle.
+func (o *Ownership) Attach(claims *Claims) { o.claims = claims }
 
-// owns is the lease's question, answered from memory; a group without a
-// claim is queued to be claimed.
-func (o *Ownership) owns(group string) bool {
-	if o.claims.Held(group) {
-		return true
-	}
+// Holds is the fleet's answer to a holder call and a lease, from memory:
+// the claim this node holds on group and its revision.
+func (o *Ownership) Holds(group string) (uint64, bool) { return o.claims.Holds(group) }
+
+// Want queues group, which a lease chose without a claim, to be claimed;
+// it never blocks (a full queue drops it: the periodic pass over disowned
+// groups offers it again).
+func (o *Ownership) Want(group string) {
 	select {
 	case o.wanted <- group:
 	default:
 	}
-	return false
 }
 
-// ClaimNow is the coordinator's ClaimFunc: a lease found nothing but
+// Idle is told that a lease found nothing: Run offers disowned groups'
+// claims again, at most every o.every.
+func (o *Ownership) Idle() {
+	select {
+	case o.idle <- struct{}{}:
+	default:
+	}
+}
+
+// ClaimNow is the fleet's ClaimNow: a lease found nothing but
 // groups it holds no claim on. Those of this node's own (not a peer's
 // state, whose adoption brings a snapshot and runs in the background) are
 // claimed at once, all together, so the lease waits for about one claim
@@ -125,7 +125,7 @@ func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
 	return won.Load()
 }
 
-// Ensure is the coordinator's EnsureFunc: an admin write on a group of
+// Ensure is the fleet's Ensure: an admin write on a group of
 // this node's own is made under its claim, so its events carry the claim
 // and no peer adopts the group with an older state. Errors: conflict when
 // another node owns the group, unavailable when NATS cannot be reached.

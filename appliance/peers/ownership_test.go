@@ -25,12 +25,14 @@ type ownNode struct {
 func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	t.Helper()
 	ctx := context.Background()
-	app, err := appliance.Open(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	fleet := &ownFleet{}
+	app, err := appliance.Open(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
 	n := &ownNode{app: app}
+	// The catalog is set up before claims are wired (as each node's own).
 	if nodes, _ := app.Coordinator.Nodes(ctx); len(nodes) == 0 {
 		w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
 		if err != nil {
@@ -49,6 +51,7 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	n.own = NewOwnership(app.Coordinator, app.DB, 100*time.Millisecond, claimQuiet)
 	n.claims = claimNew(t, claimConnect(t, url), ClaimsConfig{Node: name, LostFunc: n.own.Lost})
 	n.own.Attach(n.claims)
+	fleet.own.Store(n.own)
 	runCtx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -131,11 +134,22 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	s := claimServer(t)
 	ctx := context.Background()
-	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	fleet := &ownFleet{}
+	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
+	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
+	var settled atomic.Bool // the group's events and snapshot have left the node
+	own.SetSettled(func(_ context.Context, group string) bool { return group != "g" || settled.Load() })
+	claims := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
+	own.Attach(claims)
+	fleet.own.Store(own)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go claims.Run(runCtx)
+	go own.Run(runCtx)
 	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,15 +160,6 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	if _, err := app.Coordinator.PlanTail(ctx, "g", 100000); err != nil {
 		t.Fatal(err)
 	}
-	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
-	var settled atomic.Bool // the group's events and snapshot have left the node
-	own.SetSettled(func(_ context.Context, group string) bool { return group != "g" || settled.Load() })
-	claims := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
-	own.Attach(claims)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go claims.Run(runCtx)
-	go own.Run(runCtx)
 
 	// The first lease claims the group at once: no empty answer first.
 	g, err := app.Coordinator.Lease(ctx, w.ID)

@@ -98,6 +98,9 @@ func TestServeFleet(t *testing.T) {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// The fleet is joined in the background; until then the node is not
+	// ready (503) and says what it waits for.
+	pollReady(t, url, 90*time.Second)
 	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
 		t.Fatal(err)
@@ -222,5 +225,27 @@ func TestParseBytes(t *testing.T) {
 		if _, err := parseBytes(bad); err == nil {
 			t.Errorf("parseBytes(%q) accepted", bad)
 		}
+	}
+}
+
+// pollReady polls url's /readyz until it answers 200, failing t after d.
+func pollReady(t *testing.T, url string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get(url + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz still %d after %v: %s", resp.StatusCode, d, body)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("readyz: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

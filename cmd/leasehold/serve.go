@@ -243,13 +243,21 @@ func (m *Main) Run(ctx context.Context) error {
 	slog.SetDefault(log)
 
 	metrics := web.NewMetrics()
+	fleet, err := m.newFleet(log)
+	if err != nil {
+		return usageError(err)
+	}
+	var appFleet appliance.Fleet // nil runs the node alone
+	if fleet != nil {
+		appFleet = fleet
+	}
 	app, err := appliance.Open(appliance.Config{
 		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
 		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
 		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
 		Store: store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch,
 			NoOutbox: m.NATS == "off"},
-		LeaseFunc: metrics.LeaseGranted, Logger: log,
+		LeaseFunc: metrics.LeaseGranted, Logger: log, Fleet: appFleet,
 	})
 	if err != nil {
 		return usageError(err)
@@ -260,25 +268,26 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return usageError(err)
 	}
+	if fleet == nil {
+		// Alone, the node has no use for the publisher's indexes, and every
+		// range write would pay for them.
+		dropped, err := app.DB.PeerIndexes(ctx, false)
+		if err != nil {
+			return err
+		}
+		if len(dropped) > 0 {
+			log.Info("dropped peer sync's indexes: the node runs alone", "indexes", dropped)
+		}
+	}
 	ln, err := net.Listen("tcp", m.Listen)
 	if err != nil {
 		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
-	defer ln.Close() // when the fleet cannot be joined; Serve closes it otherwise
+	defer ln.Close() // when serving never starts; Serve closes it otherwise
 
 	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log}
-	fleet, stopFleet, err := m.joinFleet(ctx, app, log)
-	if err != nil {
-		return err
-	}
-	// Deferred after app.Close, so it runs before: the fleet's fold and
-	// publisher write through the catalog.
-	defer stopFleet()
-	natsURL := "off"
 	if fleet != nil {
-		metrics.Register(fleet.Collectors()...)
 		opts.Peers = fleet.Peers
-		natsURL = fleet.ClientURL()
 	}
 	srv := web.New(app, opts)
 	m.mu.Lock()
@@ -289,16 +298,26 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.AdminToken == "" {
 		tokenFrom, _ = filepath.Abs(filepath.Join(m.DataDir, "admin.token"))
 	}
+	natsURL := "off"
+	if fleet != nil {
+		natsURL = "joining"
+	}
 	log.Info("leasehold serving", "version", Version, "url", "http://"+ln.Addr().String(), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
 		"name", m.Name, "nats", natsURL)
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	// The node serves (/healthz at once, /readyz 503 until joined) while it
+	// joins its fleet: a fleet started one node at a time comes up.
+	stopFleet := m.runFleet(ctx, fleet, app, metrics, log, errc)
+	// Deferred after app.Close, so it runs before: the fleet's fold and
+	// publisher write through the catalog.
+	defer stopFleet()
 	close(m.ready)
+	var runErr error
 	select {
-	case err := <-errc:
-		return err
+	case runErr = <-errc:
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight")
@@ -312,16 +331,15 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	log.Info("stopped; catalog flushed and closed")
+	if runErr != nil {
+		return runErr
+	}
 	if serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
 		return serr
 	}
 	return nil
 }
 
-// joinFleet joins the fleet unless --nats off and runs its peer sync until
-// stop is called; stop ends the sync, waits for it and leaves the fleet,
-// once however often it is called. A fleet that cannot be joined is a usage
-// error: the flags name a server that does not start or answer.
 // natsSecretMin is the shortest fleet secret taken: a guessable one
 // protects nothing.
 const natsSecretMin = 16
@@ -348,43 +366,52 @@ func (m *Main) natsSecret(log *slog.Logger) (string, error) {
 	return secret, nil
 }
 
-func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slog.Logger) (*peers.Fleet, func(), error) {
+// newFleet is the node's part in its fleet, not joined yet; nil with
+// --nats off.
+func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 	if m.NATS == "off" {
-		// Alone, the node has no use for the publisher's indexes, and every
-		// range write would pay for them.
-		dropped, err := app.DB.PeerIndexes(ctx, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		if len(dropped) > 0 {
-			log.Info("dropped peer sync's indexes: the node runs alone", "indexes", dropped)
-		}
-		return nil, func() {}, nil
+		return nil, nil
 	}
 	secret, err := m.natsSecret(log)
 	if err != nil {
-		return nil, nil, usageError(err)
+		return nil, err
 	}
-	fleet, err := peers.Join(ctx, app, peers.Config{
+	return peers.New(peers.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
 		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
-	if err != nil {
-		return nil, nil, usageError(fmt.Errorf("joining the fleet as %s: %w", m.Name, err))
+}
+
+// runFleet joins the fleet in the background and runs its peer sync until
+// the returned stop is called; stop ends the sync, waits for it and leaves
+// the fleet, once however often it is called. A fleet that cannot be
+// joined for good (an address in use, a secret refused) or whose sync
+// stops by itself sends its error to errc: the node stops with it.
+func (m *Main) runFleet(ctx context.Context, fleet *peers.Fleet, app *appliance.Appliance, metrics *web.Metrics, log *slog.Logger, errc chan<- error) func() {
+	if fleet == nil {
+		return func() {}
 	}
+	metrics.Register(fleet.Collector())
 	// Peer sync has its own context: SIGTERM ends the requests first, and
 	// the sync only after them.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if err := fleet.Join(sctx, app); err != nil {
+			if sctx.Err() == nil {
+				errc <- usageError(fmt.Errorf("joining the fleet as %s: %w", m.Name, err))
+			}
+			return
+		}
 		if err := fleet.Run(sctx); err != nil {
 			log.Error("peer sync stopped", "err", err)
+			errc <- err
 		}
 	}()
 	var once sync.Once
-	stop := func() {
+	return func() {
 		once.Do(func() {
 			cancel()
 			<-done
@@ -393,7 +420,6 @@ func (m *Main) joinFleet(ctx context.Context, app *appliance.Appliance, log *slo
 			}
 		})
 	}
-	return fleet, stop, nil
 }
 
 // byteSize is a flag of bytes: a plain number or one with a unit.
