@@ -14,9 +14,12 @@ COPY --from=build /out/leasehold /leasehold
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
 VOLUME /data
-EXPOSE 8080 4222
+EXPOSE 8080
 # SQLite's rare temporary files go beside the catalog; scratch has no /tmp.
-# The embedded NATS server listens for peers beyond the container too.
-ENV LEASEHOLD_DATA=/data LEASEHOLD_LISTEN=0.0.0.0:8080 LEASEHOLD_NATS_LISTEN=0.0.0.0:4222 TMPDIR=/data
+# The embedded NATS server stays inside the container: a node of a fleet
+# sets LEASEHOLD_NATS_CLUSTER_LISTEN and LEASEHOLD_NATS_ROUTES with
+# LEASEHOLD_NATS_SECRET_FILE (a mounted secret), and is refused without
+# one. No secret is baked into the image.
+ENV LEASEHOLD_DATA=/data LEASEHOLD_LISTEN=0.0.0.0:8080 TMPDIR=/data
 ENTRYPOINT ["/leasehold"]
 CMD ["serve"]

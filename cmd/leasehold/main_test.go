@@ -191,6 +191,14 @@ func TestCommandLine(t *testing.T) {
 			"--nats-secret-file", filepath.Join(t.TempDir(), "none")}, nil, 2, "--nats-secret-file"},
 		{"SecretShort", []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0",
 			"--nats-secret-file", file}, nil, 2, "at least 16"},
+		// NATS reachable beyond this host is never open by default.
+		{"ClusterWithoutSecret", []string{"serve", "--nats-cluster-listen", "127.0.0.1:0"}, nil, 2, "needs --nats-secret-file"},
+		{"RoutesWithoutSecret", []string{"serve", "--nats-cluster-listen", "127.0.0.1:0", "--nats-routes", "nats://127.0.0.1:6222"}, nil, 2, "needs --nats-secret-file"},
+		{"OpenListenWithoutSecret", []string{"serve", "--nats-listen", "0.0.0.0:4222"}, nil, 2, "needs --nats-secret-file"},
+		{"OpenListenFromEnv", []string{"serve"}, map[string]string{"LEASEHOLD_NATS_LISTEN": "0.0.0.0:4222"}, 2, "needs --nats-secret-file"},
+		{"ExternalWithoutSecret", []string{"serve", "--nats", "nats://10.0.0.2:4222"}, nil, 2, "needs --nats-secret-file"},
+		// Opted out, the check passes and the next one (the data dir) speaks.
+		{"InsecureOptOut", []string{"serve", "--nats-insecure", "--nats-cluster-listen", "127.0.0.1:0", "--data", file}, nil, 2, "not usable"},
 		{"Version", []string{"version"}, nil, 0, ""},
 	}
 	for _, tc := range cases {

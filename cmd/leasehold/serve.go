@@ -48,6 +48,7 @@ type Main struct {
 	NATSClusterListen string
 	NATSRoutes        string // comma-separated
 	NATSSecretFile    string
+	NATSInsecure      bool
 	ClaimTTL          time.Duration
 	StreamMaxAge      time.Duration
 	StreamMaxBytes    byteSize
@@ -96,6 +97,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
 	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS (empty: no authentication)")
+	fs.BoolVar(&m.NATSInsecure, "nats-insecure", m.NATSInsecure, "run peer sync without --nats-secret-file where NATS can be reached beyond this host (routes, a non-loopback --nats-listen, an external NATS): anyone who reaches it can then join the fleet and rewrite its catalog")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
@@ -163,7 +165,7 @@ func (m *Main) checkFleetFlags() error {
 		if m.NATSClusterListen != "" || m.NATSRoutes != "" {
 			return fmt.Errorf("--nats-cluster-listen and --nats-routes cluster the embedded NATS server; with --nats %s the external NATS does the clustering", m.NATS)
 		}
-		return nil
+		return m.checkSecret("an external NATS (--nats)")
 	}
 	if _, _, err := net.SplitHostPort(m.NATSListen); err != nil {
 		return fmt.Errorf("--nats-listen %q is not host:port", m.NATSListen)
@@ -180,7 +182,37 @@ func (m *Main) checkFleetFlags() error {
 	if _, err := peers.ParseRoutes(routes); err != nil {
 		return err
 	}
+	switch {
+	case m.NATSClusterListen != "" || len(routes) > 0:
+		return m.checkSecret("a clustered NATS server (--nats-cluster-listen, --nats-routes)")
+	case !loopback(m.NATSListen):
+		return m.checkSecret(fmt.Sprintf("a NATS server listening beyond this host (--nats-listen %s)", m.NATSListen))
+	}
 	return nil
+}
+
+// checkSecret is the fleet's secret rule: NATS that can be reached
+// beyond this host is never run open by default, since whoever reaches it
+// can join the fleet, claim its groups and rewrite its catalog. The
+// operator may opt out with --nats-insecure.
+func (m *Main) checkSecret(what string) error {
+	if m.NATSSecretFile != "" || m.NATSInsecure {
+		return nil
+	}
+	return fmt.Errorf("%s needs --nats-secret-file FILE, the fleet's shared secret (make one: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE), or --nats-insecure to run it open", what)
+}
+
+// loopback reports whether addr (host:port) listens on this host only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // routes are the --nats-routes URLs.
