@@ -102,6 +102,13 @@ func (db *DB) OwnedGroups(ctx context.Context) ([]string, error) {
 	return db.groupNames(ctx, "listing owned groups", `SELECT name FROM groups WHERE owned = 1 ORDER BY name`)
 }
 
+// OwnedWithSnapshot lists the owned groups that have a window snapshot
+// here, by name: what a node that ran alone replicates once it has peers.
+func (db *DB) OwnedWithSnapshot(ctx context.Context) ([]string, error) {
+	return db.groupNames(ctx, "listing owned groups with a snapshot", `SELECT g.name FROM group_leases l JOIN groups g ON g.id = l.group_id
+		WHERE g.owned = 1 AND l.snapshot_file IS NOT NULL ORDER BY g.name`)
+}
+
 // DisownedGroups lists up to limit groups this node has but does not own
 // that have work to lease, the longest unheld first, to offer their
 // claims again.

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,7 +82,7 @@ type ClaimsConfig struct {
 //
 // Claims are not renewed one by one: each names the life of the node that
 // wrote it, and stands while that life does. The node renews its life, one
-// write every TTL/3 however many groups it owns; a node whose life lapsed
+// write every TTL/6 however many groups it owns; a node whose life lapsed
 // (killed, or cut off from NATS for a TTL) has lost every claim at once,
 // and any node may take its groups over.
 //
@@ -95,6 +96,7 @@ type ClaimsConfig struct {
 type Claims struct {
 	kv     jetstream.KeyValue // ClaimsBucket
 	lives  jetstream.KeyValue // LivesBucket, written here; read by readLife
+	peers  atomic.Int64       // other nodes' lives in the bucket, last counted
 	nc     *nats.Conn
 	node   string
 	ttl    time.Duration
@@ -150,7 +152,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 		cfg.Margin = cfg.TTL / 4
 	}
 	if cfg.Margin <= 0 || cfg.Margin >= cfg.TTL*2/3 {
-		// A renewal every TTL/3 must land before the life stops being held.
+		// Renewals must have time to land before the life stops being held.
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "claim margin %s must be above 0 and below 2/3 of the TTL %s", cfg.Margin, cfg.TTL)
 	}
 	if cfg.Replicas == 0 {
@@ -527,7 +529,7 @@ func (c *Claims) alive(ctx context.Context, cl Claim) (bool, error) {
 }
 
 // Renew writes this node's life again, so every claim it holds stands a
-// TTL from the write's start. Run calls it every TTL/3. A life found
+// TTL from the write's start. Run calls it every TTL/6. A life found
 // lapsed or taken over has lost every claim: LostFunc is told of each and
 // a new life begins. A node without a life (its last went past its margin)
 // begins one. Errors: unavailable NATS (claims are held until the margin).
@@ -645,7 +647,7 @@ func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([
 	return won, nil
 }
 
-// Run renews this node's life every TTL/3, gives its claims up when the
+// Run renews this node's life every TTL/6, gives its claims up when the
 // life goes unrenewed past its margin, asks KeepFunc about each claim
 // about every TTL/3 (a batch at a time) and releases those not kept, and
 // watches the bucket for claims taken or deleted by others, until ctx
@@ -667,10 +669,11 @@ func (c *Claims) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { c.watch(ctx) })
+	wg.Go(func() { c.countPeers(ctx) })
 
 	// The tick is fine enough to catch the margin passing close to when it
-	// does and to renew the life near TTL/3 after its last write.
-	tick := min(c.ttl/3, c.margin) / 4
+	// does and to renew the life near TTL/6 after its last write.
+	tick := min(c.renewEvery(), c.margin) / 4
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	renewing := make(chan struct{}, 1) // one renewal in flight
@@ -687,7 +690,7 @@ func (c *Claims) Run(ctx context.Context) error {
 			case renewing <- struct{}{}:
 				wg.Go(func() {
 					defer func() { <-renewing }()
-					rctx, cancel := context.WithTimeout(ctx, c.ttl/3)
+					rctx, cancel := context.WithTimeout(ctx, c.renewEvery())
 					defer cancel()
 					err := c.Renew(rctx)
 					switch {
@@ -722,13 +725,58 @@ func (c *Claims) Run(ctx context.Context) error {
 	}
 }
 
+// ClaimTTLFloor is the shortest claim TTL at which a leader election in
+// the lives bucket costs no node its claims (see renewEvery).
+const ClaimTTLFloor = 18 * time.Second
+
+// renewEvery is how often the life is renewed, and how long one renewal
+// may wait on NATS. A leader election in the lives bucket (its leader's
+// node killed or cut off) blocks every write for 4–9 s; the life is held
+// until TTL − margin (3/4 TTL) after its last renewal, so renewing every
+// TTL/6 leaves 7/12 of the TTL for one to land after the election: an
+// election costs no claim from a claim TTL of about 18 s (the default is
+// 30 s). Writes are one small key a node, so the rate costs nothing.
+func (c *Claims) renewEvery() time.Duration { return c.ttl / 6 }
+
+// Peers is how many other nodes' lives stood in the fleet when last
+// counted (every TTL/6): its live peers. The bucket's keys expire a TTL
+// after their last renewal, so a dead peer stops counting by itself.
+func (c *Claims) Peers() int { return int(c.peers.Load()) }
+
+// countPeers counts the other nodes' lives every TTL/6 until ctx ends; a
+// count that fails keeps the last one.
+func (c *Claims) countPeers(ctx context.Context) {
+	t := time.NewTicker(c.renewEvery())
+	defer t.Stop()
+	own := ClaimKey(c.node)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, c.renewEvery())
+		keys, err := c.lives.ListKeys(lctx)
+		if err == nil {
+			n := int64(0)
+			for k := range keys.Keys() {
+				if k != own {
+					n++
+				}
+			}
+			c.peers.Store(n)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // lifeDue reports whether this node's life is due for renewal (its last
-// write is TTL/3 old or more) or is to begin.
+// write is TTL/6 old or more) or is to begin.
 func (c *Claims) lifeDue() bool {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.life == "" || !now.Before(c.lifeFrom.Add(c.ttl/3))
+	return c.life == "" || !now.Before(c.lifeFrom.Add(c.renewEvery()))
 }
 
 // keepDue lists up to claimKeepBatch held claims last kept TTL/3 ago or

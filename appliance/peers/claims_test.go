@@ -884,3 +884,18 @@ func TestClaimHistory(t *testing.T) {
 		t.Fatalf("LostFunc told while Held was still true: %v", lostWhileHeld)
 	}
 }
+
+// TestClaimsCountPeers: a node counts the other nodes' lives standing in
+// the fleet (not its own); a peer that stops renewing stops counting once
+// its life's key expires, a TTL after its last renewal.
+func TestClaimsCountPeers(t *testing.T) {
+	s := claimServer(t)
+	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a"})
+	claimRun(t, a)
+	b := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-b"})
+	claimRun(t, b)
+	claimEventually(t, 5*time.Second, "a counting b", func() bool { return a.Peers() == 1 })
+	claimEventually(t, 5*time.Second, "b counting a", func() bool { return b.Peers() == 1 })
+	b.Close()
+	claimEventually(t, 3*claimTestTTL, "a no longer counting b", func() bool { return a.Peers() == 0 })
+}

@@ -215,7 +215,8 @@ func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) (err error) 
 				return err
 			}
 		}
-		f.snapshots, err = NewReplicator(ctx, f.js, app, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log})
+		f.snapshots, err = NewReplicator(ctx, f.js, app, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log,
+			PeersFunc: func() bool { return f.claims.Peers() > 0 }})
 		return err
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -84,6 +85,12 @@ type ReplicatorConfig struct {
 	// ChunkSize of uploaded objects; 0 takes the largest that fits the
 	// server's max_payload, up to 1 MiB less headroom for headers.
 	ChunkSize int
+	// PeersFunc reports whether the fleet has another live node. While it
+	// has none, windows stay on this node's disk only (nobody could take
+	// a group over from a copy, and a second copy on the same disk would
+	// double it); once peers appear, every owned group's window missing
+	// from the bucket is uploaded. Nil: always peers.
+	PeersFunc func() bool
 	Logger    *slog.Logger
 }
 
@@ -106,6 +113,9 @@ type Replicator struct {
 	node   string
 	chunk  uint32
 	log    *slog.Logger
+	peers  func() bool
+
+	aloneChecks atomic.Int64 // looks for peers while alone, for tests
 
 	mu       sync.Mutex
 	queue    []string        // groups waiting, oldest first
@@ -168,7 +178,7 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.A
 		return nil, leasehold.Wrap(leasehold.KindInternal, err, "snapshots publisher: %v", err)
 	}
 	r := &Replicator{
-		obs: obs, stream: stream, pub: pub, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger,
+		obs: obs, stream: stream, pub: pub, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger, peers: cfg.PeersFunc,
 		queued: map[string]bool{}, pending: map[string]bool{}, failures: map[string]int{},
 		wake: make(chan struct{}, 1), purgeWake: make(chan struct{}, 1),
 		replications: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -297,13 +307,43 @@ func (r *Replicator) Run(ctx context.Context) error {
 		defer r.wg.Done()
 		r.purger(pctx)
 	}()
+	// Alone, queued groups wait (still pending, so their claims are
+	// kept); peers are looked for every replicateAloneCheck.
+	alone := time.NewTicker(replicateAloneCheck)
+	defer alone.Stop()
+	wasAlone := true
 	for {
+		if r.peers != nil && !r.peers() {
+			wasAlone = true
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-alone.C:
+			}
+			r.aloneChecks.Add(1)
+			continue
+		}
+		if wasAlone {
+			// Peers (again), or a start: windows stored while alone, or
+			// before a crash cut their uploads off, are queued; those the
+			// bucket holds already cost one info read each.
+			wasAlone = false
+			if err := r.queueMissing(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				r.log.Warn("snapshots: listing windows to replicate; trying again", "err", err)
+				wasAlone = true
+				continue
+			}
+		}
 		g := r.next()
 		if g == "" {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-r.wake:
+			case <-alone.C:
 			}
 			continue
 		}
@@ -317,6 +357,26 @@ func (r *Replicator) Run(ctx context.Context) error {
 		}
 		r.done(g, err != nil)
 	}
+}
+
+// replicateAloneCheck is how often a node alone looks for peers to
+// replicate its windows to.
+const replicateAloneCheck = time.Second
+
+// queueMissing queues every owned group with a window here, for a bucket
+// that may lack it.
+func (r *Replicator) queueMissing(ctx context.Context) error {
+	groups, err := r.app.DB.OwnedWithSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		r.Replicate(g)
+	}
+	if len(groups) > 0 {
+		r.log.Info("snapshots: replicating the windows of owned groups the fleet may lack", "groups", len(groups))
+	}
+	return nil
 }
 
 // replicate uploads group's local snapshot unless the object already holds

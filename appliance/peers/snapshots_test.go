@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,12 @@ type snapNode struct {
 
 func snapStart(t *testing.T, url, name string) *snapNode {
 	t.Helper()
+	return snapStartPeers(t, url, name, nil)
+}
+
+// snapStartPeers is snapStart with the replicator's PeersFunc.
+func snapStartPeers(t *testing.T, url, name string, peers func() bool) *snapNode {
+	t.Helper()
 	ctx := context.Background()
 	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet})
 	if err != nil {
@@ -43,7 +50,7 @@ func snapStart(t *testing.T, url, name string) *snapNode {
 		}
 	}
 	js := claimConnect(t, url)
-	rep, err := NewReplicator(ctx, js, app, ReplicatorConfig{Node: name, Logger: claimQuiet})
+	rep, err := NewReplicator(ctx, js, app, ReplicatorConfig{Node: name, Logger: claimQuiet, PeersFunc: peers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,4 +436,38 @@ func snapBucketSize(t *testing.T, obs jetstream.ObjectStore) uint64 {
 		t.Fatal(err)
 	}
 	return st.Size()
+}
+
+// TestReplicatorAlone: a node with no live peer keeps its windows on its
+// own disk only: a snapshot queued stays pending (its claim kept) and the
+// bucket stays without it. Once a peer appears, every owned group's
+// window is uploaded, the ones queued while alone and the ones never
+// queued in this run (stored before a restart) alike.
+func TestReplicatorAlone(t *testing.T) {
+	s := claimServer(t)
+	var peers atomic.Bool
+	a := snapStartPeers(t, s.ClientURL(), "node-a", peers.Load)
+	obs := snapObjects(t, a.js)
+	ctx := context.Background()
+	snapG := a.put(t, "g", 42, snapBytes(1, 1000))
+	snapH := a.put(t, "h", 7, snapBytes(2, 2000)) // stored, never queued
+	a.rep.Replicate("g")
+	if !a.rep.Pending("g") {
+		t.Fatal("a window queued while alone is not pending")
+	}
+	// The run loop has looked for peers at least twice since the queueing.
+	for range 2 {
+		before := a.rep.aloneChecks.Load()
+		claimEventually(t, 5*time.Second, "the replicator looking for peers", func() bool { return a.rep.aloneChecks.Load() > before })
+	}
+	if _, err := obs.GetInfo(ctx, "g"); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("the bucket holds g's window while its node is alone: %v", err)
+	}
+	if !a.rep.Pending("g") {
+		t.Fatal("a window kept while alone is no longer pending")
+	}
+	peers.Store(true)
+	snapReplicated(t, obs, "g", snapG.SHA256)
+	snapReplicated(t, obs, "h", snapH.SHA256)
+	claimEventually(t, 5*time.Second, "g no longer pending", func() bool { return !a.rep.Pending("g") })
 }

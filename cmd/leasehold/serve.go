@@ -408,6 +408,9 @@ func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.ClaimTTL < peers.ClaimTTLFloor {
+		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", peers.ClaimTTLFloor)
+	}
 	return peers.New(peers.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
 		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
