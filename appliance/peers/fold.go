@@ -136,7 +136,7 @@ func (f *Folder) run(ctx context.Context) error {
 			f.gaps.Inc()
 		}
 		from := info.State.LastSeq
-		if err := f.rebuildAll(ctx, 0, seeded); err != nil {
+		if err := f.rebuildAll(ctx, inc, 0, seeded); err != nil {
 			return err
 		}
 		if err := f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) }); err != nil {
@@ -150,7 +150,7 @@ func (f *Folder) run(ctx context.Context) error {
 		f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
 			"folded_through", mark, "stream_first", info.State.FirstSeq)
 		from := info.State.FirstSeq - 1
-		if err := f.rebuildAll(ctx, mark, false); err != nil {
+		if err := f.rebuildAll(ctx, inc, mark, false); err != nil {
 			return err
 		}
 		if err := f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) }); err != nil {
@@ -195,7 +195,7 @@ func (f *Folder) run(ctx context.Context) error {
 			f.gaps.Inc()
 			f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
 				"folded_through", mark, "next", first.Sequence.Stream)
-			if err := f.rebuildAll(ctx, mark, false); err != nil {
+			if err := f.rebuildAll(ctx, inc, mark, false); err != nil {
 				return err
 			}
 		}
@@ -410,10 +410,11 @@ type foldItem struct {
 	m   Message
 }
 
-// rebuildAll rebuilds, from its dump, every origin whose publish record is
-// past mark (0: every origin). seeded says this is a new node's first
-// view, not a gap.
-func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error {
+// rebuildAll rebuilds, from its dump, every origin whose publish record
+// does not rule out events past mark in the stream incarnation inc (mark
+// 0: every origin). seeded says this is a new node's first view, not a
+// gap.
+func (f *Folder) rebuildAll(ctx context.Context, inc string, mark uint64, seeded bool) error {
 	keys, err := f.records.Keys(ctx)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil
@@ -433,7 +434,7 @@ func (f *Folder) rebuildAll(ctx context.Context, mark uint64, seeded bool) error
 			return err // asked again from the same mark
 		}
 		var rec PublishRecord
-		if json.Unmarshal(e.Value(), &rec) != nil || rec.Seq <= mark {
+		if err := json.Unmarshal(e.Value(), &rec); err == nil && rec.RulesOut(inc, mark) {
 			continue // published nothing the hole could have held
 		}
 		if f.RebuildFunc == nil {

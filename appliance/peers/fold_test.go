@@ -479,3 +479,77 @@ func TestFoldAfterAlone(t *testing.T) {
 	a.published(t, stream)
 	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
 }
+
+// TestPublishRecordIncarnation: a publish record names the stream
+// incarnation its position counts in. When the stream is made anew while
+// a node publishes, its record moves to the new stream's (lower) position
+// with the new incarnation, not kept at the old stream's higher one; and
+// only a record of the fold's own incarnation at or below its mark rules
+// a hole out.
+func TestPublishRecordIncarnation(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	js := claimConnect(t, url)
+	stream := foldSetUp(t, js)
+	a := foldJoin(t, url, "node-a", t.TempDir())
+	dumpWork(t, a.dumpNode, "g", 10, 100, 0)
+	foldFinish(t, a.dumpNode, "g", 4) // more events than the new stream will get
+	a.published(t, stream)
+	record := func() PublishRecord {
+		records, err := js.KeyValue(ctx, PublishedBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := records.Get(ctx, "node-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec PublishRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := record()
+	if old.Stream != incarnation(info) || old.Seq != info.State.LastSeq {
+		t.Fatalf("record %+v, want seq %d in stream %s", old, info.State.LastSeq, incarnation(info))
+	}
+
+	if err := js.DeleteStream(ctx, StreamName); err != nil {
+		t.Fatal(err)
+	}
+	stream = foldSetUp(t, js)
+	foldFinish(t, a.dumpNode, "g", 1)
+	var rec PublishRecord
+	claimEventually(t, 20*time.Second, "the record moved to the new stream", func() bool {
+		info, err = stream.Info(ctx)
+		if err != nil || info.State.LastSeq == 0 {
+			return false
+		}
+		rec = record()
+		return rec.Stream == incarnation(info) && rec.Seq == info.State.LastSeq
+	})
+	if rec.Seq >= old.Seq {
+		t.Fatalf("new stream's position %d not below the old one %d: the test shows nothing", rec.Seq, old.Seq)
+	}
+	for _, tc := range []struct {
+		rec  PublishRecord
+		inc  string
+		mark uint64
+		want bool
+	}{
+		{rec, rec.Stream, rec.Seq, true},
+		{rec, rec.Stream, rec.Seq - 1, false},
+		{old, rec.Stream, old.Seq, false}, // an earlier stream's record vouches for nothing
+		{PublishRecord{Seq: 1}, rec.Stream, 100, false},
+	} {
+		if got := tc.rec.RulesOut(tc.inc, tc.mark); got != tc.want {
+			t.Errorf("%+v.RulesOut(%s, %d) = %v, want %v", tc.rec, tc.inc, tc.mark, got, tc.want)
+		}
+	}
+}

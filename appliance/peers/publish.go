@@ -43,7 +43,10 @@ type Publisher struct {
 	// replicates the snapshot.
 	SnapshotFunc func(group string)
 
-	lastSeq   uint64 // the stream position of the last message acknowledged
+	lastSeq   uint64    // the stream position of the last message acknowledged, in stream
+	stream    string      // the stream's incarnation lastSeq is a position in
+	streamAt  time.Time   // when stream was last read
+	restream  atomic.Bool // the stream may have been made anew: read it again
 	published prometheus.Counter
 	failures  prometheus.Counter
 	acked     atomic.Int64
@@ -92,6 +95,15 @@ func (p *Publisher) Collectors() []prometheus.Collector {
 
 // Run publishes until ctx ends, retrying a failed batch with backoff.
 func (p *Publisher) Run(ctx context.Context) error {
+	// The server advises when the stream is made or deleted: the record's
+	// incarnation is read again before the next batch.
+	for _, what := range []string{"CREATED", "DELETED"} {
+		sub, err := p.js.Conn().Subscribe("$JS.EVENT.ADVISORY.STREAM."+what+"."+StreamName, func(*nats.Msg) { p.restream.Store(true) })
+		if err != nil {
+			return err
+		}
+		defer sub.Unsubscribe()
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		n, err := p.publishOnce(ctx)
@@ -126,6 +138,11 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	msgs, snapshots, err := p.messages(ctx, events)
 	if err != nil {
 		return 0, err
+	}
+	labeled := true
+	if err := p.label(ctx); err != nil {
+		labeled = false
+		p.log.Warn("peers: reading the stream's incarnation for the publish record", "err", err)
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
@@ -162,8 +179,10 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	}
 	p.published.Add(float64(len(events)))
 	p.acked.Add(int64(len(events)))
-	p.lastSeq = max(p.lastSeq, last)
-	if err := p.raiseRecord(ctx, p.lastSeq); err != nil {
+	if !labeled || !p.position(last) {
+		// The next batch raises it; a peer that asks meanwhile may rebuild
+		// needlessly, never miss.
+	} else if err := p.raiseRecord(ctx, p.lastSeq); err != nil {
 		// The next batch raises it again; a peer that asks meanwhile sees
 		// an older position and may rebuild needlessly, never miss.
 		p.log.Warn("peers: raising the publish record", "err", err)
@@ -272,17 +291,72 @@ func isNodeEvent(kind string) bool {
 	return false
 }
 
-// PublishRecord is the value of an origin's key in PublishedBucket.
+// PublishRecord is the value of an origin's key in PublishedBucket: the
+// last position it published at, in which incarnation of the stream.
 type PublishRecord struct {
 	Seq     uint64    `json:"seq"`
+	Stream  string    `json:"stream"` // the stream's incarnation (its creation time)
 	Catalog string    `json:"catalog"`
 	At      time.Time `json:"at"`
 }
 
-// raiseRecord raises this node's publish record to seq by compare-and-set;
-// a record already at or past seq is left as it is.
+// Rules out reports whether the record rules out events of its origin
+// past mark in the stream incarnation inc: only a record of that same
+// incarnation at or below mark does. A record of an earlier stream (or one
+// written before records named theirs) vouches for nothing: its sequence
+// numbers count another stream's messages.
+func (r PublishRecord) RulesOut(inc string, mark uint64) bool {
+	return r.Stream == inc && r.Seq <= mark
+}
+
+// publishStreamCheck is how often a publisher reads the stream's
+// incarnation again without being told it changed.
+const publishStreamCheck = time.Minute
+
+// label reads the stream's incarnation, which the next batch's record
+// names, when it may have changed: at start, once the server advised that
+// the stream was made or deleted, and every publishStreamCheck. It is read
+// before the batch is sent, so a stream made anew while the batch is in
+// flight leaves the record naming the earlier stream, which vouches for
+// nothing, rather than the new stream with an old position.
+func (p *Publisher) label(ctx context.Context) error {
+	if p.stream != "" && !p.restream.Swap(false) && time.Since(p.streamAt) < publishStreamCheck {
+		return nil
+	}
+	stream, err := p.js.Stream(ctx, StreamName)
+	if err == nil {
+		var info *jetstream.StreamInfo
+		if info, err = stream.Info(ctx); err == nil {
+			if inc := incarnation(info); inc != p.stream {
+				p.stream, p.lastSeq = inc, 0
+			}
+			p.streamAt = time.Now()
+			return nil
+		}
+	}
+	p.restream.Store(true)
+	return err
+}
+
+// position moves lastSeq to last, the highest position the batch was
+// acknowledged at, and reports whether the record may be raised to it. A
+// position below the last one is a stream made anew under the batch: the
+// record waits for the next batch's label.
+func (p *Publisher) position(last uint64) bool {
+	if last < p.lastSeq {
+		p.restream.Store(true)
+		return false
+	}
+	p.lastSeq = last
+	return true
+}
+
+// raiseRecord raises this node's publish record to seq in the stream's
+// current incarnation by compare-and-set; a record of that incarnation
+// already at or past seq is left as it is, one of an earlier stream is
+// replaced.
 func (p *Publisher) raiseRecord(ctx context.Context, seq uint64) error {
-	val, err := json.Marshal(PublishRecord{Seq: seq, Catalog: p.catalog, At: time.Now().UTC()})
+	val, err := json.Marshal(PublishRecord{Seq: seq, Stream: p.stream, Catalog: p.catalog, At: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
@@ -298,7 +372,7 @@ func (p *Publisher) raiseRecord(ctx context.Context, seq uint64) error {
 			return err
 		}
 		var cur PublishRecord
-		if json.Unmarshal(e.Value(), &cur) == nil && cur.Seq >= seq {
+		if json.Unmarshal(e.Value(), &cur) == nil && cur.Stream == p.stream && cur.Seq >= seq {
 			return nil
 		}
 		_, err = p.records.Update(ctx, p.node, val, e.Revision())
