@@ -183,7 +183,17 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		return snap, fileError(err, "storing the snapshot")
 	}
 	snap = leasehold.Snapshot{Next: u.Next, Size: size, SHA256: sum, At: s.now().UTC().Truncate(time.Millisecond), File: seq}
-	err = s.fence.write(ctx, s.db, u.GroupID, 0, func(tx *store.Tx) error {
+	// fence.write, written out: the new file is removed only if the record
+	// was not committed. Once it is, the catalog points at the new file and
+	// the old one is gone, so a claim that lapsed before the answer
+	// refuses the call but must leave the file, or the group's recorded
+	// window would point at nothing.
+	var h holding
+	err = s.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		if h, err = s.fence.check(tx, u.GroupID); err != nil {
+			return err
+		}
 		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
 		if err == nil && old != nil && old.File != seq {
 			oldPath := s.path(u.GroupID, old.File, ".gz")
@@ -193,6 +203,9 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	})
 	if err != nil {
 		os.Remove(final)
+		return leasehold.Snapshot{}, err
+	}
+	if err := s.fence.still(h); err != nil {
 		return leasehold.Snapshot{}, err
 	}
 	return snap, nil
