@@ -43,7 +43,7 @@ type Publisher struct {
 	// replicates the snapshot.
 	SnapshotFunc func(group string)
 
-	lastSeq   uint64    // the stream position of the last message acknowledged, in stream
+	lastSeq   uint64      // the stream position of the last message acknowledged, in stream
 	stream    string      // the stream's incarnation lastSeq is a position in
 	streamAt  time.Time   // when stream was last read
 	restream  atomic.Bool // the stream may have been made anew: read it again
