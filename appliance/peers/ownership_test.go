@@ -198,3 +198,55 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 		return g != nil
 	})
 }
+
+// TestOwnershipRestartRefusesOldFences: a node killed while its worker
+// holds a group and restarted on its catalog answers that worker's holder
+// calls at its old fence with lease lost, from the moment it is back and
+// for good, whether the group's claim then goes to a peer or back to the
+// restarted node (a claim won anew ends every lease of the earlier one).
+func TestOwnershipRestartRefusesOldFences(t *testing.T) {
+	s := claimServer(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	dirA := t.TempDir()
+	a := ownStart(t, url, "node-a", dirA)
+	var held *leasehold.Grant
+	claimEventually(t, 5*time.Second, "a leases g", func() bool {
+		g, err := a.app.Coordinator.Lease(ctx, a.worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = g
+		return g != nil
+	})
+	if err := a.app.Coordinator.Heartbeat(ctx, a.worker, held.Group.ID, held.Fence); err != nil {
+		t.Fatalf("the holder's heartbeat before the kill: %v", err)
+	}
+	// Killed: the catalog closed with the lease row still in it (closed
+	// first, so the claims' ending disowns nothing), the claims left to
+	// lapse.
+	a.app.Close()
+	a.stop()
+	a2 := ownStart(t, url, "node-a", dirA)
+	b := ownStart(t, url, "node-b", t.TempDir())
+	oldFenceRefused := func(when string) {
+		t.Helper()
+		err := a2.app.Coordinator.Heartbeat(ctx, a2.worker, held.Group.ID, held.Fence)
+		if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+			t.Fatalf("%s: the old holder's heartbeat at fence %d answered %v, want lease lost", when, held.Fence, err)
+		}
+	}
+	oldFenceRefused("at once after the restart")
+	deadline := time.Now().Add(6 * claimTestTTL)
+	for {
+		oldFenceRefused("while the claim is open")
+		if b.lease(t) || a2.lease(t) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nobody leased g within %s of the restart", 6*claimTestTTL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	oldFenceRefused("after the group was leased again")
+}
