@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freePorts returns n loopback ports free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+// TestRollingStart: a fleet of three clustered nodes started one at a
+// time, as service managers do, comes up. The first node answers
+// /healthz at once and /readyz 503 with what it waits for, keeps trying
+// to join (it does not exit) while its peers are not up, and says so in
+// its log; once the others are started, each waiting for the previous
+// one's /healthz, all three are ready.
+func TestRollingStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	secret := filepath.Join(t.TempDir(), "nats.secret")
+	if err := os.WriteFile(secret, []byte("rolling-start-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	routes := freePorts(t, 3)
+	names := []string{"node-a", "node-b", "node-c"}
+	type node struct {
+		m    *Main
+		log  *syncBuffer
+		url  string
+		done chan error
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var nodes []*node
+	t.Cleanup(func() {
+		cancel()
+		for _, n := range nodes {
+			select {
+			case <-n.done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("a node did not stop within 60s of its context's end")
+			}
+		}
+	})
+	start := func(i int) *node {
+		var others []string
+		for j, p := range routes {
+			if j != i {
+				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
+			}
+		}
+		n := &node{log: &syncBuffer{}, done: make(chan error, 1)}
+		n.m = NewMain(io.Discard, n.log)
+		if err := n.m.ParseFlags([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--name", names[i],
+			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
+			"--nats-routes", strings.Join(others, ","), "--nats-secret-file", secret, "--claim-ttl", "4s"}); err != nil {
+			t.Fatal(err)
+		}
+		go func() { n.done <- n.m.Run(ctx) }()
+		select {
+		case <-n.m.Ready():
+		case err := <-n.done:
+			t.Fatalf("%s ended at start: %v\n%s", names[i], err, n.log.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not serve within 30s", names[i])
+		}
+		n.url = "http://" + n.m.Addr().String()
+		nodes = append(nodes, n)
+		return n
+	}
+	status := func(n *node, path string) (int, string) {
+		resp, err := http.Get(n.url + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	a := start(0)
+	if code, body := status(a, "/healthz"); code != 200 {
+		t.Fatalf("a's healthz at start = %d %s, want 200", code, body)
+	}
+	// Alone of three, a cannot form its cluster: it keeps joining, not
+	// ready, says what it waits for, and does not exit.
+	if code, body := status(a, "/readyz"); code != 503 || !strings.Contains(body, "joining the fleet") {
+		t.Fatalf("a's readyz with no peers up = %d %s, want 503 naming the join", code, body)
+	}
+	// Twice (20 s): a node that gave up on its fleet after a while would
+	// be gone by then.
+	deadline := time.Now().Add(45 * time.Second)
+	for strings.Count(a.log.String(), "joining the fleet: still waiting") < 2 {
+		select {
+		case err := <-a.done:
+			t.Fatalf("a exited while its peers were not up: %v\n%s", err, a.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's log does not say what it waits for:\n%s", a.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b := start(1)
+	c := start(2)
+	for _, n := range []*node{a, b, c} {
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			code, body := status(n, "/readyz")
+			if code == 200 {
+				break
+			}
+			select {
+			case err := <-n.done:
+				t.Fatalf("a node exited while joining: %v\n%s", err, n.log.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a node not ready 90s after the fleet was started: %d %s\n%s", code, body, n.log.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
