@@ -51,9 +51,11 @@ type ClaimsConfig struct {
 	// same TTL.
 	TTL time.Duration
 	// Margin is how long before its life could lapse a node stops holding
-	// its groups when it cannot renew (default TTL/4). It covers the skew
-	// between this node's clock and the NATS servers' and the time a
-	// caller takes between asking Held and acting on the answer.
+	// its groups when it cannot renew, and how long after that others wait
+	// before they take its groups (default TTL/4, at most claimMarginMax).
+	// It covers the skew between this node's clock and the NATS servers'
+	// and the time a caller takes between asking Held and acting on the
+	// answer.
 	Margin time.Duration
 	// Replicas of the buckets (default 1).
 	Replicas int
@@ -149,7 +151,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "claim TTL %s must be positive", cfg.TTL)
 	}
 	if cfg.Margin == 0 {
-		cfg.Margin = cfg.TTL / 4
+		cfg.Margin = min(cfg.TTL/4, claimMarginMax)
 	}
 	if cfg.Margin <= 0 || cfg.Margin >= cfg.TTL*2/3 {
 		// Renewals must have time to land before the life stops being held.
@@ -724,6 +726,12 @@ func (c *Claims) Run(ctx context.Context) error {
 		})
 	}
 }
+
+// claimMarginMax caps the default margin: clocks kept by NTP agree to
+// milliseconds, and a caller acts on Held within one catalog write, so a
+// margin of a quarter of a long TTL would only delay takeovers (a cut-off
+// node's groups are taken over TTL + margin after its last renewal).
+const claimMarginMax = 2 * time.Second
 
 // ClaimTTLFloor is the shortest claim TTL at which a leader election in
 // the lives bucket costs no node its claims (see renewEvery).

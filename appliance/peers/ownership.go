@@ -295,9 +295,9 @@ func (o *Ownership) Run(ctx context.Context) error {
 			return nil
 		case <-o.idle:
 			// Only a node whose workers find nothing takes groups on, and
-			// not more often than every o.every: a node with no workers, or
+			// not more often than every o.every (at most a second): a node with no workers, or
 			// busy ones, leaves its peers' groups where they are.
-			if time.Since(offered) >= o.every {
+			if time.Since(offered) >= min(o.every, ownershipOfferMax) {
 				offered = time.Now()
 				o.offer(ctx)
 			}
@@ -339,6 +339,13 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 	o.mu.Unlock()
 	return true
 }
+
+// ownershipOfferMax bounds the time between an idle node's offers of
+// disowned groups' claims, so a dead or cut-off peer's groups are taken
+// over within about a second of its life lapsing, whatever the claim TTL.
+// An offer is one indexed catalog read of at most ownershipOffer groups
+// and a read of their claims.
+const ownershipOfferMax = time.Second
 
 // ownershipOffer bounds the disowned groups tried in one pass.
 const ownershipOffer = 64
