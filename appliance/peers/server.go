@@ -85,6 +85,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		NoLog:      true, // logging goes through cfg.Logger, set below
 		JetStream:  true,
 		StoreDir:   cfg.Dir,
+		// Claims and lives carry the fleet's safety: a write is fsynced
+		// before it is acknowledged, as the catalog's are, not on the
+		// periodic default (2 minutes), which can lose acknowledged writes
+		// when a machine loses power.
+		SyncAlways: true,
 	}
 	if cfg.ClusterListen != "" {
 		chost, cport, err := parseListen("--nats-cluster-listen", cfg.ClusterListen)
