@@ -62,6 +62,12 @@ type Upload struct {
 	Gzip bool
 	// Digest, if set, is the sha-256 the body as sent must have.
 	Digest []byte
+	// Adopting marks the fleet's import of a group's replicated window by
+	// the node that has just won the group's claim, before it owns the
+	// group (the window must be in place when its first lease is
+	// granted): the fleet fence, which asks that the group be owned here,
+	// is not asked. The group must still be unheld here.
+	Adopting bool
 	// VerifyFunc, if set, is asked once the whole body is stored and its
 	// digest matched, before it is made durable: its error refuses the
 	// upload. The web checks a gzip body is whole with it, after the
@@ -149,8 +155,10 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 
 	// Refuse early, before reading gigabytes, if the caller cannot write;
 	// the record below checks again inside the transaction.
-	if err := s.fence.early(ctx, s.db, u.GroupID, u.NodeID > 0); err != nil {
-		return snap, err
+	if !u.Adopting {
+		if err := s.fence.early(ctx, s.db, u.GroupID, u.NodeID > 0); err != nil {
+			return snap, err
+		}
 	}
 	holder, fence, err := s.db.HolderOf(ctx, u.GroupID)
 	if err != nil {
@@ -191,8 +199,10 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	var h holding
 	err = s.db.Write(ctx, func(tx *store.Tx) error {
 		var err error
-		if h, err = s.fence.check(tx, u.GroupID); err != nil {
-			return err
+		if !u.Adopting {
+			if h, err = s.fence.check(tx, u.GroupID); err != nil {
+				return err
+			}
 		}
 		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
 		if err == nil && old != nil && old.File != seq {
@@ -204,6 +214,9 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	if err != nil {
 		os.Remove(final)
 		return leasehold.Snapshot{}, err
+	}
+	if u.Adopting {
+		return snap, nil
 	}
 	if err := s.fence.still(h); err != nil {
 		return leasehold.Snapshot{}, err

@@ -129,13 +129,15 @@ start_node() { # a|b|c
 	pids+=($!)
 }
 
-# wait_serving N COUNT: node N's log says "leasehold serving" COUNT times (a
-# clustered node serves only once its JetStream quorum is up).
+# wait_serving N COUNT: node N's log says "leasehold serving" COUNT times and
+# it answers /readyz 200 (a clustered node serves at once, but is ready only
+# once it has joined its fleet).
 wait_serving() {
 	local n=$1 want=$2
 	for _ in $(seq 600); do
 		kill -0 "${pid[$n]}" 2>/dev/null || fail "node-$n exited while starting"
-		if [ "$(grep -c 'msg="leasehold serving"' "$tmp/node-$n.log" || true)" -ge "$want" ] && [ -s "$tmp/$n/admin.token" ]; then
+		if [ "$(grep -c 'msg="leasehold serving"' "$tmp/node-$n.log" || true)" -ge "$want" ] && [ -s "$tmp/$n/admin.token" ] &&
+			curl -fs -o /dev/null "http://127.0.0.1:${http_port[$n]}/readyz"; then
 			return 0
 		fi
 		sleep 0.1

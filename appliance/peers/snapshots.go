@@ -690,7 +690,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	}
 	snap, err := r.app.Snapshots.Put(ctx, appliance.Upload{
 		GroupID: g.ID, NodeID: 0, Next: next,
-		Body: obj, Gzip: true, Digest: digest,
+		Body: obj, Gzip: true, Digest: digest, Adopting: true,
 	})
 	switch {
 	case err == nil:

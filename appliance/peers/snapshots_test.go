@@ -38,8 +38,15 @@ func snapStart(t *testing.T, url, name string) *snapNode {
 // snapStartPeers is snapStart with the replicator's PeersFunc.
 func snapStartPeers(t *testing.T, url, name string, peers func() bool) *snapNode {
 	t.Helper()
+	return snapStartWith(t, url, name, peers, nil)
+}
+
+// snapStartWith is snapStart with the replicator's PeersFunc and the
+// appliance's Fleet (nil: alone).
+func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appliance.Fleet) *snapNode {
+	t.Helper()
 	ctx := context.Background()
-	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,4 +477,25 @@ func TestReplicatorAlone(t *testing.T) {
 	snapReplicated(t, obs, "g", snapG.SHA256)
 	snapReplicated(t, obs, "h", snapH.SHA256)
 	claimEventually(t, 5*time.Second, "g no longer pending", func() bool { return !a.rep.Pending("g") })
+}
+
+// TestReplicatorImportAdopting: a node of a fleet imports a group's
+// replicated window while adopting it, before the group is owned here and
+// so before the fleet fence would let any holder call or operator upload
+// through; the import is the adoption's own write and lands.
+func TestReplicatorImportAdopting(t *testing.T) {
+	s := claimServer(t)
+	a := snapStart(t, s.ClientURL(), "node-a")
+	b := snapStartWith(t, s.ClientURL(), "node-b", nil, &ownFleet{}) // holds no claim
+	obs := snapObjects(t, a.js)
+	snapA := a.put(t, "g", 42, snapBytes(3, 5000))
+	a.rep.Replicate("g")
+	snapReplicated(t, obs, "g", snapA.SHA256)
+	got, err := b.rep.Import(context.Background(), "g")
+	if err != nil || got == nil || got.SHA256 != snapA.SHA256 || got.Next != 42 {
+		t.Fatalf("import while adopting = %+v, %v; want next 42, sha %s", got, err, snapA.SHA256)
+	}
+	if stored, _ := b.stored(t, "g"); stored == nil || stored.SHA256 != snapA.SHA256 {
+		t.Fatalf("b's stored window after the import = %+v", stored)
+	}
 }
