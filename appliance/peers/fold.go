@@ -117,84 +117,103 @@ func (f *Folder) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	info, err := stream.Info(ctx)
+	inc, mark, err := f.catchUp(ctx, stream)
 	if err != nil {
 		return err
+	}
+	cons, err := f.consumer(ctx, stream, mark)
+	if err != nil {
+		return err
+	}
+	return f.loop(ctx, cons, inc, mark)
+}
+
+// catchUp decides, from the catalog's fold mark and the stream as it is,
+// where folding starts, rebuilding first what cannot be folded: every
+// origin when the mark is of another incarnation of the stream (or missing
+// while the stream has already dropped its start), the origins that
+// published into a hole when retention dropped events past the mark. It
+// returns the stream's incarnation and the mark to fold on from.
+func (f *Folder) catchUp(ctx context.Context, stream jetstream.Stream) (string, uint64, error) {
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return "", 0, err
 	}
 	inc := incarnation(info)
 	markInc, mark, err := f.db.FoldMark(ctx)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
+	newNode := markInc == ""
+	// A mark of another incarnation (or, from before marks named theirs,
+	// a position with none) vouches for nothing in this stream.
+	otherStream := markInc != inc && (mark > 0 || !newNode)
 	switch {
-	case markInc != inc && (mark > 0 || markInc != "") || markInc == "" && info.State.FirstSeq > 1:
-		// A mark of another incarnation, or none while the stream has
-		// already dropped its start: every origin is rebuilt from its dump,
-		// then folding goes on from where the stream was before the dumps.
-		seeded := markInc == ""
-		if !seeded {
+	case otherStream || (newNode && info.State.FirstSeq > 1):
+		// Every origin is rebuilt from its dump, then folding goes on from
+		// where the stream was before the dumps.
+		if !newNode {
 			f.gaps.Inc()
 		}
-		from := info.State.LastSeq
-		if err := f.rebuildAll(ctx, inc, 0, seeded); err != nil {
-			return err
-		}
-		if err := f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) }); err != nil {
-			return err
-		}
-		mark = from
-	case markInc == "":
+		return inc, info.State.LastSeq, f.rebuildFrom(ctx, inc, 0, info.State.LastSeq, newNode)
+	case newNode:
 		// A new node on a stream that still holds its start folds it all.
-	case mark+1 < info.State.FirstSeq:
-		f.gaps.Inc()
-		f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
-			"folded_through", mark, "stream_first", info.State.FirstSeq)
+		return inc, 0, nil
+	case f.hole(mark, info.State.FirstSeq):
 		from := info.State.FirstSeq - 1
-		if err := f.rebuildAll(ctx, inc, mark, false); err != nil {
-			return err
-		}
-		if err := f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) }); err != nil {
-			return err
-		}
-		mark = from
+		return inc, from, f.rebuildFrom(ctx, inc, mark, from, false)
 	}
+	return inc, mark, nil
+}
 
-	// The durable consumer starts at the mark each run: the catalog's mark
-	// is what was folded, whatever the server last delivered.
+// hole is the gap rule, written once: the next message there is to fold
+// (next) is past the one after the mark, so retention dropped events this
+// node never folded. It counts and logs the gap.
+func (f *Folder) hole(mark, next uint64) bool {
+	if next <= mark+1 {
+		return false
+	}
+	f.gaps.Inc()
+	f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
+		"folded_through", mark, "next", next)
+	return true
+}
+
+// rebuildFrom rebuilds the origins whose records do not rule out events
+// past mark, then records from as the fold mark.
+func (f *Folder) rebuildFrom(ctx context.Context, inc string, mark, from uint64, seeded bool) error {
+	if err := f.rebuildAll(ctx, inc, mark, seeded); err != nil {
+		return err
+	}
+	return f.db.Write(ctx, func(tx *store.Tx) error { return tx.SetFoldMark(inc, from) })
+}
+
+// consumer makes this node's durable consumer of the stream, starting
+// after mark: the catalog's mark is what was folded, whatever the server
+// last delivered.
+func (f *Folder) consumer(ctx context.Context, stream jetstream.Stream, mark uint64) (jetstream.Consumer, error) {
 	durable := "fold_" + consumerName(f.node)
 	_ = stream.DeleteConsumer(ctx, durable)
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: durable, Description: "leasehold fold of " + f.node,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: mark + 1,
 		AckPolicy: jetstream.AckAllPolicy, MaxAckPending: -1, InactiveThreshold: time.Hour,
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// loop folds batches from cons until ctx ends; a batch that starts past
+// the mark (the consumer skipped what retention dropped) rebuilds first.
+func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, mark uint64) error {
 	for ctx.Err() == nil {
 		f.retryOwed(ctx)
-		batch, err := cons.Fetch(foldBatch, jetstream.FetchMaxWait(250*time.Millisecond))
-		if err != nil {
-			return err
-		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-			if len(msgs) == 0 {
+		msgs, err := f.fetch(cons)
+		if err != nil || len(msgs) == 0 {
+			if err != nil {
 				return err
 			}
-		}
-		if len(msgs) == 0 {
 			continue
 		}
-		first, _ := msgs[0].Metadata()
-		if first != nil && first.Sequence.Stream > mark+1 {
-			// The consumer skipped what retention dropped meanwhile.
-			f.gaps.Inc()
-			f.log.Warn("peers: events lost to the stream's retention before they were folded here: rebuilding",
-				"folded_through", mark, "next", first.Sequence.Stream)
+		if first, _ := msgs[0].Metadata(); first != nil && f.hole(mark, first.Sequence.Stream) {
 			if err := f.rebuildAll(ctx, inc, mark, false); err != nil {
 				return err
 			}
@@ -204,30 +223,55 @@ func (f *Folder) run(ctx context.Context) error {
 			return err
 		}
 		mark = last
-		// An origin that ran alone kept no outbox meanwhile: its part is
-		// rebuilt from its dump, which is newer than anything folded.
-		for _, origin := range pruned {
-			if f.RebuildFunc == nil {
-				f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
-				continue
-			}
-			f.log.Info("peers: a peer ran alone without an outbox: rebuilding its part", "origin", origin)
-			if f.owed == nil {
-				f.owed = map[string]bool{}
-			}
-			f.owed[origin] = true // owed in the fold's write
-			if err := f.rebuild(ctx, origin); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				f.log.Warn("peers: rebuilding a peer's part from its dump", "origin", origin, "err", err)
-			}
+		if err := f.rebuildPruned(ctx, pruned); err != nil {
+			return nil // ctx ended
 		}
 		if err := msgs[len(msgs)-1].Ack(); err != nil {
 			f.log.Debug("peers: acknowledging folded events", "err", err)
 		}
 		if md, _ := msgs[len(msgs)-1].Metadata(); md != nil {
 			f.lag.Set(float64(md.NumPending))
+		}
+	}
+	return nil
+}
+
+// fetch reads the next batch, waiting up to 250 ms; an error with some
+// messages read keeps those.
+func (f *Folder) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	batch, err := cons.Fetch(foldBatch, jetstream.FetchMaxWait(250*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && len(msgs) == 0 {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+// rebuildPruned rebuilds the parts of origins that ran alone: they kept
+// no outbox meanwhile, so their dumps are newer than anything folded. A
+// rebuild that fails is owed and asked again; only ctx's end is an error.
+func (f *Folder) rebuildPruned(ctx context.Context, pruned []string) error {
+	for _, origin := range pruned {
+		if f.RebuildFunc == nil {
+			f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
+			continue
+		}
+		f.log.Info("peers: a peer ran alone without an outbox: rebuilding its part", "origin", origin)
+		if f.owed == nil {
+			f.owed = map[string]bool{}
+		}
+		f.owed[origin] = true // owed in the fold's write
+		if err := f.rebuild(ctx, origin); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			f.log.Warn("peers: rebuilding a peer's part from its dump", "origin", origin, "err", err)
 		}
 	}
 	return nil
