@@ -136,49 +136,72 @@ func (f *Fleet) wait(what string) { f.waiting.Store(&what) }
 // still electing its leaders, are waited for, however long, saying in the
 // log what is waited for; Ready tells it too. Errors: invalid config (an
 // address that cannot be listened on, a secret NATS refuses), ctx's.
-func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) (err error) {
-	cfg := f.cfg
+func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) error {
 	f.app = app
-	// The publisher's indexes exist only while peer sync runs.
 	start := time.Now()
+	// The publisher's indexes exist only while peer sync runs.
 	if made, err := app.DB.PeerIndexes(ctx, true); err != nil {
 		return err
 	} else if len(made) > 0 {
-		cfg.Logger.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
+		f.log.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
 	}
-	if cfg.NATS == "" {
-		if cfg.Replicas == 0 {
-			cfg.Replicas = Replicas(cfg.Routes)
-		}
-		f.wait("the embedded NATS server to start")
-		f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
-			ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, Logger: cfg.Logger})
-		if err != nil {
-			return err
-		}
-		f.url = f.srv.ClientURL()
-	} else {
+	if err := f.startNATS(); err != nil {
+		return err
+	}
+	if err := f.connect(ctx); err != nil {
+		return err
+	}
+	records, err := f.setUpStream(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f.wire(ctx, records); err != nil {
+		return err
+	}
+	f.joined.Store(true)
+	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.url, "replicas", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// startNATS starts the embedded server, or takes the external NATS's URL,
+// and settles the copies the fleet keeps (see Replicas).
+func (f *Fleet) startNATS() error {
+	cfg := &f.cfg
+	if cfg.NATS != "" {
 		if cfg.Replicas == 0 {
 			cfg.Replicas = 1
 		}
 		f.url = cfg.NATS
+		return nil
 	}
-	f.cfg = cfg
-	if err := f.connect(ctx); err != nil {
+	if cfg.Replicas == 0 {
+		cfg.Replicas = Replicas(cfg.Routes)
+	}
+	f.wait("the embedded NATS server to start")
+	var err error
+	f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
+		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, Logger: cfg.Logger})
+	if err != nil {
 		return err
 	}
+	f.url = f.srv.ClientURL()
+	return nil
+}
+
+// setUpStream makes (or updates) the events stream and the publish
+// records' bucket, retrying while the cluster has no JetStream yet: a
+// cluster takes a moment to elect its meta leader, and longer while its
+// peers are not up (a fleet started node by node).
+func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
+	cfg := &f.cfg
 	var records jetstream.KeyValue
-	// A cluster takes a moment to elect its meta leader, and longer while
-	// its peers are not up (a fleet started node by node); until then
-	// every JetStream call fails, so the setup is retried.
 	f.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
-	err = f.retry(ctx, func(ctx context.Context) error {
+	err := f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they set up: the stream's count
 		// stands for the stream and the buckets alike.
 		if s, err := f.js.Stream(ctx, StreamName); err == nil && s.CachedInfo().Config.Replicas > cfg.Replicas {
 			cfg.Replicas = s.CachedInfo().Config.Replicas
-			f.cfg.Replicas = cfg.Replicas
 		}
 		if _, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: StreamName, Description: "leasehold events of every node of the fleet",
@@ -196,14 +219,18 @@ func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) (err error) 
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
+	return records, err
+}
 
+// wire makes the node's parts: claims and ownership, the snapshot
+// replicator, the publisher, the folder, the dumper and the admin
+// forwarder, each on the connection and the catalog.
+func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
+	cfg, app := f.cfg, f.app
 	coord, db := app.Coordinator, app.DB
 	f.ownership = NewOwnership(coord, db, cfg.ClaimTTL/3, f.log)
 	f.wait("the fleet's claims and snapshot buckets")
-	err = f.retry(ctx, func(ctx context.Context) error {
+	err := f.retry(ctx, func(ctx context.Context) error {
 		var err error
 		if f.claims == nil {
 			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas,
@@ -233,12 +260,8 @@ func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) (err error) 
 	if err := f.startDumps(); err != nil {
 		return err
 	}
-	if f.admin, err = NewAdmin(f.nc, coord, cfg.Name, f.log); err != nil {
-		return err
-	}
-	f.joined.Store(true)
-	f.log.Info("peers: joined the fleet", "name", cfg.Name, "nats", f.url, "replicas", cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	f.admin, err = NewAdmin(f.nc, coord, cfg.Name, f.log)
+	return err
 }
 
 // connect connects to NATS, trying again until it answers; a refused
