@@ -144,12 +144,15 @@ func (c *Coordinator) RegisterNode(ctx context.Context, s NodeSpec) (leasehold.N
 	return n, err
 }
 
+// NodeAuth is the node a bearer token belongs to, as AuthNode finds it.
+type NodeAuth = store.NodeAuth
+
 // AuthNode finds the node a bearer token belongs to. Errors: unauthorized.
-func (c *Coordinator) AuthNode(ctx context.Context, token string) (store.NodeAuth, error) {
+func (c *Coordinator) AuthNode(ctx context.Context, token string) (NodeAuth, error) {
 	h := HashToken(token)
 	a, err := c.db.NodeByTokenHash(ctx, h)
 	if errors.Is(err, leasehold.ErrNotFound) || err == nil && subtle.ConstantTimeCompare(a.TokenHash, h) != 1 {
-		return store.NodeAuth{}, leasehold.Errorf(leasehold.KindUnauthorized, "unknown token")
+		return NodeAuth{}, leasehold.Errorf(leasehold.KindUnauthorized, "unknown token")
 	}
 	return a, err
 }
@@ -177,10 +180,42 @@ func (c *Coordinator) DeleteNode(ctx context.Context, id int64) error {
 	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts) })
 }
 
+// GroupSpec is a group to create or update; nil fields keep the group's
+// value, or take the defaults for a new group.
+type GroupSpec = store.GroupSpec
+
+// Groups lists up to limit groups with ids above after, by id, a peer's
+// groups as folded here too. Errors: unavailable, internal.
+func (c *Coordinator) Groups(ctx context.Context, after int64, limit int) ([]leasehold.Group, error) {
+	return c.db.Groups(ctx, after, limit)
+}
+
+// Group reads the named group. Errors: not found, unavailable, internal.
+func (c *Coordinator) Group(ctx context.Context, name string) (leasehold.Group, error) {
+	return c.db.GroupByName(ctx, name)
+}
+
+// GroupDetail reads the named group with its lease, its snapshot and its
+// range counts by status. Errors: not found, unavailable, internal.
+func (c *Coordinator) GroupDetail(ctx context.Context, name string) (leasehold.GroupDetail, error) {
+	return c.db.GroupDetail(ctx, name)
+}
+
+// Ranges lists up to limit of the named group's ranges with ids above
+// after, by id, of one status ("" for every status). Errors: not found,
+// unavailable, internal.
+func (c *Coordinator) Ranges(ctx context.Context, group, status string, after int64, limit int) ([]leasehold.Range, error) {
+	g, err := c.db.GroupByName(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	return c.db.Ranges(ctx, g.ID, status, after, limit)
+}
+
 // PutGroup creates or updates a group; a peer's group is updated at its
 // owner. Errors: invalid, conflict, unavailable (the owner cannot be
 // reached).
-func (c *Coordinator) PutGroup(ctx context.Context, name string, s store.GroupSpec) (leasehold.Group, bool, error) {
+func (c *Coordinator) PutGroup(ctx context.Context, name string, s GroupSpec) (leasehold.Group, bool, error) {
 	origin, forward, err := c.originOf(ctx, name)
 	if err != nil {
 		return leasehold.Group{}, false, err
@@ -209,7 +244,7 @@ func (c *Coordinator) PutGroup(ctx context.Context, name string, s store.GroupSp
 	return g, created, err
 }
 
-func (c *Coordinator) putGroup(ctx context.Context, name string, s store.GroupSpec) (leasehold.Group, bool, error) {
+func (c *Coordinator) putGroup(ctx context.Context, name string, s GroupSpec) (leasehold.Group, bool, error) {
 	if !leasehold.ValidGroupName(name) {
 		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "group name %q: use 1-255 bytes of A-Za-z0-9._+- starting with a letter or digit", name)
 	}

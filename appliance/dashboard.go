@@ -8,6 +8,9 @@ import (
 	"leasehold/store"
 )
 
+// Minute is one minute of throughput: ranges finished and their headers.
+type Minute = store.Minute
+
 // Overview is what the dashboard's first page shows: the catalog's
 // counts, the fleet, the watchman's report and the last hour's
 // throughput.
@@ -17,7 +20,7 @@ type Overview struct {
 	NodesPaused int64
 	Nodes       int64
 	Report      Report
-	Throughput  []store.Minute
+	Throughput  []Minute
 	Now         time.Time
 }
 
@@ -51,11 +54,18 @@ func (a *Appliance) Overview(ctx context.Context, backlogAge time.Duration) (Ove
 	return o, err
 }
 
+// GroupRow is one group in the dashboard's table: its range counts and
+// its lease, or its owner's when it is a peer's.
+type GroupRow = store.GroupRow
+
 // GroupRows lists groups for the dashboard's table: names starting with
 // prefix, ids above after, by id. Errors: unavailable, internal.
-func (a *Appliance) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]store.GroupRow, error) {
+func (a *Appliance) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]GroupRow, error) {
 	return a.DB.GroupRows(ctx, prefix, after, limit)
 }
+
+// PeerHold is a peer's group as its owner holds it, as folded here.
+type PeerHold = store.PeerHold
 
 // GroupPage is one group as its dashboard page shows it.
 type GroupPage struct {
@@ -63,13 +73,17 @@ type GroupPage struct {
 	Ranges   []leasehold.Range // the first MaxRangesDrawn, by id
 	Failed   []leasehold.Range
 	Complete bool // every range of the group is in Ranges
+	// Owner is the owner's hold of a peer's group, nil for this node's
+	// own: a peer's group is leased and snapshotted at its owner.
+	Owner *PeerHold
 }
 
 // MaxRangesDrawn bounds the ranges one group page draws.
 const MaxRangesDrawn = 5000
 
-// GroupPage reads a group, its lease, snapshot, ranges and failed ranges.
-// Errors: not found, unavailable, internal.
+// GroupPage reads a group, its lease, snapshot, ranges and failed ranges,
+// and its owner's hold when it is a peer's. Errors: not found,
+// unavailable, internal.
 func (a *Appliance) GroupPage(ctx context.Context, name string) (GroupPage, error) {
 	var p GroupPage
 	var err error
@@ -84,6 +98,18 @@ func (a *Appliance) GroupPage(ctx context.Context, name string) (GroupPage, erro
 		total += n
 	}
 	p.Complete = int64(len(p.Ranges)) == total
-	p.Failed, err = a.DB.Ranges(ctx, p.ID, leasehold.StatusFailed, 0, 100)
+	if p.Failed, err = a.DB.Ranges(ctx, p.ID, leasehold.StatusFailed, 0, 100); err != nil {
+		return p, err
+	}
+	p.Owner, err = a.DB.PeerHold(ctx, p.ID)
 	return p, err
+}
+
+// PeerNode is a worker node registered at a peer, as folded here.
+type PeerNode = store.PeerNode
+
+// PeerNodes lists the worker nodes registered at this node's peers, by
+// peer, then name. Errors: unavailable, internal.
+func (a *Appliance) PeerNodes(ctx context.Context) ([]PeerNode, error) {
+	return a.DB.PeerNodes(ctx)
 }

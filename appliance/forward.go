@@ -15,9 +15,9 @@ import (
 
 // AdminOp is an admin write on a group, as carried to its owner.
 type AdminOp struct {
-	Op    string           `json:"op"` // "put_group", "plan_tail", "plan_history", "retry"
-	Group string           `json:"group"`
-	Spec  *store.GroupSpec `json:"spec,omitempty"`
+	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry"
+	Group string     `json:"group"`
+	Spec  *GroupSpec `json:"spec,omitempty"`
 	// High (plan_tail), Low (plan_history) or Start (retry: the range's
 	// start, since range ids are each node's own).
 	High  int64 `json:"high,omitempty"`
@@ -95,7 +95,7 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 	var res AdminResult
 	switch op.Op {
 	case "put_group":
-		spec := store.GroupSpec{}
+		spec := GroupSpec{}
 		if op.Spec != nil {
 			spec = *op.Spec
 		}

@@ -93,6 +93,26 @@ func openSnapshots(dir string, db *store.DB, maxBytes int64, now func() time.Tim
 // MaxBytes is the largest snapshot accepted, as sent and as stored.
 func (s *Snapshots) MaxBytes() int64 { return s.maxBytes }
 
+// UploadGroup finds the named group for an operator's upload (an Upload
+// with NodeID 0). A peer's group takes snapshots at its owner only: a copy
+// here would be overwritten by the owner's and never replicated, so it is
+// refused, naming the owner. Errors: not found, conflict, unavailable,
+// internal.
+func (s *Snapshots) UploadGroup(ctx context.Context, name string) (leasehold.Group, error) {
+	g, err := s.db.GroupByName(ctx, name)
+	if err != nil {
+		return leasehold.Group{}, err
+	}
+	origin, err := s.db.GroupOrigin(ctx, g.ID)
+	if err != nil {
+		return leasehold.Group{}, err
+	}
+	if origin != "" {
+		return leasehold.Group{}, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q: upload its snapshot there", name, origin)
+	}
+	return g, nil
+}
+
 func (s *Snapshots) path(groupID, seq int64, ext string) string {
 	return filepath.Join(s.dir, strconv.FormatInt(groupID, 10)+"-"+strconv.FormatInt(seq, 10)+ext)
 }

@@ -10,7 +10,6 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
-	"leasehold/store"
 )
 
 // pathID reads a positive integer path parameter.
@@ -176,7 +175,7 @@ func (s *Server) putGroup(c echo.Context) error {
 	if err := errors.Join(checkBound("range_size", req.RangeSize, maxRangeSize), checkBound("start", req.Start, maxID)); err != nil {
 		return err
 	}
-	g, created, err := s.app.Coordinator.PutGroup(c.Request().Context(), name, store.GroupSpec{
+	g, created, err := s.app.Coordinator.PutGroup(c.Request().Context(), name, appliance.GroupSpec{
 		Priority: req.Priority, Active: req.Active, RangeSize: req.RangeSize, Start: req.Start,
 	})
 	if err != nil {
@@ -194,7 +193,7 @@ func (s *Server) listGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	gs, err := s.app.DB.Groups(c.Request().Context(), after, limit)
+	gs, err := s.app.Coordinator.Groups(c.Request().Context(), after, limit)
 	if err != nil {
 		return err
 	}
@@ -210,7 +209,7 @@ func (s *Server) getGroup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.app.DB.GroupDetail(c.Request().Context(), name)
+	d, err := s.app.Coordinator.GroupDetail(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
@@ -280,12 +279,7 @@ func (s *Server) listRanges(c echo.Context) error {
 	default:
 		return leasehold.Errorf(leasehold.KindInvalid, "status %q: use planned, leased, done or failed", status)
 	}
-	ctx := c.Request().Context()
-	g, err := s.app.DB.GroupByName(ctx, name)
-	if err != nil {
-		return err
-	}
-	rs, err := s.app.DB.Ranges(ctx, g.ID, status, after, limit)
+	rs, err := s.app.Coordinator.Ranges(c.Request().Context(), name, status, after, limit)
 	if err != nil {
 		return err
 	}

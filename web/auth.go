@@ -8,7 +8,6 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
-	"leasehold/store"
 )
 
 const nodeKey = "leasehold.node"
@@ -71,7 +70,7 @@ func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func nodeOf(c echo.Context) store.NodeAuth {
-	a, _ := c.Get(nodeKey).(store.NodeAuth)
+func nodeOf(c echo.Context) appliance.NodeAuth {
+	a, _ := c.Get(nodeKey).(appliance.NodeAuth)
 	return a
 }

@@ -22,7 +22,6 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
-	"leasehold/store"
 )
 
 // The dashboard: server-rendered pages over the appliance, signed in with
@@ -292,7 +291,7 @@ func (d *dashboard) groups(c echo.Context) error {
 		next = rows[len(rows)-1].ID
 	}
 	return d.render(c, http.StatusOK, "groups", "Groups", struct {
-		Rows        []store.GroupRow
+		Rows        []appliance.GroupRow
 		Prefix      string
 		After, Next int64
 		Now         time.Time
@@ -308,17 +307,10 @@ func (d *dashboard) group(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// A peer's group is leased and snapshotted at its owner: the page
-	// shows the owner's hold, as folded here.
-	owner, err := d.s.app.DB.PeerHold(c.Request().Context(), p.ID)
-	if err != nil {
-		return err
-	}
 	return d.render(c, http.StatusOK, "group", p.Name, struct {
 		appliance.GroupPage
-		Owner *store.PeerHold
-		Now   time.Time
-	}{p, owner, d.s.app.Config.NowFunc()})
+		Now time.Time
+	}{p, d.s.app.Config.NowFunc()})
 }
 
 // snapshot downloads a group's window snapshot, as the admin endpoint
@@ -350,7 +342,7 @@ func (d *dashboard) fleet(c echo.Context) error {
 	v := struct {
 		Alone  bool
 		Status leasehold.FleetStatus
-		Nodes  []store.PeerNode
+		Nodes  []appliance.PeerNode
 		Now    time.Time
 	}{Alone: d.s.peers == nil, Now: d.s.app.Config.NowFunc()}
 	if !v.Alone {
@@ -359,7 +351,7 @@ func (d *dashboard) fleet(c echo.Context) error {
 			return err
 		}
 		c.Set(fleetStatusKey, v.Status)
-		if v.Nodes, err = d.s.app.DB.PeerNodes(c.Request().Context()); err != nil {
+		if v.Nodes, err = d.s.app.PeerNodes(c.Request().Context()); err != nil {
 			return err
 		}
 	}
@@ -474,7 +466,7 @@ func rangesSVG(rs []leasehold.Range) template.HTML {
 
 // throughputSVG draws ranges finished per minute as bars and headers per
 // minute as a line, each on its own scale.
-func throughputSVG(ms []store.Minute) template.HTML {
+func throughputSVG(ms []appliance.Minute) template.HTML {
 	const width, height = 1000.0, 140.0
 	var maxR, maxH, sumR, sumH int64
 	for _, m := range ms {

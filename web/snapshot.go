@@ -40,17 +40,9 @@ func (s *Server) adminPutSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.app.DB.GroupByName(c.Request().Context(), name)
+	g, err := s.app.Snapshots.UploadGroup(c.Request().Context(), name)
 	if err != nil {
 		return err
-	}
-	// A peer's group takes snapshots at its owner only: a copy here would
-	// be overwritten by the owner's and never replicated.
-	if origin, err := s.app.DB.GroupOrigin(c.Request().Context(), g.ID); err != nil || origin != "" {
-		if err != nil {
-			return err
-		}
-		return leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q: upload its snapshot there", name, origin)
 	}
 	return s.storeSnapshot(c, g.ID, 0, 0)
 }
@@ -157,7 +149,7 @@ func (s *Server) adminGetSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.app.DB.GroupByName(c.Request().Context(), name)
+	g, err := s.app.Coordinator.Group(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}

@@ -2,26 +2,23 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"leasehold"
+	"leasehold/internal/nodetest/natstest"
 )
 
 // claimTestTTL is short so that lapses happen within a test's seconds; the
@@ -29,130 +26,6 @@ import (
 const claimTestTTL = 1500 * time.Millisecond
 
 var claimQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// claimServerOpts are an embedded nats-server's options as nats-server's
-// own tests use them: loopback, port -1, JetStream under a temp dir.
-func claimServerOpts(t *testing.T) *server.Options {
-	return &server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(),
-	}
-}
-
-// claimStart starts a server and waits until it takes clients.
-func claimStart(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return s
-}
-
-// claimServer is one standalone server, shut down with the test.
-func claimServer(t *testing.T) *server.Server {
-	s := claimStart(t, claimServerOpts(t))
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
-}
-
-// claimFreePort is a loopback port nothing listens on, for a server that
-// must come back on the same port after a restart, or that is named in
-// another server's routes before it starts. It is taken from below the
-// kernel's ephemeral range: a port the kernel handed out for :0 is free
-// only until the next outgoing connection, and the servers' own route
-// dials take such ports by the dozen between the check and the bind.
-// Ports are not repeated within the test binary.
-func claimFreePort(t *testing.T) int {
-	t.Helper()
-	claimPorts.Lock()
-	defer claimPorts.Unlock()
-	if claimPorts.next == 0 {
-		claimPorts.low, claimPorts.high = claimPortRange()
-		claimPorts.next = claimPorts.low + rand.IntN(claimPorts.high-claimPorts.low)
-	}
-	for range claimPorts.high - claimPorts.low {
-		p := claimPorts.next
-		if claimPorts.next++; claimPorts.next >= claimPorts.high {
-			claimPorts.next = claimPorts.low
-		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatalf("no free loopback port in %d-%d", claimPorts.low, claimPorts.high)
-	return 0
-}
-
-var claimPorts struct {
-	sync.Mutex
-	low, high, next int
-}
-
-// claimPortRange is the stretch of ports below the ephemeral range (Linux's
-// ip_local_port_range; 32768 when it cannot be read) that tests pick from.
-func claimPortRange() (low, high int) {
-	high = 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var lo, hi int
-		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 12000 {
-			high = lo
-		}
-	}
-	return high - 10000, high
-}
-
-// claimCluster is three clustered servers on fixed loopback ports; the
-// options are returned so a server can be restarted as it was.
-func claimCluster(t *testing.T) ([]*server.Server, []*server.Options) {
-	t.Helper()
-	var routes []*url.URL
-	var all []*server.Options
-	for i := range 3 {
-		o := claimServerOpts(t)
-		o.Port = claimFreePort(t)
-		o.ServerName = fmt.Sprintf("s%d", i+1)
-		o.Cluster.Name = "claims"
-		o.Cluster.Host = "127.0.0.1"
-		o.Cluster.Port = claimFreePort(t)
-		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", o.Cluster.Port)})
-		all = append(all, o)
-	}
-	var servers []*server.Server
-	for _, o := range all {
-		o.Routes = routes
-		servers = append(servers, claimStart(t, o))
-	}
-	t.Cleanup(func() {
-		for _, s := range servers {
-			s.Shutdown()
-		}
-	})
-	return servers, all
-}
-
-// claimConnect is a client of the server at url only (no failover to
-// servers it learns of), reconnecting to it forever.
-func claimConnect(t *testing.T, url string) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(url, nats.IgnoreDiscoveredServers(), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond), nats.Timeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
 
 // claimNew opens a node's Claims, retrying while a cluster elects its
 // leaders, and closes it with the test.
@@ -195,6 +68,27 @@ func claimEventually(t *testing.T, within time.Duration, what string, cond func(
 			t.Fatalf("%s: not within %s", what, within)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// claimThroughout checks cond every so often for the whole window, and
+// once more at its end, and fails the test the first time cond fails. It
+// is for what must stay true for a while: a claim kept across its
+// renewals, a group another node never leases. Polling until true shows
+// nothing there, and one sleep then one check sees only the window's end.
+// It is modelled on nats-server's checkFor, the other way round.
+func claimThroughout(t *testing.T, window, every time.Duration, cond func() error) {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := cond()
+		if err != nil {
+			t.Fatalf("%v (%s into a window of %s)", err, time.Since(start).Round(time.Millisecond), window)
+		}
+		if time.Since(start) >= window {
+			return
+		}
+		time.Sleep(every)
 	}
 }
 
@@ -275,8 +169,8 @@ func TestClaimKey(t *testing.T) {
 		t.Fatalf("longest name's key %q not valid", k)
 	}
 
-	s := claimServer(t)
-	c := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	s := natstest.Server(t)
+	c := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	ctx := context.Background()
 	for _, g := range []string{"comp.lang.c++", "a..b", "a.", "a" + long, "x.y"} {
 		if _, err := c.Claim(ctx, g); err != nil {
@@ -293,14 +187,14 @@ func TestClaimKey(t *testing.T) {
 // winner's life leaves the fence as it is, and a release lets the loser
 // claim the group at a higher one.
 func TestClaimRace(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	ctx := context.Background()
 	for round := range 5 {
 		group := fmt.Sprintf("race.%d", round)
 		nodes := []*Claims{
 			// New names each round: a name's last life stands until it lapses.
-			claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: fmt.Sprintf("a%d", round)}),
-			claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: fmt.Sprintf("b%d", round)}),
+			claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: fmt.Sprintf("a%d", round)}),
+			claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: fmt.Sprintf("b%d", round)}),
 		}
 		claimRun(t, nodes[0])
 		claimRun(t, nodes[1])
@@ -377,14 +271,14 @@ func TestClaimRace(t *testing.T) {
 // loses its group after the TTL, by the server alone; another node claims
 // it at a higher fence, and the old node restarted holds nothing.
 func TestClaimLapse(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	ctx := context.Background()
 	const group = "comp.lang.go"
-	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	claimRun(t, a)
 	var lostMu sync.Mutex
 	var lostB []string
-	b := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "b", LostFunc: func(g string) {
+	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b", LostFunc: func(g string) {
 		lostMu.Lock()
 		defer lostMu.Unlock()
 		lostB = append(lostB, g)
@@ -396,11 +290,14 @@ func TestClaimLapse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A running owner keeps its claim past several TTLs, by renewing its
-	// life: the claim itself is not written again.
-	time.Sleep(2 * claimTestTTL)
-	if !a.Held(group) {
-		t.Fatal("running owner does not hold its group")
-	}
+	// life: the claim itself is not written again. A window, not a poll:
+	// what is shown is that the claim is never let go across renewals.
+	claimThroughout(t, 2*claimTestTTL, 10*time.Millisecond, func() error {
+		if !a.Held(group) {
+			return errors.New("running owner does not hold its group")
+		}
+		return nil
+	})
 	own, fence, err := b.Owner(ctx, group)
 	if err != nil || own.Node != "a" || fence != fa {
 		t.Fatalf("owner %v at %d (%v), want a at %d", own, fence, err, fa)
@@ -427,7 +324,7 @@ func TestClaimLapse(t *testing.T) {
 		t.Fatalf("new fence %d not above the old %d", fb, fence)
 	}
 
-	a2 := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	a2 := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	claimRun(t, a2)
 	if a2.Held(group) || len(a2.Owned()) != 0 {
 		t.Fatalf("restarted node holds %v", a2.Owned())
@@ -435,10 +332,14 @@ func TestClaimLapse(t *testing.T) {
 	if _, err := a2.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
 		t.Fatalf("restarted node's claim: %v, want conflict", err)
 	}
-	time.Sleep(claimTestTTL) // b keeps renewing
-	if !b.Held(group) {
-		t.Fatal("b lost its group")
-	}
+	// b keeps renewing: over a TTL's window (several renewals), not only
+	// at its end.
+	claimThroughout(t, claimTestTTL, 10*time.Millisecond, func() error {
+		if !b.Held(group) {
+			return errors.New("b lost its group")
+		}
+		return nil
+	})
 	lostMu.Lock()
 	defer lostMu.Unlock()
 	if len(lostB) != 0 {
@@ -453,21 +354,28 @@ func TestClaimLapse(t *testing.T) {
 // group. Once the earlier run stops, the later begins a life after the
 // earlier one lapses and claims the group at a higher fence.
 func TestClaimRestart(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	ctx := context.Background()
 	const group = "misc.restart"
-	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	claimRun(t, a)
-	b := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "b"})
+	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b"})
 	claimRun(t, b)
 	fa, err := a.Claim(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	a2 := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	a2 := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	claimRun(t, a2)
-	time.Sleep(2 * claimTestTTL) // a renews all along
+	// a renews all along: for two TTLs the earlier run holds the group and
+	// the later run does not, at every check, not only at the end.
+	claimThroughout(t, 2*claimTestTTL, 10*time.Millisecond, func() error {
+		if !a.Held(group) || a2.Held(group) {
+			return fmt.Errorf("held: earlier run %v, later run %v; want only the earlier", a.Held(group), a2.Held(group))
+		}
+		return nil
+	})
 	if _, err := a2.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindUnavailable {
 		t.Fatalf("the later run's claim while the earlier renews: %v, want unavailable (no life)", err)
 	}
@@ -502,13 +410,13 @@ func TestClaimRestart(t *testing.T) {
 // begins a new one (its own last life is not another node's), and the
 // group is claimed again at a higher fence.
 func TestClaimPastMargin(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	ctx := context.Background()
 	const group = "misc.margin"
 	clock := time.Now()
 	var clockMu sync.Mutex
 	now := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
-	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a", NowFunc: now})
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a", NowFunc: now})
 	fa, err := a.Claim(ctx, group)
 	if err != nil {
 		t.Fatal(err)
@@ -536,17 +444,17 @@ func TestClaimPastMargin(t *testing.T) {
 // just before its life lapses, and lets go before any other node of the
 // cluster can claim it; reconnected, it finds the group taken.
 func TestClaimUnreachable(t *testing.T) {
-	servers, opts := claimCluster(t)
+	servers, opts := natstest.Cluster(t, 3)
 	ctx := context.Background()
 	const group = "alt.test"
 	lost := make(chan time.Time, 4)
-	a := claimNew(t, claimConnect(t, servers[0].ClientURL()), ClaimsConfig{Node: "a", Replicas: 3, LostFunc: func(g string) {
+	a := claimNew(t, natstest.Connect(t, servers[0].ClientURL()), ClaimsConfig{Node: "a", Replicas: 3, LostFunc: func(g string) {
 		if g == group {
 			lost <- time.Now()
 		}
 	}})
 	claimRun(t, a)
-	b := claimNew(t, claimConnect(t, servers[1].ClientURL()), ClaimsConfig{Node: "b", Replicas: 3})
+	b := claimNew(t, natstest.Connect(t, servers[1].ClientURL()), ClaimsConfig{Node: "b", Replicas: 3})
 	claimRun(t, b)
 
 	var fa uint64
@@ -555,10 +463,13 @@ func TestClaimUnreachable(t *testing.T) {
 		fa, err = a.Claim(ctx, group)
 		return err == nil
 	})
-	time.Sleep(claimTestTTL) // a few renewals
-	if !a.Held(group) {
-		t.Fatal("a does not hold its group")
-	}
+	// a holds its group across a few renewals before the cut.
+	claimThroughout(t, claimTestTTL, 10*time.Millisecond, func() error {
+		if !a.Held(group) {
+			return errors.New("a does not hold its group")
+		}
+		return nil
+	})
 
 	servers[0].Shutdown()
 	servers[0].WaitForShutdown()
@@ -620,7 +531,7 @@ func TestClaimUnreachable(t *testing.T) {
 	if claimTracked(a, group) {
 		t.Fatal("a still keeps the claim it gave up")
 	}
-	restarted := claimStart(t, opts[0])
+	restarted := natstest.Start(t, opts[0])
 	t.Cleanup(restarted.Shutdown)
 	claimEventually(t, 30*time.Second, "a begins a new life", func() bool {
 		a.mu.Lock()
@@ -654,13 +565,13 @@ func TestClaimUnreachable(t *testing.T) {
 // TestClaimShortOutage: an owner whose NATS is away for less than its
 // margin allows keeps its claim, and renews its life once reconnected.
 func TestClaimShortOutage(t *testing.T) {
-	o := claimServerOpts(t)
-	o.Port = claimFreePort(t)
-	s := claimStart(t, o)
+	o := natstest.Options(t)
+	o.Port = natstest.FreePort(t)
+	s := natstest.Start(t, o)
 	t.Cleanup(s.Shutdown)
 	ctx := context.Background()
 	const group = "misc.short"
-	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
 	claimRun(t, a)
 	fence, err := a.Claim(ctx, group)
 	if err != nil {
@@ -672,7 +583,7 @@ func TestClaimShortOutage(t *testing.T) {
 	s.Shutdown()
 	s.WaitForShutdown()
 	time.Sleep(200 * time.Millisecond)
-	s = claimStart(t, o)
+	s = natstest.Start(t, o)
 	t.Cleanup(s.Shutdown)
 	claimEventually(t, 10*time.Second, "a renews after the outage", func() bool {
 		a.mu.Lock()
@@ -694,14 +605,14 @@ func TestClaimShortOutage(t *testing.T) {
 // reads a clock cached for 100 ms. The claim written in that life stays
 // in the bucket and stands for no one from then on.
 func TestClaimServerLapse(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	ctx := context.Background()
-	other := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "other"})
+	other := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "other"})
 	claimRun(t, other)
 	var worst time.Duration
 	for i := range 4 {
 		node, group := fmt.Sprintf("lapse-%d", i), fmt.Sprintf("lapse.%d", i)
-		c := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: node})
+		c := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: node})
 		if _, err := c.Claim(ctx, group); err != nil {
 			t.Fatal(err)
 		}
@@ -751,7 +662,7 @@ func claimNodeOf(who string) string {
 // are killed and restarted; every Held is recorded, and no two
 // incarnations ever hold a group at overlapping times.
 func TestClaimHistory(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	groups := []string{"h.0", "h.1", "h.2", "h.3"}
 	type life struct {
@@ -764,7 +675,7 @@ func TestClaimHistory(t *testing.T) {
 
 	start := func(node string, n int) *life {
 		l := &life{who: fmt.Sprintf("%s#%d", node, n)}
-		l.c = claimNew(t, claimConnect(t, url), ClaimsConfig{Node: node, LostFunc: func(g string) {
+		l.c = claimNew(t, natstest.Connect(t, url), ClaimsConfig{Node: node, LostFunc: func(g string) {
 			if l.c.Held(g) {
 				mu.Lock()
 				lostWhileHeld = append(lostWhileHeld, l.who+" "+g)
@@ -889,10 +800,10 @@ func TestClaimHistory(t *testing.T) {
 // the fleet (not its own); a peer that stops renewing stops counting once
 // its life's key expires, a TTL after its last renewal.
 func TestClaimsCountPeers(t *testing.T) {
-	s := claimServer(t)
-	a := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a"})
+	s := natstest.Server(t)
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-a"})
 	claimRun(t, a)
-	b := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-b"})
+	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-b"})
 	claimRun(t, b)
 	claimEventually(t, 5*time.Second, "a counting b", func() bool { return a.Peers() == 1 })
 	claimEventually(t, 5*time.Second, "b counting a", func() bool { return b.Peers() == 1 })

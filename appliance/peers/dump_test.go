@@ -17,6 +17,7 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
+	"leasehold/internal/nodetest/natstest"
 	"leasehold/store"
 )
 
@@ -318,7 +319,7 @@ func dumpChunks(t *testing.T, nc *nats.Conn, origin string) [][]byte {
 // worker nodes included, and a node of the origin's that the dump does
 // not name is removed.
 func TestDumpManyRanges(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	a := dumpOpen(t, "node-a", t.TempDir())
 	b := dumpOpen(t, "node-b", t.TempDir())
 	dumpWork(t, a, "big", 1, 20000, 30)
@@ -389,7 +390,7 @@ func TestDumpManyRanges(t *testing.T) {
 // (the origin sends at most a window of chunks ahead, then gives up), and
 // Stop ends a dump in progress at once.
 func TestDumpReceiverGone(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	a := dumpOpen(t, "node-a", t.TempDir())
 	dumpWork(t, a, "big", 1, 30000, 0) // 12 chunks, more than a window
 	dumper := dumpServe(t, dumpConn(t, s.ClientURL()), a)
@@ -441,7 +442,7 @@ func TestDumpReceiverGone(t *testing.T) {
 // middle of one, makes Rebuild fail as unavailable (and the first at once,
 // not after the wait between chunks); a failed dump says why.
 func TestRebuildUnavailable(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	b := dumpOpen(t, "node-b", t.TempDir())
 	nc := dumpConn(t, s.ClientURL())
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
+	"leasehold/internal/nodetest/natstest"
 	"leasehold/store"
 )
 
@@ -80,7 +82,7 @@ func fleetStart(t *testing.T, name, dir string, cluster int, routes []string) *f
 // needs its quorum to set up the stream).
 func fleetOf(t *testing.T) ([]*fleetNode, []int, []string) {
 	t.Helper()
-	ports := []int{claimFreePort(t), claimFreePort(t), claimFreePort(t)}
+	ports := []int{natstest.FreePort(t), natstest.FreePort(t), natstest.FreePort(t)}
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
@@ -332,12 +334,13 @@ func TestFleet(t *testing.T) {
 
 	// A restarted on its catalog: the claim is gone, and so is the group.
 	a2 := fleetStart(t, "node-a", a.dir, ports[0], routes)
-	for range 20 {
+	// Never leased, so checked over a window rather than once.
+	claimThroughout(t, time.Second, 50*time.Millisecond, func() error {
 		if w, _ := a2.work(t, ctx, total, 1, h); w != nil {
-			t.Fatal("restarted a leased the group another node owns")
+			return errors.New("restarted a leased the group another node owns")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	claimEventually(t, 15*time.Second, "restarted a folds the new owner's state", func() bool {
 		g, err := a2.app.DB.GroupByName(ctx, "alt.fleet")
 		if err != nil {
@@ -392,9 +395,9 @@ func TestFleetNATSUnreachable(t *testing.T) {
 		t.Skip("waits out a claim TTL")
 	}
 	ctx := context.Background()
-	opts := claimServerOpts(t)
-	opts.Port = claimFreePort(t)
-	s := claimStart(t, opts)
+	opts := natstest.Options(t)
+	opts.Port = natstest.FreePort(t)
+	s := natstest.Start(t, opts)
 	url := s.ClientURL()
 	join := func(name string) *fleetNode {
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
@@ -477,7 +480,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.while-cut", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	s2 := claimStart(t, opts)
+	s2 := natstest.Start(t, opts)
 	t.Cleanup(func() { s2.Shutdown(); s2.WaitForShutdown() })
 	claimEventually(t, 20*time.Second, "b folds what a did while cut off", func() bool {
 		_, err := b.app.DB.GroupByName(ctx, "alt.while-cut")

@@ -14,6 +14,7 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
+	"leasehold/internal/nodetest/natstest"
 	"leasehold/store"
 )
 
@@ -173,10 +174,10 @@ func foldPeerOf(t *testing.T, b *dumpNode, origin string) (leasehold.Peer, bool)
 // (even with another body), and the same state folded twice under a new
 // id changes nothing.
 func TestFoldShowsPeerState(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
-	stream := foldSetUp(t, claimConnect(t, url))
+	stream := foldSetUp(t, natstest.Connect(t, url))
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	b := foldJoin(t, url, "node-b", t.TempDir())
 
@@ -260,10 +261,10 @@ func TestFoldShowsPeerState(t *testing.T) {
 // nodes' activity included. A new node C, with no mark, on the stream
 // that has dropped its start is seeded from A's dump, not counted as a gap.
 func TestFoldGapRebuilds(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
-	stream := foldSetUp(t, claimConnect(t, url))
+	stream := foldSetUp(t, natstest.Connect(t, url))
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	b := foldJoin(t, url, "node-b", t.TempDir())
 
@@ -343,10 +344,10 @@ func TestFoldGapRebuilds(t *testing.T) {
 // away; b's mark, of the old stream, vouches for nothing: b counts a gap
 // and rebuilds a's part from its dump, then folds on.
 func TestFoldNewIncarnation(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
-	js := claimConnect(t, url)
+	js := natstest.Connect(t, url)
 	stream := foldSetUp(t, js)
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	b := foldJoin(t, url, "node-b", t.TempDir())
@@ -376,10 +377,10 @@ func TestFoldNewIncarnation(t *testing.T) {
 // the catalog. A fold started again on that catalog (as after a crash)
 // asks at once and, answered, equals the origin and owes nothing.
 func TestFoldRebuildOwed(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
-	js := claimConnect(t, url)
+	js := natstest.Connect(t, url)
 	stream := foldSetUp(t, js)
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	b := foldJoin(t, url, "node-b", t.TempDir())
@@ -442,10 +443,10 @@ func TestFoldRebuildOwed(t *testing.T) {
 // everything there was, rebuilds A's part from A's dump and equals A. No
 // gap is counted: nothing was lost to the stream.
 func TestFoldAfterAlone(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
-	stream := foldSetUp(t, claimConnect(t, url))
+	stream := foldSetUp(t, natstest.Connect(t, url))
 	b := foldJoin(t, url, "node-b", t.TempDir())
 
 	dirA := t.TempDir()
@@ -487,10 +488,10 @@ func TestFoldAfterAlone(t *testing.T) {
 // only a record of the fold's own incarnation at or below its mark rules
 // a hole out.
 func TestPublishRecordIncarnation(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
-	js := claimConnect(t, url)
+	js := natstest.Connect(t, url)
 	stream := foldSetUp(t, js)
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	dumpWork(t, a.dumpNode, "g", 10, 100, 0)

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
+	"leasehold/internal/nodetest/natstest"
 	"leasehold/store"
 )
 
@@ -49,7 +51,7 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 		n.worker = nodes[0].ID
 	}
 	n.own = NewOwnership(app.Coordinator, app.DB, 100*time.Millisecond, claimQuiet)
-	n.claims = claimNew(t, claimConnect(t, url), ClaimsConfig{Node: name, LostFunc: n.own.Lost})
+	n.claims = claimNew(t, natstest.Connect(t, url), ClaimsConfig{Node: name, LostFunc: n.own.Lost})
 	n.own.Attach(n.claims)
 	fleet.own.Store(n.own)
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -86,18 +88,20 @@ func (n *ownNode) lease(t *testing.T) bool {
 // claim lapses; restarted, the old owner finds the claim gone and leases
 // nothing.
 func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	dirA := t.TempDir()
 	a := ownStart(t, url, "node-a", dirA)
 	claimEventually(t, 5*time.Second, "a leases g", func() bool { return a.lease(t) })
 	b := ownStart(t, url, "node-b", t.TempDir())
-	for range 20 {
+	// b is refused all along while a holds the claim: checked again and
+	// again over a window, since a single early refusal shows nothing.
+	claimThroughout(t, 500*time.Millisecond, 25*time.Millisecond, func() error {
 		if b.lease(t) {
-			t.Fatal("b leased g while a holds its claim")
+			return errors.New("b leased g while a holds its claim")
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 	if !a.lease(t) {
 		t.Fatal("a, the owner, was refused g")
 	}
@@ -114,12 +118,12 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 	// a restarted on its catalog: g is b's now.
 	a.app.Close()
 	a2 := ownStart(t, url, "node-a", dirA)
-	for range 20 {
+	claimThroughout(t, 500*time.Millisecond, 25*time.Millisecond, func() error {
 		if a2.lease(t) {
-			t.Fatal("restarted a leased g, which b owns")
+			return errors.New("restarted a leased g, which b owns")
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 	if got, err := b.app.DB.OwnedGroups(context.Background()); err != nil || len(got) != 1 {
 		t.Fatalf("b owns %v, %v; want [g]", got, err)
 	}
@@ -132,7 +136,7 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 // here is released at its next renewal instead of renewed (the group
 // disowned here first), and an idle worker's leases claim it back.
 func TestOwnershipReleasesIdleClaims(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	ctx := context.Background()
 	fleet := &ownFleet{}
 	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
@@ -143,7 +147,7 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
 	var settled atomic.Bool // the group's events and snapshot have left the node
 	own.SetSettled(func(_ context.Context, group string) bool { return group != "g" || settled.Load() })
-	claims := claimNew(t, claimConnect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
+	claims := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
 	own.Attach(claims)
 	fleet.own.Store(own)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -166,20 +170,26 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	if err != nil || g == nil {
 		t.Fatalf("the first lease of a group of this node's own: %v, %v; want it granted", g, err)
 	}
-	// Held, the claim is renewed and kept.
-	time.Sleep(claimTestTTL)
-	if !claims.Held("g") {
-		t.Fatal("the claim of a held group was not kept")
-	}
+	// Held, the claim is renewed and kept: over a TTL's renewals, so
+	// checked across that window.
+	claimThroughout(t, claimTestTTL, 10*time.Millisecond, func() error {
+		if !claims.Held("g") {
+			return errors.New("the claim of a held group was not kept")
+		}
+		return nil
+	})
 	if err := app.Coordinator.Release(ctx, w.ID, g.Group.ID, g.Fence); err != nil {
 		t.Fatal(err)
 	}
 	// Idle but not settled, it is kept: a peer claiming it now would take
-	// up an older window than this node's newest.
-	time.Sleep(3 * claimTestTTL)
-	if !claims.Held("g") {
-		t.Fatal("the claim of an idle group not yet settled was released")
-	}
+	// up an older window than this node's newest. Kept means through
+	// several renewals, each of which could release it: a window.
+	claimThroughout(t, 3*claimTestTTL, 10*time.Millisecond, func() error {
+		if !claims.Held("g") {
+			return errors.New("the claim of an idle group not yet settled was released")
+		}
+		return nil
+	})
 	settled.Store(true)
 	claimEventually(t, 3*claimTestTTL, "the idle group's claim is released", func() bool { return !claims.Held("g") })
 	// Held no more comes first (nothing is leased on it from here), then
@@ -205,7 +215,7 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 // for good, whether the group's claim then goes to a peer or back to the
 // restarted node (a claim won anew ends every lease of the earlier one).
 func TestOwnershipRestartRefusesOldFences(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
 	dirA := t.TempDir()

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"leasehold"
+	"leasehold/internal/nodetest/natstest"
 )
 
 // serverStart starts an embedded server and shuts it down with the test.
@@ -138,7 +139,7 @@ func TestServerRefused(t *testing.T) {
 func TestServerCluster(t *testing.T) {
 	var routeAddrs []string
 	for range 3 {
-		routeAddrs = append(routeAddrs, fmt.Sprintf("127.0.0.1:%d", claimFreePort(t)))
+		routeAddrs = append(routeAddrs, fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
 	}
 	var servers []*server.Server
 	var routes []string
@@ -189,7 +190,7 @@ func TestServerCluster(t *testing.T) {
 // another, is refused, and a server with another secret never routes in.
 func TestServerSecret(t *testing.T) {
 	const secret = "fleet-secret-0123456789"
-	addrs := []string{fmt.Sprintf("127.0.0.1:%d", claimFreePort(t)), fmt.Sprintf("127.0.0.1:%d", claimFreePort(t))}
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))}
 	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[0],
 		Routes: []string{"nats://" + addrs[1]}, Secret: secret})
 	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
@@ -220,21 +221,25 @@ func TestServerSecret(t *testing.T) {
 
 	before := a.NumRoutes()
 	stranger := serverStart(t, ServerConfig{Name: "node-x", Dir: t.TempDir(), Listen: "127.0.0.1:0",
-		ClusterListen: fmt.Sprintf("127.0.0.1:%d", claimFreePort(t)), Routes: []string{"nats://" + addrs[0]}, Secret: "another-secret-0123456789"})
-	time.Sleep(2 * time.Second) // routes retry every second
-	if got := stranger.NumRoutes(); got != 0 {
-		t.Fatalf("a server with another secret has %d routes into the fleet", got)
-	}
-	if got := a.NumRoutes(); got != before {
-		t.Fatalf("node-a's routes went from %d to %d with a stranger knocking", before, got)
-	}
+		ClusterListen: fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), Routes: []string{"nats://" + addrs[0]}, Secret: "another-secret-0123456789"})
+	// Never routing in: checked across two seconds, as routes retry every
+	// second, so the stranger knocks at least twice.
+	claimThroughout(t, 2*time.Second, 50*time.Millisecond, func() error {
+		if got := stranger.NumRoutes(); got != 0 {
+			return fmt.Errorf("a server with another secret has %d routes into the fleet", got)
+		}
+		if got := a.NumRoutes(); got != before {
+			return fmt.Errorf("node-a's routes went from %d to %d with a stranger knocking", before, got)
+		}
+		return nil
+	})
 }
 
 // TestServerSeed: the fleet's first node clusters with no routes of its
 // own, and a second node routing to it joins: a stream of two replicas
 // can be created from the seed.
 func TestServerSeed(t *testing.T) {
-	seedRoute := fmt.Sprintf("127.0.0.1:%d", claimFreePort(t))
+	seedRoute := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	seed := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: seedRoute})
 	routes := []string{"nats://" + seedRoute}
 	serverStart(t, ServerConfig{Name: "node-2", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0", Routes: routes})

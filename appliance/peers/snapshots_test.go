@@ -19,6 +19,7 @@ import (
 
 	"leasehold"
 	"leasehold/appliance"
+	"leasehold/internal/nodetest/natstest"
 	"leasehold/store"
 )
 
@@ -56,7 +57,7 @@ func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appl
 			t.Fatal(err)
 		}
 	}
-	js := claimConnect(t, url)
+	js := natstest.Connect(t, url)
 	rep, err := NewReplicator(ctx, js, app, ReplicatorConfig{Node: name, Logger: claimQuiet, PeersFunc: peers})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func snapReplicated(t *testing.T, obs jetstream.ObjectStore, group, sha string) 
 // same Next; replicating or importing again with no change moves nothing;
 // a newer snapshot on A replaces the object and B imports that one.
 func TestReplicatorCarriesSnapshot(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	b := snapStart(t, s.ClientURL(), "node-b")
 	obs := snapObjects(t, a.js)
@@ -230,7 +231,7 @@ func TestReplicatorCarriesSnapshot(t *testing.T) {
 // another sha-256, or whose chunks are not the ones its digest was taken
 // of, is refused as unprocessable, and B's own snapshot stays whole.
 func TestReplicatorImportRefusesCorrupt(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	b := snapStart(t, s.ClientURL(), "node-b")
 	obs := snapObjects(t, b.js)
 	ctx := context.Background()
@@ -306,7 +307,7 @@ func snapNoParts(t *testing.T, app *appliance.Appliance) {
 // nothing and keeps what it has; a group the catalog does not know is not
 // found; replicating a group without a snapshot uploads nothing.
 func TestReplicatorImportNothing(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	b := snapStart(t, s.ClientURL(), "node-b")
 	ctx := context.Background()
 	local := b.put(t, "h", 3, snapBytes(3, 1000))
@@ -336,7 +337,7 @@ func TestReplicatorImportNothing(t *testing.T) {
 // TestReplicatorImportWhileHeld: a node whose worker holds the group does
 // not import over the worker's window.
 func TestReplicatorImportWhileHeld(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	b := snapStart(t, s.ClientURL(), "node-b")
 	ctx := context.Background()
@@ -388,7 +389,7 @@ func TestReplicatorQueue(t *testing.T) {
 // to its record is not uploaded; the object already replicated stays, and
 // no chunks of the refused upload are left in the bucket.
 func TestReplicatorRefusesChangedFile(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	obs := snapObjects(t, a.js)
 	ctx := context.Background()
@@ -451,7 +452,7 @@ func snapBucketSize(t *testing.T, obs jetstream.ObjectStore) uint64 {
 // window is uploaded, the ones queued while alone and the ones never
 // queued in this run (stored before a restart) alike.
 func TestReplicatorAlone(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	var peers atomic.Bool
 	a := snapStartPeers(t, s.ClientURL(), "node-a", peers.Load)
 	obs := snapObjects(t, a.js)
