@@ -485,7 +485,7 @@ func TestReplicatorAlone(t *testing.T) {
 // so before the fleet fence would let any holder call or operator upload
 // through; the import is the adoption's own write and lands.
 func TestReplicatorImportAdopting(t *testing.T) {
-	s := claimServer(t)
+	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	b := snapStartWith(t, s.ClientURL(), "node-b", nil, &ownFleet{}) // holds no claim
 	obs := snapObjects(t, a.js)
