@@ -1,4 +1,4 @@
-module leasehold
+module github.com/leasehold/leasehold
 
 go 1.26.8
 

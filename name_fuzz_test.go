@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"testing"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // groupNameRE is API.md's rule for group names, written independently of

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Config is how a node runs. Zero fields take the defaults below.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/store"
+	"github.com/leasehold/leasehold/store"
 )
 
 // BenchmarkLease measures one lease cycle (lease, then release) in

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // TestConcurrentLeasing: 64 goroutines, each a node, lease, heartbeat and

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Coordinator applies the leasing rules and the planner to the catalog.

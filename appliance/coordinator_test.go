@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 type clock struct {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Minute is one minute of throughput: ranges finished and their headers.

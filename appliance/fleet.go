@@ -3,8 +3,8 @@ package appliance
 import (
 	"context"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Fleet is what the coordinator asks of the fleet a node is part of. It is

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // claimFleet is a Fleet whose claims the test sets by hand: the claims

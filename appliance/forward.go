@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // In a fleet a group's state is its owner's; an admin write on a group

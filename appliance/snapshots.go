@@ -22,8 +22,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Snapshots keeps window snapshots on disk, one gzip file per group named

@@ -3,8 +3,8 @@ package appliance
 import (
 	"testing"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // TestUploadGroup: an operator's upload goes to this node's own group; a

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Watchman tells what is stuck from what is only waiting (DESIGN rule 9):

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // report reads the watchman's report and the kinds of its findings in the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // TestRememberedAuthEndsWithDeletion: a node's authentication is

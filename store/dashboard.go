@@ -7,7 +7,7 @@ import (
 	"errors"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Totals are the catalog's counts for the dashboard's overview.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // TestDashboardReads: the overview's totals, the groups table by prefix

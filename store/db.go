@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"

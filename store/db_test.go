@@ -13,7 +13,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 func openTest(t testing.TB, path string, o Options) *DB {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Event kinds written to the outbox.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // The watchman's queries, one a kind of finding; each is an index seek

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Peer sync's part of the catalog. A fleet's nodes each keep their own

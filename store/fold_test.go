@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // foldStart is the clock of the fold tests.

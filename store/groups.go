@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at`

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // LeaseRequest is what the lease rule needs to know beyond the node's row.

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Ownership in a fleet. A node leases only the groups it owns (groups.owned);

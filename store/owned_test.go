@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // TestOwnership: only owned groups are leased. A group the lease's

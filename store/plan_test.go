@@ -6,7 +6,7 @@ import (
 	"math"
 	"testing"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // TestPlanNearInt64Max: planning up to the top of int64, or down from it,

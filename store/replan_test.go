@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 type testClock struct{ now time.Time }

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 var (

@@ -8,8 +8,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"leasehold"
-	"leasehold/appliance"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 )
 
 // pathID reads a positive integer path parameter.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // api is a tiny raw client: the tests speak HTTP as curl would.

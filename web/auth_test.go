@@ -16,7 +16,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"leasehold/web"
+	"github.com/leasehold/leasehold/web"
 )
 
 // logBuffer is a node's log, kept to be searched.

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/appliance"
-	"leasehold/internal/nodetest"
-	"leasehold/web"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web"
 )
 
 // badWorld is a fuzz world (w1 holds g with a range in work and a stored

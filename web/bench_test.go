@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/internal/nodetest"
-	"leasehold/store"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/store"
 )
 
 // BenchmarkHTTPLeaseCycle: 32 workers, each its own node, doing lease →

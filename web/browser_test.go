@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // chromium finds the headless browser. CI installs it through

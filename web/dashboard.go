@@ -20,8 +20,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/labstack/echo/v4"
 
-	"leasehold"
-	"leasehold/appliance"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 )
 
 // The dashboard: server-rendered pages over the appliance, signed in with

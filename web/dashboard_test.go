@@ -18,10 +18,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
-	"leasehold/store"
-	"leasehold/web"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/store"
+	"github.com/leasehold/leasehold/web"
 )
 
 // browser is a raw HTTP client that does not follow redirects, so each

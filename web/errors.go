@@ -10,7 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // statusOf is the one table from error kinds to HTTP statuses.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // fenceTTL is the lease TTL of the fencing tests; the test clock moves past

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // The fuzz targets drive one real node each (real SQLite in a temporary

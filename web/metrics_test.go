@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // TestWatchmanGauges: /metrics shows findings by kind and the backlog by

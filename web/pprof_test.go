@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/web"
+	"github.com/leasehold/leasehold/web"
 )
 
 // TestPprof: a CPU profile of a second and a heap profile come back to the

@@ -14,8 +14,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"leasehold"
-	"leasehold/appliance"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 )
 
 // Options configure a Server.

@@ -16,8 +16,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/labstack/echo/v4"
 
-	"leasehold"
-	"leasehold/appliance"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 )
 
 // Snapshot bodies stream straight between the connection and the file:

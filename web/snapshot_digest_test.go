@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // TestGzipUploadDigest: a gzip upload's digest covers every byte sent,

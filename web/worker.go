@@ -5,7 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // fenced is the body of every holder call.

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Claim is the value of a group's key in ClaimsBucket: which node owns the

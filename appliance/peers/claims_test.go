@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"leasehold"
-	"leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 )
 
 // claimTestTTL is short so that lapses happen within a test's seconds; the

@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/internal/nodetest/natstest"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/store"
 )
 
 // dumpNode is one node of a dump or fold test: its catalog in dir.

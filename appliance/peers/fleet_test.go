@@ -15,10 +15,10 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/internal/nodetest/natstest"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/store"
 )
 
 // fleetTTL is the claim TTL of the fleet tests: short, so a dead owner's

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Folder folds the peers' events from the fleet's stream into this node's

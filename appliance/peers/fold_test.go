@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/internal/nodetest/natstest"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/store"
 )
 
 // foldPeer is one node of a fold test: its catalog, its publisher, its

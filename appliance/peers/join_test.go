@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 
-	"leasehold"
-	"leasehold/appliance"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 )
 
 // joinNode opens a node's appliance under its fleet part and joins it, as

@@ -9,8 +9,8 @@ package peers
 import (
 	"time"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Names every node of a fleet agrees on.

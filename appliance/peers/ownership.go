@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Ownership puts this node's claims in charge of what its workers lease. A

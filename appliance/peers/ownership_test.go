@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/internal/nodetest/natstest"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/store"
 )
 
 // ownNode is one node of an ownership test: its own catalog holding group

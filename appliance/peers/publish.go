@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"leasehold"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Publisher sends this node's outbox, in order, to the fleet's stream and

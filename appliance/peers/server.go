@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // ClusterName is the nats cluster every embedded server of a fleet joins;

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"leasehold"
-	"leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 )
 
 // serverStart starts an embedded server and shuts it down with the test.

@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"leasehold/appliance"
-	"leasehold/store"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/store"
 )
 
 // BenchmarkObjectStore moves window snapshots of the sizes in

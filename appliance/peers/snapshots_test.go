@@ -17,10 +17,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/internal/nodetest/natstest"
-	"leasehold/store"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/store"
 )
 
 // snapNode is one node of a snapshot test: its own catalog in a temp dir

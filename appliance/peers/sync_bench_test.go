@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"leasehold/appliance"
-	"leasehold/store"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/store"
 )
 
 // BenchmarkPeerSync is what peer sync costs a busy node: the in-process

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"leasehold"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 const adminUsage = `Usage: leasehold admin [--url U] [--token T] [--data DIR] [--json] <noun> <verb> [args]

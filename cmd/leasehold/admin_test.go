@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // operatorRun runs one operator command against node n with the admin

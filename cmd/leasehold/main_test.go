@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // TestServe runs the real Main on :0, talks to it, and stops it the way

@@ -15,11 +15,11 @@ import (
 	"sync"
 	"time"
 
-	"leasehold"
-	"leasehold/appliance"
-	"leasehold/appliance/peers"
-	"leasehold/store"
-	"leasehold/web"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/appliance/peers"
+	"github.com/leasehold/leasehold/store"
+	"github.com/leasehold/leasehold/web"
 )
 
 // Main is `leasehold serve`: it reads flags and the environment, wires the

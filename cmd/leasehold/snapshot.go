@@ -14,8 +14,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"leasehold"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 const snapshotUsage = `Usage:

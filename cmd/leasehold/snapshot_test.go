@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 func gzipped(t *testing.T, b []byte) []byte {

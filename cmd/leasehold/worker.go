@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"leasehold"
-	"leasehold/web/client"
-	"leasehold/web/client/synthetic"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 const workerUsage = `Usage:

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/internal/nodetest"
-	"leasehold/web/client"
-	"leasehold/web/client/synthetic"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 // syncBuffer is a buffer two goroutines may write and read.

@@ -35,7 +35,7 @@ import (
 	"github.com/labstack/echo/v4"
 	_ "modernc.org/sqlite"
 
-	"leasehold/store"
+	"github.com/leasehold/leasehold/store"
 )
 
 func main() {

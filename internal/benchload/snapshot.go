@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // The snapshot side of the suite (scripts/bench-snapshot.sh):

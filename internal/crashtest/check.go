@@ -17,7 +17,7 @@ import (
 
 	_ "modernc.org/sqlite" // the catalog is read as the node wrote it, with the node's SQLite
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // catalog is the node's catalog as read from catalog.db after a restart.

@@ -20,7 +20,7 @@ func leaseholdBinary(t *testing.T) string {
 			return
 		}
 		binDir = dir
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "leasehold"), "leasehold/cmd/leasehold").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "leasehold"), "github.com/leasehold/leasehold/cmd/leasehold").CombinedOutput()
 		if err != nil {
 			buildErr = err
 			t.Logf("go build: %s", out)

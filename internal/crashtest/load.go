@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"time"
 
-	"leasehold"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // worker is one worker node of the load: it leases groups, works their

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // config is one crash-test session.

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // model is the shared model of every group, with the calls in flight.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"leasehold/appliance"
-	"leasehold/store"
-	"leasehold/web"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/store"
+	"github.com/leasehold/leasehold/web"
 )
 
 // Options tune the node. Zero values take the node's defaults.

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // The admin calls take the admin token. A node token gets 403

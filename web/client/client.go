@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // DefaultURL is the node's address when none is given.

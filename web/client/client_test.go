@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // fastRetry keeps the unit tests' backoff short.

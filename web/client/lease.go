@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // The worker calls take a node token: the node is the token's node. Every

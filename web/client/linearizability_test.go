@@ -16,9 +16,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // Linearizability of the fenced lease. Several worker nodes lease,

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
-	"leasehold/web/client"
-	"leasehold/web/client/synthetic"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 // env is a real node (SQLite in a temp dir, echo on a loopback port) and an

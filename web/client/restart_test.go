@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // restartWorker is one worker of TestRestartMidLoad: it holds one group and

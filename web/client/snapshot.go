@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Snapshots are streamed: an upload reads its body as it sends it and a

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Window is the state a worker carries through a group from range to range.

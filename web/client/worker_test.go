@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"leasehold"
-	"leasehold/internal/nodetest"
-	"leasehold/web/client"
-	"leasehold/web/client/synthetic"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 // TestWorkerHeartbeat: a range that takes several TTLs keeps its lease,

@@ -24,7 +24,7 @@ import (
 	"sort"
 	"time"
 
-	"leasehold"
+	"github.com/leasehold/leasehold"
 )
 
 // Header is the overview header of one synthetic article.

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"leasehold"
-	"leasehold/web/client/synthetic"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 func TestArticleDeterministic(t *testing.T) {
