@@ -2,6 +2,7 @@ package fleetfault
 
 import (
 	"bytes"
+	"compress/gzip"
 	"strings"
 	"testing"
 	"time"
@@ -186,6 +187,13 @@ func TestWindow(t *testing.T) {
 	back, err := DecodeWindow(w.Encode())
 	if err != nil || !equalSpans(back.Covered, w.Covered) {
 		t.Errorf("decoded %v, %v", back, err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(w.Encode())
+	zw.Close()
+	if back, err := DecodeWindow(z.Bytes()); err != nil || !equalSpans(back.Covered, w.Covered) {
+		t.Errorf("decoded from gzip %v, %v", back, err)
 	}
 }
 

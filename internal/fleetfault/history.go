@@ -47,8 +47,8 @@ type Call struct {
 	// Lease is the harness's number of the grant this call belongs to,
 	// unique in the run; 0 for a lease call that granted nothing and for
 	// plans.
-	Lease int   `json:"lease,omitempty"`
-	Fence int64 `json:"fence,omitempty"`
+	Lease int    `json:"lease,omitempty"`
+	Fence int64  `json:"fence,omitempty"`
 	Kind  string `json:"kind"`
 	// Range is the range the call is about (progress, finish; next's
 	// answer), nil otherwise.

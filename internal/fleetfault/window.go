@@ -1,7 +1,10 @@
 package fleetfault
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"fmt"
 	"slices"
 )
@@ -58,8 +61,18 @@ func (w *Window) Encode() []byte {
 	return b
 }
 
-// DecodeWindow reads a snapshot body written by Encode.
+// DecodeWindow reads a snapshot body written by Encode, as sent or as the
+// node stores it (gzip).
 func DecodeWindow(b []byte) (*Window, error) {
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("a window's gzip: %w", err)
+		}
+		if b, err = io.ReadAll(io.LimitReader(zr, 64<<20)); err != nil {
+			return nil, fmt.Errorf("a window's gzip: %w", err)
+		}
+	}
 	var w Window
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("not a window the harness wrote: %w", err)
