@@ -118,6 +118,17 @@ type FaultFigures struct {
 	// OldCalls counts the calls on those leases sent after the fault
 	// began, by outcome: "ack", "409", "no answer", or another status.
 	OldCalls map[string]int
+	// LastOldAck is when the last of those calls acknowledged was
+	// answered, from the fault's start (-1: none).
+	LastOldAck time.Duration
+}
+
+// LastTakeover is the slowest takeover's latency, -1 for none.
+func (f FaultFigures) LastTakeover() time.Duration {
+	if len(f.TakenOver) == 0 {
+		return -1
+	}
+	return slices.MaxFunc(f.TakenOver, func(a, b Takeover) int { return cmpDuration(a.After, b.After) }).After
 }
 
 // FirstTakeover is the quickest takeover's latency, -1 for none.
@@ -355,7 +366,7 @@ func faultFigures(calls []Call, faults []Fault, leases map[int]*leaseCalls) []Fa
 		if i+1 < len(faults) {
 			until = faults[i+1].Start
 		}
-		ff := FaultFigures{Fault: f, OldCalls: map[string]int{}}
+		ff := FaultFigures{Fault: f, OldCalls: map[string]int{}, LastOldAck: -1}
 		groups := map[string]bool{}
 		for _, id := range ids {
 			l := leases[id]
@@ -370,6 +381,7 @@ func faultFigures(calls []Call, faults []Fault, leases map[int]*leaseCalls) []Fa
 				switch {
 				case c.Acked():
 					ff.OldCalls["ack"]++
+					ff.LastOldAck = max(ff.LastOldAck, c.Recv-f.Start)
 				case c.Status == NoAnswer:
 					ff.OldCalls["no answer"]++
 				default:
@@ -573,15 +585,19 @@ func (r *Report) Print(w io.Writer) {
 	for _, f := range r.Faults {
 		first := "none"
 		if d := f.FirstTakeover(); d >= 0 {
-			first = fmt.Sprintf("%.1fs", d.Seconds())
+			first = fmt.Sprintf("first after %.1fs, last after %.1fs", d.Seconds(), f.LastTakeover().Seconds())
 			lat = append(lat, d)
 		}
 		var tk []string
 		for _, t := range f.TakenOver {
 			tk = append(tk, fmt.Sprintf("%s->%s@%.1fs", t.Group, t.Node, t.After.Seconds()))
 		}
-		fmt.Fprintf(w, "  %s: %d group(s) in work there; taken over elsewhere %d, first after %s %v; later calls on the old leases %v\n",
-			f.Fault, len(f.InWork), len(f.TakenOver), first, tk, fmtCounts(f.OldCalls))
+		lastAck := ""
+		if f.LastOldAck >= 0 {
+			lastAck = fmt.Sprintf(", the last ack %.1fs after the fault began", f.LastOldAck.Seconds())
+		}
+		fmt.Fprintf(w, "  %s: %d group(s) in work there; taken over elsewhere %d (%s) %v; later calls on the old leases %v%s\n",
+			f.Fault, len(f.InWork), len(f.TakenOver), first, tk, fmtCounts(f.OldCalls), lastAck)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)

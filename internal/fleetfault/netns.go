@@ -198,7 +198,7 @@ func (n *Net) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 		// The thread is never unlocked: it ends with this goroutine, and
 		// with it the namespace it was moved into.
 		runtime.LockOSThread()
-		c, err := dialInNS(ctx, "/run/netns/"+n.Hub, network, addr)
+		c, err := dialInNS(ctx, nsPath(n.Hub), network, addr)
 		ch <- result{c, err}
 	}()
 	select {
@@ -214,6 +214,8 @@ func (n *Net) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 	}
 }
 
+func nsPath(ns string) string { return "/run/netns/" + ns }
+
 // dialInNS moves the calling (locked) thread into the network namespace
 // at path and dials there. A socket stays in the namespace it was made in.
 func dialInNS(ctx context.Context, path, network, addr string) (net.Conn, error) {
@@ -227,4 +229,25 @@ func dialInNS(ctx context.Context, path, network, addr string) (net.Conn, error)
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, network, addr)
+}
+
+// inNS runs fn on a thread moved into namespace ns, and ends that thread
+// after. Sockets fn makes stay in ns.
+func inNS(ns string, fn func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(nsPath(ns))
+		if err != nil {
+			ch <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- fmt.Errorf("setns %s: %v", ns, err)
+			return
+		}
+		ch <- fn()
+	}()
+	return <-ch
 }

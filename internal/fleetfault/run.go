@@ -32,8 +32,8 @@ type Config struct {
 	Groups         int
 	RangeSize      int64
 	Ranges0        int           // ranges planned per group before the load
-	PlanEvery      time.Duration // the tail grows by PlanRanges every PlanEvery
-	PlanRanges     int
+	PlanEvery      time.Duration // how often the planner looks at each group
+	PlanAhead      int           // ranges planned beyond the highest finish acknowledged
 	WorkersPerNode int
 	Work           time.Duration // per range: half, progress, half, finish
 	ReleaseAfter   int           // a worker releases its group after this many ranges
@@ -62,8 +62,8 @@ type Config struct {
 func ShortConfig() Config {
 	return Config{
 		Start: "serial", Kills: 1, Pauses: 1, Partitions: 1,
-		Groups: 20, RangeSize: 50, Ranges0: 6, PlanEvery: 3 * time.Second, PlanRanges: 2,
-		WorkersPerNode: 7, Work: 600 * time.Millisecond, ReleaseAfter: 6, Heartbeat: 500 * time.Millisecond,
+		Groups: 20, RangeSize: 50, Ranges0: 4, PlanEvery: time.Second, PlanAhead: 4,
+		WorkersPerNode: 7, Work: 800 * time.Millisecond, ReleaseAfter: 6, Heartbeat: 500 * time.Millisecond,
 		CallTimeout: 5 * time.Second, RetryFor: 30 * time.Second, RetryEvery: 500 * time.Millisecond,
 		LeaseTTL: 2 * time.Second, ClaimTTL: 4 * time.Second, MaxAttempts: 1000,
 		Settle: 8 * time.Second, Gap: 8 * time.Second, Down: 6 * time.Second,
@@ -83,17 +83,22 @@ func LongConfig() Config {
 
 // run is one run in progress.
 type run struct {
-	cfg   *Config
-	out   io.Writer
-	net   *Net
-	nodes []*Node
-	hist  *History
-	t0    time.Time
-	tr    *http.Transport
-	probe *http.Client
-	admin map[string]*client.Client // one try a call; callers bound their loops
-	tokens map[string]string        // workers' node tokens, by worker
-	other []string
+	cfg    *Config
+	out    io.Writer
+	net    *Net
+	nodes  []*Node
+	hist   *History
+	t0     time.Time
+	tr     *http.Transport
+	probe  *http.Client
+	admin  map[string]*client.Client // one try a call; callers bound their loops
+	tokens map[string]string         // workers' node tokens, by worker
+	// held counts the leases each node's workers hold now.
+	heldMu sync.Mutex
+	held   map[string]int
+	// finished is each group's highest id acknowledged finished.
+	finished map[string]int64
+	other    []string
 }
 
 func (r *run) since() time.Duration { return time.Since(r.t0) }
@@ -116,7 +121,7 @@ var nodeNames = []string{"node-a", "node-b", "node-c"}
 // is gone when it returns. The error is for a run that could not be
 // carried out; violations are in the report.
 func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error) {
-	r := &run{cfg: &cfg, out: out, hist: &History{}, t0: time.Now(), admin: map[string]*client.Client{}}
+	r := &run{cfg: &cfg, out: out, hist: &History{}, t0: time.Now(), admin: map[string]*client.Client{}, held: map[string]int{}, finished: map[string]int64{}}
 	if cfg.Out, err = filepath.Abs(cfg.Out); err != nil {
 		return nil, err
 	}
@@ -161,7 +166,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 
 	if err := r.startFleet(ctx); err != nil {
 		r.violation("%v", err)
-		return r.finish(nil), nil
+		return r.result(nil), nil
 	}
 	if err := r.setup(ctx); err != nil {
 		return nil, err
@@ -184,7 +189,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	for g := range cfg.Groups {
 		planners.Go(func() { r.plan(planCtx, g) })
 	}
-	r.logf("load: %d workers a node, %d groups, ranges of %d ids, the tail growing by %d ranges every %s", cfg.WorkersPerNode, cfg.Groups, cfg.RangeSize, cfg.PlanRanges, cfg.PlanEvery)
+	r.logf("load: %d workers a node, %d groups, ranges of %d ids, the tail kept %d ranges ahead of the work", cfg.WorkersPerNode, cfg.Groups, cfg.RangeSize, cfg.PlanAhead)
 
 	if sleepCtx(ctx, cfg.Settle) == nil {
 		r.faults(ctx)
@@ -198,7 +203,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	if ok {
 		r.logf("drained after %.1fs", time.Since(drainStart).Seconds())
 	} else {
-		r.violation("not drained within %s: %d disagreement(s) or ranges not done, e.g. %s", cfg.Drain, len(unconverged(final)), first(unconverged(final)))
+		// Not a violation by itself: the final state is judged below.
+		r.logf("not drained within %s: %d disagreement(s) or ranges not done, e.g. %s", cfg.Drain, len(unconverged(final)), first(unconverged(final)))
 	}
 	stopLoad()
 	workers.Wait()
@@ -207,11 +213,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	if !ok {
 		r.logf("the final state did not converge within %s", cfg.Converge)
 	}
-	return r.finish(final), nil
+	return r.result(final), nil
 }
 
-// finish writes the history and checks it.
-func (r *run) finish(final *Final) *Report {
+// result writes the history and checks it.
+func (r *run) result(final *Final) *Report {
 	if f, err := os.Create(filepath.Join(r.cfg.Out, "history.jsonl")); err == nil {
 		r.hist.WriteJSON(f)
 		f.Close()
@@ -348,12 +354,23 @@ func (r *run) setup(ctx context.Context) error {
 
 func groupName(g int) string { return fmt.Sprintf("ff.g%02d", g) }
 
-// plan grows group g's tail every PlanEvery, asking the nodes in turn
-// until one answers (admin writes are carried to the group's owner).
+// finish notes an acknowledged finish of group up to end.
+func (r *run) finish(group string, end int64) {
+	r.heldMu.Lock()
+	r.finished[group] = max(r.finished[group], end)
+	r.heldMu.Unlock()
+}
+
+// plan keeps group g's tail PlanAhead ranges beyond its highest finish
+// acknowledged, as a source growing with the work would: workers holding
+// it always have work, and the backlog left to drain stays small. It asks
+// the nodes in turn until one answers (admin writes are carried to the
+// group's owner).
 func (r *run) plan(ctx context.Context, g int) {
 	cfg := r.cfg
 	name := groupName(g)
-	high := int64(cfg.Ranges0) * cfg.RangeSize
+	rs := cfg.RangeSize
+	high := int64(cfg.Ranges0) * rs
 	t := time.NewTicker(cfg.PlanEvery)
 	defer t.Stop()
 	for turn := g; ; {
@@ -362,7 +379,13 @@ func (r *run) plan(ctx context.Context, g int) {
 			return
 		case <-t.C:
 		}
-		high += int64(cfg.PlanRanges) * cfg.RangeSize
+		r.heldMu.Lock()
+		want := r.finished[name] + int64(cfg.PlanAhead)*rs
+		r.heldMu.Unlock()
+		if want <= high {
+			continue
+		}
+		high = want
 		for range r.nodes {
 			n := r.nodes[turn%len(r.nodes)]
 			turn++
@@ -384,8 +407,30 @@ func (r *run) plan(ctx context.Context, g int) {
 	}
 }
 
+// hold counts a lease of node's workers taken (+1) or ended (-1).
+func (r *run) hold(node string, d int) {
+	r.heldMu.Lock()
+	r.held[node] += d
+	r.heldMu.Unlock()
+}
+
+// victim picks the node for the i-th fault: the nodes in turn from node-b
+// on, skipping nodes whose workers hold nothing now (a fault there tests
+// little) unless none holds anything.
+func (r *run) victim(i int) *Node {
+	r.heldMu.Lock()
+	defer r.heldMu.Unlock()
+	for k := range r.nodes {
+		n := r.nodes[(i+1+k)%len(r.nodes)]
+		if r.held[n.Name] > 0 {
+			return n
+		}
+	}
+	return r.nodes[(i+1)%len(r.nodes)]
+}
+
 // faults makes the faults one at a time, a gap after each, the victims
-// in turn from node-b on.
+// in turn from node-b on (see victim).
 func (r *run) faults(ctx context.Context) {
 	cfg := r.cfg
 	var kinds []string
@@ -404,7 +449,7 @@ func (r *run) faults(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		n := r.nodes[(i+1)%len(r.nodes)]
+		n := r.victim(i)
 		f := Fault{Kind: kind, Node: n.Name, Start: r.since()}
 		var err error
 		switch kind {

@@ -29,9 +29,9 @@ type worker struct {
 type outcome int
 
 const (
-	acked outcome = iota
-	lost          // 409: the lease is gone
-	failed        // another 4xx, or the retry bound passed, or stopped
+	acked  outcome = iota
+	lost           // 409: the lease is gone
+	failed         // another 4xx, or the retry bound passed, or stopped
 )
 
 // statusOf is the HTTP status of a failed call, NoAnswer when none came.
@@ -109,6 +109,8 @@ func (w *worker) hold(ctx context.Context, g *client.Grant, lease int) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gid, fence := g.Group.ID, g.Fence
+	w.run.hold(w.node.Name, 1)
+	defer w.run.hold(w.node.Name, -1)
 	base := Call{Group: g.Group.Name, Lease: lease, Fence: fence}
 	beats := make(chan struct{})
 	go func() {
@@ -216,6 +218,7 @@ func (w *worker) hold(ctx context.Context, g *client.Grant, lease int) {
 		}); !ok {
 			return
 		}
+		w.run.finish(g.Group.Name, rg.End)
 		win.Add(Span{from, rg.End})
 		uploads++
 		win.Next, win.Upload = rg.End+1, fmt.Sprintf("L%d.%d", lease, uploads)
