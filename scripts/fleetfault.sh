@@ -68,8 +68,18 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-fleetfault.XXXXXX")
 mkdir -p "$out"
 # The namespaces' names start with this; the trap deletes any left.
 prefix="lhf$(($$ % 100000))"
+child=""
 cleanup() {
 	status=$?
+	# The harness deletes what it made itself; this is for a harness that
+	# was killed or timed out: its nodes, then its namespaces.
+	if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+		kill -TERM "$child" 2>/dev/null || true
+		for _ in $(seq 300); do
+			kill -0 "$child" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
 	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^${prefix}[a-z]\$" || true); do
 		# Processes still in a namespace of this run are this run's nodes.
 		for pid in $(ip netns pids "$ns" 2>/dev/null || true); do
@@ -101,7 +111,12 @@ done
 skipflag=()
 [ -n "$skip" ] && skipflag=(--skip-if-unsupported)
 rc=0
+# In the background, so that a signal to this script runs the trap at once
+# (bash runs traps only between commands) and is passed on to the harness.
 timeout --signal=TERM --kill-after=30 "$limit" \
-	"$tmp/fleetfault" "${mode[@]}" "${skipflag[@]}" --bin "$tmp/leasehold" --out "$out" --prefix "$prefix" "${args[@]}" || rc=$?
+	"$tmp/fleetfault" "${mode[@]}" "${skipflag[@]}" --bin "$tmp/leasehold" --out "$out" --prefix "$prefix" "${args[@]}" &
+child=$!
+wait "$child" || rc=$?
+child=""
 [ "$rc" -eq 124 ] && echo "fleetfault: the run passed its bound of ${limit}s and was stopped" >&2
 exit "$rc"

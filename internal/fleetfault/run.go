@@ -196,6 +196,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	}
 	stopPlan()
 	planners.Wait()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
 
 	r.logf("faults over; draining: every range done and every node agreeing, within %s", cfg.Drain)
 	drainStart := time.Now()
