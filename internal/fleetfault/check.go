@@ -161,8 +161,13 @@ type Report struct {
 	// owner does not cover.
 	WindowHoles []string
 	// Other are problems the run found outside the history (a node that
-	// did not come up, a drain that did not end).
+	// did not come up, a fault that could not be made).
 	Other []string
+
+	// TakeoverBound, when set, is the liveness figure's bound: a fault
+	// that lasts longer should see the faulted node's groups taken over
+	// within it. Reported, not counted as a violation.
+	TakeoverBound time.Duration
 }
 
 // Violations counts every problem found.
@@ -596,8 +601,14 @@ func (r *Report) Print(w io.Writer) {
 		if f.LastOldAck >= 0 {
 			lastAck = fmt.Sprintf(", the last ack %.1fs after the fault began", f.LastOldAck.Seconds())
 		}
-		fmt.Fprintf(w, "  %s: %d group(s) in work there; taken over elsewhere %d (%s) %v; later calls on the old leases %v%s\n",
-			f.Fault, len(f.InWork), len(f.TakenOver), first, tk, fmtCounts(f.OldCalls), lastAck)
+		during := 0
+		for _, t := range f.TakenOver {
+			if f.Start+t.After <= f.End {
+				during++
+			}
+		}
+		fmt.Fprintf(w, "  %s: %d group(s) in work there; taken over elsewhere %d, %d of them before the heal (%s) %v; later calls on the old leases %v%s\n",
+			f.Fault, len(f.InWork), len(f.TakenOver), during, first, tk, fmtCounts(f.OldCalls), lastAck)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
@@ -616,6 +627,26 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %-9s takeover: %d of %d faults, min %.1fs, median %.1fs, max %.1fs\n", k, len(ds), r.FaultsByKind[k],
 				ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 		}
+	}
+	if b := r.TakeoverBound; b > 0 {
+		long, late := 0, 0
+		for _, f := range r.Faults {
+			if f.End-f.Start < b || len(f.InWork) == 0 {
+				continue
+			}
+			long++
+			within := 0
+			for _, t := range f.TakenOver {
+				if t.After <= b {
+					within++
+				}
+			}
+			if within < len(f.InWork) {
+				late++
+				fmt.Fprintf(w, "  liveness: %s: %d of %d groups taken over within %s (claim TTL + 5s)\n", f.Fault, within, len(f.InWork), b)
+			}
+		}
+		fmt.Fprintf(w, "liveness (reported, not counted as violations): of %d faults longer than %s with groups in work, %d left some not taken over within it\n", long, b, late)
 	}
 	fmt.Fprintf(w, "calls by kind/status: %s\n", fmtCounts(r.CallsByKind))
 	fmt.Fprintf(w, "leases granted: %d; acknowledged holder calls checked: %d\n", r.Leases, r.AckedHolderCalls)

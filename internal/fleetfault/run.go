@@ -66,8 +66,8 @@ func ShortConfig() Config {
 		WorkersPerNode: 7, Work: 800 * time.Millisecond, ReleaseAfter: 6, Heartbeat: 500 * time.Millisecond,
 		CallTimeout: 5 * time.Second, RetryFor: 30 * time.Second, RetryEvery: 500 * time.Millisecond,
 		LeaseTTL: 2 * time.Second, ClaimTTL: 4 * time.Second, MaxAttempts: 1000,
-		Settle: 8 * time.Second, Gap: 8 * time.Second, Down: 6 * time.Second,
-		PauseFor: 8 * time.Second, CutFor: 12 * time.Second,
+		Settle: 8 * time.Second, Gap: 6 * time.Second, Down: 10 * time.Second,
+		PauseFor: 10 * time.Second, CutFor: 12 * time.Second,
 		ReadyWithin: 60 * time.Second, Drain: 40 * time.Second, Converge: 15 * time.Second,
 	}
 }
@@ -227,6 +227,7 @@ func (r *run) result(final *Final) *Report {
 	}
 	calls, faults := r.hist.Snapshot()
 	rep := Check(calls, faults, final)
+	rep.TakeoverBound = r.cfg.ClaimTTL + 5*time.Second
 	rep.Other = append(rep.Other, r.other...)
 	return rep
 }
