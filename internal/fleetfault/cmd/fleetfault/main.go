@@ -59,6 +59,12 @@ func mainExit(ctx context.Context, args []string) int {
 	if *partitions >= 0 {
 		cfg.Partitions = *partitions
 	}
+	if n := cfg.Kills + cfg.Pauses + cfg.Partitions; n > 3 {
+		// Many takeovers leave much work to redo: give the drain the
+		// long run's bounds (it ends as soon as the fleet agrees).
+		long := fleetfault.LongConfig()
+		cfg.Drain, cfg.Converge = max(cfg.Drain, long.Drain), max(cfg.Converge, long.Converge)
+	}
 	if *start != "" {
 		cfg.Start = *start
 	}
