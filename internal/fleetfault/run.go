@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"leasehold/web/client"
@@ -68,7 +69,7 @@ func ShortConfig() Config {
 		LeaseTTL: 2 * time.Second, ClaimTTL: 4 * time.Second, MaxAttempts: 1000,
 		Settle: 8 * time.Second, Gap: 6 * time.Second, Down: 10 * time.Second,
 		PauseFor: 10 * time.Second, CutFor: 12 * time.Second,
-		ReadyWithin: 60 * time.Second, Drain: 40 * time.Second, Converge: 15 * time.Second,
+		ReadyWithin: 60 * time.Second, Drain: 70 * time.Second, Converge: 10 * time.Second,
 	}
 }
 
@@ -98,6 +99,9 @@ type run struct {
 	held   map[string]int
 	// finished is each group's highest id acknowledged finished.
 	finished map[string]int64
+	// draining is set once the faults are over: workers keep their groups
+	// until caught up, so the drain is not slowed by voluntary releases.
+	draining atomic.Bool
 	other    []string
 }
 
@@ -200,6 +204,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
 
+	r.draining.Store(true)
 	r.logf("faults over; draining: every range done and every node agreeing, within %s", cfg.Drain)
 	drainStart := time.Now()
 	final, ok := r.converge(ctx, cfg.Drain, false)

@@ -170,7 +170,7 @@ func (w *worker) hold(ctx context.Context, g *client.Grant, lease int) {
 		if ctx.Err() != nil {
 			return
 		}
-		if ranges == cfg.ReleaseAfter {
+		if ranges == cfg.ReleaseAfter && !w.run.draining.Load() {
 			call(KindRelease, func(ctx context.Context, _ *Call) (int, error) {
 				return http.StatusOK, w.c.Release(ctx, gid, fence)
 			})
