@@ -1,0 +1,210 @@
+package fleetfault
+
+import (
+	"bytes"
+	"compress/gzip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// at is a time in the run, in seconds.
+func at(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// call makes an acknowledged (or not) call of lease on group g.
+func call(node, worker, g string, lease int, fence int64, kind string, sent, recv float64, status int) Call {
+	return Call{Node: node, Worker: worker, Group: g, Lease: lease, Fence: fence, Kind: kind, Sent: at(sent), Recv: at(recv), Status: status}
+}
+
+func withRange(c Call, start, end int64) Call { c.Range = &Span{start, end}; return c }
+
+func withUpload(c Call, name string, next int64) Call { c.Upload, c.Next = name, next; return c }
+
+// cleanHistory is group g worked by lease 1 at node-b, released, then by
+// lease 2 at node-c: one holder at a time, every finish kept, the second
+// holder downloading the first one's last window.
+func cleanHistory() []Call {
+	return []Call{
+		call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
+		withUpload(call("node-b", "wb1", "g", 1, 1, KindSnapGet, 0.01, 0.02, 204), "", 0),
+		withRange(call("node-b", "wb1", "g", 1, 1, KindNext, 0.02, 0.03, 200), 1, 50),
+		call("node-b", "wb1", "g", 1, 1, KindHeartbeat, 0.5, 0.51, 200),
+		withRange(call("node-b", "wb1", "g", 1, 1, KindFinish, 1.0, 1.01, 200), 1, 50),
+		withUpload(call("node-b", "wb1", "g", 1, 1, KindSnapPut, 1.01, 1.02, 201), "L1.1", 51),
+		call("node-b", "wb1", "g", 1, 1, KindRelease, 1.1, 1.11, 200),
+		call("node-c", "wc1", "g", 2, 2, KindLease, 2.0, 2.01, 200),
+		withUpload(call("node-c", "wc1", "g", 2, 2, KindSnapGet, 2.01, 2.02, 200), "L1.1", 51),
+		withRange(call("node-c", "wc1", "g", 2, 2, KindNext, 2.02, 2.03, 200), 51, 100),
+		withRange(call("node-c", "wc1", "g", 2, 2, KindFinish, 3.0, 3.01, 200), 51, 100),
+		withUpload(call("node-c", "wc1", "g", 2, 2, KindSnapPut, 3.01, 3.02, 201), "L2.1", 101),
+		call("node-c", "wc1", "g", 2, 2, KindRelease, 3.1, 3.11, 200),
+	}
+}
+
+// cleanFinal is the fleet agreeing that node-c owns g, both ranges done,
+// and its window covering both.
+func cleanFinal() *Final {
+	view := GroupView{Owner: "node-c", Ranges: []RangeView{{Span{1, 50}, "done"}, {Span{51, 100}, "done"}}}
+	return &Final{
+		Nodes: []string{"node-a", "node-b", "node-c"},
+		Catalogs: map[string]map[string]GroupView{
+			"node-a": {"g": view}, "node-b": {"g": view}, "node-c": {"g": view},
+		},
+		Windows: map[string]*Window{"g": {Group: "g", Upload: "L2.1", Next: 101, Covered: []Span{{1, 100}}}},
+	}
+}
+
+func TestCheckClean(t *testing.T) {
+	r := Check(cleanHistory(), nil, cleanFinal())
+	if v := r.Violations(); v != 0 {
+		var b bytes.Buffer
+		r.Print(&b)
+		t.Fatalf("a clean history has %d violations:\n%s", v, b.String())
+	}
+	if r.Leases != 2 || r.AckedFinishes != 2 || r.WindowsChecked != 2 || r.GroupsChecked != 1 {
+		t.Errorf("leases %d, finishes %d, windows %d, groups %d; want 2, 2, 2, 1", r.Leases, r.AckedFinishes, r.WindowsChecked, r.GroupsChecked)
+	}
+	if got, want := r.AckedHolderCalls, len(cleanHistory()); got != want {
+		t.Errorf("acknowledged holder calls = %d, want %d", got, want)
+	}
+}
+
+// TestSelfTestDoubleHolding plants a double holding: node-b is killed
+// while lease 1 works g, node-c grants g to lease 2, then node-b comes back
+// and acknowledges lease 1's retried finish. The check must fail.
+func TestSelfTestDoubleHolding(t *testing.T) {
+	h := []Call{
+		call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
+		withRange(call("node-b", "wb1", "g", 1, 1, KindNext, 0.02, 0.03, 200), 1, 50),
+		withRange(call("node-b", "wb1", "g", 1, 1, KindFinish, 1.0, 1.0, NoAnswer), 1, 50),
+		call("node-c", "wc3", "g", 2, 2, KindLease, 5.0, 5.01, 200),
+		withRange(call("node-c", "wc3", "g", 2, 2, KindNext, 5.02, 5.03, 200), 1, 50),
+		withRange(call("node-b", "wb1", "g", 1, 1, KindFinish, 8.0, 8.01, 200), 1, 50),
+	}
+	r := Check(h, []Fault{{Kind: "kill", Node: "node-b", Start: at(0.5), End: at(7.9)}}, nil)
+	if len(r.DoubleHoldings) == 0 {
+		t.Fatal("a planted double holding was not found")
+	}
+	d := r.DoubleHoldings[0]
+	if d.A != 1 || d.B != 2 || d.Intrusion.Kind != KindLease {
+		t.Errorf("found %s; want lease 1 holding through lease 2's grant", d)
+	}
+	if r.Violations() == 0 {
+		t.Error("a double holding is not a violation")
+	}
+	f := r.Faults[0]
+	if len(f.InWork) != 1 || f.FirstTakeover() != at(5.01)-at(0.5) || f.OldCalls["ack"] != 1 || f.OldCalls["no answer"] != 1 {
+		t.Errorf("fault figures %+v: want g in work, taken over after 4.51s, one ack and one no answer on the old lease", f)
+	}
+}
+
+// TestCheckInFlightNotCertain: calls of two leases that may have been
+// answered in either order are no certain double holding.
+func TestCheckInFlightNotCertain(t *testing.T) {
+	h := []Call{
+		call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
+		// In flight while lease 2 is granted: it may have been answered
+		// before the grant.
+		call("node-b", "wb1", "g", 1, 1, KindHeartbeat, 4.9, 5.5, 200),
+		call("node-c", "wc1", "g", 2, 2, KindLease, 5.0, 5.01, 200),
+		call("node-b", "wb1", "g", 1, 1, KindHeartbeat, 5.6, 5.7, 409),
+		call("node-c", "wc1", "g", 2, 2, KindHeartbeat, 5.8, 5.9, 200),
+	}
+	if r := Check(h, nil, nil); len(r.DoubleHoldings) != 0 {
+		t.Errorf("overlapping calls taken for a certain double holding: %v", r.DoubleHoldings)
+	}
+}
+
+// TestSelfTestLostFinish plants a finish acknowledged and then missing
+// from the owner's final catalog. The check must fail.
+func TestSelfTestLostFinish(t *testing.T) {
+	final := cleanFinal()
+	lost := GroupView{Owner: "node-c", Ranges: []RangeView{{Span{1, 50}, "done"}, {Span{51, 100}, "planned"}}}
+	final.Catalogs["node-c"]["g"] = lost
+	r := Check(cleanHistory(), nil, final)
+	if len(r.LostFinishes) != 1 || r.LostFinishes[0].Finish.Range.Start != 51 {
+		t.Fatalf("lost finishes %v; want the finish of [51, 100]", r.LostFinishes)
+	}
+	if len(r.Unconverged) == 0 {
+		t.Error("node-c's catalog differs from its peers' and has a range not done, yet the fleet counts as converged")
+	}
+	if r.Violations() == 0 {
+		t.Error("a lost finish is not a violation")
+	}
+}
+
+func TestCheckUnconvergedOwner(t *testing.T) {
+	final := cleanFinal()
+	v := final.Catalogs["node-a"]["g"]
+	v.Owner = "node-a"
+	final.Catalogs["node-a"]["g"] = v
+	r := Check(cleanHistory(), nil, final)
+	if len(r.Unconverged) != 1 || !strings.Contains(r.Unconverged[0], "owner") {
+		t.Errorf("unconverged %q; want one owner disagreement", r.Unconverged)
+	}
+}
+
+// TestSelfTestStaleWindow plants a new holder that downloads an older
+// window than the newest acknowledged upload.
+func TestSelfTestStaleWindow(t *testing.T) {
+	h := cleanHistory()
+	for i, c := range h {
+		if c.Kind == KindSnapGet && c.Lease == 2 {
+			h[i].Upload = "L0.1"
+		}
+	}
+	h = append(h, withUpload(call("node-b", "wb1", "g", 1, 1, KindSnapPut, 0.2, 0.21, 201), "L0.1", 1))
+	r := Check(h, nil, cleanFinal())
+	if len(r.StaleWindows) != 1 {
+		t.Fatalf("stale windows %v; want lease 2's download", r.StaleWindows)
+	}
+	h[8].Upload = ""
+	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 1 || !strings.Contains(r.StaleWindows[0].Why, "no window") {
+		t.Errorf("a missing window: %v", r.StaleWindows)
+	}
+}
+
+func TestCheckWindowHoles(t *testing.T) {
+	final := cleanFinal()
+	final.Windows["g"] = &Window{Group: "g", Upload: "L2.1", Next: 101, Covered: []Span{{1, 20}, {31, 100}}}
+	r := Check(cleanHistory(), nil, final)
+	if len(r.WindowHoles) != 1 || !strings.Contains(r.WindowHoles[0], "misses 10 ids") {
+		t.Errorf("window holes %q; want ids 21..30", r.WindowHoles)
+	}
+}
+
+func TestWindow(t *testing.T) {
+	w := &Window{}
+	for _, s := range []Span{{51, 100}, {1, 20}, {21, 30}, {200, 250}} {
+		w.Add(s)
+	}
+	if got, want := w.Covered, []Span{{1, 30}, {51, 100}, {200, 250}}; !equalSpans(got, want) {
+		t.Errorf("covered %v, want %v", got, want)
+	}
+	if got, want := w.Missing(Span{25, 260}), []Span{{31, 50}, {101, 199}, {251, 260}}; !equalSpans(got, want) {
+		t.Errorf("missing %v, want %v", got, want)
+	}
+	back, err := DecodeWindow(w.Encode())
+	if err != nil || !equalSpans(back.Covered, w.Covered) {
+		t.Errorf("decoded %v, %v", back, err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(w.Encode())
+	zw.Close()
+	if back, err := DecodeWindow(z.Bytes()); err != nil || !equalSpans(back.Covered, w.Covered) {
+		t.Errorf("decoded from gzip %v, %v", back, err)
+	}
+}
+
+func equalSpans(a, b []Span) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,107 @@
+// Command fleetfault runs the fleet fault harness (package
+// internal/fleetfault): three leasehold nodes in network namespaces of
+// their own, recording workers, kills, pauses and partitions one at a
+// time, and the check of the history. It prints the figures and exits 1
+// on any violation, 2 on bad flags, 3 when the run could not be carried
+// out. scripts/fleetfault.sh builds it and runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"leasehold/internal/fleetfault"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	os.Exit(mainExit(ctx, os.Args[1:]))
+}
+
+func mainExit(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("fleetfault", flag.ContinueOnError)
+	short := fs.Bool("short", false, "the short run: one fault of each kind, under three minutes")
+	long := fs.Bool("long", false, "the long run: twenty faults of each kind")
+	skip := fs.Bool("skip-if-unsupported", false, "exit 0, saying why, when not root or ip netns does not work")
+	bin := fs.String("bin", "", "the leasehold binary (required)")
+	out := fs.String("out", "", "where the nodes' data and logs, the secret and history.jsonl go (required)")
+	prefix := fs.String("prefix", fmt.Sprintf("lhf%d", os.Getpid()%100000), "start of the names of the namespaces made")
+	start := fs.String("start", "", "serial (rolling: each node after the previous one's /healthz) or together (default serial)")
+	kills := fs.Int("kills", -1, "SIGKILLs, each followed by a restart on the same data")
+	pauses := fs.Int("pauses", -1, "SIGSTOPs past the claim TTL, each followed by SIGCONT")
+	partitions := fs.Int("partitions", -1, "partitions of one node's NATS routes")
+	leaseTTL := fs.Duration("lease-ttl", 0, "the nodes' --lease-ttl (default 2s)")
+	claimTTL := fs.Duration("claim-ttl", 0, "the nodes' --claim-ttl (default 4s)")
+	groups := fs.Int("groups", 0, "groups (default 20)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := fleetfault.ShortConfig()
+	if *long {
+		cfg = fleetfault.LongConfig()
+	}
+	if *short && *long {
+		fmt.Fprintln(os.Stderr, "fleetfault: --short or --long, not both")
+		return 2
+	}
+	if *kills >= 0 {
+		cfg.Kills = *kills
+	}
+	if *pauses >= 0 {
+		cfg.Pauses = *pauses
+	}
+	if *partitions >= 0 {
+		cfg.Partitions = *partitions
+	}
+	if n := cfg.Kills + cfg.Pauses + cfg.Partitions; n > 3 {
+		// Many takeovers leave much work to redo: give the drain the
+		// long run's bounds (it ends as soon as the fleet agrees).
+		long := fleetfault.LongConfig()
+		cfg.Drain, cfg.Converge = max(cfg.Drain, long.Drain), max(cfg.Converge, long.Converge)
+	}
+	if *start != "" {
+		cfg.Start = *start
+	}
+	if *leaseTTL > 0 {
+		cfg.LeaseTTL = *leaseTTL
+	}
+	if *claimTTL > 0 {
+		cfg.ClaimTTL = *claimTTL
+	}
+	if *groups > 0 {
+		cfg.Groups = *groups
+	}
+	cfg.Bin, cfg.Out, cfg.Prefix = *bin, *out, *prefix
+	if cfg.Bin == "" || cfg.Out == "" || (cfg.Start != "serial" && cfg.Start != "together") || len(cfg.Prefix) > 10 {
+		fmt.Fprintln(os.Stderr, "fleetfault: --bin and --out are required, --start is serial or together, --prefix at most 10 bytes")
+		return 2
+	}
+	if err := fleetfault.Supported(ctx, cfg.Prefix); err != nil {
+		if *skip {
+			fmt.Printf("fleetfault: SKIPPED: %v\n", err)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "fleetfault: cannot run here: %v\n", err)
+		return 3
+	}
+	fmt.Printf("fleetfault: %d kills, %d pauses, %d partitions; %s start; lease TTL %s, claim TTL %s; %d groups, %d workers a node; a partition takes a node's route veth down at the hub\n",
+		cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Start, cfg.LeaseTTL, cfg.ClaimTTL, cfg.Groups, cfg.WorkersPerNode)
+	t0 := time.Now()
+	rep, err := fleetfault.Run(ctx, cfg, os.Stdout)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetfault: the run could not be carried out: %v\n", err)
+		return 3
+	}
+	rep.Print(os.Stdout)
+	fmt.Printf("fleetfault: run took %.0fs\n", time.Since(t0).Seconds())
+	if rep.Violations() > 0 {
+		return 1
+	}
+	return 0
+}

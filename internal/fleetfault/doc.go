@@ -1,0 +1,22 @@
+// Package fleetfault is a Jepsen-style fault harness for a leasehold
+// fleet: three `leasehold serve` processes, each in its own network
+// namespace the harness makes (veth pairs to two bridges in a hub
+// namespace: one network for HTTP, one for the NATS routes), recording
+// workers driving each node's HTTP API, and faults one at a time — SIGKILL
+// and a restart on the same data, SIGSTOP past the claim TTL and SIGCONT,
+// a partition that takes one node's route link down while its HTTP stays
+// up.
+//
+// Every call is recorded (node, worker, lease, group, fence, call, range,
+// send and receive time on one monotonic clock, status), and Check holds
+// the history and the fleet's final state to the promise "one group, one
+// holder": no certain double holding (an acknowledged holder call of one
+// lease between two acknowledged calls of another lease of the same
+// group), no acknowledged finish lost, every node agreeing at the end, and
+// windows that new holders resume from the newest acknowledged upload and
+// that, at the end, cover every planned id as one uninterrupted pass
+// would. It also figures each fault's takeover latency.
+//
+// scripts/fleetfault.sh builds the binary and runs the harness
+// (internal/fleetfault/cmd/fleetfault); it needs root and `ip netns`.
+package fleetfault

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# fleetfault.sh: a Jepsen-style fault run of a leasehold fleet. Three
+# nodes, each a `leasehold serve` in a network namespace of its own, made
+# by the harness (veth pairs to two bridges in a hub namespace: one
+# network for HTTP, one for the NATS routes; nothing in the machine's own
+# namespace), with a shared NATS secret, lease TTL 2s and claim TTL 4s.
+# Recording workers at every node drive the HTTP API (lease, snapshot get,
+# next, progress, finish, snapshot put, release; heartbeats beside) and
+# record every call. Faults one at a time, with gaps: SIGKILL and a
+# restart on the same data; SIGSTOP past the claim TTL and SIGCONT; a
+# partition that takes one node's route veth down at the hub while its
+# HTTP stays up. Then a drain, and the check (internal/fleetfault): no
+# certain double holding, no acknowledged finish lost, every node
+# agreeing, new holders resuming from the newest acknowledged window,
+# final windows covering every id. Prints the figures (faults by kind,
+# acknowledged calls checked, takeover latency after each fault,
+# violations); exits non-zero on any violation.
+#
+# Usage: scripts/fleetfault.sh [--short|--long] [--skip-if-unsupported]
+#          [--start serial|together] [--kills N --pauses N --partitions N] [--out DIR]
+#   --short    one fault of each kind, serial start, under three minutes
+#   --long     twenty faults of each kind
+#   --skip-if-unsupported  exit 0, saying why, when not root or ip netns
+#              does not work
+#   --out DIR  keep the nodes' data and logs and history.jsonl there
+#              (default: a temporary directory, removed after a pass)
+# Other flags go to the harness (fleetfault -h lists them). Needs root and
+# iproute2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=(--short)
+args=()
+out=""
+skip=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--short) mode=(--short) ;;
+	--long) mode=(--long) ;;
+	--skip-if-unsupported) skip=1 ;;
+	--out)
+		out=$2
+		shift
+		;;
+	--out=*) out=${1#--out=} ;;
+	-h | --help)
+		sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*) args+=("$1") ;;
+	esac
+	shift
+done
+
+unsupported() {
+	if [ -n "$skip" ]; then
+		echo "fleetfault: SKIPPED: $*"
+		exit 0
+	fi
+	echo "fleetfault: cannot run here: $*" >&2
+	exit 3
+}
+[ "$(id -u)" = 0 ] || unsupported "not root: making network namespaces needs root"
+command -v ip >/dev/null || unsupported "no ip command (iproute2)"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-fleetfault.XXXXXX")
+[ -n "$out" ] || out="$tmp/run"
+mkdir -p "$out"
+# The namespaces' names start with this; the trap deletes any left.
+prefix="lhf$(($$ % 100000))"
+child=""
+cleanup() {
+	status=$?
+	# The harness deletes what it made itself; this is for a harness that
+	# was killed or timed out: its nodes, then its namespaces.
+	if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+		kill -TERM "$child" 2>/dev/null || true
+		for _ in $(seq 300); do
+			kill -0 "$child" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
+	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^${prefix}[a-z]\$" || true); do
+		# Processes still in a namespace of this run are this run's nodes.
+		for pid in $(ip netns pids "$ns" 2>/dev/null || true); do
+			kill -CONT "$pid" 2>/dev/null || true
+			kill -KILL "$pid" 2>/dev/null || true
+		done
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	if [ "$status" -eq 0 ] && [ "$out" = "$tmp/run" ]; then
+		rm -rf "$tmp"
+	else
+		echo "fleetfault: data, node logs and history.jsonl kept in $out" >&2
+		[ "$out" = "$tmp/run" ] || rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+echo "fleetfault: building leasehold and the harness"
+go build -o "$tmp/leasehold" ./cmd/leasehold
+go build -o "$tmp/fleetfault" ./internal/fleetfault/cmd/fleetfault
+
+# A bound on the whole run: --long makes 60 faults of about 20s each.
+limit=300
+[ "${mode[0]}" = --long ] && limit=3600
+for a in "${args[@]}"; do
+	case "$a" in --kills* | --pauses* | --partitions*) limit=3600 ;; esac
+done
+skipflag=()
+[ -n "$skip" ] && skipflag=(--skip-if-unsupported)
+rc=0
+# In the background, so that a signal to this script runs the trap at once
+# (bash runs traps only between commands) and is passed on to the harness.
+timeout --signal=TERM --kill-after=30 "$limit" \
+	"$tmp/fleetfault" "${mode[@]}" "${skipflag[@]}" --bin "$tmp/leasehold" --out "$out" --prefix "$prefix" "${args[@]}" &
+child=$!
+wait "$child" || rc=$?
+child=""
+[ "$rc" -eq 124 ] && echo "fleetfault: the run passed its bound of ${limit}s and was stopped" >&2
+exit "$rc"
