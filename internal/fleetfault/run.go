@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // Config is one run's settings.

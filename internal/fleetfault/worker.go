@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"leasehold"
-	"leasehold/web/client"
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 // A recording worker drives one node's worker API as a worker program

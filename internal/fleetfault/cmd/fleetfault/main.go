@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"leasehold/internal/fleetfault"
+	"github.com/leasehold/leasehold/internal/fleetfault"
 )
 
 func main() {
