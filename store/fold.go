@@ -114,6 +114,10 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	case err != nil:
 		return 0, false, mapError(err, "folding a peer's group")
 	default:
+		if owned && int64(g.ClaimRev) < rev {
+			// A late event of an earlier owner of a group owned here.
+			return id, false, tx.replayPlans(id, g.TailEnd, g.HistoryFloor)
+		}
 		if int64(g.ClaimRev) < rev || (owned && int64(g.ClaimRev) == rev) {
 			return id, false, nil
 		}
@@ -139,6 +143,33 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		return 0, false, mapError(err, "folding a peer's group")
 	}
 	return id, true, nil
+}
+
+// replayPlans plans, in a group this node owns, the tail up to tailEnd and
+// the history down to floor, as an earlier owner did in an event that
+// reached the fleet only after the group moved here (it died, or lost its
+// claim while the stream elected a leader, before publishing). Plans are
+// facts, idempotent and never shrinking, and that owner acknowledged
+// them; what it did in those ranges is not taken (its window moved with
+// the claim, or did not), so they are planned afresh and the owner's next
+// events carry them to every node, which converge on them. A replay too
+// large for one call is left to the next plan.
+func (tx *Tx) replayPlans(groupID, tailEnd, floor int64) error {
+	g, err := tx.Group(groupID)
+	if err != nil {
+		return err
+	}
+	if tailEnd > g.TailEnd {
+		if _, err := tx.PlanTail(groupID, tailEnd); err != nil && leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
+			return err
+		}
+	}
+	if floor < g.HistoryFloor {
+		if _, err := tx.PlanHistory(groupID, floor); err != nil && leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
+			return err
+		}
+	}
+	return nil
 }
 
 // FoldRanges folds a peer's ranges of the group FoldGroup took (by its

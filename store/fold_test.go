@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -654,5 +655,59 @@ func TestNoOutbox(t *testing.T) {
 	must(t, err)
 	if len(evs) != 2 || evs[0].Kind != EventOutboxPruned || evs[1].Kind != EventGroupCreated || evs[1].ID <= evs[0].ID {
 		t.Fatalf("with the outbox on again: %+v", evs)
+	}
+}
+
+// TestFoldReplaysEarlierOwnersPlans: a late event of an earlier owner of a
+// group owned here is refused as state, but the tail and history it had
+// planned (and acknowledged) are planned here too, once: plans are facts,
+// and the fleet converges on this owner's view of them. Its ranges' work
+// is not taken: the new ranges are planned from their start.
+func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
+	db := openTest(t, "", Options{})
+	ctx := context.Background()
+	var gid int64
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		g, _, err := tx.PutGroup("g", GroupSpec{RangeSize: ptr(int64(100)), Start: ptr(int64(501))})
+		if err != nil {
+			return err
+		}
+		gid = g.ID
+		if _, err := tx.PlanTail(g.ID, 1000); err != nil {
+			return err
+		}
+		return tx.OwnGroup("g", 7, 5)
+	}))
+	late := foldGroup("g", 6) // an earlier claim
+	late.TailEnd, late.HistoryFloor = 1200, 301
+	for range 2 {
+		must(t, db.Write(ctx, func(tx *Tx) error {
+			_, ok, err := tx.FoldGroup("a", late, 5)
+			if ok {
+				t.Error("a late event of an earlier owner was taken as state")
+			}
+			return err
+		}))
+	}
+	g, err := db.GroupByName(ctx, "g")
+	if err != nil || g.TailEnd != 1200 || g.HistoryFloor != 301 {
+		t.Fatalf("group after the replay = %+v, %v; want tail end 1200, history floor 301", g, err)
+	}
+	rs, err := db.Ranges(ctx, gid, "", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []int64
+	for _, r := range rs {
+		if r.Start > 1000 || r.Start < 501 {
+			if r.Status != leasehold.StatusPlanned || r.Next != r.Start {
+				t.Errorf("replayed range %+v, want planned from its start", r)
+			}
+			starts = append(starts, r.Start)
+		}
+	}
+	slices.Sort(starts)
+	if fmt.Sprint(starts) != "[301 401 1001 1101]" {
+		t.Errorf("replayed ranges start at %v, want [301 401 1001 1101]", starts)
 	}
 }

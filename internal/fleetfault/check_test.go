@@ -144,16 +144,25 @@ func TestCheckUnconvergedOwner(t *testing.T) {
 	}
 }
 
-// TestSelfTestStaleWindow plants a new holder that downloads an older
-// window than the newest acknowledged upload.
+// TestSelfTestStaleWindow plants a new holder on the node of the newest
+// acknowledged upload, the group not granted elsewhere between, that
+// downloads an older window, or none, or one never uploaded; and the same
+// older download after a takeover across nodes, which is a figure (work
+// redone), not a violation.
 func TestSelfTestStaleWindow(t *testing.T) {
-	h := cleanHistory()
-	for i, c := range h {
-		if c.Kind == KindSnapGet && c.Lease == 2 {
-			h[i].Upload = "L0.1"
+	sameNode := func() []Call {
+		h := cleanHistory()
+		for i, c := range h {
+			if c.Lease == 2 {
+				h[i].Node, h[i].Worker = "node-b", "wb2"
+			}
+			if c.Kind == KindSnapGet && c.Lease == 2 {
+				h[i].Upload = "L0.1"
+			}
 		}
+		return append(h, withUpload(call("node-b", "wb1", "g", 1, 1, KindSnapPut, 0.2, 0.21, 201), "L0.1", 1))
 	}
-	h = append(h, withUpload(call("node-b", "wb1", "g", 1, 1, KindSnapPut, 0.2, 0.21, 201), "L0.1", 1))
+	h := sameNode()
 	r := Check(h, nil, cleanFinal())
 	if len(r.StaleWindows) != 1 {
 		t.Fatalf("stale windows %v; want lease 2's download", r.StaleWindows)
@@ -161,6 +170,21 @@ func TestSelfTestStaleWindow(t *testing.T) {
 	h[8].Upload = ""
 	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 1 || !strings.Contains(r.StaleWindows[0].Why, "no window") {
 		t.Errorf("a missing window: %v", r.StaleWindows)
+	}
+	h[8].Upload = "L9.9"
+	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 1 || !strings.Contains(r.StaleWindows[0].Why, "never uploaded") {
+		t.Errorf("an invented window: %v", r.StaleWindows)
+	}
+	// Across nodes (lease 2 at node-c, as in cleanHistory): older, not stale.
+	h = cleanHistory()
+	for i, c := range h {
+		if c.Kind == KindSnapGet && c.Lease == 2 {
+			h[i].Upload = "L0.1"
+		}
+	}
+	h = append(h, withUpload(call("node-b", "wb1", "g", 1, 1, KindSnapPut, 0.2, 0.21, 201), "L0.1", 1))
+	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 0 || len(r.OlderWindows) != 1 {
+		t.Errorf("a takeover across nodes from an older window: stale %v, older %v; want 0 stale, 1 older", r.StaleWindows, r.OlderWindows)
 	}
 }
 
