@@ -130,6 +130,9 @@ func Open(cfg Config) (*Appliance, error) {
 	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, leaseFunc: cfg.LeaseFunc,
 		fleet: fleet, alone: alone, fence: fence{fleet: fleet, alone: alone}}
 	snaps.fence = a.Coordinator.fence
+	// Open runs before the node has a context to give (serve opens the
+	// appliance, then runs it under one): a catalog just opened answers
+	// this read at once.
 	rules, err := db.Rules(context.Background())
 	if err != nil {
 		db.Close()

@@ -82,6 +82,9 @@ func openSnapshots(dir string, db *store.DB, maxBytes int64, now func() time.Tim
 		return nil, err
 	}
 	s := &Snapshots{dir: dir, db: db, maxBytes: maxBytes, now: now, log: log, uploading: map[int64]bool{}}
+	// Part of appliance.Open, before any context exists: the sweep of what
+	// a crash left is local files and one catalog read, and must finish
+	// before uploads are taken.
 	last, err := s.sweep(context.Background())
 	if err != nil {
 		return nil, err

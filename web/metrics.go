@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,6 +27,10 @@ type Metrics struct {
 	batch     prometheus.Histogram
 	leases    prometheus.Counter
 	takeovers prometheus.Counter
+
+	// watch is the watchman's collector, counted again by each scrape;
+	// the first server on these Metrics sets it.
+	watch atomic.Pointer[watchCollector]
 }
 
 // NewMetrics registers the node's metrics on a registry of their own.
@@ -69,8 +74,16 @@ func (m *Metrics) LeaseGranted(takeover bool) {
 	}
 }
 
+// handler serves a scrape: the watchman's counts are refreshed under the
+// scrape's own request, then the registry gathered.
 func (m *Metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w := m.watch.Load(); w != nil {
+			w.refresh(r.Context())
+		}
+		h.ServeHTTP(rw, r)
+	})
 }
 
 // middleware counts and times every request by its route pattern, and
@@ -97,7 +110,8 @@ func (m *Metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 const recentBacklog = 2 * time.Second
 
 // watchCollector reports the watchman's findings by kind and the backlog
-// by lane as gauges, computed at scrape time: the finding counts are index
+// by lane as gauges, counted at scrape time (refresh, under the scrape's
+// request context, which Collect lacks): the finding counts are index
 // seeks (store/findings.go) and the backlog count is shared for
 // recentBacklog, so a scrape every few seconds stays cheap and there is
 // no refresh loop to own.
@@ -111,6 +125,7 @@ type watchCollector struct {
 	at, nodeAt  time.Time // wall and node time of the count
 	counts      map[string]int64
 	lastBacklog leasehold.Backlog
+	failed      bool // the last count failed: the gauges sit this scrape out
 
 	findings *prometheus.Desc
 	backlog  *prometheus.Desc
@@ -132,19 +147,31 @@ func (w *watchCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- w.oldest
 }
 
+// refresh counts the findings and the backlog again under ctx, unless the
+// last count is recent. A failed count is logged and leaves the gauges
+// out of the scrape: it must not fail the scrape of the other metrics.
+func (w *watchCollector) refresh(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.counts != nil && !w.failed && time.Since(w.at) < recentBacklog && w.watchman.Now().Sub(w.nodeAt) < recentBacklog {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	counts, b, err := w.watchman.Counts(ctx, recentBacklog)
+	if err != nil {
+		w.failed = true
+		w.log.Warn("metrics: watchman counts", "err", err)
+		return
+	}
+	w.counts, w.lastBacklog, w.at, w.nodeAt, w.failed = counts, b, time.Now(), w.watchman.Now(), false
+}
+
 func (w *watchCollector) Collect(ch chan<- prometheus.Metric) {
 	w.mu.Lock()
-	if w.counts == nil || time.Since(w.at) >= recentBacklog || w.watchman.Now().Sub(w.nodeAt) >= recentBacklog {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		counts, b, err := w.watchman.Counts(ctx, recentBacklog)
-		cancel()
-		if err != nil {
-			w.mu.Unlock()
-			// A failed count must not fail the scrape of the other metrics.
-			w.log.Warn("metrics: watchman counts", "err", err)
-			return
-		}
-		w.counts, w.lastBacklog, w.at, w.nodeAt = counts, b, time.Now(), w.watchman.Now()
+	if w.counts == nil || w.failed {
+		w.mu.Unlock()
+		return
 	}
 	counts, b := w.counts, w.lastBacklog
 	w.mu.Unlock()

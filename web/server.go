@@ -83,7 +83,9 @@ func New(app *appliance.Appliance, o Options) *Server {
 	e.Use(s.metrics.middleware, recoverPanics(s.log), s.deadlines)
 	s.echo = e
 	// A second server on the same Metrics keeps the first one's gauges.
-	_ = s.metrics.reg.Register(newWatchCollector(app.Watchman, s.log))
+	if wc := newWatchCollector(app.Watchman, s.log); s.metrics.reg.Register(wc) == nil {
+		s.metrics.watch.Store(wc)
+	}
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)

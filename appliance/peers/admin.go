@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,25 +34,55 @@ type Admin struct {
 	node  string
 	log   *slog.Logger
 	sub   *nats.Subscription
+
+	// ctx is the answers' lifetime, ended by Stop, which waits for the
+	// answers in flight (wg); stopped refuses those that come after.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	stopped bool
 }
 
 // NewAdmin answers carried admin writes for node; its Forward carries this
 // node's own writes on peers' groups (the fleet's Forward).
 func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slog.Logger) (*Admin, error) {
 	a := &Admin{nc: nc, coord: coord, node: node, log: log}
-	sub, err := nc.Subscribe(AdminSubjectPrefix+node, func(m *nats.Msg) { go a.answer(m) })
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	sub, err := nc.Subscribe(AdminSubjectPrefix+node, a.receive)
 	if err != nil {
+		a.cancel()
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "answering admin writes: %v", err)
 	}
 	a.sub = sub
 	return a, nil
 }
 
-// Stop stops answering.
+// Stop stops answering: writes being applied are cancelled (and answered
+// so) and waited for.
 func (a *Admin) Stop() {
 	if a.sub != nil {
 		a.sub.Unsubscribe()
 	}
+	a.mu.Lock()
+	a.stopped = true
+	a.mu.Unlock()
+	a.cancel()
+	a.wg.Wait()
+}
+
+// receive answers m in the background: the subscription's callbacks run
+// one at a time, and a write waits on the catalog's writer.
+func (a *Admin) receive(m *nats.Msg) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopped {
+		// Stop came between the message and its callback.
+		b, _ := json.Marshal(adminAnswer{Kind: leasehold.KindUnavailable, Error: "node " + a.node + " is leaving the fleet"})
+		m.Respond(b)
+		return
+	}
+	a.wg.Go(func() { a.answer(m) })
 }
 
 func (a *Admin) answer(m *nats.Msg) {
@@ -60,7 +91,7 @@ func (a *Admin) answer(m *nats.Msg) {
 	if err := json.Unmarshal(m.Data, &op); err != nil {
 		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		ctx, cancel := context.WithTimeout(a.ctx, adminTimeout)
 		res, err := a.coord.ApplyAdmin(ctx, op)
 		cancel()
 		ans.Result = res

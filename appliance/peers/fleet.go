@@ -527,6 +527,9 @@ func (f *Fleet) Close() error {
 		if f.claims != nil {
 			f.claims.Close()
 		}
+		if f.ownership != nil {
+			f.ownership.Close() // after the claims, which tell it of lost groups
+		}
 		if f.snapshots != nil {
 			f.snapshots.Close()
 		}

@@ -43,12 +43,19 @@ type Ownership struct {
 	// up its newest window, not an older one.
 	settled func(ctx context.Context, group string) bool
 
+	// ctx is ownership's lifetime, ended by Close: it bounds the disowning
+	// of lost groups, which runs in the background of whoever lost them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the disowning goroutine
+
 	mu  sync.Mutex
 	won map[string]time.Time // when each group's claim was won here
 	// lost are the groups whose claims were lost, to disown; disowning is
-	// set while a goroutine does.
+	// set while a goroutine does. closed is set by Close.
 	lost      []string
 	disowning bool
+	closed    bool
 }
 
 // ErrBehind is adopt's answer when this node has not yet folded all the
@@ -66,8 +73,21 @@ func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duratio
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Ownership{coord: coord, db: db, every: every, log: log,
+	o := &Ownership{coord: coord, db: db, every: every, log: log,
 		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), won: map[string]time.Time{}}
+	o.ctx, o.cancel = context.WithCancel(context.Background())
+	return o
+}
+
+// Close stops disowning lost groups (a write in flight is cancelled) and
+// waits for the goroutine that does; groups lost later are not disowned.
+// Close the claims first, so none are.
+func (o *Ownership) Close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.cancel()
+	o.wg.Wait()
 }
 
 // Attach sets the claims ownership keeps; the fleet then answers the
@@ -213,12 +233,14 @@ func (o *Ownership) SetAdopt(f func(ctx context.Context, group string) error) { 
 // per write, by one goroutine.
 func (o *Ownership) Lost(group string) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
 	o.lost = append(o.lost, group)
-	start := !o.disowning
-	o.disowning = true
-	o.mu.Unlock()
-	if start {
-		go o.disownLost()
+	if !o.disowning {
+		o.disowning = true
+		o.wg.Go(o.disownLost)
 	}
 }
 
@@ -237,7 +259,7 @@ func (o *Ownership) disownLost() {
 			return
 		}
 		o.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(o.ctx, 30*time.Second)
 		// A claim won back since (Held again) has been or is being owned
 		// again: disowning it now would undo that.
 		if err := o.coord.Disown(ctx, batch, o.claims.Held); err != nil {

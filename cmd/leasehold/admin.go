@@ -18,28 +18,25 @@ import (
 	"github.com/leasehold/leasehold/web/client"
 )
 
-const adminUsage = `Usage: leasehold admin [--url U] [--token T] [--data DIR] [--json] <noun> <verb> [args]
-
-  groups list                          the groups
-  groups show NAME                     a group with its lease and range counts
-  groups create NAME [--range-size N] [--priority P] [--start S] [--inactive]
-  groups update NAME [--range-size N] [--priority P] [--active=false]
-  groups tail NAME HIGH                plan the tail up to HIGH
-  groups history NAME LOW              plan the history down to LOW
-  groups ranges NAME [--status S]      the group's ranges
-  nodes list                           the worker nodes
-  nodes register NAME [--capacity N] [--priority-min P] [--priority-max P] [-q]
-  nodes pause ID|NAME [--by WHO]
-  nodes resume ID|NAME [--by WHO]
-  nodes delete ID|NAME
-  ranges retry ID                      plan a failed range again
-  rules show | rules put FILE|-        the rules workers index by
-  findings                             what is stuck, and the backlog
-  wait [--timeout D]                   until every active group is done and released
-
+// adminUsage is the admin command's help, its commands listed from
+// adminVerbs.
+func adminUsage() string {
+	var b strings.Builder
+	b.WriteString("Usage: leasehold admin [--url U] [--token T] [--data DIR] [--json] <noun> <verb> [args]\n\n")
+	for _, v := range adminVerbs {
+		line := strings.Join(strings.Fields(v.noun+" "+v.verb+" "+v.args), " ")
+		if v.summary == "" {
+			fmt.Fprintf(&b, "  %s\n", line)
+		} else {
+			fmt.Fprintf(&b, "  %-36s %s\n", line, v.summary)
+		}
+	}
+	b.WriteString(`
 Flags may come anywhere after "admin". The admin token is --token, else
 $LEASEHOLD_ADMIN_TOKEN, else <--data>/admin.token.
-`
+`)
+	return b.String()
+}
 
 // operator is what every operator command (admin, snapshot) shares: where
 // the node is and the admin token.
@@ -138,7 +135,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	o := newOperator()
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage()) }
 	o.flags(fs)
 	// Only the operator's flags come before the noun; the verb parses the rest.
 	if err := parseFlags(fs, args); err != nil {
@@ -150,24 +147,25 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError(errors.New("admin: no command given"))
 	}
 	noun, rest := rest[0], rest[1:]
-	if noun == "findings" || noun == "wait" {
-		rest = append([]string{noun}, rest...)
+	verb := ""
+	if !nounOnly(noun) {
+		if len(rest) == 0 {
+			fs.Usage()
+			return usageError(fmt.Errorf("admin %s: no verb given", noun))
+		}
+		verb, rest = rest[0], rest[1:]
 	}
-	if len(rest) == 0 {
-		fs.Usage()
-		return usageError(fmt.Errorf("admin %s: no verb given", noun))
-	}
-	verb, rest := rest[0], rest[1:]
-	a := &adminCmd{op: o, stdout: stdout, stderr: stderr}
-	vf := flag.NewFlagSet("admin "+noun+" "+verb, flag.ContinueOnError)
-	vf.SetOutput(stderr)
-	vf.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	o.flags(vf)
-	run, ok := a.verb(noun, verb, vf)
+	v, ok := lookupVerb(noun, verb)
 	if !ok {
 		fs.Usage()
 		return usageError(fmt.Errorf("admin: unknown command %q %q", noun, verb))
 	}
+	a := &adminCmd{op: o, stdout: stdout, stderr: stderr}
+	vf := flag.NewFlagSet(strings.TrimSpace("admin "+noun+" "+verb), flag.ContinueOnError)
+	vf.SetOutput(stderr)
+	vf.Usage = func() { fmt.Fprint(stderr, adminUsage()) }
+	o.flags(vf)
+	run := v.flags(a, vf)
 	pos, err := parseInterspersed(vf, rest)
 	if err != nil {
 		return err
@@ -190,263 +188,332 @@ type adminCmd struct {
 
 type verbFunc func(ctx context.Context, args []string) error
 
-// verb registers the verb's own flags on fs and returns the function that
-// runs it after parsing.
-func (a *adminCmd) verb(noun, verb string, fs *flag.FlagSet) (verbFunc, bool) {
-	switch noun + " " + verb {
-	case "groups list":
-		return a.groupsList, true
-	case "groups show":
-		return a.groupsShow, true
-	case "groups create", "groups update":
-		var spec struct {
-			rangeSize, priority, start int64
-			inactive, active           bool
+// adminVerb is one admin command: its words, its line in the usage text
+// and what runs it.
+type adminVerb struct {
+	noun, verb string // verb is "" for a command that is its noun alone (findings, wait)
+	args       string // its arguments and flags, for the usage text
+	summary    string // what it does, for the usage text; "" when the line is full already
+	// flags registers the command's own flags on fs and returns what runs
+	// it once they are parsed.
+	flags func(a *adminCmd, fs *flag.FlagSet) verbFunc
+}
+
+// adminVerbs are the admin commands, in the usage text's order.
+var adminVerbs = []adminVerb{
+	{"groups", "list", "", "the groups", noFlags((*adminCmd).groupsList)},
+	{"groups", "show", "NAME", "a group with its lease and range counts", noFlags((*adminCmd).groupsShow)},
+	{"groups", "create", "NAME [--range-size N] [--priority P] [--start S] [--inactive]", "", (*adminCmd).groupsCreate},
+	{"groups", "update", "NAME [--range-size N] [--priority P] [--active=false]", "", (*adminCmd).groupsUpdate},
+	{"groups", "tail", "NAME HIGH", "plan the tail up to HIGH", noFlags((*adminCmd).groupsTail)},
+	{"groups", "history", "NAME LOW", "plan the history down to LOW", noFlags((*adminCmd).groupsHistory)},
+	{"groups", "ranges", "NAME [--status S]", "the group's ranges", (*adminCmd).groupsRanges},
+	{"nodes", "list", "", "the worker nodes", noFlags((*adminCmd).nodesList)},
+	{"nodes", "register", "NAME [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
+	{"nodes", "pause", "ID|NAME [--by WHO]", "", (*adminCmd).nodesPause},
+	{"nodes", "resume", "ID|NAME [--by WHO]", "", (*adminCmd).nodesResume},
+	{"nodes", "delete", "ID|NAME", "", noFlags((*adminCmd).nodesDelete)},
+	{"ranges", "retry", "ID", "plan a failed range again", noFlags((*adminCmd).rangesRetry)},
+	{"rules", "show", "", "the rules workers index by", noFlags((*adminCmd).rulesShow)},
+	{"rules", "put", "FILE|-", "store new rules from FILE (- is stdin)", noFlags((*adminCmd).rulesPut)},
+	{"findings", "", "", "what is stuck, and the backlog", noFlags((*adminCmd).findings)},
+	{"wait", "", "[--timeout D] [--every D]", "until every active group is done and released", (*adminCmd).waitVerb},
+}
+
+// lookupVerb finds the command noun verb in adminVerbs.
+func lookupVerb(noun, verb string) (adminVerb, bool) {
+	for _, v := range adminVerbs {
+		if v.noun == noun && v.verb == verb {
+			return v, true
 		}
-		fs.Int64Var(&spec.rangeSize, "range-size", 0, "ids per range (0: the node's default)")
-		fs.Int64Var(&spec.priority, "priority", 0, "the group's priority, lower first")
-		if verb == "create" {
-			fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (0: the node's default)")
-			fs.BoolVar(&spec.inactive, "inactive", false, "create the group inactive")
-		} else {
-			fs.BoolVar(&spec.active, "active", true, "whether the group is leased at all")
-		}
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "NAME"); err != nil {
-				return err
-			}
-			var gs client.GroupSpec
-			set := map[string]bool{}
-			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-			if set["range-size"] {
-				gs.RangeSize = &spec.rangeSize
-			}
-			if set["priority"] {
-				gs.Priority = &spec.priority
-			}
-			if set["start"] {
-				gs.Start = &spec.start
-			}
-			if set["inactive"] {
-				gs.Active = new(!spec.inactive)
-			}
-			if set["active"] {
-				gs.Active = &spec.active
-			}
-			g, created, err := a.c.PutGroup(ctx, args[0], gs)
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(g)
-			}
-			what := "updated"
-			if created {
-				what = "created"
-			}
-			fmt.Fprintf(a.stdout, "group %s %s (id %d, range size %d, start %d)\n", g.Name, what, g.ID, g.RangeSize, g.Start)
-			return nil
-		}, true
-	case "groups tail", "groups history":
-		return func(ctx context.Context, args []string) error {
-			arg := "HIGH"
-			if verb == "history" {
-				arg = "LOW"
-			}
-			if err := wantArgs(args, "NAME", arg); err != nil {
-				return err
-			}
-			id, err := parseInt(arg, args[1])
-			if err != nil {
-				return err
-			}
-			var n int64
-			if verb == "tail" {
-				n, err = a.c.PlanTail(ctx, args[0], id)
-			} else {
-				n, err = a.c.PlanHistory(ctx, args[0], id)
-			}
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(map[string]int64{"planned": n})
-			}
-			fmt.Fprintf(a.stdout, "group %s: %d %s ranges planned\n", args[0], n, verb)
-			return nil
-		}, true
-	case "groups ranges":
-		status := fs.String("status", "", "only ranges of this status: planned, leased, done, failed")
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "NAME"); err != nil {
-				return err
-			}
-			rs, err := a.c.AllRanges(ctx, args[0], *status)
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(rs)
-			}
-			return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS"}, len(rs), func(i int) []any {
-				r := rs[i]
-				return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts}
-			})
-		}, true
-	case "nodes list":
-		return a.nodesList, true
-	case "nodes register":
-		var capacity, pmin, pmax int64
-		fs.Int64Var(&capacity, "capacity", 0, "groups the node may hold at once (default: the node's)")
-		fs.Int64Var(&pmin, "priority-min", 0, "lowest range priority it works on")
-		fs.Int64Var(&pmax, "priority-max", 0, "highest range priority it works on")
-		quiet := fs.Bool("q", false, "print only the token")
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "NAME"); err != nil {
-				return err
-			}
-			spec := client.NodeSpec{Name: args[0]}
-			fs.Visit(func(f *flag.Flag) {
-				switch f.Name {
-				case "capacity":
-					spec.Capacity = &capacity
-				case "priority-min":
-					spec.PriorityMin = &pmin
-				case "priority-max":
-					spec.PriorityMax = &pmax
-				}
-			})
-			n, err := a.c.RegisterNode(ctx, spec)
-			switch {
-			case err != nil:
-				return err
-			case *quiet:
-				fmt.Fprintln(a.stdout, n.Token)
-				return nil
-			case a.op.json:
-				return a.printJSON(n)
-			}
-			fmt.Fprintf(a.stdout, "node %s registered (id %d, capacity %d)\ntoken: %s\n(the token is shown only now)\n", n.Name, n.ID, n.Capacity, n.Token)
-			return nil
-		}, true
-	case "nodes pause", "nodes resume":
-		by := fs.String("by", os.Getenv("USER"), "who pauses or resumes")
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "ID|NAME"); err != nil {
-				return err
-			}
-			id, err := a.nodeID(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			var n *leasehold.Node
-			if verb == "pause" {
-				n, err = a.c.PauseNode(ctx, id, *by)
-			} else {
-				n, err = a.c.ResumeNode(ctx, id, *by)
-			}
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(n)
-			}
-			fmt.Fprintf(a.stdout, "node %s %sd\n", n.Name, verb)
-			return nil
-		}, true
-	case "nodes delete":
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "ID|NAME"); err != nil {
-				return err
-			}
-			id, err := a.nodeID(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if err := a.c.DeleteNode(ctx, id); err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(map[string]any{"deleted": id})
-			}
-			fmt.Fprintf(a.stdout, "node %s deleted; what it held is released\n", args[0])
-			return nil
-		}, true
-	case "ranges retry":
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "ID"); err != nil {
-				return err
-			}
-			id, err := parseInt("ID", args[0])
-			if err != nil {
-				return err
-			}
-			r, err := a.c.RetryRange(ctx, id)
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(r)
-			}
-			fmt.Fprintf(a.stdout, "range %d planned again\n", id)
-			return nil
-		}, true
-	case "rules show":
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args); err != nil {
-				return err
-			}
-			r, err := a.c.CurrentRules(ctx)
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(r)
-			}
-			fmt.Fprintf(a.stdout, "rules version %d\n", r.Version)
-			return a.printJSON(r.Body)
-		}, true
-	case "rules put":
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args, "FILE|-"); err != nil {
-				return err
-			}
-			var body []byte
-			var err error
-			if args[0] == "-" {
-				body, err = io.ReadAll(os.Stdin)
-			} else {
-				body, err = os.ReadFile(args[0])
-			}
-			if err != nil {
-				return err
-			}
-			if !json.Valid(body) {
-				return usageError(fmt.Errorf("rules put: %s is not JSON", args[0]))
-			}
-			v, err := a.c.PutRules(ctx, body)
-			if err != nil {
-				return err
-			}
-			if a.op.json {
-				return a.printJSON(map[string]int64{"version": v})
-			}
-			fmt.Fprintf(a.stdout, "rules version %d stored\n", v)
-			return nil
-		}, true
-	case "findings findings":
-		return a.findings, true
-	case "wait wait":
-		timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
-		every := fs.Duration("every", time.Second, "how often to look")
-		return func(ctx context.Context, args []string) error {
-			if err := wantArgs(args); err != nil {
-				return err
-			}
-			return a.wait(ctx, *timeout, *every)
-		}, true
 	}
-	return nil, false
+	return adminVerb{}, false
+}
+
+// nounOnly reports whether noun is a command by itself, with no verb.
+func nounOnly(noun string) bool {
+	_, ok := lookupVerb(noun, "")
+	return ok
+}
+
+// noFlags is the flags of a verb that has none of its own.
+func noFlags(run func(a *adminCmd, ctx context.Context, args []string) error) func(*adminCmd, *flag.FlagSet) verbFunc {
+	return func(a *adminCmd, _ *flag.FlagSet) verbFunc {
+		return func(ctx context.Context, args []string) error { return run(a, ctx, args) }
+	}
+}
+
+// groupSpecFlags are the flags of groups create and update.
+type groupSpecFlags struct {
+	rangeSize, priority, start int64
+	inactive, active           bool
+}
+
+func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
+	var spec groupSpecFlags
+	spec.register(fs)
+	fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (0: the node's default)")
+	fs.BoolVar(&spec.inactive, "inactive", false, "create the group inactive")
+	return func(ctx context.Context, args []string) error { return a.putGroup(ctx, fs, &spec, args) }
+}
+
+func (a *adminCmd) groupsUpdate(fs *flag.FlagSet) verbFunc {
+	var spec groupSpecFlags
+	spec.register(fs)
+	fs.BoolVar(&spec.active, "active", true, "whether the group is leased at all")
+	return func(ctx context.Context, args []string) error { return a.putGroup(ctx, fs, &spec, args) }
+}
+
+// register registers the flags groups create and update share.
+func (spec *groupSpecFlags) register(fs *flag.FlagSet) {
+	fs.Int64Var(&spec.rangeSize, "range-size", 0, "ids per range (0: the node's default)")
+	fs.Int64Var(&spec.priority, "priority", 0, "the group's priority, lower first")
+}
+
+// putGroup creates or updates a group with the flags given on fs; those
+// not given keep the node's defaults or the group's values.
+func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSpecFlags, args []string) error {
+	if err := wantArgs(args, "NAME"); err != nil {
+		return err
+	}
+	var gs client.GroupSpec
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["range-size"] {
+		gs.RangeSize = &spec.rangeSize
+	}
+	if set["priority"] {
+		gs.Priority = &spec.priority
+	}
+	if set["start"] {
+		gs.Start = &spec.start
+	}
+	if set["inactive"] {
+		gs.Active = new(!spec.inactive)
+	}
+	if set["active"] {
+		gs.Active = &spec.active
+	}
+	g, created, err := a.c.PutGroup(ctx, args[0], gs)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(g)
+	}
+	what := "updated"
+	if created {
+		what = "created"
+	}
+	fmt.Fprintf(a.stdout, "group %s %s (id %d, range size %d, start %d)\n", g.Name, what, g.ID, g.RangeSize, g.Start)
+	return nil
+}
+
+func (a *adminCmd) groupsTail(ctx context.Context, args []string) error {
+	return a.plan(ctx, "tail", "HIGH", a.c.PlanTail, args)
+}
+
+func (a *adminCmd) groupsHistory(ctx context.Context, args []string) error {
+	return a.plan(ctx, "history", "LOW", a.c.PlanHistory, args)
+}
+
+// plan plans a group's tail or history up to the id in args[1], named arg.
+func (a *adminCmd) plan(ctx context.Context, verb, arg string, planFunc func(ctx context.Context, group string, id int64) (int64, error), args []string) error {
+	if err := wantArgs(args, "NAME", arg); err != nil {
+		return err
+	}
+	id, err := parseInt(arg, args[1])
+	if err != nil {
+		return err
+	}
+	n, err := planFunc(ctx, args[0], id)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(map[string]int64{"planned": n})
+	}
+	fmt.Fprintf(a.stdout, "group %s: %d %s ranges planned\n", args[0], n, verb)
+	return nil
+}
+
+func (a *adminCmd) groupsRanges(fs *flag.FlagSet) verbFunc {
+	status := fs.String("status", "", "only ranges of this status: planned, leased, done, failed")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args, "NAME"); err != nil {
+			return err
+		}
+		rs, err := a.c.AllRanges(ctx, args[0], *status)
+		if err != nil {
+			return err
+		}
+		if a.op.json {
+			return a.printJSON(rs)
+		}
+		return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS"}, len(rs), func(i int) []any {
+			r := rs[i]
+			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts}
+		})
+	}
+}
+
+func (a *adminCmd) nodesRegister(fs *flag.FlagSet) verbFunc {
+	var capacity, pmin, pmax int64
+	fs.Int64Var(&capacity, "capacity", 0, "groups the node may hold at once (default: the node's)")
+	fs.Int64Var(&pmin, "priority-min", 0, "lowest range priority it works on")
+	fs.Int64Var(&pmax, "priority-max", 0, "highest range priority it works on")
+	quiet := fs.Bool("q", false, "print only the token")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args, "NAME"); err != nil {
+			return err
+		}
+		spec := client.NodeSpec{Name: args[0]}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "capacity":
+				spec.Capacity = &capacity
+			case "priority-min":
+				spec.PriorityMin = &pmin
+			case "priority-max":
+				spec.PriorityMax = &pmax
+			}
+		})
+		n, err := a.c.RegisterNode(ctx, spec)
+		switch {
+		case err != nil:
+			return err
+		case *quiet:
+			fmt.Fprintln(a.stdout, n.Token)
+			return nil
+		case a.op.json:
+			return a.printJSON(n)
+		}
+		fmt.Fprintf(a.stdout, "node %s registered (id %d, capacity %d)\ntoken: %s\n(the token is shown only now)\n", n.Name, n.ID, n.Capacity, n.Token)
+		return nil
+	}
+}
+
+func (a *adminCmd) nodesPause(fs *flag.FlagSet) verbFunc {
+	return a.pauseOrResume(fs, "pause", (*client.Client).PauseNode)
+}
+
+func (a *adminCmd) nodesResume(fs *flag.FlagSet) verbFunc {
+	return a.pauseOrResume(fs, "resume", (*client.Client).ResumeNode)
+}
+
+// pauseOrResume is nodes pause or nodes resume (verb), done by setFunc
+// (the client is made only after the flags are parsed).
+func (a *adminCmd) pauseOrResume(fs *flag.FlagSet, verb string, setFunc func(c *client.Client, ctx context.Context, id int64, by string) (*leasehold.Node, error)) verbFunc {
+	by := fs.String("by", os.Getenv("USER"), "who pauses or resumes")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args, "ID|NAME"); err != nil {
+			return err
+		}
+		id, err := a.nodeID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		n, err := setFunc(a.c, ctx, id, *by)
+		if err != nil {
+			return err
+		}
+		if a.op.json {
+			return a.printJSON(n)
+		}
+		fmt.Fprintf(a.stdout, "node %s %sd\n", n.Name, verb)
+		return nil
+	}
+}
+
+func (a *adminCmd) nodesDelete(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "ID|NAME"); err != nil {
+		return err
+	}
+	id, err := a.nodeID(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if err := a.c.DeleteNode(ctx, id); err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(map[string]any{"deleted": id})
+	}
+	fmt.Fprintf(a.stdout, "node %s deleted; what it held is released\n", args[0])
+	return nil
+}
+
+func (a *adminCmd) rangesRetry(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "ID"); err != nil {
+		return err
+	}
+	id, err := parseInt("ID", args[0])
+	if err != nil {
+		return err
+	}
+	r, err := a.c.RetryRange(ctx, id)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(r)
+	}
+	fmt.Fprintf(a.stdout, "range %d planned again\n", id)
+	return nil
+}
+
+func (a *adminCmd) rulesShow(ctx context.Context, args []string) error {
+	if err := wantArgs(args); err != nil {
+		return err
+	}
+	r, err := a.c.CurrentRules(ctx)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(r)
+	}
+	fmt.Fprintf(a.stdout, "rules version %d\n", r.Version)
+	return a.printJSON(r.Body)
+}
+
+func (a *adminCmd) rulesPut(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "FILE|-"); err != nil {
+		return err
+	}
+	var body []byte
+	var err error
+	if args[0] == "-" {
+		body, err = io.ReadAll(os.Stdin)
+	} else {
+		body, err = os.ReadFile(args[0])
+	}
+	if err != nil {
+		return err
+	}
+	if !json.Valid(body) {
+		return usageError(fmt.Errorf("rules put: %s is not JSON", args[0]))
+	}
+	v, err := a.c.PutRules(ctx, body)
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(map[string]int64{"version": v})
+	}
+	fmt.Fprintf(a.stdout, "rules version %d stored\n", v)
+	return nil
+}
+
+func (a *adminCmd) waitVerb(fs *flag.FlagSet) verbFunc {
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	every := fs.Duration("every", time.Second, "how often to look")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args); err != nil {
+			return err
+		}
+		return a.wait(ctx, *timeout, *every)
+	}
 }
 
 func (a *adminCmd) groupsList(ctx context.Context, args []string) error {

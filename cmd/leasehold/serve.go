@@ -271,8 +271,9 @@ func (m *Main) Ready() <-chan struct{} { return m.ready }
 // usage error.
 func (m *Main) Run(ctx context.Context) error {
 	level, _ := parseLevel(m.LogLevel)
+	// The logger is handed to every part (fleet, appliance, web); none
+	// falls back to slog's default, which is left alone.
 	log := slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(log)
 
 	metrics := web.NewMetrics()
 	fleet, err := m.newFleet(log)
