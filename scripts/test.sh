@@ -27,8 +27,9 @@ if [ -n "$bad" ]; then
 	exit 1
 fi
 
-echo "test: go vet ./..."
+echo "test: go vet ./... (and the example worker's own module)"
 go vet ./...
+(cd examples/worker && go vet ./...)
 
 echo "test: go test -race ./..."
 # Screenshots of the browser tests land here, outside the tracked files.
@@ -38,7 +39,7 @@ go test -race -count=1 -timeout 15m ./...
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-for s in scripts/smoke.sh scripts/demo.sh scripts/fleet-demo.sh; do
+for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/fleet-demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
 		echo "test: $s"
 		bash "$s"
