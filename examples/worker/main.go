@@ -37,7 +37,7 @@ type window struct {
 	IDs   int64  `json:"ids"`
 }
 
-func (w *window) Load(r io.Reader) error { return json.NewDecoder(r).Decode(w) }
+func (w *window) Load(r io.Reader) error   { return json.NewDecoder(r).Decode(w) }
 func (w *window) Save(out io.Writer) error { return json.NewEncoder(out).Encode(w) }
 
 // index counts the ids of r the window does not hold yet, reporting
