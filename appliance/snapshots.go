@@ -183,18 +183,18 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 			return snap, err
 		}
 	}
-	holder, fence, err := s.db.HolderOf(ctx, u.GroupID)
-	if err != nil {
-		return snap, err
-	}
-	switch {
-	case u.NodeID > 0 && (holder != u.NodeID || fence != u.Fence):
-		if holder == 0 {
-			return snap, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is not held (fence %d, you named %d)", u.GroupID, fence, u.Fence)
+	if u.NodeID > 0 {
+		if err := s.db.CheckHolder(ctx, u.GroupID, u.NodeID, u.Fence); err != nil {
+			return snap, err
 		}
-		return snap, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is held by node %d at fence %d", u.GroupID, holder, fence)
-	case u.NodeID == 0 && holder != 0:
-		return snap, leasehold.Errorf(leasehold.KindConflict, "group %d is held by node %d at fence %d; release it first", u.GroupID, holder, fence)
+	} else {
+		holder, fence, err := s.db.HolderOf(ctx, u.GroupID)
+		if err != nil {
+			return snap, err
+		}
+		if holder != 0 {
+			return snap, leasehold.Errorf(leasehold.KindConflict, "group %d is held by node %d at fence %d; release it first", u.GroupID, holder, fence)
+		}
 	}
 
 	seq := s.seq.Add(1)

@@ -401,10 +401,36 @@ func (tx *Tx) holder(groupID, nodeID, fence int64) (sql.NullInt64, error) {
 	if err != nil {
 		return inWork, mapError(err, "checking the lease")
 	}
+	return inWork, leaseLost(groupID, holder, current, fence)
+}
+
+// leaseLost is rule 6's refusal of a call at fence on a group held by
+// holder (none when not valid) at current: it says who holds it.
+func leaseLost(groupID int64, holder sql.NullInt64, current, fence int64) error {
 	if !holder.Valid {
-		return inWork, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is not held (fence %d, you named %d)", groupID, current, fence)
+		return leasehold.Errorf(leasehold.KindLeaseLost, "group %d is not held (fence %d, you named %d)", groupID, current, fence)
 	}
-	return inWork, leasehold.Errorf(leasehold.KindLeaseLost, "group %d is held by node %d at fence %d", groupID, holder.Int64, current)
+	return leasehold.Errorf(leasehold.KindLeaseLost, "group %d is held by node %d at fence %d", groupID, holder.Int64, current)
+}
+
+// CheckHolder asks rule 6 of a call about to start outside the writer (a
+// snapshot upload, before its body is read): nil when nodeID holds the
+// group at fence now. The write that follows asks again. Errors: not
+// found, lease lost (as every holder call words it).
+func (db *DB) CheckHolder(ctx context.Context, groupID, nodeID, fence int64) error {
+	var holder sql.NullInt64
+	var current int64
+	err := db.queryRow(ctx, `SELECT node_id, fence FROM group_leases WHERE group_id = ?`, groupID).Scan(&holder, &current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return mapError(err, "checking the lease")
+	}
+	if holder.Valid && holder.Int64 == nodeID && current == fence {
+		return nil
+	}
+	return leaseLost(groupID, holder, current, fence)
 }
 
 // NextRange is rule 3: the holder's range in work, or else the group's
