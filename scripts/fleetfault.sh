@@ -11,8 +11,10 @@
 # partition that takes one node's route veth down at the hub while its
 # HTTP stays up. Then a drain, and the check (internal/fleetfault): no
 # certain double holding, no acknowledged finish lost, every node
-# agreeing, new holders resuming from the newest acknowledged window,
-# final windows covering every id. Prints the figures (faults by kind,
+# agreeing, no new holder given a window never uploaded (or an older one
+# on the node that acknowledged the newer), final windows covering every
+# id; takeovers across nodes from an older replicated window are counted
+# as work redone. Prints the figures (faults by kind,
 # acknowledged calls checked, takeover latency after each fault,
 # violations); exits non-zero on any violation.
 #

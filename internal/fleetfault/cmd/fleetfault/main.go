@@ -39,6 +39,8 @@ func mainExit(ctx context.Context, args []string) int {
 	leaseTTL := fs.Duration("lease-ttl", 0, "the nodes' --lease-ttl (default 2s)")
 	claimTTL := fs.Duration("claim-ttl", 0, "the nodes' --claim-ttl (default 4s)")
 	groups := fs.Int("groups", 0, "groups (default 20)")
+	pauseFor := fs.Duration("pause-for", 0, "how long a SIGSTOP lasts (default 10s; make it longer than --claim-ttl + 5s to see takeovers)")
+	cutFor := fs.Duration("cut-for", 0, "how long a partition lasts (default 12s; make it longer than --claim-ttl + 5s to see takeovers)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,6 +69,12 @@ func mainExit(ctx context.Context, args []string) int {
 	}
 	if *start != "" {
 		cfg.Start = *start
+	}
+	if *pauseFor > 0 {
+		cfg.PauseFor = *pauseFor
+	}
+	if *cutFor > 0 {
+		cfg.CutFor = *cutFor
 	}
 	if *leaseTTL > 0 {
 		cfg.LeaseTTL = *leaseTTL
