@@ -114,11 +114,12 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	case err != nil:
 		return 0, false, mapError(err, "folding a peer's group")
 	default:
-		if owned && int64(g.ClaimRev) < rev {
-			// A late event of an earlier owner of a group owned here.
+		if int64(g.ClaimRev) < rev {
+			// A late event of an earlier owner: its state is not taken,
+			// its plans are (every node folds it alike, so all converge).
 			return id, false, tx.replayPlans(id, g.TailEnd, g.HistoryFloor)
 		}
-		if int64(g.ClaimRev) < rev || (owned && int64(g.ClaimRev) == rev) {
+		if owned && int64(g.ClaimRev) == rev {
 			return id, false, nil
 		}
 		if owned {
@@ -145,15 +146,17 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	return id, true, nil
 }
 
-// replayPlans plans, in a group this node owns, the tail up to tailEnd and
-// the history down to floor, as an earlier owner did in an event that
-// reached the fleet only after the group moved here (it died, or lost its
-// claim while the stream elected a leader, before publishing). Plans are
-// facts, idempotent and never shrinking, and that owner acknowledged
-// them; what it did in those ranges is not taken (its window moved with
-// the claim, or did not), so they are planned afresh and the owner's next
-// events carry them to every node, which converge on them. A replay too
-// large for one call is left to the next plan.
+// replayPlans plans the group's tail up to tailEnd and its history down to
+// floor, as an earlier owner did in an event that reached the fleet only
+// after the group moved on (the owner was cut off or died, or lost its
+// claim while the stream elected a leader, before it could publish). Plans
+// are facts, idempotent and never shrinking, and that owner acknowledged
+// them, and the finishes in them; what it did in those ranges is not taken
+// (its window did not move with the claim), so they are planned afresh and
+// done again by whoever owns the group. Every node folds the same late
+// event and plans the same ranges from the same tail, so the fleet
+// converges whether or not the group is owned here now. A replay too large
+// for one call is left to the next plan.
 func (tx *Tx) replayPlans(groupID, tailEnd, floor int64) error {
 	g, err := tx.Group(groupID)
 	if err != nil {

@@ -710,4 +710,12 @@ func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
 	if fmt.Sprint(starts) != "[301 401 1001 1101]" {
 		t.Errorf("replayed ranges start at %v, want [301 401 1001 1101]", starts)
 	}
+	// Not owned here any more (let go, or another node's now): a later
+	// late event still brings its plans, as it does at every node.
+	must(t, db.Write(ctx, func(tx *Tx) error { return tx.DisownGroup("g", 5) }))
+	late.TailEnd = 1400
+	must(t, db.Write(ctx, func(tx *Tx) error { _, _, err := tx.FoldGroup("a", late, 5); return err }))
+	if g, err := db.GroupByName(ctx, "g"); err != nil || g.TailEnd != 1400 {
+		t.Fatalf("group not owned after a late event = %+v, %v; want tail end 1400", g, err)
+	}
 }
