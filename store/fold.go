@@ -56,10 +56,11 @@ var (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 		ON CONFLICT (group_id) DO UPDATE SET origin = ?2, holder = ?3, fence = ?4, leased_at = ?5, heartbeat_at = ?6,
 		snapshot_next = ?7, snapshot_size = ?8, snapshot_sha256 = ?9, snapshot_at = ?10, ranges_done = ?11, headers = ?12, updated_at = ?13`)
-	qFoldRange = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+	qFoldRange = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at,
+		last_error, last_error_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 		ON CONFLICT (group_id, start_id) DO UPDATE SET end_id = ?3, next_id = ?4, status = ?5, priority = ?6, node_id = NULL,
-		attempts = ?7, rule_version = ?8, headers = ?9, updated_at = ?10`)
+		attempts = ?7, rule_version = ?8, headers = ?9, updated_at = ?10, last_error = ?11, last_error_at = ?12`)
 	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
@@ -185,7 +186,13 @@ func (tx *Tx) FoldRanges(groupID int64, rs []PeerRange) error {
 		default:
 			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
 		}
-		_, err := tx.exec(qFoldRange, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
+		// The worker's last error travels with the range (rule 10).
+		var lastErr any
+		if r.LastError != nil {
+			lastErr = *r.LastError
+		}
+		_, err := tx.exec(qFoldRange, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt),
+			lastErr, nullMS(r.LastErrorAt))
 		if err != nil {
 			return mapError(err, "folding a peer's ranges")
 		}
@@ -442,13 +449,9 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 	defer rows.Close()
 	for rows.Next() {
 		var r PeerRange
-		var node sql.NullInt64
-		var updated int64
-		if err := rows.Scan(&r.ID, &r.GroupID, &r.Start, &r.End, &r.Next, &r.Status, &r.Priority, &node, &r.Attempts, &r.RuleVersion,
-			&r.Headers, &updated, &r.Node); err != nil {
+		if r.Range, err = scanRange(rows, &r.Node); err != nil {
 			return g, nil, false, mapError(err, "reading a group's ranges")
 		}
-		r.NodeID, r.UpdatedAt = nullInt(node), fromMS(updated)
 		ranges = append(ranges, r)
 	}
 	return g, ranges, false, mapError(rows.Err(), "reading a group's ranges")
