@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
 // rangeOf finds range id in the group's ranges as the API lists them.
@@ -177,5 +179,27 @@ func TestQuarantine(t *testing.T) {
 	l = w.j("POST", "/leases", w.w3, "")
 	if l.status != 200 || l.json(t)["snapshot"] != nil {
 		t.Fatalf("lease after the drop: %d %s, want 200 without a window", l.status, l.body)
+	}
+}
+
+// TestDashboardFailures: the group page shows a failed range's last error
+// and the group's quarantine, escaped.
+func TestDashboardFailures(t *testing.T) {
+	w := newWorld(t, nodetest.Options{})
+	if a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":"<b>bad</b> article","retry":false}`, w.fence)); a.status != 200 {
+		t.Fatalf("fail: %d %s", a.status, a.body)
+	}
+	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d,"window_error":"gzip: invalid header"}`, w.fence)); a.status != 200 {
+		t.Fatalf("release: %d %s", a.status, a.body)
+	}
+	b := signedIn(t, w.node.URL, w.admin)
+	status, _, page := b.get("/groups/g")
+	if status != 200 {
+		t.Fatalf("group page: %d", status)
+	}
+	for _, want := range []string{`id="quarantine"`, "w1 could not load its window", "gzip: invalid header", `class="last-error">&lt;b&gt;bad&lt;/b&gt; article`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("group page lacks %q:\n%s", want, page)
+		}
 	}
 }
