@@ -293,3 +293,53 @@ func TestMigrationFromV5(t *testing.T) {
 		t.Errorf("range error after migration: %+v, %v", r, err)
 	}
 }
+
+// TestFoldFailures: a range's last error and a group's quarantine travel
+// with the state peer sync publishes (OwnState) and are folded at a peer,
+// so the fleet shows them and a node that takes the group over keeps it
+// quarantined.
+func TestFoldFailures(t *testing.T) {
+	ctx := context.Background()
+	w := newFailWorld(t, "g")
+	if _, err := w.db.PeerIndexes(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	g := w.lease()
+	r := w.next(g.Group.ID, g.Fence)
+	if _, err := w.fail(r.ID, g.Fence, "nntp: 430 no such article", false); err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.write(func(tx *Tx) error {
+		return tx.ReleaseUnreadable(g.Group.ID, w.node, g.Fence, failMaxAttempts, "gzip: invalid header")
+	}))
+	state, ranges, _, err := w.db.OwnState(ctx, g.Group.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := state.Quarantine; q == nil || q.Error != "gzip: invalid header" || q.Node != "w" {
+		t.Fatalf("published quarantine = %+v", q)
+	}
+	peer := openTest(t, "", Options{NowFunc: w.clock.Now})
+	id, ok := foldIn(t, peer, "a", state, ranges)
+	if !ok {
+		t.Fatal("the state was refused")
+	}
+	folded, err := peer.GroupByID(ctx, id)
+	if err != nil || folded.Quarantine == nil || folded.Quarantine.Error != "gzip: invalid header" || !folded.Quarantine.At.Equal(state.Quarantine.At) {
+		t.Errorf("folded group: %+v, %v; want the quarantine", folded.Quarantine, err)
+	}
+	rs, err := peer.Ranges(ctx, id, leasehold.StatusFailed, 0, 10)
+	if err != nil || len(rs) != 1 || rs[0].Start != r.Start || rs[0].LastError == nil || *rs[0].LastError != "nntp: 430 no such article" || rs[0].LastErrorAt == nil {
+		t.Errorf("folded failed ranges: %+v, %v; want range %d with its error", rs, err, r.Start)
+	}
+	// Lifted at the owner, the next state lifts it at the peer too.
+	must(t, w.write(func(tx *Tx) error { _, err := tx.LiftQuarantine("g"); return err }))
+	state, ranges, _, err = w.db.OwnState(ctx, g.Group.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foldIn(t, peer, "a", state, ranges)
+	if folded, err := peer.GroupByID(ctx, id); err != nil || folded.Quarantine != nil {
+		t.Errorf("folded group after the lift: %+v, %v", folded.Quarantine, err)
+	}
+}
