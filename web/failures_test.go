@@ -183,7 +183,8 @@ func TestQuarantine(t *testing.T) {
 }
 
 // TestDashboardFailures: the group page shows a failed range's last error
-// and the group's quarantine, escaped.
+// and the group's quarantine, escaped, and /metrics counts the
+// window_unreadable finding.
 func TestDashboardFailures(t *testing.T) {
 	w := newWorld(t, nodetest.Options{})
 	if a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":"<b>bad</b> article","retry":false}`, w.fence)); a.status != 200 {
@@ -191,6 +192,9 @@ func TestDashboardFailures(t *testing.T) {
 	}
 	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d,"window_error":"gzip: invalid header"}`, w.fence)); a.status != 200 {
 		t.Fatalf("release: %d %s", a.status, a.body)
+	}
+	if got := w.metric(`leasehold_findings{kind="window_unreadable"}`); got != 1 {
+		t.Errorf(`leasehold_findings{kind="window_unreadable"} = %v, want 1`, got)
 	}
 	b := signedIn(t, w.node.URL, w.admin)
 	status, _, page := b.get("/groups/g")
