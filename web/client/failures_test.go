@@ -1,9 +1,13 @@
 package client_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 // rangeAt is the group's range starting at start, as the node lists it.
@@ -124,4 +129,73 @@ func TestWorkerWindowUnreadable(t *testing.T) {
 	}
 	waitFor(t, "the group worked from an empty window", func() bool { return e.settled("alt.rotten") })
 	e.checkWindow("alt.rotten")
+}
+
+// brokenDownloads cuts every snapshot download of a worker while on: the
+// first answer's body breaks off after a few bytes and every request
+// after it (the reader's resumes) fails to connect.
+type brokenDownloads struct {
+	on    atomic.Bool
+	gets  atomic.Int64
+	inner http.RoundTripper
+}
+
+func (b *brokenDownloads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !b.on.Load() || req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/snapshot") {
+		return b.inner.RoundTrip(req)
+	}
+	if req.Header.Get("Range") != "" {
+		return nil, errors.New("connection cut by the test")
+	}
+	b.gets.Add(1)
+	resp, err := b.inner.RoundTrip(req)
+	if err == nil {
+		resp.Body = &breakingBody{r: io.LimitReader(resp.Body, 10), c: resp.Body}
+	}
+	return resp, err
+}
+
+type breakingBody struct {
+	r io.Reader
+	c io.Closer
+}
+
+func (b *breakingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *breakingBody) Close() error { return b.c.Close() }
+
+// TestWorkerBrokenDownloadNotQuarantined: a window whose download breaks
+// off is not the window's fault: the group is released plainly (never
+// quarantined) and taken again, and once downloads work its window loads
+// and the group is worked to the end.
+func TestWorkerBrokenDownloadNotQuarantined(t *testing.T) {
+	e := start(t, nodetest.Options{})
+	e.group("alt.far", 100, 1, 1, 300)
+	var saved bytes.Buffer
+	zw := gzip.NewWriter(&saved)
+	if err := synthetic.NewWindow("alt.far").Save(zw); err != nil || zw.Close() != nil {
+		t.Fatalf("saving an empty window: %v", err)
+	}
+	if _, err := e.admin.PutGroupSnapshot(bg, "alt.far", 1, &saved, client.SnapshotUpload{Gzip: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := e.workerClient("w", 1, nil)
+	tr := &brokenDownloads{inner: http.DefaultTransport}
+	tr.on.Store(true)
+	c.HTTPClient = &http.Client{Transport: tr}
+	w := newWorker(t, c, 1)
+	run(t, w)
+	waitFor(t, "two broken downloads", func() bool { return tr.gets.Load() >= 2 })
+	if d, err := e.admin.Group(bg, "alt.far"); err != nil || d.Quarantine != nil {
+		t.Fatalf("after broken downloads: quarantine %+v, %v; want none", d.Quarantine, err)
+	}
+	tr.on.Store(false)
+	waitFor(t, "the group done", func() bool { return e.settled("alt.far") })
+	e.checkWindow("alt.far")
 }
