@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -106,7 +107,8 @@ func TestFailRange(t *testing.T) {
 // naming the node and the error, leased to nobody); lifting the quarantine
 // hands the same window out again; dropping the window is refused while
 // the group is held, then removes it and lifts the quarantine, and the
-// next holder starts without a window.
+// next holder starts without a window; an operator restoring a window
+// lifts it as well.
 func TestQuarantine(t *testing.T) {
 	w := newFenceWorld(t)
 	group := func() map[string]any {
@@ -179,6 +181,20 @@ func TestQuarantine(t *testing.T) {
 	l = w.j("POST", "/leases", w.w3, "")
 	if l.status != 200 || l.json(t)["snapshot"] != nil {
 		t.Fatalf("lease after the drop: %d %s, want 200 without a window", l.status, l.body)
+	}
+
+	// Restoring another window lifts a quarantine too.
+	if a := release(w.w3, num(l.json(t), "fence"), "window: bad magic"); a.status != 200 {
+		t.Fatalf("third release with window_error: %d %s", a.status, a.body)
+	}
+	if a := w.do("PUT", "/groups/g/snapshot?next=1", w.admin, bytes.NewReader(w.window), "Content-Encoding", "gzip"); a.status != 201 {
+		t.Fatalf("restore: %d %s", a.status, a.body)
+	}
+	if q := group()["quarantine"]; q != nil {
+		t.Errorf("quarantine after a window was restored: %v, want null", q)
+	}
+	if l := w.j("POST", "/leases", w.w1, ""); l.status != 200 {
+		t.Fatalf("lease after the restore: %d %s", l.status, l.body)
 	}
 }
 
