@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -72,7 +72,23 @@ type Group struct {
 	// HistoryFloor is the lowest id planned (Start before any).
 	HistoryFloor int64     `json:"history_floor"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Quarantine is set while the group is leased to nobody because a
+	// worker could not read its window (rule 10); nil otherwise.
+	Quarantine *Quarantine `json:"quarantine"`
 }
+
+// Quarantine says why a group is leased to nobody until an operator acts:
+// the error its holder's window would not load with, the node that said
+// so, and when.
+type Quarantine struct {
+	Error string    `json:"error"`
+	Node  string    `json:"node"`
+	At    time.Time `json:"at"`
+}
+
+// MaxErrorBytes is the longest error text a worker may report (a range's
+// fail, a release's window_error).
+const MaxErrorBytes = 4096
 
 // GroupDetail is a group with its lease, its stored snapshot (held or
 // not) and its range counts by status.
@@ -111,6 +127,10 @@ type Range struct {
 	RuleVersion int64     `json:"rule_version"`
 	Headers     int64     `json:"headers"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// LastError is what a worker said when it last failed the range, and
+	// LastErrorAt when; nil when no worker ever failed it.
+	LastError   *string    `json:"last_error"`
+	LastErrorAt *time.Time `json:"last_error_at"`
 }
 
 // Lease is who holds a group, at which fence, and what it has done.
@@ -172,6 +192,9 @@ const (
 	FindingRangeFailed = "range_failed"
 	FindingNodeUnseen  = "node_unseen"
 	FindingSnapshotOld = "snapshot_old"
+	// FindingWindowUnreadable is a quarantined group: its holder could
+	// not load its window. Node and Detail say who and why.
+	FindingWindowUnreadable = "window_unreadable"
 )
 
 // Backlog is planned work waiting for a free worker: never a stall.

@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 3 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 6 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -42,6 +42,11 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- owned the group (0: never claimed); a peer's state for the group is
 -- folded only under a claim at least as new, so a late event of an old
 -- owner never undoes a newer one.
+--
+-- quarantine_at (version 6) is set when a worker could not read the
+-- group's window (a release with window_error): the group is leased to
+-- nobody until an operator keeps the window, drops it or restores another.
+-- quarantine_error and quarantine_node say why and who.
 CREATE TABLE groups (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
@@ -58,16 +63,24 @@ CREATE TABLE groups (
     created_at    INTEGER NOT NULL,
     updated_at    INTEGER NOT NULL,
     owned         INTEGER NOT NULL DEFAULT 1,
-    claim_rev     INTEGER NOT NULL DEFAULT 0
+    claim_rev     INTEGER NOT NULL DEFAULT 0,
+    quarantine_error TEXT,
+    quarantine_node  TEXT,
+    quarantine_at    INTEGER
 ) STRICT;
 
--- Lease choice, one index a lane: the free, active group with open work,
--- most urgent first, then unheld the longest, then its own priority. One
--- seek, never a scan.
+-- Lease choice, one index a lane: the free, active, unquarantined group
+-- with open work, most urgent first, then unheld the longest, then its own
+-- priority. One seek, never a scan (a quarantined group is not in them,
+-- version 6).
 CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
-    WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_tail IS NOT NULL;
+    WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_tail IS NOT NULL;
 CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
-    WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist IS NOT NULL;
+    WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_hist IS NOT NULL;
+
+-- The watchman's window_unreadable findings: quarantined groups, newest
+-- first (version 6; there are few).
+CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS NOT NULL;
 
 -- Groups this node has but does not own, with work to lease, whose claims
 -- are offered again, the longest unheld first (version 2; version 3 left
@@ -77,6 +90,8 @@ CREATE INDEX groups_disowned ON groups (free_since)
 
 -- A planned span of ids, start_id..end_id inclusive; next_id is the resume
 -- point. Priority below 0 is the live tail, 0 and above history.
+-- last_error and last_error_at (version 6) are what the worker said when
+-- it last failed the range, and when; kept across retries.
 CREATE TABLE ranges (
     id           INTEGER PRIMARY KEY,
     group_id     INTEGER NOT NULL REFERENCES groups (id) ON DELETE CASCADE,
@@ -93,6 +108,8 @@ CREATE TABLE ranges (
     rule_version INTEGER NOT NULL DEFAULT 0,
     headers      INTEGER NOT NULL DEFAULT 0,
     updated_at   INTEGER NOT NULL,
+    last_error    TEXT,
+    last_error_at INTEGER,
     CHECK (start_id <= end_id AND start_id <= next_id AND next_id <= end_id + 1)
 ) STRICT;
 

@@ -232,6 +232,13 @@ var fleetCalls = []fleetCall{
 		_, err := w.app.Coordinator.Finish(w.ctx, w.w.ID, w.r.ID, w.fence, 7)
 		return err
 	}},
+	{"Fail", func(w *fleetWorld) error {
+		_, err := w.app.Coordinator.Fail(w.ctx, w.w.ID, w.r.ID, w.fence, "connection reset", true)
+		return err
+	}},
+	{"ReleaseUnreadable", func(w *fleetWorld) error {
+		return w.app.Coordinator.ReleaseUnreadable(w.ctx, w.w.ID, w.gid, w.fence, "gzip: invalid header")
+	}},
 	{"SnapshotUpload", func(w *fleetWorld) error {
 		_, err := w.app.Snapshots.Put(w.ctx, Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 50, Body: strings.NewReader("a newer window")})
 		return err

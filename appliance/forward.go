@@ -15,7 +15,7 @@ import (
 
 // AdminOp is an admin write on a group, as carried to its owner.
 type AdminOp struct {
-	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry"
+	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine"
 	Group string     `json:"group"`
 	Spec  *GroupSpec `json:"spec,omitempty"`
 	// High (plan_tail), Low (plan_history) or Start (retry: the range's
@@ -117,6 +117,10 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 			return err
 		})
 		res.Range = &r
+	case "lift_quarantine":
+		var g leasehold.Group
+		g, err = c.liftQuarantine(ctx, op.Group)
+		res.Group = &g
 	default:
 		return res, leasehold.Errorf(leasehold.KindInvalid, "unknown admin write %q", op.Op)
 	}

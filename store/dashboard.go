@@ -147,15 +147,13 @@ func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit i
 	out := []GroupRow{}
 	for rows.Next() {
 		var r GroupRow
-		var active int64
-		var created int64
 		var beat, size, snapAt, holder sql.NullInt64
 		var planned, leased, done, failed int64
-		if err := rows.Scan(&r.ID, &r.Name, &r.Priority, &active, &r.RangeSize, &r.Start, &r.TailEnd, &r.HistoryFloor, &created,
-			&r.Origin, &r.Holder, &r.Fence, &beat, &size, &snapAt, &planned, &leased, &done, &failed, &holder); err != nil {
+		g, err := scanGroup(rows, &r.Origin, &r.Holder, &r.Fence, &beat, &size, &snapAt, &planned, &leased, &done, &failed, &holder)
+		if err != nil {
 			return nil, mapError(err, "listing groups")
 		}
-		r.Active, r.CreatedAt = active != 0, fromMS(created)
+		r.Group = g
 		if holder.Valid && beat.Valid {
 			t := fromMS(beat.Int64)
 			r.HeartbeatAt = &t

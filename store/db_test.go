@@ -232,62 +232,84 @@ func (db *DB) rawExec(q string, args ...any) error {
 }
 
 // TestMigration: a catalog made at version 1 (testdata/schema-v1.sql, the
-// first released schema) is brought up to the same schema a new catalog
+// first released schema) or at version 5 (testdata/schema-v5.sql, the
+// last before rule 10) is brought up to the same schema a new catalog
 // gets, keeps its rows, and gets an identity that lasts across reopening.
 func TestMigration(t *testing.T) {
-	v1, err := os.ReadFile("testdata/schema-v1.sql")
+	for _, c := range []struct {
+		name    string
+		file    string
+		version int
+	}{
+		{"FromV1", "testdata/schema-v1.sql", 1},
+		{"FromV5", "testdata/schema-v5.sql", 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			old := migrateFrom(t, c.file, c.version,
+				`INSERT INTO groups (name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES ('alt.kept', 10, 1, 0, 1, 0, 0, 0)`)
+			migrated := openTest(t, old, Options{})
+			fresh := openTest(t, filepath.Join(t.TempDir(), "new.db"), Options{})
+			if got, want := schemaOf(t, migrated), schemaOf(t, fresh); got != want {
+				t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
+			}
+			var n int
+			if err := migrated.r.QueryRow(`SELECT count(*) FROM groups WHERE name = 'alt.kept'`).Scan(&n); err != nil || n != 1 {
+				t.Errorf("group kept across migration: %d, %v", n, err)
+			}
+			id := migrated.CatalogID()
+			if len(id) != 32 || id == fresh.CatalogID() {
+				t.Errorf("catalog ids %q and %q: want 32 hex digits, different", id, fresh.CatalogID())
+			}
+			migrated.Close()
+			again := openTest(t, old, Options{})
+			if again.CatalogID() != id {
+				t.Errorf("catalog id after reopening = %q, want %q", again.CatalogID(), id)
+			}
+		})
+	}
+}
+
+// migrateFrom makes a catalog file with the schema in file at version and
+// the rows inserts make, and returns its path, for Open to migrate.
+func migrateFrom(t *testing.T, file string, version int, inserts ...string) string {
+	t.Helper()
+	ddl, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	old := filepath.Join(dir, "old.db")
-	raw, err := sql.Open("sqlite", old)
+	path := filepath.Join(t.TempDir(), "old.db")
+	raw, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{string(v1), "PRAGMA user_version = 1",
-		`INSERT INTO groups (name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES ('alt.kept', 10, 1, 0, 1, 0, 0, 0)`} {
+	defer raw.Close()
+	for _, q := range append([]string{string(ddl), fmt.Sprintf("PRAGMA user_version = %d", version)}, inserts...) {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	raw.Close()
-	migrated := openTest(t, old, Options{})
-	fresh := openTest(t, filepath.Join(dir, "new.db"), Options{})
-	schema := func(db *DB) string {
-		rows, err := db.r.Query(`SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY type, name`)
-		if err != nil {
+	return path
+}
+
+// schemaOf is a catalog's schema, one object a line, without comments and
+// spacing (they differ between a step and schema.sql: ALTER TABLE writes
+// its own).
+func schemaOf(t *testing.T, db *DB) string {
+	t.Helper()
+	rows, err := db.r.Query(`SELECT type, name, tbl_name, sql FROM sqlite_schema WHERE sql IS NOT NULL ORDER BY type, name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var typ, name, tbl, ddl string
+		if err := rows.Scan(&typ, &name, &tbl, &ddl); err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
-		var b strings.Builder
-		for rows.Next() {
-			var typ, name, tbl, ddl string
-			if err := rows.Scan(&typ, &name, &tbl, &ddl); err != nil {
-				t.Fatal(err)
-			}
-			// Comments and spacing differ between a step and schema.sql
-			// (ALTER TABLE writes its own), so both are compared without.
-			fmt.Fprintf(&b, "%s %s %s %s\n", typ, name, tbl, strings.Join(strings.Fields(stripComments(ddl)), ""))
-		}
-		return b.String()
+		fmt.Fprintf(&b, "%s %s %s %s\n", typ, name, tbl, strings.Join(strings.Fields(stripComments(ddl)), ""))
 	}
-	if got, want := schema(migrated), schema(fresh); got != want {
-		t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
-	}
-	var n int
-	if err := migrated.r.QueryRow(`SELECT count(*) FROM groups WHERE name = 'alt.kept'`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("group kept across migration: %d, %v", n, err)
-	}
-	id := migrated.CatalogID()
-	if len(id) != 32 || id == fresh.CatalogID() {
-		t.Errorf("catalog ids %q and %q: want 32 hex digits, different", id, fresh.CatalogID())
-	}
-	migrated.Close()
-	again := openTest(t, old, Options{})
-	if again.CatalogID() != id {
-		t.Errorf("catalog id after reopening = %q, want %q", again.CatalogID(), id)
-	}
+	return b.String()
 }
 
 func stripComments(ddl string) string {

@@ -13,20 +13,23 @@ import (
 // (findings_test.go checks the plans). ?1 is the bound's instant, ?2 the
 // limit.
 const (
-	qFindRangeStale = `SELECT g.name, r.id, coalesce(n.name, ''), r.heartbeat_at, r.next_id
+	qFindRangeStale = `SELECT g.name, r.id, coalesce(n.name, ''), r.heartbeat_at, r.next_id, ''
 		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
 		WHERE r.status = 'leased' AND r.heartbeat_at < ?1 ORDER BY r.heartbeat_at DESC LIMIT ?2`
-	qFindLeaseQuiet = `SELECT g.name, l.range_id, coalesce(n.name, ''), l.heartbeat_at, l.fence
+	qFindLeaseQuiet = `SELECT g.name, l.range_id, coalesce(n.name, ''), l.heartbeat_at, l.fence, ''
 		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
 		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 ORDER BY l.heartbeat_at DESC LIMIT ?2`
-	qFindRangeFailed = `SELECT g.name, r.id, coalesce(n.name, ''), r.updated_at, r.attempts
+	qFindRangeFailed = `SELECT g.name, r.id, coalesce(n.name, ''), r.updated_at, r.attempts, coalesce(r.last_error, '')
 		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
 		WHERE r.status = 'failed' AND ?1 = ?1 ORDER BY r.updated_at DESC LIMIT ?2`
-	qFindNodeUnseen = `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity
+	qFindNodeUnseen = `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity, ''
 		FROM nodes n WHERE coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
-	qFindSnapshotOld = `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0)
+	qFindSnapshotOld = `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0), ''
 		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
 		WHERE l.node_id IS NOT NULL AND coalesce(l.snapshot_at, l.leased_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
+	// Quarantined groups (rule 10), by the partial index groups_quarantined.
+	qFindWindowUnreadable = `SELECT g.name, NULL, g.quarantine_node, g.quarantine_at, 0, g.quarantine_error
+		FROM groups g WHERE g.quarantine_at IS NOT NULL AND ?1 = ?1 ORDER BY g.quarantine_at DESC LIMIT ?2`
 	// qBacklogLane counts one lane's planned ranges and finds the oldest
 	// waiting: a count over the ranges_planned_since index, then its first
 	// entry.
@@ -50,8 +53,8 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 		b.Limit = 100
 	}
 	out := []leasehold.Finding{}
-	add := func(kind, q string, bound time.Duration, detail func(age time.Duration, extra int64) string) error {
-		if bound <= 0 && kind != leasehold.FindingRangeFailed {
+	add := func(kind, q string, bound time.Duration, detail func(age time.Duration, extra int64, text string) string) error {
+		if bound <= 0 && kind != leasehold.FindingRangeFailed && kind != leasehold.FindingWindowUnreadable {
 			return nil
 		}
 		rows, err := db.query(ctx, q, ms(now.Add(-bound)), b.Limit)
@@ -63,45 +66,55 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 			var f leasehold.Finding
 			var rng sql.NullInt64
 			var since, extra int64
-			if err := rows.Scan(&f.Group, &rng, &f.Node, &since, &extra); err != nil {
+			var text string
+			if err := rows.Scan(&f.Group, &rng, &f.Node, &since, &extra, &text); err != nil {
 				return mapError(err, "computing findings")
 			}
 			f.Kind, f.Range, f.Since = kind, nullInt(rng), fromMS(since)
 			age := now.Sub(f.Since)
 			f.AgeS = age.Seconds()
-			f.Detail = detail(age, extra)
+			f.Detail = detail(age, extra, text)
 			out = append(out, f)
 		}
 		return mapError(rows.Err(), "computing findings")
 	}
 	round := func(d time.Duration) time.Duration { return d.Round(time.Second) }
 	if err := add(leasehold.FindingRangeStale, qFindRangeStale, b.RangeHeartbeat,
-		func(age time.Duration, next int64) string {
+		func(age time.Duration, next int64, _ string) string {
 			return fmt.Sprintf("no heartbeat for %s (bound %s), resume point %d", round(age), b.RangeHeartbeat, next)
 		}); err != nil {
 		return nil, err
 	}
 	if err := add(leasehold.FindingLeaseQuiet, qFindLeaseQuiet, b.LeaseQuiet,
-		func(age time.Duration, fence int64) string {
+		func(age time.Duration, fence int64, _ string) string {
 			return fmt.Sprintf("holder quiet for %s at fence %d: awaiting takeover", round(age), fence)
 		}); err != nil {
 		return nil, err
 	}
 	if err := add(leasehold.FindingRangeFailed, qFindRangeFailed, 0,
-		func(_ time.Duration, attempts int64) string {
+		func(_ time.Duration, attempts int64, lastErr string) string {
+			if lastErr != "" {
+				return fmt.Sprintf("failed after %d attempts: %s; retry it when the cause is fixed", attempts, lastErr)
+			}
 			return fmt.Sprintf("failed after %d attempts: retry it when the cause is fixed", attempts)
 		}); err != nil {
 		return nil, err
 	}
 	if err := add(leasehold.FindingNodeUnseen, qFindNodeUnseen, b.NodeUnseen,
-		func(age time.Duration, _ int64) string {
+		func(age time.Duration, _ int64, _ string) string {
 			return fmt.Sprintf("not seen for %s", round(age))
 		}); err != nil {
 		return nil, err
 	}
 	if err := add(leasehold.FindingSnapshotOld, qFindSnapshotOld, b.SnapshotAge,
-		func(age time.Duration, next int64) string {
+		func(age time.Duration, next int64, _ string) string {
 			return fmt.Sprintf("window snapshot %s old (next %d) on a group in work", round(age), next)
+		}); err != nil {
+		return nil, err
+	}
+	if err := add(leasehold.FindingWindowUnreadable, qFindWindowUnreadable, 0,
+		func(_ time.Duration, _ int64, windowErr string) string {
+			return fmt.Sprintf("quarantined: the window would not load: %s; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another (PUT .../snapshot)", windowErr)
 		}); err != nil {
 		return nil, err
 	}
@@ -148,9 +161,10 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 		{leasehold.FindingRangeFailed, `SELECT count(*) FROM ranges WHERE status = 'failed' AND ?1 = ?1`, 0},
 		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes WHERE coalesce(last_seen_at, created_at) < ?1`, b.NodeUnseen},
 		{leasehold.FindingSnapshotOld, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND coalesce(snapshot_at, leased_at) < ?1`, b.SnapshotAge},
+		{leasehold.FindingWindowUnreadable, `SELECT count(*) FROM groups WHERE quarantine_at IS NOT NULL AND ?1 = ?1`, 0},
 	} {
 		out[c.kind] = 0
-		if c.bound <= 0 && c.kind != leasehold.FindingRangeFailed {
+		if c.bound <= 0 && c.kind != leasehold.FindingRangeFailed && c.kind != leasehold.FindingWindowUnreadable {
 			continue
 		}
 		var n int64

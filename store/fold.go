@@ -45,10 +45,11 @@ const (
 
 var (
 	qFoldGroupFind = wq(`SELECT g.id, g.owned, g.claim_rev FROM groups g WHERE g.name = ?`)
-	qFoldGroupNew  = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at, owned, claim_rev)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10)`)
+	qFoldGroupNew  = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at, owned, claim_rev,
+		quarantine_error, quarantine_node, quarantine_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10, ?11, ?12, ?13)`)
 	qFoldGroupSet = wq(`UPDATE groups SET priority = ?2, active = ?3, range_size = ?4, start_id = ?5, tail_end = ?6, history_floor = ?7,
-		claim_rev = ?8, updated_at = ?9, owned = 0 WHERE id = ?1`)
+		claim_rev = ?8, updated_at = ?9, owned = 0, quarantine_error = ?10, quarantine_node = ?11, quarantine_at = ?12 WHERE id = ?1`)
 	qFoldLeaseNew  = wq(`INSERT INTO group_leases (group_id, fence) VALUES (?, ?)`)
 	qFoldLeaseSet  = wq(`UPDATE group_leases SET fence = max(fence, ?2) WHERE group_id = ?1`)
 	qFoldPeerGroup = wq(`INSERT INTO peer_groups (group_id, origin, holder, fence, leased_at, heartbeat_at,
@@ -56,10 +57,11 @@ var (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 		ON CONFLICT (group_id) DO UPDATE SET origin = ?2, holder = ?3, fence = ?4, leased_at = ?5, heartbeat_at = ?6,
 		snapshot_next = ?7, snapshot_size = ?8, snapshot_sha256 = ?9, snapshot_at = ?10, ranges_done = ?11, headers = ?12, updated_at = ?13`)
-	qFoldRange = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+	qFoldRange = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at,
+		last_error, last_error_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 		ON CONFLICT (group_id, start_id) DO UPDATE SET end_id = ?3, next_id = ?4, status = ?5, priority = ?6, node_id = NULL,
-		attempts = ?7, rule_version = ?8, headers = ?9, updated_at = ?10`)
+		attempts = ?7, rule_version = ?8, headers = ?9, updated_at = ?10, last_error = ?11, last_error_at = ?12`)
 	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
@@ -96,12 +98,19 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q is not valid", origin, g.Name)
 	}
 	now := ms(tx.now)
+	// A quarantine travels with the group: its window is the same at
+	// whichever node owns it next (rule 10).
+	var qErr, qNode, qAt any
+	if q := g.Quarantine; q != nil {
+		qErr, qNode, qAt = q.Error, q.Node, ms(q.At)
+	}
 	var id, rev int64
 	var owned bool
 	err := tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		res, err := tx.exec(qFoldGroupNew, g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev)
+		res, err := tx.exec(qFoldGroupNew, g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev,
+			qErr, qNode, qAt)
 		if err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
@@ -127,7 +136,8 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 				return 0, false, err
 			}
 		}
-		if _, err := tx.exec(qFoldGroupSet, id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now); err != nil {
+		if _, err := tx.exec(qFoldGroupSet, id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now,
+			qErr, qNode, qAt); err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
 		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
@@ -188,7 +198,13 @@ func (tx *Tx) FoldRanges(groupID int64, rs []PeerRange) error {
 		default:
 			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
 		}
-		_, err := tx.exec(qFoldRange, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt))
+		// The worker's last error travels with the range (rule 10).
+		var lastErr any
+		if r.LastError != nil {
+			lastErr = *r.LastError
+		}
+		_, err := tx.exec(qFoldRange, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt),
+			lastErr, nullMS(r.LastErrorAt))
 		if err != nil {
 			return mapError(err, "folding a peer's ranges")
 		}
@@ -415,12 +431,14 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 	var created int64
 	var peer sql.NullString
 	var claimRev int64
+	var qErr, qNode sql.NullString
+	var qAt sql.NullInt64
 	err = db.queryRow(ctx, `SELECT g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
 		g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
-		l.ranges_done, l.headers, p.origin
+		l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at
 		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id
 		WHERE g.id = ?`, groupID).Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
-		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer)
+		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer, &qErr, &qNode, &qAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, nil, false, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
 	}
@@ -431,6 +449,9 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 		return g, nil, true, nil
 	}
 	g.CreatedAt, g.ClaimRev = fromMS(created), uint64(claimRev)
+	if qAt.Valid {
+		g.Quarantine = &leasehold.Quarantine{Error: qErr.String, Node: qNode.String, At: fromMS(qAt.Int64)}
+	}
 	if g.Holder != "" {
 		g.LeasedAt, g.HeartbeatAt = fromNullMS(leased), fromNullMS(beat)
 	}
@@ -445,13 +466,9 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 	defer rows.Close()
 	for rows.Next() {
 		var r PeerRange
-		var node sql.NullInt64
-		var updated int64
-		if err := rows.Scan(&r.ID, &r.GroupID, &r.Start, &r.End, &r.Next, &r.Status, &r.Priority, &node, &r.Attempts, &r.RuleVersion,
-			&r.Headers, &updated, &r.Node); err != nil {
+		if r.Range, err = scanRange(rows, &r.Node); err != nil {
 			return g, nil, false, mapError(err, "reading a group's ranges")
 		}
-		r.NodeID, r.UpdatedAt = nullInt(node), fromMS(updated)
 		ranges = append(ranges, r)
 	}
 	return g, ranges, false, mapError(rows.Err(), "reading a group's ranges")

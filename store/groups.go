@@ -8,17 +8,26 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at`
+const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
+	g.quarantine_error, g.quarantine_node, g.quarantine_at`
 
 // groupReturning is groupColumns for a RETURNING clause, which takes no
 // table alias.
-const groupReturning = `id, name, priority, active, range_size, start_id, tail_end, history_floor, created_at`
+const groupReturning = `id, name, priority, active, range_size, start_id, tail_end, history_floor, created_at,
+	quarantine_error, quarantine_node, quarantine_at`
 
-func scanGroup(s scanner) (leasehold.Group, error) {
+// scanGroup scans groupColumns, then more.
+func scanGroup(s scanner, more ...any) (leasehold.Group, error) {
 	var g leasehold.Group
 	var created int64
-	err := s.Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created)
+	var qErr, qNode sql.NullString
+	var qAt sql.NullInt64
+	err := s.Scan(append([]any{&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
+		&qErr, &qNode, &qAt}, more...)...)
 	g.CreatedAt = fromMS(created)
+	if qAt.Valid {
+		g.Quarantine = &leasehold.Quarantine{Error: qErr.String, Node: qNode.String, At: fromMS(qAt.Int64)}
+	}
 	return g, err
 }
 

@@ -35,17 +35,17 @@ var (
 	qNodeHeldLive  = wq(`SELECT count(*) FROM group_leases WHERE node_id = ? AND heartbeat_at >= ?`)
 	// The free group with the most urgent work in the band, one seek a lane.
 	qChooseFreeTail = wq(`SELECT id, urgent_tail, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_tail BETWEEN ?1 AND ?2
+		WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_tail BETWEEN ?1 AND ?2
 		ORDER BY urgent_tail, free_since, priority, id LIMIT 1`)
 	qChooseFreeHist = wq(`SELECT id, urgent_hist, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND owned = 1 AND urgent_hist BETWEEN ?1 AND ?2
+		WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_hist BETWEEN ?1 AND ?2
 		ORDER BY urgent_hist, free_since, priority, id LIMIT 1`)
 	// Held groups whose holder went quiet: bounded by the leases held, not
 	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part.
 	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority, node_id FROM (
 		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority, l.node_id
 		FROM group_leases l JOIN groups g ON g.id = l.group_id
-		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.owned = 1
+		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.owned = 1 AND g.quarantine_at IS NULL
 		AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
 		ORDER BY urgent, heartbeat_at, priority, id LIMIT 1`)
 	qLeaseRow = wq(`SELECT l.node_id, l.fence, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, coalesce(n.name, '')
@@ -113,14 +113,19 @@ var (
 	qRangeRetry = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
 )
 
-const rangeColumns = `id, group_id, start_id, end_id, next_id, status, priority, node_id, attempts, rule_version, headers, updated_at`
+const rangeColumns = `id, group_id, start_id, end_id, next_id, status, priority, node_id, attempts, rule_version, headers, updated_at, last_error, last_error_at`
 
-func scanRange(s scanner) (leasehold.Range, error) {
+func scanRange(s scanner, more ...any) (leasehold.Range, error) {
 	var r leasehold.Range
-	var node sql.NullInt64
+	var node, errAt sql.NullInt64
 	var updated int64
-	err := s.Scan(&r.ID, &r.GroupID, &r.Start, &r.End, &r.Next, &r.Status, &r.Priority, &node, &r.Attempts, &r.RuleVersion, &r.Headers, &updated)
-	r.NodeID, r.UpdatedAt = nullInt(node), fromMS(updated)
+	var lastErr sql.NullString
+	err := s.Scan(append([]any{&r.ID, &r.GroupID, &r.Start, &r.End, &r.Next, &r.Status, &r.Priority, &node, &r.Attempts, &r.RuleVersion, &r.Headers, &updated,
+		&lastErr, &errAt}, more...)...)
+	r.NodeID, r.UpdatedAt, r.LastErrorAt = nullInt(node), fromMS(updated), fromNullMS(errAt)
+	if lastErr.Valid {
+		r.LastError = &lastErr.String
+	}
 	return r, err
 }
 

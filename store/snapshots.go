@@ -19,7 +19,7 @@ var (
 // returns the previous one, whose file the caller removes after commit.
 // With nodeID > 0 only that node at that fence may do it (lease lost
 // otherwise); with nodeID 0 it is an operator's, refused while the group is
-// held (conflict).
+// held (conflict), and it lifts the group's quarantine.
 func (tx *Tx) SetSnapshot(groupID, nodeID, fence int64, s leasehold.Snapshot) (*leasehold.Snapshot, error) {
 	if nodeID > 0 {
 		if _, err := tx.holder(groupID, nodeID, fence); err != nil {
@@ -35,6 +35,12 @@ func (tx *Tx) SetSnapshot(groupID, nodeID, fence int64, s leasehold.Snapshot) (*
 	}
 	if _, err := tx.exec(qSnapshotSet, groupID, s.Next, s.Size, s.SHA256, ms(s.At), s.File); err != nil {
 		return nil, mapError(err, "recording a snapshot")
+	}
+	if nodeID == 0 {
+		// An operator restoring a window lifts a quarantine (rule 10).
+		if err := tx.unquarantine(groupID); err != nil {
+			return nil, err
+		}
 	}
 	err = tx.event(EventSnapshotStored, groupID, 0, nodeID, map[string]any{"next": s.Next, "size": s.Size, "sha256": s.SHA256})
 	return l.snapshot, err

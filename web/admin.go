@@ -336,3 +336,31 @@ func (s *Server) findings(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, r)
 }
+
+// liftQuarantine lets a quarantined group be leased again with the window
+// it has (rule 10).
+func (s *Server) liftQuarantine(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	g, err := s.app.Coordinator.LiftQuarantine(c.Request().Context(), name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, g)
+}
+
+// dropSnapshot drops a group's window and lifts its quarantine (rule 10);
+// refused while the group is held.
+func (s *Server) dropSnapshot(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	g, err := s.app.DropSnapshot(c.Request().Context(), name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, g)
+}

@@ -121,6 +121,8 @@ func (w *authWorld) routes() []route {
 		{"GET", "/api/v1/groups/:name/snapshot", "/api/v1/groups/g/snapshot", "", 204, 403, false},
 		{"PUT", "/api/v1/groups/:name/snapshot", "/api/v1/groups/g/snapshot?next=1", "x", 409, 403, false},
 		{"POST", "/api/v1/ranges/:id/retry", rp("/retry"), "", 409, 403, false},
+		{"DELETE", "/api/v1/groups/:name/quarantine", "/api/v1/groups/g/quarantine", "", 200, 403, false},
+		{"DELETE", "/api/v1/groups/:name/snapshot", "/api/v1/groups/g/snapshot", "", 409, 403, false},
 		{"PUT", "/api/v1/rules", "/api/v1/rules", `{"a":1}`, 201, 403, false},
 		{"GET", "/api/v1/rules", "/api/v1/rules", "", 200, 403, false},
 		{"GET", "/api/v1/findings", "/api/v1/findings", "", 200, 403, false},
@@ -143,6 +145,7 @@ func (w *authWorld) routes() []route {
 		{"GET", "/api/v1/leases/:group/snapshot", lp(fmt.Sprintf("/snapshot?fence=%d", f)), "", 403, 409, false},
 		{"POST", "/api/v1/ranges/:id/progress", rp("/progress"), fmt.Sprintf(`{"fence":%d,"next":%d}`, f, w.next+1), 403, 409, false},
 		{"POST", "/api/v1/ranges/:id/finish", rp("/finish"), fmt.Sprintf(`{"fence":%d,"headers":1}`, f), 403, 409, false},
+		{"POST", "/api/v1/ranges/:id/fail", rp("/fail"), fmt.Sprintf(`{"fence":%d,"error":"e"}`, f), 403, 409, false},
 
 		// The dashboard takes a session cookie, never a bearer token: a page
 		// sends every credential to sign in, an action is refused.

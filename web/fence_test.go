@@ -192,6 +192,15 @@ var holderCalls = []holderCall{
 	{"Finish", func(w *fenceWorld, tok string, fence, rangeID int64) answer {
 		return w.j("POST", fmt.Sprintf("/ranges/%d/finish", rangeID), tok, fmt.Sprintf(`{"fence":%d,"headers":7}`, fence))
 	}, 200},
+	{"Fail", func(w *fenceWorld, tok string, fence, rangeID int64) answer {
+		return w.j("POST", fmt.Sprintf("/ranges/%d/fail", rangeID), tok, fmt.Sprintf(`{"fence":%d,"error":"connection reset"}`, fence))
+	}, 200},
+	{"FailNoRetry", func(w *fenceWorld, tok string, fence, rangeID int64) answer {
+		return w.j("POST", fmt.Sprintf("/ranges/%d/fail", rangeID), tok, fmt.Sprintf(`{"fence":%d,"error":"bad article","retry":false}`, fence))
+	}, 200},
+	{"ReleaseWindowError", func(w *fenceWorld, tok string, fence, _ int64) answer {
+		return w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), tok, fmt.Sprintf(`{"fence":%d,"window_error":"gzip: invalid header"}`, fence))
+	}, 200},
 	{"SnapshotPut", func(w *fenceWorld, tok string, fence, _ int64) answer {
 		return w.do("PUT", fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=%d", w.gid, fence, w.rangeStart+50), tok,
 			bytes.NewReader(gz(w.t, []byte("a window written at fence "+fmt.Sprint(fence)))), "Content-Encoding", "gzip")
@@ -249,7 +258,8 @@ var fenceCases = []fenceCase{
 }
 
 // TestFencing is rule 6 over HTTP: every holder call (next, heartbeat,
-// release, progress, finish, snapshot upload and download) made by a node
+// release plain or with a window error, progress, finish, fail with and
+// without retry, snapshot upload and download) made by a node
 // that does not hold the group at the fence it names is refused with 409
 // lease_lost and changes nothing in the catalog or the snapshot files:
 // from another node with the holder's fence, from the holder at its older

@@ -106,6 +106,8 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodGet, "/groups/:name/ranges", s.listRanges)
 	admin(http.MethodGet, "/groups/:name/snapshot", s.adminGetSnapshot)
 	admin(http.MethodPut, "/groups/:name/snapshot", s.adminPutSnapshot)
+	admin(http.MethodDelete, "/groups/:name/snapshot", s.dropSnapshot)
+	admin(http.MethodDelete, "/groups/:name/quarantine", s.liftQuarantine)
 	admin(http.MethodPost, "/ranges/:id/retry", s.retryRange)
 	admin(http.MethodPut, "/rules", s.putRules)
 	admin(http.MethodGet, "/rules", s.getRules)
@@ -121,6 +123,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	worker(http.MethodGet, "/leases/:group/snapshot", s.getSnapshot)
 	worker(http.MethodPost, "/ranges/:id/progress", s.progress)
 	worker(http.MethodPost, "/ranges/:id/finish", s.finish)
+	worker(http.MethodPost, "/ranges/:id/fail", s.fail)
 
 	s.mountDashboard(e)
 	s.mountPprof(e)

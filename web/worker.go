@@ -94,14 +94,64 @@ func (s *Server) heartbeat(c echo.Context) error {
 }
 
 func (s *Server) release(c echo.Context) error {
-	gid, fence, err := groupCall(c)
+	gid, err := pathID(c, "group")
 	if err != nil {
 		return err
 	}
-	if err := s.app.Coordinator.Release(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+	var req struct {
+		fenced
+		// WindowError, when given, says the holder's window would not
+		// load: the group is quarantined (rule 10).
+		WindowError *string `json:"window_error"`
+	}
+	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"group_id": gid, "released": true})
+	fence, err := req.fence()
+	if err != nil {
+		return err
+	}
+	if req.WindowError != nil {
+		err = s.app.Coordinator.ReleaseUnreadable(c.Request().Context(), nodeOf(c).ID, gid, fence, *req.WindowError)
+	} else {
+		err = s.app.Coordinator.Release(c.Request().Context(), nodeOf(c).ID, gid, fence)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"group_id": gid, "released": true, "quarantined": req.WindowError != nil})
+}
+
+// fail is rule 10 for a range: the holder says why it cannot index it.
+func (s *Server) fail(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		fenced
+		Error *string `json:"error"`
+		Retry *bool   `json:"retry"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	fence, err := req.fence()
+	if err != nil {
+		return err
+	}
+	if req.Error == nil {
+		return leasehold.Errorf(leasehold.KindUnprocessable, "error is required: 1 to %d bytes saying why the range cannot be indexed", leasehold.MaxErrorBytes)
+	}
+	retry := true
+	if req.Retry != nil {
+		retry = *req.Retry
+	}
+	r, err := s.app.Coordinator.Fail(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Error, retry)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
 }
 
 func (s *Server) progress(c echo.Context) error {

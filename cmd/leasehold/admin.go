@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/web/client"
@@ -208,6 +209,8 @@ var adminVerbs = []adminVerb{
 	{"groups", "tail", "NAME HIGH", "plan the tail up to HIGH", noFlags((*adminCmd).groupsTail)},
 	{"groups", "history", "NAME LOW", "plan the history down to LOW", noFlags((*adminCmd).groupsHistory)},
 	{"groups", "ranges", "NAME [--status S]", "the group's ranges", (*adminCmd).groupsRanges},
+	{"groups", "unquarantine", "NAME", "lease a quarantined group again with its window", noFlags((*adminCmd).groupsUnquarantine)},
+	{"groups", "drop-snapshot", "NAME", "drop the group's window and lift its quarantine", noFlags((*adminCmd).groupsDropSnapshot)},
 	{"nodes", "list", "", "the worker nodes", noFlags((*adminCmd).nodesList)},
 	{"nodes", "register", "NAME [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
 	{"nodes", "pause", "ID|NAME [--by WHO]", "", (*adminCmd).nodesPause},
@@ -350,11 +353,28 @@ func (a *adminCmd) groupsRanges(fs *flag.FlagSet) verbFunc {
 		if a.op.json {
 			return a.printJSON(rs)
 		}
-		return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS"}, len(rs), func(i int) []any {
+		return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS", "LAST_ERROR"}, len(rs), func(i int) []any {
 			r := rs[i]
-			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts}
+			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts, lastError(r)}
 		})
 	}
+}
+
+// lastError is a range's last error for a table cell: one line, at most
+// 80 bytes, "-" when it has none.
+func lastError(r leasehold.Range) string {
+	if r.LastError == nil {
+		return "-"
+	}
+	s := strings.Join(strings.Fields(*r.LastError), " ")
+	if len(s) > 80 {
+		cut := 77
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
 }
 
 func (a *adminCmd) nodesRegister(fs *flag.FlagSet) verbFunc {
@@ -440,6 +460,30 @@ func (a *adminCmd) nodesDelete(ctx context.Context, args []string) error {
 		return a.printJSON(map[string]any{"deleted": id})
 	}
 	fmt.Fprintf(a.stdout, "node %s deleted; what it held is released\n", args[0])
+	return nil
+}
+
+func (a *adminCmd) groupsUnquarantine(ctx context.Context, args []string) error {
+	return a.groupWrite(ctx, args, a.c.LiftQuarantine, "group %s: quarantine lifted; its window is handed out again\n")
+}
+
+func (a *adminCmd) groupsDropSnapshot(ctx context.Context, args []string) error {
+	return a.groupWrite(ctx, args, a.c.DropGroupSnapshot, "group %s: window dropped, quarantine lifted; its next holder starts without a window\n")
+}
+
+// groupWrite runs an operator's write on the group NAME and says what it did.
+func (a *adminCmd) groupWrite(ctx context.Context, args []string, write func(context.Context, string) (*leasehold.Group, error), done string) error {
+	if err := wantArgs(args, "NAME"); err != nil {
+		return err
+	}
+	g, err := write(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(g)
+	}
+	fmt.Fprintf(a.stdout, done, g.Name)
 	return nil
 }
 
@@ -555,6 +599,9 @@ func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
 		fmt.Fprintf(w, "done\t%d ranges, %d headers\n", l.RangesDone, l.Headers)
 	} else {
 		fmt.Fprintf(w, "held by\tnobody\n")
+	}
+	if q := g.Quarantine; q != nil {
+		fmt.Fprintf(w, "quarantined\tsince %s by %s: %s\n", q.At.Format(time.RFC3339), q.Node, strings.Join(strings.Fields(q.Error), " "))
 	}
 	if s := g.Snapshot; s != nil {
 		fmt.Fprintf(w, "snapshot\tnext %d, %d bytes, sha256 %s, at %s\n", s.Next, s.Size, s.SHA256, s.At.Format(time.RFC3339))

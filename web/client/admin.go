@@ -214,6 +214,27 @@ func (c *Client) RetryRange(ctx context.Context, id int64) (*leasehold.Range, er
 	return &r, nil
 }
 
+// LiftQuarantine lets a quarantined group be leased again with the window
+// it has, and returns the group. An unknown name is leasehold.ErrNotFound.
+func (c *Client) LiftQuarantine(ctx context.Context, name string) (*leasehold.Group, error) {
+	var g leasehold.Group
+	if _, err := c.do(ctx, http.MethodDelete, pathf("/api/v1/groups/%s/quarantine", name), nil, &g); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// DropGroupSnapshot drops a group's window (its next holder starts
+// without one) and lifts its quarantine, and returns the group. A held
+// group is leasehold.ErrConflict.
+func (c *Client) DropGroupSnapshot(ctx context.Context, name string) (*leasehold.Group, error) {
+	var g leasehold.Group
+	if _, err := c.do(ctx, http.MethodDelete, pathf("/api/v1/groups/%s/snapshot", name), nil, &g); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
 // Rules is a version of the rules the workers index by; Body is the JSON
 // object as the operator put it.
 type Rules struct {

@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
 )
@@ -117,5 +119,76 @@ func (c *Client) Release(ctx context.Context, group, fence int64) error {
 	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/release", group), fenceBody{fence}, nil)
 	return err
 }
+
+// ReleaseUnreadable gives group back because its window would not load,
+// saying why (windowError, 1 to 4096 bytes): the node quarantines the
+// group, leasing it to nobody until an operator keeps the window, drops
+// it or restores another. A text over 4096 bytes is cut to fit.
+func (c *Client) ReleaseUnreadable(ctx context.Context, group, fence int64, windowError string) error {
+	in := struct {
+		Fence       int64  `json:"fence"`
+		WindowError string `json:"window_error"`
+	}{fence, errorText(windowError)}
+	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/release", group), in, nil)
+	return err
+}
+
+// FailRange says why range id cannot be indexed (text, 1 to 4096 bytes;
+// a longer one is cut to fit). With retry the node plans the range again
+// at its resume point until its attempts run out, then fails it; without,
+// it fails it at once. Either way the range shows the error as its
+// last_error. The range leaves the holder's work: take the next one with
+// Next.
+func (c *Client) FailRange(ctx context.Context, id, fence int64, text string, retry bool) (*leasehold.Range, error) {
+	in := struct {
+		Fence int64  `json:"fence"`
+		Error string `json:"error"`
+		Retry bool   `json:"retry"`
+	}{fence, errorText(text), retry}
+	var r leasehold.Range
+	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/ranges/%d/fail", id), in, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// errorText fits an error's text to what the node takes: valid UTF-8
+// (JSON would widen each invalid byte to three), 1 to
+// leasehold.MaxErrorBytes bytes, cut at a rune boundary.
+func errorText(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	if s == "" {
+		return "(no error text)"
+	}
+	if len(s) <= leasehold.MaxErrorBytes {
+		return s
+	}
+	cut := leasehold.MaxErrorBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// PermanentError marks an IndexFunc error that retrying the range will
+// not mend (an article the indexer cannot parse, a rule that rejects the
+// range): the Worker fails the range at once instead of asking for a
+// retry. Make one with Permanent; errors.As finds it through wrapping.
+type PermanentError struct {
+	Err error
+}
+
+// Permanent marks err as permanent (nil stays nil).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap is the error marked permanent.
+func (e *PermanentError) Unwrap() error { return e.Err }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

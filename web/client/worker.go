@@ -37,6 +37,11 @@ type ProgressFunc func(next, headers int64)
 // leasehold.ErrLeaseLost when the group was lost, and the range is then
 // given up. Ids may come again after a takeover, so indexing an id twice
 // must leave w as indexing it once.
+//
+// Any other error is reported to the node as the range's failure, with
+// its text (the range's last_error): the range is retried from its
+// progress, and failed once its attempts run out; an error that is or
+// wraps a PermanentError (Permanent(err)) fails it at once.
 type IndexFunc func(ctx context.Context, g *Grant, r leasehold.Range, w Window, progress ProgressFunc) error
 
 // DefaultSnapshotInterval is how often a Worker uploads a window between
@@ -55,11 +60,17 @@ var DefaultPoll = Backoff{Min: 500 * time.Millisecond, Max: 15 * time.Second}
 // the group is caught up uploads the window and releases the group.
 //
 // A lost lease cancels that group's IndexFunc and the group is forgotten:
-// nothing more is sent for it. A panic in IndexFunc is logged with its stack
-// and the group released without finishing the range or uploading the
-// window (which the panic may have left half changed); the node plans again
-// whatever the last upload does not cover. Run it with Run; set the fields
-// before.
+// nothing more is sent for it. An error from IndexFunc fails the range at
+// the node with the error's text (retried unless the error is permanent),
+// and the group is given back with its window up to the progress. A panic
+// in IndexFunc is logged with its stack and the group released without
+// finishing the range or uploading the window (which the panic may have
+// left half changed); the node plans again whatever the last upload does
+// not cover. A window snapshot that will not load (Window.Load fails, or
+// the stored bytes are not gzip) is released with its error as
+// window_error, and the node quarantines the group until an operator
+// acts; a download that breaks off is released plainly. Run it with Run;
+// set the fields before.
 type Worker struct {
 	// Client calls the node with the worker node's token.
 	Client *Client
@@ -158,7 +169,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// the next lease so a failure that repeats (a node error, a
 			// source down) is not retried in a tight loop.
 			switch w.hold(ctx, g) {
-			case failed, suspect:
+			case failed, suspect, unreadable:
 				n := w.failures.Add(1)
 				sleep(ctx, w.poll().Delay(int(n-1)))
 			case caughtUp:
@@ -195,11 +206,12 @@ func (w *Worker) logger() *slog.Logger {
 type outcome int
 
 const (
-	caughtUp outcome = iota // snapshot, release
-	stopped                 // Run's context ended: flush progress, snapshot, release
-	failed                  // an error; the window is sound up to the progress: snapshot, release
-	suspect                 // a panic or a window that did not load: release only
-	lost                    // someone else holds it: send nothing
+	caughtUp   outcome = iota // snapshot, release
+	stopped                   // Run's context ended: flush progress, snapshot, release
+	failed                    // an error; the window is sound up to the progress: snapshot, release
+	suspect                   // a panic, or a window whose download broke: release only
+	lost                      // someone else holds it: send nothing
+	unreadable                // the window did not load: release with window_error only
 )
 
 // errLeaseLost is the cause of a group's context after its lease was lost.
@@ -231,6 +243,8 @@ type hold struct {
 
 	// windowNext is the id the window covers up to, for its snapshot.
 	windowNext int64
+	// windowError is why the window did not load (outcome unreadable).
+	windowError string
 	// dirty is whether the window changed since it was loaded or uploaded.
 	dirty        bool
 	lastSnapshot time.Time
@@ -273,7 +287,7 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 		var cancel context.CancelFunc
 		endCtx, cancel = context.WithTimeout(endCtx, w.stopTimeout())
 		defer cancel()
-		if out != lost && out != suspect {
+		if out != lost && out != suspect && out != unreadable {
 			out = stopped
 		}
 	}
@@ -281,7 +295,7 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 		h.log.Warn("lease lost; group forgotten")
 		return lost
 	}
-	if out != suspect {
+	if out != suspect && out != unreadable {
 		h.flushProgress(endCtx)
 		if h.dirty {
 			if err := h.upload(endCtx); err != nil {
@@ -293,7 +307,13 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 			}
 		}
 	}
-	if err := w.Client.Release(endCtx, g.Group.ID, g.Fence); err != nil {
+	var err error
+	if out == unreadable {
+		err = w.Client.ReleaseUnreadable(endCtx, g.Group.ID, g.Fence, h.windowError)
+	} else {
+		err = w.Client.Release(endCtx, g.Group.ID, g.Fence)
+	}
+	if err != nil {
 		if errors.Is(err, leasehold.ErrLeaseLost) {
 			h.log.Warn("lease lost before release")
 			return lost
@@ -301,7 +321,7 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 		h.log.Error("release failed; the TTL will free the group", "err", err)
 		return out
 	}
-	h.log.Info("released group", "why", [...]string{"caught up", "stopping", "failed", "suspect window", "lost"}[out])
+	h.log.Info("released group", "why", [...]string{"caught up", "stopping", "failed", "suspect window", "lost", "unreadable window"}[out])
 	return out
 }
 
@@ -367,7 +387,11 @@ func (h *hold) work(ctx context.Context) outcome {
 			h.mu.Lock()
 			h.windowNext = h.pending
 			h.mu.Unlock()
-			return h.judge(ctx, err, "index")
+			out := h.judge(ctx, err, "index")
+			if out == failed && !h.failRange(ctx, *r, err) {
+				return lost
+			}
+			return out
 		}
 		if out, ok := h.finish(ctx, *r); !ok {
 			return out
@@ -417,13 +441,15 @@ func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
 	}
 	defer sr.Close()
 	h.touch()
+	src := &downloadReader{r: sr}
 	err = func() (err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				err = fmt.Errorf("panic in Load: %v\n%s", p, debug.Stack())
+				h.log.Error("panic in Window.Load", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic in Load: %v", p)
 			}
 		}()
-		gz, err := gzip.NewReader(sr)
+		gz, err := gzip.NewReader(src)
 		if err != nil {
 			return err
 		}
@@ -440,8 +466,14 @@ func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
 		if out := h.judge(ctx, err, "index"); out != failed {
 			return out, false
 		}
-		h.log.Error("window snapshot did not load; releasing the group", "err", err)
-		return suspect, false
+		if src.err != nil {
+			// The download broke, not the window: let the group go plainly.
+			h.log.Error("window snapshot download failed; releasing the group", "err", err)
+			return suspect, false
+		}
+		h.log.Error("window snapshot did not load; releasing the group for an operator to look at", "err", err)
+		h.windowError = "window did not load: " + err.Error()
+		return unreadable, false
 	}
 	h.windowNext = sr.Next
 	if h.windowNext == 0 {
@@ -449,6 +481,52 @@ func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
 	}
 	h.log.Info("window loaded", "next", h.windowNext, "bytes", sr.Size)
 	return 0, true
+}
+
+// downloadReader keeps the first error of a snapshot download other than
+// its end, so a window that did not load is told from a transfer that
+// broke off.
+type downloadReader struct {
+	r   io.Reader
+	err error
+}
+
+func (d *downloadReader) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF && d.err == nil {
+		d.err = err
+	}
+	return n, err
+}
+
+// failRange tells the node why r could not be indexed, after its last
+// progress, so it resumes where the window ends: retried unless err is
+// permanent. It reports false when the lease turned out lost; any other
+// refusal is logged, and the release that follows plans the range again.
+func (h *hold) failRange(ctx context.Context, r leasehold.Range, err error) bool {
+	h.flushProgress(ctx)
+	if h.isLost.Load() {
+		return false
+	}
+	var permanent *PermanentError
+	retry := !errors.As(err, &permanent)
+	h.callMu.Lock()
+	h.mu.Lock()
+	h.rng = leasehold.Range{}
+	h.mu.Unlock()
+	_, ferr := h.w.Client.FailRange(ctx, r.ID, h.g.Fence, err.Error(), retry)
+	h.callMu.Unlock()
+	switch {
+	case ferr == nil:
+		h.touch()
+		h.log.Info("range failed at the node", "range", r.ID, "retry", retry)
+	case errors.Is(ferr, leasehold.ErrLeaseLost):
+		h.lose(ferr)
+		return false
+	default:
+		h.log.Warn("range failure not reported", "range", r.ID, "err", ferr)
+	}
+	return true
 }
 
 // index calls IndexFunc on r, turning a panic into a logged failure.

@@ -1,0 +1,225 @@
+package web_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/internal/nodetest"
+)
+
+// rangeOf finds range id in the group's ranges as the API lists them.
+func (w *fenceWorld) rangeOf(id int64) map[string]any {
+	w.t.Helper()
+	a := w.j("GET", "/groups/g/ranges?limit=100", w.admin, "")
+	if a.status != 200 {
+		w.t.Fatalf("ranges: %d %s", a.status, a.body)
+	}
+	for _, r := range a.json(w.t)["ranges"].([]any) {
+		if m := r.(map[string]any); num(m, "id") == id {
+			return m
+		}
+	}
+	w.t.Fatalf("range %d not listed", id)
+	return nil
+}
+
+func (w *fenceWorld) findings(kind string) []map[string]any {
+	w.t.Helper()
+	a := w.j("GET", "/findings", w.admin, "")
+	if a.status != 200 {
+		w.t.Fatalf("findings: %d %s", a.status, a.body)
+	}
+	var out []map[string]any
+	for _, f := range a.json(w.t)["stuck"].([]any) {
+		if m := f.(map[string]any); m["kind"] == kind {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestFailRange is rule 10 over HTTP: a holder's fail with retry plans the
+// range again at its resume point with its error shown wherever the range
+// is; without retry it is failed at once and its finding carries the
+// error; an error text that is missing, empty or over 4096 bytes is 422
+// and changes nothing.
+func TestFailRange(t *testing.T) {
+	t.Run("Retry", func(t *testing.T) {
+		w := newFenceWorld(t)
+		if m := w.rangeOf(w.rangeID); m["last_error"] != nil || m["last_error_at"] != nil {
+			t.Fatalf("a range never failed shows %v at %v, want null", m["last_error"], m["last_error_at"])
+		}
+		progress := w.j("POST", fmt.Sprintf("/ranges/%d/progress", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"next":%d}`, w.first, w.rangeStart+5))
+		if progress.status != 200 {
+			t.Fatalf("progress: %d %s", progress.status, progress.body)
+		}
+		a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":"nntp: 503 timeout"}`, w.first))
+		if a.status != 200 {
+			t.Fatalf("fail: %d %s", a.status, a.body)
+		}
+		for where, m := range map[string]map[string]any{"answer": a.json(t), "listing": w.rangeOf(w.rangeID)} {
+			if m["status"] != "planned" || num(m, "next") != w.rangeStart+5 || m["last_error"] != "nntp: 503 timeout" || m["last_error_at"] == nil {
+				t.Errorf("%s: %v, want planned at %d with its error", where, m, w.rangeStart+5)
+			}
+		}
+		if again := w.next(w.w1, w.first); again != w.rangeID {
+			t.Errorf("next after the failure: range %d, want %d again", again, w.rangeID)
+		}
+	})
+	t.Run("NoRetry", func(t *testing.T) {
+		w := newFenceWorld(t)
+		a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":"unknown article format","retry":false}`, w.first))
+		if a.status != 200 || a.json(t)["status"] != "failed" || a.json(t)["last_error"] != "unknown article format" {
+			t.Fatalf("fail: %d %s, want 200 failed with its error", a.status, a.body)
+		}
+		f := w.findings("range_failed")
+		if len(f) != 1 || !strings.Contains(f[0]["detail"].(string), "unknown article format") {
+			t.Errorf("range_failed findings: %v, want one with the error", f)
+		}
+	})
+	t.Run("BadError", func(t *testing.T) {
+		w := newFenceWorld(t)
+		for name, body := range map[string]string{
+			"Missing": fmt.Sprintf(`{"fence":%d}`, w.first),
+			"Empty":   fmt.Sprintf(`{"fence":%d,"error":""}`, w.first),
+			"TooLong": fmt.Sprintf(`{"fence":%d,"error":%q}`, w.first, strings.Repeat("e", 4097)),
+		} {
+			t.Run(name, func(t *testing.T) {
+				before := w.catalog()
+				a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, body)
+				if a.status != 422 || a.code() != "unprocessable" {
+					t.Errorf("got %d %q (%s), want 422 unprocessable", a.status, a.code(), a.body)
+				}
+				sameCatalog(t, before, w.catalog())
+			})
+		}
+		a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":%q}`, w.first, strings.Repeat("e", 4096)))
+		if a.status != 200 {
+			t.Errorf("an error of 4096 bytes: %d %s, want 200", a.status, a.body)
+		}
+	})
+}
+
+// TestQuarantine is rule 10's unreadable window over HTTP: a release with
+// window_error quarantines the group (shown on the group, a finding
+// naming the node and the error, leased to nobody); lifting the quarantine
+// hands the same window out again; dropping the window is refused while
+// the group is held, then removes it and lifts the quarantine, and the
+// next holder starts without a window; an operator restoring a window
+// lifts it as well.
+func TestQuarantine(t *testing.T) {
+	w := newFenceWorld(t)
+	group := func() map[string]any {
+		a := w.j("GET", "/groups/g", w.admin, "")
+		if a.status != 200 {
+			t.Fatalf("group: %d %s", a.status, a.body)
+		}
+		return a.json(t)
+	}
+	if q, ok := group()["quarantine"]; !ok || q != nil {
+		t.Fatalf("a group never quarantined: quarantine %v (present %v), want null", q, ok)
+	}
+	release := func(tok string, fence int64, windowError string) answer {
+		return w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), tok, fmt.Sprintf(`{"fence":%d,"window_error":%q}`, fence, windowError))
+	}
+	before := w.catalog()
+	if a := release(w.w1, w.first, ""); a.status != 422 || a.code() != "unprocessable" {
+		t.Fatalf("an empty window_error: %d %s, want 422", a.status, a.body)
+	}
+	sameCatalog(t, before, w.catalog())
+	if a := release(w.w1, w.first, "gzip: invalid header"); a.status != 200 {
+		t.Fatalf("release with window_error: %d %s", a.status, a.body)
+	}
+	q, _ := group()["quarantine"].(map[string]any)
+	if q == nil || q["error"] != "gzip: invalid header" || q["node"] != "w1" || q["at"] == nil {
+		t.Fatalf("quarantine = %v, want w1's error", group()["quarantine"])
+	}
+	if f := w.findings("window_unreadable"); len(f) != 1 || f[0]["group"] != "g" || f[0]["node"] != "w1" ||
+		!strings.Contains(f[0]["detail"].(string), "gzip: invalid header") {
+		t.Errorf("window_unreadable findings: %v", f)
+	}
+	for _, tok := range []string{w.w1, w.w2} {
+		if a := w.j("POST", "/leases", tok, ""); a.status != 204 {
+			t.Fatalf("lease of a quarantined group: %d %s, want 204", a.status, a.body)
+		}
+	}
+
+	a := w.j("DELETE", "/groups/g/quarantine", w.admin, "")
+	if a.status != 200 || a.json(t)["quarantine"] != nil || a.json(t)["name"] != "g" {
+		t.Fatalf("lift: %d %s, want 200 the group without quarantine", a.status, a.body)
+	}
+	if f := w.findings("window_unreadable"); len(f) != 0 {
+		t.Errorf("findings after the lift: %v", f)
+	}
+	l := w.j("POST", "/leases", w.w2, "")
+	if l.status != 200 {
+		t.Fatalf("lease after the lift: %d %s", l.status, l.body)
+	}
+	fence := num(l.json(t), "fence")
+	if s, _ := l.json(t)["snapshot"].(map[string]any); s == nil || num(s, "next") != 1 {
+		t.Fatalf("lease after the lift: snapshot %v, want the same window (next 1)", l.json(t)["snapshot"])
+	}
+
+	if a := w.j("DELETE", "/groups/g/snapshot", w.admin, ""); a.status != 409 || a.code() != "conflict" {
+		t.Fatalf("drop while held: %d %s, want 409 conflict", a.status, a.body)
+	}
+	if a := release(w.w2, fence, "window: unexpected EOF"); a.status != 200 {
+		t.Fatalf("second release with window_error: %d %s", a.status, a.body)
+	}
+	a = w.j("DELETE", "/groups/g/snapshot", w.admin, "")
+	if a.status != 200 || a.json(t)["quarantine"] != nil {
+		t.Fatalf("drop: %d %s, want 200 the group without quarantine", a.status, a.body)
+	}
+	if s := group()["snapshot"]; s != nil {
+		t.Errorf("snapshot after the drop: %v, want null", s)
+	}
+	if files := w.view.files(t); files != "[]" {
+		t.Errorf("snapshot files after the drop: %q, want none", files)
+	}
+	l = w.j("POST", "/leases", w.w3, "")
+	if l.status != 200 || l.json(t)["snapshot"] != nil {
+		t.Fatalf("lease after the drop: %d %s, want 200 without a window", l.status, l.body)
+	}
+
+	// Restoring another window lifts a quarantine too.
+	if a := release(w.w3, num(l.json(t), "fence"), "window: bad magic"); a.status != 200 {
+		t.Fatalf("third release with window_error: %d %s", a.status, a.body)
+	}
+	if a := w.do("PUT", "/groups/g/snapshot?next=1", w.admin, bytes.NewReader(w.window), "Content-Encoding", "gzip"); a.status != 201 {
+		t.Fatalf("restore: %d %s", a.status, a.body)
+	}
+	if q := group()["quarantine"]; q != nil {
+		t.Errorf("quarantine after a window was restored: %v, want null", q)
+	}
+	if l := w.j("POST", "/leases", w.w1, ""); l.status != 200 {
+		t.Fatalf("lease after the restore: %d %s", l.status, l.body)
+	}
+}
+
+// TestDashboardFailures: the group page shows a failed range's last error
+// and the group's quarantine, escaped, and /metrics counts the
+// window_unreadable finding.
+func TestDashboardFailures(t *testing.T) {
+	w := newWorld(t, nodetest.Options{})
+	if a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":"<b>bad</b> article","retry":false}`, w.fence)); a.status != 200 {
+		t.Fatalf("fail: %d %s", a.status, a.body)
+	}
+	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d,"window_error":"gzip: invalid header"}`, w.fence)); a.status != 200 {
+		t.Fatalf("release: %d %s", a.status, a.body)
+	}
+	if got := w.metric(`leasehold_findings{kind="window_unreadable"}`); got != 1 {
+		t.Errorf(`leasehold_findings{kind="window_unreadable"} = %v, want 1`, got)
+	}
+	b := signedIn(t, w.node.URL, w.admin)
+	status, _, page := b.get("/groups/g")
+	if status != 200 {
+		t.Fatalf("group page: %d", status)
+	}
+	for _, want := range []string{`id="quarantine"`, "w1 could not load its window", "gzip: invalid header", `class="last-error">&lt;b&gt;bad&lt;/b&gt; article`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("group page lacks %q:\n%s", want, page)
+		}
+	}
+}
