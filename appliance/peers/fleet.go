@@ -426,8 +426,16 @@ func (f *Fleet) adopt(ctx context.Context, group string) error {
 		return err
 	}
 	snap, err := f.snapshots.Import(ctx, group)
-	if err != nil {
+	switch k := leasehold.ErrorKind(err); {
+	case err == nil:
+	case k == leasehold.KindUnprocessable || k == leasehold.KindTooLarge:
+		// A replicated window that can never be read: adopted without it.
 		return err
+	default:
+		// The window is there but cannot be read now (NATS unavailable,
+		// a slow download): adopting without it would lose every id it
+		// holds from the group's final window, so not now.
+		return fmt.Errorf("%w: its replicated window could not be read: %v", ErrBehind, err)
 	}
 	if snap != nil {
 		f.log.Info("peers: adopted a group with its replicated snapshot", "group", group, "from", origin, "next", snap.Next)

@@ -59,8 +59,10 @@ type Ownership struct {
 }
 
 // ErrBehind is adopt's answer when this node has not yet folded all the
-// group's last owner published: owning it now would publish an older state
-// over a newer one. The claim is released and tried again later.
+// group's last owner published (owning it now would publish an older state
+// over a newer one), or cannot read its replicated window now (owning it
+// without would lose the window's ids). The claim is released and tried
+// again later.
 var ErrBehind = errors.New("not caught up with the group's owner yet")
 
 // ownershipWanted bounds the groups waiting for a claim; more are dropped
@@ -343,7 +345,7 @@ func (o *Ownership) claim(ctx context.Context, group string) bool {
 func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 	if o.adopt != nil {
 		if err := o.adopt(ctx, group); errors.Is(err, ErrBehind) {
-			o.log.Info("ownership: not adopting a group before its owner's events are folded", "group", group)
+			o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
 			if err := o.claims.Release(ctx, group); err != nil {
 				o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
 			}

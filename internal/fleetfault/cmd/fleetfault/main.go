@@ -39,6 +39,7 @@ func mainExit(ctx context.Context, args []string) int {
 	leaseTTL := fs.Duration("lease-ttl", 0, "the nodes' --lease-ttl (default 2s)")
 	claimTTL := fs.Duration("claim-ttl", 0, "the nodes' --claim-ttl (default 4s)")
 	groups := fs.Int("groups", 0, "groups (default 20)")
+	gap := fs.Duration("gap", 0, "the quiet time between faults (default 6s short, 10s long; give the cluster time to recover after long faults)")
 	pauseFor := fs.Duration("pause-for", 0, "how long a SIGSTOP lasts (default 10s; make it longer than --claim-ttl + 5s to see takeovers)")
 	cutFor := fs.Duration("cut-for", 0, "how long a partition lasts (default 12s; make it longer than --claim-ttl + 5s to see takeovers)")
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +70,9 @@ func mainExit(ctx context.Context, args []string) int {
 	}
 	if *start != "" {
 		cfg.Start = *start
+	}
+	if *gap > 0 {
+		cfg.Gap = *gap
 	}
 	if *pauseFor > 0 {
 		cfg.PauseFor = *pauseFor
