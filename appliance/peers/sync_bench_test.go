@@ -21,18 +21,24 @@ import (
 // 1,000 groups, alone, with its outbox published to the stream, and with
 // a second node folding it. It reports cycles/s, the events published a
 // second, and how long the folding node took to catch up once the cycles
-// stopped.
+// stopped. "publish,sync" is publish with the server fsyncing every
+// JetStream write before its acknowledgement (SyncAlways, as the embedded
+// server runs), to say what that costs the events stream.
 //
 //	go test -run '^$' -bench PeerSync -benchtime 5000x ./appliance/peers
 func BenchmarkPeerSync(b *testing.B) {
-	for _, mode := range []string{"alone", "publish", "publish+fold"} {
+	for _, mode := range []string{"alone", "publish", "publish,sync", "publish+fold"} {
 		b.Run("peer="+mode, func(b *testing.B) { benchPeerSync(b, mode) })
 	}
 }
 
 func benchPeerSync(b *testing.B, mode string) {
 	ctx := context.Background()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: b.TempDir()})
+	syncAlways := mode == "publish,sync"
+	if syncAlways {
+		mode = "publish"
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: b.TempDir(), SyncAlways: syncAlways})
 	if err != nil {
 		b.Fatal(err)
 	}
