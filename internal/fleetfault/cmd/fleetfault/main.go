@@ -39,10 +39,15 @@ func mainExit(ctx context.Context, args []string) int {
 	leaseTTL := fs.Duration("lease-ttl", 0, "the nodes' --lease-ttl (default 2s)")
 	claimTTL := fs.Duration("claim-ttl", 0, "the nodes' --claim-ttl (default 4s)")
 	groups := fs.Int("groups", 0, "groups (default 20)")
+	gate := fs.String("gate", "all", `which checks decide the exit code: "all", or "holders" (double holding, windows never uploaded or stale on their node, holes in the final windows, other problems; lost finishes and disagreements are printed but do not fail the run: a known open problem, see RELIABILITY.md)`)
 	gap := fs.Duration("gap", 0, "the quiet time between faults (default 6s short, 10s long; give the cluster time to recover after long faults)")
 	pauseFor := fs.Duration("pause-for", 0, "how long a SIGSTOP lasts (default 10s; make it longer than --claim-ttl + 5s to see takeovers)")
 	cutFor := fs.Duration("cut-for", 0, "how long a partition lasts (default 12s; make it longer than --claim-ttl + 5s to see takeovers)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *gate != "all" && *gate != "holders" {
+		fmt.Fprintf(os.Stderr, "fleetfault: --gate %q: want all or holders\n", *gate)
 		return 2
 	}
 	cfg := fleetfault.ShortConfig()
@@ -112,6 +117,16 @@ func mainExit(ctx context.Context, args []string) int {
 	}
 	rep.Print(os.Stdout)
 	fmt.Printf("fleetfault: run took %.0fs\n", time.Since(t0).Seconds())
+	if *gate == "holders" {
+		if n := len(rep.DoubleHoldings) + len(rep.StaleWindows) + len(rep.WindowHoles) + len(rep.Other); n > 0 {
+			fmt.Printf("fleetfault: --gate holders: %d violation(s) of the gated checks\n", n)
+			return 1
+		}
+		if open := len(rep.LostFinishes) + len(rep.Unconverged); open > 0 {
+			fmt.Printf("fleetfault: --gate holders: the gated checks pass; %d lost finish(es) or disagreement(s) reported above are the known open problem (RELIABILITY.md), not gated\n", open)
+		}
+		return 0
+	}
 	if rep.Violations() > 0 {
 		return 1
 	}
