@@ -1,6 +1,7 @@
 package fleetfault
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -128,7 +129,7 @@ func (f FaultFigures) LastTakeover() time.Duration {
 	if len(f.TakenOver) == 0 {
 		return -1
 	}
-	return slices.MaxFunc(f.TakenOver, func(a, b Takeover) int { return cmpDuration(a.After, b.After) }).After
+	return slices.MaxFunc(f.TakenOver, func(a, b Takeover) int { return cmp.Compare(a.After, b.After) }).After
 }
 
 // FirstTakeover is the quickest takeover's latency, -1 for none.
@@ -136,7 +137,7 @@ func (f FaultFigures) FirstTakeover() time.Duration {
 	if len(f.TakenOver) == 0 {
 		return -1
 	}
-	return slices.MinFunc(f.TakenOver, func(a, b Takeover) int { return cmpDuration(a.After, b.After) }).After
+	return slices.MinFunc(f.TakenOver, func(a, b Takeover) int { return cmp.Compare(a.After, b.After) }).After
 }
 
 // Report is the checker's verdict on a run.
@@ -199,7 +200,7 @@ type leaseCalls struct {
 // figures each fault's takeovers.
 func Check(calls []Call, faults []Fault, final *Final) *Report {
 	calls = slices.Clone(calls)
-	slices.SortStableFunc(calls, func(a, b Call) int { return cmpDuration(a.Sent, b.Sent) })
+	slices.SortStableFunc(calls, func(a, b Call) int { return cmp.Compare(a.Sent, b.Sent) })
 	r := &Report{FaultsByKind: map[string]int{}, CallsByKind: map[string]int{}}
 	for _, c := range calls {
 		st := fmt.Sprint(c.Status)
@@ -549,19 +550,9 @@ func diffRanges(a, b []RangeView) string {
 
 func cmpSpan(a, b Span) int {
 	if a.Start != b.Start {
-		return cmpInt(a.Start, b.Start)
+		return cmp.Compare(a.Start, b.Start)
 	}
-	return cmpInt(a.End, b.End)
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(a.End, b.End)
 }
 
 // windowHoles compares each group's final window at its owner with one

@@ -1,6 +1,7 @@
 package fleetfault
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -142,7 +143,7 @@ func (h *History) Snapshot() ([]Call, []Fault) {
 	h.mu.Lock()
 	calls, faults := slices.Clone(h.Calls), slices.Clone(h.Faults)
 	h.mu.Unlock()
-	slices.SortStableFunc(calls, func(a, b Call) int { return cmpDuration(a.Sent, b.Sent) })
+	slices.SortStableFunc(calls, func(a, b Call) int { return cmp.Compare(a.Sent, b.Sent) })
 	return calls, faults
 }
 
@@ -163,14 +164,4 @@ func (h *History) WriteJSON(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
