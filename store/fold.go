@@ -185,6 +185,31 @@ func (tx *Tx) replayPlans(groupID, tailEnd, floor int64) error {
 	return nil
 }
 
+// ReplayLatePlan replays one plan an earlier owner of the group made and
+// published only once the group was no longer its own, so it could send
+// the plan without the group's state (its catalog had taken the new
+// owner's): high plans the tail up to it, low the history down to it, as
+// replayPlans does for a late event that carries its state. Each plan is
+// replayed alone and in stream order, so the ranges come out with the
+// bounds the earlier owner gave them. A group unknown here is passed over.
+func (tx *Tx) ReplayLatePlan(name string, high, low *int64) error {
+	g, err := tx.GroupByName(name)
+	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tail, floor := g.TailEnd, g.HistoryFloor
+	if high != nil {
+		tail = *high
+	}
+	if low != nil {
+		floor = *low
+	}
+	return tx.replayPlans(g.ID, tail, floor)
+}
+
 // FoldRanges folds a peer's ranges of the group FoldGroup took (by its
 // local id), matched by start, and brings the group's lease-choice key up
 // to date, so the group is ready to lease the moment it is adopted.
@@ -479,6 +504,17 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 func (db *DB) OwnStateName(ctx context.Context, groupID int64) (string, error) {
 	var name string
 	err := db.queryRow(ctx, `SELECT g.name FROM groups g WHERE g.id = ? AND NOT EXISTS (SELECT 1 FROM peer_groups p WHERE p.group_id = g.id)`, groupID).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return name, mapError(err, "reading a group")
+}
+
+// MirroredName is the name of a group whose state here is a peer's, ""
+// when the group is this node's own or gone.
+func (db *DB) MirroredName(ctx context.Context, groupID int64) (string, error) {
+	var name string
+	err := db.queryRow(ctx, `SELECT g.name FROM groups g JOIN peer_groups p ON p.group_id = g.id WHERE g.id = ?`, groupID).Scan(&name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

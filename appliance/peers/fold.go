@@ -327,6 +327,11 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 				return err
 			}
 		}
+		if l := m.Late; l != nil {
+			if err := tx.ReplayLatePlan(l.Group, l.High, l.Low); err != nil {
+				return err
+			}
+		}
 		return tx.FoldPeer(m.Origin, m.Catalog, m.Event, m.At, it.seq)
 	}
 	// The rebuilds the batch calls for are owed in the write that moves the
@@ -389,6 +394,10 @@ func coalesce(items []foldItem) []foldItem {
 		it := raw
 		m := it.m
 		switch {
+		case m.Late != nil:
+			// A late plan is replayed alone and in order (it carries no
+			// state to merge).
+			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Late: m.Late}})
 		case m.Group != nil:
 			k := key{m.Origin, m.Group.Name}
 			i, ok := groups[k]

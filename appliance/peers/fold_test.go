@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -552,5 +553,95 @@ func TestPublishRecordIncarnation(t *testing.T) {
 		if got := tc.rec.RulesOut(tc.inc, tc.mark); got != tc.want {
 			t.Errorf("%+v.RulesOut(%s, %d) = %v, want %v", tc.rec, tc.inc, tc.mark, got, tc.want)
 		}
+	}
+}
+
+// TestFoldLatePlan: A plans a group's tail while it owns the group, and
+// its catalog takes B's newer claim on the group before A's publisher
+// sends the plan (the stream could not take A's events meanwhile). A's
+// state of the group is then B's, so the plan goes out as a late plan,
+// and B, the owner now, plans the same ranges: an acknowledged plan (and
+// the finishes in it, done again) is not lost with A's claim.
+func TestFoldLatePlan(t *testing.T) {
+	s := natstest.Server(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	js := natstest.Connect(t, url)
+	foldSetUp(t, js)
+	records, err := js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dumpOpen(t, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	publishA := func() func() {
+		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); pub.Run(runCtx) }()
+		return func() { cancel(); <-done }
+	}
+	tailAt := func(n *dumpNode) int64 {
+		g, err := n.app.DB.GroupByName(ctx, "g")
+		if err != nil {
+			return -1
+		}
+		return g.TailEnd
+	}
+
+	dumpWork(t, a, "g", 100, 1000, 0)
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
+	stop := publishA()
+	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(b.dumpNode) == 1000 })
+	stop()
+
+	if _, err := a.app.Coordinator.PlanTail(ctx, "g", 1500); err != nil {
+		t.Fatal(err)
+	}
+	// B wins the claim anew and A's catalog takes B's state before A
+	// publishes its plan.
+	mustDo(t, b.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
+	gb, err := b.app.DB.GroupByName(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, ranges, _, err := b.app.DB.OwnState(ctx, gb.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error {
+		id, ok, err := tx.FoldGroup("node-b", state, 5)
+		if err != nil || !ok {
+			return fmt.Errorf("a folding b's newer claim: taken %v, %v", ok, err)
+		}
+		return tx.FoldRanges(id, ranges)
+	}))
+
+	defer publishA()()
+	claimEventually(t, 20*time.Second, "b, the owner, plans a's late tail", func() bool { return tailAt(b.dumpNode) == 1500 })
+	rs, err := b.app.DB.Ranges(ctx, gb.ID, "", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned []int64
+	for _, r := range rs {
+		if r.Start > 1000 {
+			planned = append(planned, r.Start)
+		}
+	}
+	if fmt.Sprint(planned) != "[1001 1101 1201 1301 1401]" {
+		t.Errorf("b planned %v past 1000, want [1001 1101 1201 1301 1401]", planned)
+	}
+	// A, folding nothing here, still shows B's state; B's plan is
+	// published as its own, under its claim.
+	if g, err := a.app.DB.GroupByName(ctx, "g"); err != nil || g.TailEnd != 1000 {
+		t.Fatalf("a's group = %+v, %v", g, err)
+	}
+}
+
+func mustDo(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -76,4 +76,16 @@ type Message struct {
 	Node *leasehold.Node `json:"node,omitempty"`
 	// NodeGone names a worker node the origin deleted.
 	NodeGone string `json:"node_gone,omitempty"`
+	// Late is a plan the origin made while it owned a group and published
+	// only after its catalog took a newer owner's state of it: the plan
+	// without the state, which every node replays (store.ReplayLatePlan).
+	Late *LatePlan `json:"late,omitempty"`
+}
+
+// LatePlan is one tail (High) or history (Low) plan of a group an earlier
+// owner made.
+type LatePlan struct {
+	Group string `json:"group"`
+	High  *int64 `json:"high,omitempty"`
+	Low   *int64 `json:"low,omitempty"`
 }

@@ -227,6 +227,13 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 				m.Group, ranges = &g, rs
 			}
 		}
+		if m.Group == nil && e.GroupID != nil && (e.Kind == store.EventTailPlanned || e.Kind == store.EventHistoryPlanned) {
+			late, err := p.latePlan(ctx, e)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.Late = late
+		}
 		if e.Kind == store.EventSnapshotStored && e.GroupID != nil {
 			if g, err := p.db.OwnStateName(ctx, *e.GroupID); err == nil && g != "" {
 				snapshots = append(snapshots, g)
@@ -274,6 +281,37 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 		}
 	}
 	return out, snapshots, nil
+}
+
+// latePlan is the plan of a tail or history event of a group whose state
+// here is a peer's by the time the event is published: this node made the
+// plan (and acknowledged it, and maybe finishes in it) while it owned the
+// group, and took a newer owner's state before the stream took the event.
+// Sent as a late plan, every node replays it; without it no node would
+// learn of the plan. nil when the group is this node's own (its state
+// carries the plan) or gone.
+func (p *Publisher) latePlan(ctx context.Context, e leasehold.Event) (*LatePlan, error) {
+	name, err := p.db.MirroredName(ctx, *e.GroupID)
+	if err != nil || name == "" {
+		return nil, err
+	}
+	var body struct {
+		High *int64 `json:"high"`
+		Low  *int64 `json:"low"`
+	}
+	if err := json.Unmarshal(e.Body, &body); err != nil {
+		return nil, fmt.Errorf("reading event %d: %w", e.ID, err)
+	}
+	late := &LatePlan{Group: name}
+	if e.Kind == store.EventTailPlanned {
+		late.High = body.High
+	} else {
+		late.Low = body.Low
+	}
+	if late.High == nil && late.Low == nil {
+		return nil, nil
+	}
+	return late, nil
 }
 
 // movesNode reports whether an event of kind changes its node's state: the
