@@ -55,8 +55,44 @@ type Node struct {
 	PausedAt    *time.Time `json:"paused_at"`
 	Held        int64      `json:"held"`
 	LastSeenAt  *time.Time `json:"last_seen_at"`
+	// CreatedAt is when the node was registered (nil for a peer's node).
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	// State is what the node is doing, as NodeState tells it at the
+	// moment it is read: one of the NodeState* values.
+	State string `json:"state,omitempty"`
 	// Token is set only in the answer to the node's registration.
 	Token string `json:"token,omitempty"`
+}
+
+// A node's states, in the order they win when several hold.
+const (
+	// NodeStatePaused: an operator paused it; it is leased nothing.
+	NodeStatePaused = "paused"
+	// NodeStateUnseen: not seen for the unseen bound (registered and
+	// never seen counts from its registration), whatever it holds.
+	NodeStateUnseen = "unseen"
+	// NodeStateActive: it holds groups.
+	NodeStateActive = "active"
+	// NodeStateIdle: seen, holding nothing.
+	NodeStateIdle = "idle"
+)
+
+// NodeState is n's state at now, where a node not seen for unseen is
+// unseen; the node_unseen finding uses the same bound.
+func NodeState(n Node, now time.Time, unseen time.Duration) string {
+	seen := n.LastSeenAt
+	if seen == nil {
+		seen = n.CreatedAt
+	}
+	switch {
+	case n.Paused:
+		return NodeStatePaused
+	case seen != nil && now.Sub(*seen) > unseen:
+		return NodeStateUnseen
+	case n.Held > 0:
+		return NodeStateActive
+	}
+	return NodeStateIdle
 }
 
 // Group is a source of sequential ids.

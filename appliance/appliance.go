@@ -128,7 +128,7 @@ func Open(cfg Config) (*Appliance, error) {
 		fleet = Alone{}
 	}
 	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, leaseFunc: cfg.LeaseFunc,
-		fleet: fleet, alone: alone, fence: fence{fleet: fleet, alone: alone}}
+		fleet: fleet, alone: alone, fence: fence{fleet: fleet, alone: alone}, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
 	snaps.fence = a.Coordinator.fence
 	// Open runs before the node has a context to give (serve opens the
 	// appliance, then runs it under one): a catalog just opened answers

@@ -33,6 +33,17 @@ type Coordinator struct {
 	fleet Fleet
 	alone bool
 	fence fence
+	// now and unseen tell a node's state (leasehold.NodeState).
+	now    func() time.Time
+	unseen time.Duration
+}
+
+// withState sets the state of nodes as of now.
+func (c *Coordinator) withState(nodes ...*leasehold.Node) {
+	now := c.now()
+	for _, n := range nodes {
+		n.State = leasehold.NodeState(*n, now, c.unseen)
+	}
 }
 
 // Own lets this node lease the named group: its claim was won at
@@ -141,6 +152,7 @@ func (c *Coordinator) RegisterNode(ctx context.Context, s NodeSpec) (leasehold.N
 		return err
 	})
 	n.Token = token
+	c.withState(&n)
 	return n, err
 }
 
@@ -158,7 +170,13 @@ func (c *Coordinator) AuthNode(ctx context.Context, token string) (NodeAuth, err
 }
 
 // Nodes lists the registered nodes.
-func (c *Coordinator) Nodes(ctx context.Context) ([]leasehold.Node, error) { return c.db.Nodes(ctx) }
+func (c *Coordinator) Nodes(ctx context.Context) ([]leasehold.Node, error) {
+	ns, err := c.db.Nodes(ctx)
+	for i := range ns {
+		c.withState(&ns[i])
+	}
+	return ns, err
+}
 
 // SetPaused pauses or resumes a node; by names who did it. Errors: not found.
 func (c *Coordinator) SetPaused(ctx context.Context, id int64, paused bool, by string) (leasehold.Node, error) {
@@ -171,13 +189,15 @@ func (c *Coordinator) SetPaused(ctx context.Context, id int64, paused bool, by s
 		n, err = tx.SetPaused(id, paused, by)
 		return err
 	})
+	c.withState(&n)
 	return n, err
 }
 
 // DeleteNode removes a node and its token; what it held is released at its
-// resume points. Errors: not found.
-func (c *Coordinator) DeleteNode(ctx context.Context, id int64) error {
-	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts) })
+// resume points. Errors: not found; conflict when the node holds groups,
+// unless force.
+func (c *Coordinator) DeleteNode(ctx context.Context, id int64, force bool) error {
+	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts, force) })
 }
 
 // GroupSpec is a group to create or update; nil fields keep the group's

@@ -489,10 +489,19 @@ func TestDeleteNode(t *testing.T) {
 	g := f.lease(a)
 	r := f.next(a, g)
 	f.c.Progress(f.ctx, a.ID, r.ID, g.Fence, 1010)
-	if err := f.c.DeleteNode(f.ctx, a.ID); err != nil {
+	// Not forced, a node holding a group is refused and stays, its lease
+	// too.
+	err := f.c.DeleteNode(f.ctx, a.ID, false)
+	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "holds 1 group") {
+		t.Fatalf("deleting a holding node unforced: %v; want a conflict naming 1 group", err)
+	}
+	if err := f.c.Heartbeat(f.ctx, a.ID, g.Group.ID, g.Fence); err != nil {
+		t.Fatalf("the refused delete ended the lease: %v", err)
+	}
+	if err := f.c.DeleteNode(f.ctx, a.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.DeleteNode(f.ctx, a.ID); !errors.Is(err, leasehold.ErrNotFound) {
+	if err := f.c.DeleteNode(f.ctx, a.ID, true); !errors.Is(err, leasehold.ErrNotFound) {
 		t.Fatalf("deleting twice: %v", err)
 	}
 	gb := f.lease(b)

@@ -111,5 +111,9 @@ type PeerNode = store.PeerNode
 // PeerNodes lists the worker nodes registered at this node's peers, by
 // peer, then name. Errors: unavailable, internal.
 func (a *Appliance) PeerNodes(ctx context.Context) ([]PeerNode, error) {
-	return a.DB.PeerNodes(ctx)
+	ns, err := a.DB.PeerNodes(ctx)
+	for i := range ns {
+		a.Coordinator.withState(&ns[i].Node)
+	}
+	return ns, err
 }

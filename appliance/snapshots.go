@@ -62,6 +62,10 @@ type Upload struct {
 	Gzip bool
 	// Digest, if set, is the sha-256 the body as sent must have.
 	Digest []byte
+	// Force lets an operator's upload stand even where it makes rule 2
+	// plan finished work again (done ranges ending at or after Next);
+	// without it such an upload is a conflict naming how many.
+	Force bool
 	// Adopting marks the fleet's import of a group's replicated window by
 	// the node that has just won the group's claim, before it owns the
 	// group (the window must be in place when its first lease is
@@ -195,6 +199,15 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		if holder != 0 {
 			return snap, leasehold.Errorf(leasehold.KindConflict, "group %d is held by node %d at fence %d; release it first", u.GroupID, holder, fence)
 		}
+		if !u.Force && !u.Adopting {
+			done, err := s.db.DoneFrom(ctx, u.GroupID, u.Next)
+			if err != nil {
+				return snap, err
+			}
+			if err := undoesWork(u, done); err != nil {
+				return snap, err
+			}
+		}
 	}
 
 	seq := s.seq.Add(1)
@@ -227,6 +240,16 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 				return err
 			}
 		}
+		if u.NodeID == 0 && !u.Force && !u.Adopting {
+			// Asked again: a range may have been finished meanwhile.
+			done, err := tx.DoneFrom(u.GroupID, u.Next)
+			if err != nil {
+				return err
+			}
+			if err := undoesWork(u, done); err != nil {
+				return err
+			}
+		}
 		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
 		if err == nil && old != nil && old.File != seq {
 			oldPath := s.path(u.GroupID, old.File, ".gz")
@@ -245,6 +268,17 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		return leasehold.Snapshot{}, err
 	}
 	return snap, nil
+}
+
+// undoesWork refuses an operator's upload that would plan done ranges
+// again, naming how many: the design's rule that operator writes undoing
+// finished work ask for force.
+func undoesWork(u Upload, done int64) error {
+	if done == 0 {
+		return nil
+	}
+	return leasehold.Errorf(leasehold.KindConflict,
+		"a window covering ids below %d makes %d done range(s) of group %d be indexed again (rule 2); force the upload to do it", u.Next, done, u.GroupID)
 }
 
 // write streams the body into path, compressing it unless it is gzip, and

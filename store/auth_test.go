@@ -29,7 +29,7 @@ func TestRememberedAuthEndsWithDeletion(t *testing.T) {
 			t.Fatalf("before deletion: got %+v, %v; want node %d", a, err, id)
 		}
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteNode(id, 3) }); err != nil {
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteNode(id, 3, false) }); err != nil {
 		t.Fatal(err)
 	}
 	if a, err := db.NodeByTokenHash(ctx, hash); !errors.Is(err, leasehold.ErrNotFound) {

@@ -74,13 +74,16 @@ var (
 	qRebuildDone = wq(`DELETE FROM rebuilds_owed WHERE origin = ?`)
 	qFoldMarkSet = wq(`INSERT INTO fold_mark (id, stream, seq, updated_at) VALUES (1, ?1, ?2, ?3)
 		ON CONFLICT (id) DO UPDATE SET stream = ?1, seq = ?2, updated_at = ?3`)
-	qPeerGroupOf   = wq(`SELECT origin, snapshot_next FROM peer_groups WHERE group_id = ?`)
-	qPeerGroupDrop = wq(`DELETE FROM peer_groups WHERE group_id = ?`)
-	qGroupAdopt    = wq(`UPDATE groups SET owned = 1, claim_rev = ?2 WHERE id = ?1 RETURNING start_id`)
-	qGroupClaimRev = wq(`UPDATE groups SET claim_rev = ?2 WHERE id = ?1`)
-	qLeaseSnapNext = wq(`SELECT snapshot_next FROM group_leases WHERE group_id = ?`)
-	qPeerRebuilt   = wq(`UPDATE peers SET rebuilds = rebuilds + 1, updated_at = ?2 WHERE name = ?1`)
-	qPeerNodeNames = wq(`SELECT name FROM peer_nodes WHERE origin = ?`)
+	// Ranges do not overlap and the floor is a range's start, so a range
+	// below the floor starts below it: both ends are index seeks.
+	qFoldRangesOutside = wq(`DELETE FROM ranges WHERE group_id = ?1 AND (start_id > ?2 OR start_id < ?3)`)
+	qPeerGroupOf       = wq(`SELECT origin, snapshot_next FROM peer_groups WHERE group_id = ?`)
+	qPeerGroupDrop     = wq(`DELETE FROM peer_groups WHERE group_id = ?`)
+	qGroupAdopt        = wq(`UPDATE groups SET owned = 1, claim_rev = ?2 WHERE id = ?1 RETURNING start_id`)
+	qGroupClaimRev     = wq(`UPDATE groups SET claim_rev = ?2 WHERE id = ?1`)
+	qLeaseSnapNext     = wq(`SELECT snapshot_next FROM group_leases WHERE group_id = ?`)
+	qPeerRebuilt       = wq(`UPDATE peers SET rebuilds = rebuilds + 1, updated_at = ?2 WHERE name = ?1`)
+	qPeerNodeNames     = wq(`SELECT name FROM peer_nodes WHERE origin = ?`)
 
 	qOutboxSent  = wq(`UPDATE events SET sent = 1 WHERE sent = 0 AND id <= ?`)
 	qOutboxPrune = wq(`DELETE FROM events WHERE id <= min(?1, (SELECT min(id) FROM events) + ?2) AND sent = 1`)
@@ -143,6 +146,20 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
+		// Ranges outside the plan the state comes with are not the
+		// owner's: this node planned them under an earlier claim of its
+		// own that the fleet had not heard of when the group moved on.
+		// They go, and come back as the owner replays that plan (a late
+		// plan), in the same place, so planning them never meets them.
+		res, err := tx.exec(qFoldRangesOutside, id, g.TailEnd, g.HistoryFloor)
+		if err != nil {
+			return 0, false, mapError(err, "folding a peer's group")
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			if _, err := tx.exec(qGroupUrgent, id); err != nil {
+				return 0, false, mapError(err, "folding a peer's group")
+			}
+		}
 	}
 	var snapNext, snapSize, snapAt any
 	var snapSHA any
@@ -174,15 +191,26 @@ func (tx *Tx) replayPlans(groupID, tailEnd, floor int64) error {
 	}
 	if tailEnd > g.TailEnd {
 		if _, err := tx.PlanTail(groupID, tailEnd); err != nil && leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
-			return err
+			return unreplayable(g.Name, err)
 		}
 	}
 	if floor < g.HistoryFloor {
 		if _, err := tx.PlanHistory(groupID, floor); err != nil && leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
-			return err
+			return unreplayable(g.Name, err)
 		}
 	}
 	return nil
+}
+
+// unreplayable makes a plan that cannot be replayed here (a range in its
+// way) an event the folder passes over with a log line: one group's plan
+// missing here is found by the fleet's convergence checks, while an error
+// the folder retries would stop it folding anything, from every peer.
+func unreplayable(group string, err error) error {
+	if leasehold.ErrorKind(err) == leasehold.KindUnavailable || leasehold.ErrorKind(err) == leasehold.KindNoSpace {
+		return err // the catalog cannot write now: tried again
+	}
+	return leasehold.Wrap(leasehold.KindInvalid, err, "replaying an earlier owner's plan of group %s: %v", group, err)
 }
 
 // ReplayLatePlan replays one plan an earlier owner of the group made and

@@ -16,15 +16,17 @@ type NodeAuth struct {
 }
 
 const nodeColumns = `n.id, n.name, n.priority_min, n.priority_max, n.capacity, n.paused, n.paused_by, n.paused_at,
-	(SELECT count(*) FROM group_leases l WHERE l.node_id = n.id), n.last_seen_at`
+	(SELECT count(*) FROM group_leases l WHERE l.node_id = n.id), n.last_seen_at, n.created_at`
 
 type scanner interface{ Scan(...any) error }
 
 func scanNode(s scanner) (leasehold.Node, error) {
 	var n leasehold.Node
 	var pausedAt, seen sql.NullInt64
-	err := s.Scan(&n.ID, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen)
-	n.PausedAt, n.LastSeenAt = fromNullMS(pausedAt), fromNullMS(seen)
+	var created int64
+	err := s.Scan(&n.ID, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen, &created)
+	at := fromMS(created)
+	n.PausedAt, n.LastSeenAt, n.CreatedAt = fromNullMS(pausedAt), fromNullMS(seen), &at
 	return n, err
 }
 
@@ -93,8 +95,10 @@ func (tx *Tx) SetPaused(id int64, paused bool, by string) (leasehold.Node, error
 }
 
 // DeleteNode removes a node and its token; the groups it held are released
-// at their resume points.
-func (tx *Tx) DeleteNode(id int64, maxAttempts int64) error {
+// at their resume points. Unless force, a node that holds groups is a
+// conflict naming how many: its worker is likely running, and the delete
+// takes its work away mid-range.
+func (tx *Tx) DeleteNode(id int64, maxAttempts int64, force bool) error {
 	n, err := tx.Node(id)
 	if err != nil {
 		return err
@@ -113,6 +117,10 @@ func (tx *Tx) DeleteNode(id int64, maxAttempts int64) error {
 		held = append(held, g)
 	}
 	rows.Close()
+	if len(held) > 0 && !force {
+		return leasehold.Errorf(leasehold.KindConflict,
+			"node %s holds %d group(s); deleting it releases them from under its worker: force the delete to do it", n.Name, len(held))
+	}
 	for _, g := range held {
 		if err := tx.releaseGroup(g, maxAttempts); err != nil {
 			return err

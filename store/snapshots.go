@@ -11,6 +11,8 @@ import (
 var (
 	qSnapshotSet = wq(`UPDATE group_leases SET snapshot_next = ?2, snapshot_size = ?3, snapshot_sha256 = ?4, snapshot_at = ?5, snapshot_file = ?6
 		WHERE group_id = ?1`)
+	// Reads the group's ranges: an operator's upload, not a hot path.
+	qDoneFrom    = wq(`SELECT count(*) FROM ranges WHERE group_id = ?1 AND status = 'done' AND end_id >= ?2`)
 	qRulesMax    = wq(`SELECT coalesce(max(version), 0) FROM rule_sets`)
 	qRulesInsert = wq(`INSERT INTO rule_sets (version, body, created_at) VALUES (?, ?, ?)`)
 )
@@ -44,6 +46,23 @@ func (tx *Tx) SetSnapshot(groupID, nodeID, fence int64, s leasehold.Snapshot) (*
 	}
 	err = tx.event(EventSnapshotStored, groupID, 0, nodeID, map[string]any{"next": s.Next, "size": s.Size, "sha256": s.SHA256})
 	return l.snapshot, err
+}
+
+// DoneFrom counts the group's done ranges that end at or after next: the
+// finished work rule 2 plans again once a window covering ids below next
+// is handed out. An operator's upload asks first (a conflict unless
+// forced, see appliance.Upload.Force).
+func (tx *Tx) DoneFrom(groupID, next int64) (int64, error) {
+	var n int64
+	err := tx.queryRow(qDoneFrom, groupID, next).Scan(&n)
+	return n, mapError(err, "counting done ranges")
+}
+
+// DoneFrom is Tx.DoneFrom outside a write, for refusing before an upload.
+func (db *DB) DoneFrom(ctx context.Context, groupID, next int64) (int64, error) {
+	var n int64
+	err := db.queryRow(ctx, qDoneFrom.sql, groupID, next).Scan(&n)
+	return n, mapError(err, "counting done ranges")
 }
 
 // Snapshot reads a group's recorded snapshot; nil when it has none.

@@ -34,6 +34,20 @@ func queryInt(c echo.Context, name string, def int64) (int64, error) {
 	return v, nil
 }
 
+// queryForce reads ?force=, which an operator write that would undo work
+// or take it from a running worker asks for: true or false (default).
+func queryForce(c echo.Context) (bool, error) {
+	s := c.QueryParam("force")
+	if s == "" {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, leasehold.Errorf(leasehold.KindInvalid, "query parameter force=%q is not true or false", s)
+	}
+	return v, nil
+}
+
 // page reads ?limit=&after= for a listing: limit 1..1000 (default 100).
 func page(c echo.Context) (after int64, limit int, err error) {
 	l, err := queryInt(c, "limit", 100)
@@ -152,7 +166,11 @@ func (s *Server) deleteNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.app.Coordinator.DeleteNode(c.Request().Context(), id); err != nil {
+	force, err := queryForce(c)
+	if err != nil {
+		return err
+	}
+	if err := s.app.Coordinator.DeleteNode(c.Request().Context(), id, force); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -251,8 +251,9 @@ func TestNodeAdmin(t *testing.T) {
 	if p := w.j("POST", fmt.Sprintf("/nodes/%d/resume", id), w.admin, "").json(t); p["paused"] != false {
 		t.Fatalf("resume: %v", p)
 	}
-	// w1 holds g; deleting w1 releases it and its token stops working.
-	if a := w.j("DELETE", "/nodes/1", w.admin, ""); a.status != 204 {
+	// w1 holds g; deleting w1 (forced, as it holds a group) releases it
+	// and its token stops working.
+	if a := w.j("DELETE", "/nodes/1?force=true", w.admin, ""); a.status != 204 {
 		t.Fatalf("delete: %d %s", a.status, a.body)
 	}
 	if a := w.j("POST", "/leases", w.w1, ""); a.status != 401 {

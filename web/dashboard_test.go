@@ -424,7 +424,7 @@ func TestFleetPage(t *testing.T) {
 			{"data-peer", "node-b", []string{"<td>node-b</td>", stamp(lastB), "1m30s ago", "<td>4242</td>", "90.0 s", "<td>1</td>"}},
 			{"data-peer", "node-c", []string{"<td>node-c</td>", stamp(lastC), "2s ago", "<td>4300</td>", "2.0 s"}},
 			{"data-node", "wb1", []string{"<td>node-b</td><td>wb1</td>", "active", "<td>1</td>", "30s ago"}},
-			{"data-node", "wc1", []string{"<td>node-c</td><td>wc1</td>", `<span class="paused">paused</span> by ops`, "never"}},
+			{"data-node", "wc1", []string{"<td>node-c</td><td>wc1</td>", `<span class="node-paused paused">paused</span> by ops`, "never"}},
 		}
 		for _, c := range cases {
 			r := row(page, c.attr, c.value)

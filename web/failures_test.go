@@ -2,9 +2,11 @@ package web_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
@@ -221,5 +223,106 @@ func TestDashboardFailures(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("group page lacks %q:\n%s", want, page)
 		}
+	}
+}
+
+// TestGuardedWrites: an operator's window that would make done ranges be
+// indexed again, and the delete of a node that holds groups, are 409
+// conflicts naming how many, with nothing changed, until forced; a force
+// that is not true or false is 400.
+func TestGuardedWrites(t *testing.T) {
+	w := newFenceWorld(t)
+	for range 2 {
+		if a := w.j("POST", fmt.Sprintf("/ranges/%d/finish", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"headers":5}`, w.first)); a.status != 200 {
+			t.Fatalf("finish: %d %s", a.status, a.body)
+		}
+		w.rangeID = w.next(w.w1, w.first)
+	}
+	w.release(w.w1, w.first)
+
+	put := func(query string) answer {
+		return w.do("PUT", "/groups/g/snapshot?next=1"+query, w.admin, bytes.NewReader(w.window), "Content-Encoding", "gzip")
+	}
+	before, files := w.catalog(), w.view.files(t)
+	if a := put(""); a.status != 409 || a.code() != "conflict" || !strings.Contains(string(a.body), "2 done range(s)") {
+		t.Fatalf("a window replanning done ranges: %d %s, want 409 naming 2 done ranges", a.status, a.body)
+	}
+	if a := put("&force=maybe"); a.status != 400 {
+		t.Fatalf("force=maybe: %d %s, want 400", a.status, a.body)
+	}
+	sameCatalog(t, before, w.catalog())
+	if got := w.view.files(t); got != files {
+		t.Errorf("snapshot files after refused uploads: %s, want %s", got, files)
+	}
+	// A window past the done ranges undoes nothing: no force needed.
+	if a := w.do("PUT", "/groups/g/snapshot?next=201", w.admin, bytes.NewReader(w.window), "Content-Encoding", "gzip"); a.status != 201 {
+		t.Fatalf("a window past the done ranges: %d %s, want 201", a.status, a.body)
+	}
+	if a := put("&force=true"); a.status != 201 {
+		t.Fatalf("forced: %d %s, want 201", a.status, a.body)
+	}
+
+	var nodes []struct {
+		ID   int64  `json:"id"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(w.j("GET", "/nodes", w.admin, "").body, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	var w2 int64
+	for _, n := range nodes {
+		if n.Name == "w2" {
+			w2 = n.ID
+		}
+	}
+	w.lease(w.w2)
+	before = w.catalog()
+	if a := w.j("DELETE", fmt.Sprintf("/nodes/%d", w2), w.admin, ""); a.status != 409 || !strings.Contains(string(a.body), "holds 1 group") {
+		t.Fatalf("deleting a node holding a group: %d %s, want 409 naming 1 group", a.status, a.body)
+	}
+	sameCatalog(t, before, w.catalog())
+	if a := w.j("DELETE", fmt.Sprintf("/nodes/%d?force=true", w2), w.admin, ""); a.status != 204 {
+		t.Fatalf("forced delete: %d %s, want 204", a.status, a.body)
+	}
+}
+
+// TestNodeState: a node's state in the API is active while it holds a
+// group, idle when seen and holding nothing, paused when paused (whatever
+// else holds), and unseen once not seen for the unseen bound (ten lease
+// TTLs here), even while it holds a group.
+func TestNodeState(t *testing.T) {
+	w := newFenceWorld(t)
+	states := func() map[string]string {
+		var nodes []struct{ Name, State string }
+		a := w.j("GET", "/nodes", w.admin, "")
+		if err := json.Unmarshal(a.body, &nodes); err != nil {
+			t.Fatalf("nodes: %d %s: %v", a.status, a.body, err)
+		}
+		out := map[string]string{}
+		for _, n := range nodes {
+			out[n.Name] = n.State
+		}
+		return out
+	}
+	if got := fmt.Sprint(states()); got != "map[w1:active w2:idle w3:idle]" {
+		t.Fatalf("states: %s, want w1 active (holds g), w2 and w3 idle", got)
+	}
+	if a := w.j("POST", "/nodes/3/pause", w.admin, `{"by":"ops"}`); a.status != 200 || a.json(t)["state"] != "paused" {
+		t.Fatalf("pause: %d %s, want the node paused", a.status, a.body)
+	}
+	// w1 keeps its lease and is seen at every heartbeat; the others are
+	// not seen.
+	for range 21 {
+		w.clock.Advance(fenceTTL / 2)
+		if a := w.j("POST", fmt.Sprintf("/leases/%d/heartbeat", w.gid), w.w1, fmt.Sprintf(`{"fence":%d}`, w.first)); a.status != 200 {
+			t.Fatalf("heartbeat: %d %s", a.status, a.body)
+		}
+	}
+	if got := fmt.Sprint(states()); got != "map[w1:active w2:unseen w3:paused]" {
+		t.Fatalf("states after ten TTLs: %s, want w1 active, w2 unseen, w3 paused", got)
+	}
+	w.clock.Advance(10*fenceTTL + time.Second)
+	if got := states()["w1"]; got != "unseen" {
+		t.Fatalf("w1 holding a group, unseen for ten TTLs: %s, want unseen", got)
 	}
 }

@@ -32,7 +32,7 @@ func (s *Server) putSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.storeSnapshot(c, gid, nodeOf(c).ID, fence)
+	return s.storeSnapshot(c, gid, nodeOf(c).ID, fence, false)
 }
 
 func (s *Server) adminPutSnapshot(c echo.Context) error {
@@ -40,11 +40,15 @@ func (s *Server) adminPutSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	force, err := queryForce(c)
+	if err != nil {
+		return err
+	}
 	g, err := s.app.Snapshots.UploadGroup(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
-	return s.storeSnapshot(c, g.ID, 0, 0)
+	return s.storeSnapshot(c, g.ID, 0, 0, force)
 }
 
 func requiredQuery(c echo.Context, name string) (int64, error) {
@@ -54,7 +58,7 @@ func requiredQuery(c echo.Context, name string) (int64, error) {
 	return queryInt(c, name, 0)
 }
 
-func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64) error {
+func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, force bool) error {
 	next, err := requiredQuery(c, "next")
 	if err != nil {
 		return err
@@ -87,7 +91,7 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64) err
 	}
 	snap, err := s.app.Snapshots.Put(r.Context(), appliance.Upload{
 		GroupID: groupID, NodeID: nodeID, Fence: fence, Next: next, Body: body, Gzip: isGzip, Digest: digest,
-		VerifyFunc: verify,
+		VerifyFunc: verify, Force: force,
 	})
 	if err != nil {
 		return err

@@ -390,60 +390,59 @@ func coalesce(items []foldItem) []foldItem {
 	starts := map[key]map[int64]int{} // → range start → index in its ranges
 	nodes := map[key]int{}
 	peers := map[string]int{}
-	for _, raw := range items {
-		it := raw
+	for _, it := range items {
 		m := it.m
-		switch {
-		case m.Late != nil:
+		if m.Late != nil {
 			// A late plan is replayed alone and in order (it carries no
 			// state to merge).
 			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Late: m.Late}})
-		case m.Group != nil:
+			continue
+		}
+		if m.Group != nil {
 			k := key{m.Origin, m.Group.Name}
-			i, ok := groups[k]
-			if !ok {
-				m.Ranges = append([]store.PeerRange(nil), m.Ranges...)
+			if i, ok := groups[k]; ok {
+				cur := &out[i]
+				cur.m.Group = m.Group
+				idx := starts[k]
+				for _, r := range m.Ranges {
+					if j, ok := idx[r.Start]; ok {
+						cur.m.Ranges[j] = r
+					} else {
+						idx[r.Start] = len(cur.m.Ranges)
+						cur.m.Ranges = append(cur.m.Ranges, r)
+					}
+				}
+				cur.seq, cur.m.Event, cur.m.At = max(cur.seq, it.seq), max(cur.m.Event, m.Event), m.At
+			} else {
+				g := m
+				g.Ranges = append([]store.PeerRange(nil), m.Ranges...)
 				idx := map[int64]int{}
-				for j, r := range m.Ranges {
+				for j, r := range g.Ranges {
 					idx[r.Start] = j
 				}
 				starts[k] = idx
-				m.Node, m.NodeGone = nil, ""
+				g.Node, g.NodeGone = nil, "" // folded as a node's own, below
 				groups[k] = len(out)
-				out = append(out, foldItem{seq: it.seq, m: m})
-				break
+				out = append(out, foldItem{seq: it.seq, m: g})
 			}
-			cur := &out[i]
-			cur.m.Group = m.Group
-			idx := starts[k]
-			for _, r := range m.Ranges {
-				if j, ok := idx[r.Start]; ok {
-					cur.m.Ranges[j] = r
-				} else {
-					idx[r.Start] = len(cur.m.Ranges)
-					cur.m.Ranges = append(cur.m.Ranges, r)
-				}
-			}
-			cur.seq, cur.m.Event, cur.m.At = max(cur.seq, it.seq), max(cur.m.Event, m.Event), m.At
-			if m.Node == nil && m.NodeGone == "" {
-				continue
-			}
-			m.Group, m.Ranges = nil, nil
-			fallthrough
-		case m.Node != nil || m.NodeGone != "":
+		}
+		if m.Node != nil || m.NodeGone != "" {
 			name := m.NodeGone
 			if m.Node != nil {
 				name = m.Node.Name
 			}
 			k := key{m.Origin, name}
+			n := Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Node: m.Node, NodeGone: m.NodeGone}
 			if i, ok := nodes[k]; ok {
 				cur := &out[i]
-				cur.seq, cur.m = max(cur.seq, it.seq), Message{Origin: m.Origin, Catalog: m.Catalog, Event: max(cur.m.Event, m.Event), At: m.At, Kind: m.Kind, Node: m.Node, NodeGone: m.NodeGone}
-				continue
+				n.Event = max(cur.m.Event, m.Event)
+				cur.seq, cur.m = max(cur.seq, it.seq), n
+			} else {
+				nodes[k] = len(out)
+				out = append(out, foldItem{seq: it.seq, m: n})
 			}
-			nodes[k] = len(out)
-			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Node: m.Node, NodeGone: m.NodeGone}})
-		default:
+		}
+		if m.Group == nil && m.Node == nil && m.NodeGone == "" {
 			// Only what it is: it moves the origin's last event.
 			if i, ok := peers[m.Origin]; ok {
 				cur := &out[i]

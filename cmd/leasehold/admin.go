@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,7 +216,7 @@ var adminVerbs = []adminVerb{
 	{"nodes", "register", "NAME [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
 	{"nodes", "pause", "ID|NAME [--by WHO]", "", (*adminCmd).nodesPause},
 	{"nodes", "resume", "ID|NAME [--by WHO]", "", (*adminCmd).nodesResume},
-	{"nodes", "delete", "ID|NAME", "", noFlags((*adminCmd).nodesDelete)},
+	{"nodes", "delete", "ID|NAME [--force]", "asks first on a terminal when the node holds groups", (*adminCmd).nodesDelete},
 	{"ranges", "retry", "ID", "plan a failed range again", noFlags((*adminCmd).rangesRetry)},
 	{"rules", "show", "", "the rules workers index by", noFlags((*adminCmd).rulesShow)},
 	{"rules", "put", "FILE|-", "store new rules from FILE (- is stdin)", noFlags((*adminCmd).rulesPut)},
@@ -445,22 +446,53 @@ func (a *adminCmd) pauseOrResume(fs *flag.FlagSet, verb string, setFunc func(c *
 	}
 }
 
-func (a *adminCmd) nodesDelete(ctx context.Context, args []string) error {
-	if err := wantArgs(args, "ID|NAME"); err != nil {
-		return err
+func (a *adminCmd) nodesDelete(fs *flag.FlagSet) verbFunc {
+	force := fs.Bool("force", false, "delete it even while it holds groups (they are released from under its worker)")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args, "ID|NAME"); err != nil {
+			return err
+		}
+		id, err := a.nodeID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		err = a.c.DeleteNode(ctx, id, *force)
+		if errors.Is(err, leasehold.ErrConflict) && !*force && confirm(a.stderr, err.Error()+"\nDelete it anyway?") {
+			err = a.c.DeleteNode(ctx, id, true)
+		}
+		if err != nil {
+			return forceHint(err, *force)
+		}
+		if a.op.json {
+			return a.printJSON(map[string]any{"deleted": id})
+		}
+		fmt.Fprintf(a.stdout, "node %s deleted; what it held is released\n", args[0])
+		return nil
 	}
-	id, err := a.nodeID(ctx, args[0])
-	if err != nil {
-		return err
+}
+
+// confirm asks question on a terminal and reports whether the answer was
+// yes; without a terminal on both stdin and stderr it asks nothing and
+// answers no, so scripts need --force to do what the node guards.
+func confirm(stderr io.Writer, question string) bool {
+	if !isTerminal(os.Stdin) || !isTerminal(stderr) {
+		return false
 	}
-	if err := a.c.DeleteNode(ctx, id); err != nil {
-		return err
+	fmt.Fprintf(stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
 	}
-	if a.op.json {
-		return a.printJSON(map[string]any{"deleted": id})
+	return false
+}
+
+// forceHint adds how to go ahead to a guarded write's refusal.
+func forceHint(err error, forced bool) error {
+	if errors.Is(err, leasehold.ErrConflict) && !forced && strings.Contains(err.Error(), "force") {
+		return fmt.Errorf("%w (run it again with --force)", err)
 	}
-	fmt.Fprintf(a.stdout, "node %s deleted; what it held is released\n", args[0])
-	return nil
+	return err
 }
 
 func (a *adminCmd) groupsUnquarantine(ctx context.Context, args []string) error {
@@ -622,7 +654,7 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 	if a.op.json {
 		return a.printJSON(ns)
 	}
-	return a.table([]string{"ID", "NAME", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
+	return a.table([]string{"ID", "NAME", "STATE", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
 		n := ns[i]
 		paused := "no"
 		if n.Paused {
@@ -632,7 +664,7 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 		if n.LastSeenAt != nil {
 			seen = time.Since(*n.LastSeenAt).Round(time.Second).String() + " ago"
 		}
-		return []any{n.ID, n.Name, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
+		return []any{n.ID, n.Name, n.State, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
 	})
 }
 

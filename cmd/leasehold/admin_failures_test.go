@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/web/client"
 )
@@ -48,5 +52,54 @@ func TestAdminFailures(t *testing.T) {
 	}
 	if out := admin(t, n, "groups", "drop-snapshot", "alt.x"); !strings.Contains(out, "window dropped") {
 		t.Errorf("groups drop-snapshot: got %q", out)
+	}
+}
+
+// TestAdminGuardedWrites: without a terminal to ask on, `snapshot put`
+// of a window that would make done ranges be indexed again and `nodes
+// delete` of a node holding a group are refused with how to go ahead;
+// with --force they are done.
+func TestAdminGuardedWrites(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	ctx := context.Background()
+	admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
+	admin(t, n, "groups", "tail", "alt.x", "300")
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+	g, err := w.Lease(ctx)
+	if err != nil || g == nil {
+		t.Fatalf("lease: %v, %v", g, err)
+	}
+	r, err := w.Next(ctx, g.Group.ID, g.Fence)
+	if err != nil || r == nil {
+		t.Fatalf("next: %v, %v", r, err)
+	}
+	if _, err := w.Finish(ctx, r.ID, g.Fence, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = operatorRun(t, n, nil, "nodes", "delete", "w1")
+	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("nodes delete of a holding node: %v, want a conflict saying --force", err)
+	}
+	if err := w.Release(ctx, g.Group.ID, g.Fence); err != nil {
+		t.Fatalf("the refused delete took the lease: %v", err)
+	}
+
+	window := filepath.Join(t.TempDir(), "w.gz")
+	if err := os.WriteFile(window, gzipped(t, []byte("a window")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = snapshotCmd(t, n, "put", "--next", "1", "alt.x", window)
+	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "1 done range(s)") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("snapshot put over a done range: %v, want a conflict naming 1 done range and --force", err)
+	}
+	if out, _, err := snapshotCmd(t, n, "put", "--next", "1", "--force", "alt.x", window); err != nil || !strings.Contains(out, "stored") {
+		t.Fatalf("snapshot put --force: %q, %v", out, err)
+	}
+	if _, err := w.Lease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := admin(t, n, "nodes", "delete", "--force", "w1"); !strings.Contains(out, "deleted") {
+		t.Errorf("nodes delete --force: %q", out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -20,7 +21,8 @@ import (
 
 const snapshotUsage = `Usage:
   leasehold snapshot get [-o FILE] [--quiet] GROUP       download a group's window snapshot (gzip)
-  leasehold snapshot put --next N [--quiet] GROUP FILE|-  upload one (gzip or raw; refused while held)
+  leasehold snapshot put --next N [--force] [--quiet] GROUP FILE|-  upload one (gzip or raw; refused while held,
+      and, unless --force or confirmed on a terminal, when done ranges would be indexed again)
 
 get writes FILE.part first and resumes it on the next try if the transfer
 broke; FILE defaults to GROUP.window.gz, "-" is stdout. The sha-256 is
@@ -59,6 +61,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return snapshotGet(ctx, c, pos[0], *out, !*quiet && isTerminal(stderr), stdout, stderr)
 	case "put":
 		next := fs.Int64("next", -1, "the id the window covers up to (exclusive); required")
+		force := fs.Bool("force", false, "store it even if done ranges at or past --next must be indexed again")
 		pos, err := parseInterspersed(fs, args)
 		if err != nil {
 			return err
@@ -73,7 +76,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return err
 		}
-		return snapshotPut(ctx, c, pos[0], pos[1], *next, !*quiet && isTerminal(stderr), stdout, stderr)
+		return snapshotPut(ctx, c, pos[0], pos[1], *next, *force, !*quiet && isTerminal(stderr), stdout, stderr)
 	}
 	fmt.Fprint(stderr, snapshotUsage)
 	return usageError(fmt.Errorf("snapshot: unknown verb %q", verb))
@@ -195,8 +198,9 @@ func getInto(ctx context.Context, c *client.Client, group, part string, bar bool
 
 // snapshotPut uploads a file (or stdin) as the group's snapshot. A file's
 // sha-256 goes with it, so the node refuses a body damaged on the way.
-func snapshotPut(ctx context.Context, c *client.Client, group, path string, next int64, bar bool, stdout, stderr io.Writer) error {
-	var o client.SnapshotUpload
+func snapshotPut(ctx context.Context, c *client.Client, group, path string, next int64, force, bar bool, stdout, stderr io.Writer) error {
+	o := client.SnapshotUpload{Force: force}
+	var file *os.File
 	var body io.Reader
 	var size int64 = -1
 	var sum string
@@ -211,6 +215,7 @@ func snapshotPut(ctx context.Context, c *client.Client, group, path string, next
 			return err
 		}
 		defer f.Close()
+		file = f
 		h := sha256.New()
 		if size, err = io.Copy(h, f); err != nil {
 			return err
@@ -231,8 +236,16 @@ func snapshotPut(ctx context.Context, c *client.Client, group, path string, next
 		body = newMeter(body, 0, -1, bar, stderr)
 	}
 	s, err := c.PutGroupSnapshot(ctx, group, next, body, o)
+	if errors.Is(err, leasehold.ErrConflict) && !force && file != nil && strings.Contains(err.Error(), "force") &&
+		confirm(stderr, err.Error()+"\nStore it anyway?") {
+		if _, err := file.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		o.Force = true
+		s, err = c.PutGroupSnapshot(ctx, group, next, &seekMeter{meter: newMeter(file, 0, size, bar, stderr), f: file}, o)
+	}
 	if err != nil {
-		return err
+		return forceHint(err, force)
 	}
 	if o.Gzip && sum != "" && s.SHA256 != sum {
 		return fmt.Errorf("node stored sha-256 %s, the file's is %s", s.SHA256, sum)

@@ -67,9 +67,14 @@ func (c *Client) pauseOrResume(ctx context.Context, id int64, verb, by string) (
 }
 
 // DeleteNode removes node id and its token; the node releases what it held
-// at the resume points. An unknown id is leasehold.ErrNotFound.
-func (c *Client) DeleteNode(ctx context.Context, id int64) error {
-	_, err := c.do(ctx, http.MethodDelete, pathf("/api/v1/nodes/%d", id), nil, nil)
+// at the resume points. An unknown id is leasehold.ErrNotFound; a node that
+// holds groups is leasehold.ErrConflict (naming how many) unless force.
+func (c *Client) DeleteNode(ctx context.Context, id int64, force bool) error {
+	path := pathf("/api/v1/nodes/%d", id)
+	if force {
+		path += "?force=true"
+	}
+	_, err := c.do(ctx, http.MethodDelete, path, nil, nil)
 	return err
 }
 

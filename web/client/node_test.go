@@ -419,13 +419,13 @@ func TestAPI(t *testing.T) {
 	if err != nil || len(ns) != 1 || ns[0].Name != "w1" || ns[0].Token != "" {
 		t.Errorf("Nodes: got %+v, %v", ns, err)
 	}
-	if err := a.DeleteNode(ctx, node.ID); err != nil {
+	if err := a.DeleteNode(ctx, node.ID, false); err != nil {
 		t.Fatalf("DeleteNode: %v", err)
 	}
 	if _, err := w.Lease(ctx); !errors.Is(err, leasehold.ErrUnauthorized) {
 		t.Errorf("Lease after delete: got %v, want unauthorized", err)
 	}
-	if err := a.DeleteNode(ctx, node.ID); !errors.Is(err, leasehold.ErrNotFound) {
+	if err := a.DeleteNode(ctx, node.ID, false); !errors.Is(err, leasehold.ErrNotFound) {
 		t.Errorf("DeleteNode twice: got %v, want not found", err)
 	}
 }

@@ -34,6 +34,10 @@ type SnapshotUpload struct {
 	// Digest, when set, is the sha-256 of the body as sent; the node refuses
 	// a body that does not match it and keeps the old snapshot.
 	Digest []byte
+	// Force, for an operator's upload (PutGroupSnapshot), lets a window
+	// stand that makes the node index done ranges again; without it such
+	// an upload is leasehold.ErrConflict naming how many.
+	Force bool
 }
 
 // PutSnapshot streams the window snapshot of group as its holder, covering
@@ -52,6 +56,9 @@ func (c *Client) PutSnapshot(ctx context.Context, group, fence, next int64, body
 // while the group is held.
 func (c *Client) PutGroupSnapshot(ctx context.Context, name string, next int64, body io.Reader, o SnapshotUpload) (*leasehold.Snapshot, error) {
 	path := pathf("/api/v1/groups/%s/snapshot", name) + "?next=" + strconv.FormatInt(next, 10)
+	if o.Force {
+		path += "&force=true"
+	}
 	return c.putSnapshot(ctx, path, body, o)
 }
 

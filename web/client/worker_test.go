@@ -420,7 +420,7 @@ func TestWorkerTokenRefused(t *testing.T) {
 	w := newWorker(t, c, 1)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(bg) }()
-	if err := e.admin.DeleteNode(bg, node.ID); err != nil {
+	if err := e.admin.DeleteNode(bg, node.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	select {
