@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -231,7 +231,14 @@ const (
 	// FindingWindowUnreadable is a quarantined group: its holder could
 	// not load its window. Node and Detail say who and why.
 	FindingWindowUnreadable = "window_unreadable"
+	// FindingFlapping is a group released or taken over FlapsFinding
+	// times in a row with no range progressing under any of the leases.
+	FindingFlapping = "flapping"
 )
+
+// FlapsFinding is how many lease ends in a row with no progress make a
+// group a flapping finding.
+const FlapsFinding = 5
 
 // Backlog is planned work waiting for a free worker: never a stall.
 type Backlog struct {

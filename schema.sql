@@ -66,7 +66,11 @@ CREATE TABLE groups (
     claim_rev     INTEGER NOT NULL DEFAULT 0,
     quarantine_error TEXT,
     quarantine_node  TEXT,
-    quarantine_at    INTEGER
+    quarantine_at    INTEGER,
+    -- flaps counts the group's lease ends in a row (release, takeover)
+    -- with no range progressing under the lease; flapped_at is the last.
+    flaps            INTEGER NOT NULL DEFAULT 0,
+    flapped_at       INTEGER
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active, unquarantined group
@@ -81,6 +85,9 @@ CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
 -- The watchman's window_unreadable findings: quarantined groups, newest
 -- first (version 6; there are few).
 CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS NOT NULL;
+-- Flapping groups (the flapping finding): five lease ends in a row with
+-- no progress (version 7); few, so the partial index is small.
+CREATE INDEX groups_flapping ON groups (flapped_at) WHERE flaps >= 5;
 
 -- Groups this node has but does not own, with work to lease, whose claims
 -- are offered again, the longest unheld first (version 2; version 3 left
@@ -163,7 +170,10 @@ CREATE TABLE group_leases (
     snapshot_at     INTEGER,
     snapshot_file   INTEGER,
     ranges_done     INTEGER NOT NULL DEFAULT 0,
-    headers         INTEGER NOT NULL DEFAULT 0
+    headers         INTEGER NOT NULL DEFAULT 0,
+    -- progressed says a range progressed or finished under the current
+    -- lease: its end counts as a flap otherwise.
+    progressed      INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- A node's held count, and release of everything a deleted node held.

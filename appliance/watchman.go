@@ -40,7 +40,7 @@ type Report struct {
 // FindingKinds are every kind of finding, in the order they are shown.
 var FindingKinds = []string{
 	leasehold.FindingRangeStale, leasehold.FindingLeaseQuiet, leasehold.FindingRangeFailed,
-	leasehold.FindingNodeUnseen, leasehold.FindingSnapshotOld, leasehold.FindingWindowUnreadable,
+	leasehold.FindingNodeUnseen, leasehold.FindingSnapshotOld, leasehold.FindingWindowUnreadable, leasehold.FindingFlapping,
 }
 
 // Report computes the findings, newest first across kinds, and the

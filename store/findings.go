@@ -30,6 +30,11 @@ const (
 	// Quarantined groups (rule 10), by the partial index groups_quarantined.
 	qFindWindowUnreadable = `SELECT g.name, NULL, g.quarantine_node, g.quarantine_at, 0, g.quarantine_error
 		FROM groups g WHERE g.quarantine_at IS NOT NULL AND ?1 = ?1 ORDER BY g.quarantine_at DESC LIMIT ?2`
+	// Flapping groups, by the partial index groups_flapping (its
+	// condition is leasehold.FlapsFinding).
+	qFindFlapping = `SELECT g.name, NULL, coalesce(n.name, ''), g.flapped_at, g.flaps, ''
+		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id
+		WHERE g.flaps >= 5 AND ?1 = ?1 ORDER BY g.flapped_at DESC LIMIT ?2`
 	// qBacklogLane counts one lane's planned ranges and finds the oldest
 	// waiting: a count over the ranges_planned_since index, then its first
 	// entry.
@@ -54,7 +59,7 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 	}
 	out := []leasehold.Finding{}
 	add := func(kind, q string, bound time.Duration, detail func(age time.Duration, extra int64, text string) string) error {
-		if bound <= 0 && kind != leasehold.FindingRangeFailed && kind != leasehold.FindingWindowUnreadable {
+		if bound <= 0 && kind != leasehold.FindingRangeFailed && kind != leasehold.FindingWindowUnreadable && kind != leasehold.FindingFlapping {
 			return nil
 		}
 		rows, err := db.query(ctx, q, ms(now.Add(-bound)), b.Limit)
@@ -115,6 +120,13 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 	if err := add(leasehold.FindingWindowUnreadable, qFindWindowUnreadable, 0,
 		func(_ time.Duration, _ int64, windowErr string) string {
 			return fmt.Sprintf("quarantined: the window would not load: %s; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another (PUT .../snapshot)", windowErr)
+		}); err != nil {
+		return nil, err
+	}
+	if err := add(leasehold.FindingFlapping, qFindFlapping, 0,
+		func(_ time.Duration, flaps int64, _ string) string {
+			return fmt.Sprintf("released or taken over %d times in a row with no range progressing: "+
+				"read its workers' logs and the range's last error; pause the node that cannot work it", flaps)
 		}); err != nil {
 		return nil, err
 	}

@@ -52,13 +52,16 @@ var (
 		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`)
 	// The snapshot columns are not changed by the take, so RETURNING reads
 	// them as they were.
-	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL
+	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL, progressed = 0
 		WHERE group_id = ?1 RETURNING fence, snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, snapshot_file`)
 	qGroupHeld = wq(`UPDATE groups SET held = 1 WHERE id = ? RETURNING ` + groupReturning)
-	qGroupFree = wq(`UPDATE groups SET held = 0, free_since = ?2 WHERE id = ?1`)
+	// A lease end counts as a flap unless a range progressed under it
+	// (the lease row's progressed, read before the next take resets it).
+	qGroupFree = wq(`UPDATE groups SET held = 0, free_since = ?2, ` + flapSet + ` WHERE id = ?1`)
+	qGroupFlap = wq(`UPDATE groups SET ` + flapSet + ` WHERE id = ?1`)
 	// qGroupFree and qGroupUrgent in one statement, for a release that
 	// replanned ranges.
-	qGroupFreeUrgent = wq(`UPDATE groups SET held = 0, free_since = ?2,
+	qGroupFreeUrgent = wq(`UPDATE groups SET held = 0, free_since = ?2, ` + flapSet + `,
 		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority < 0),
 		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority >= 0)
 		WHERE id = ?1`)
@@ -66,14 +69,15 @@ var (
 		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority < 0),
 		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = ?1 AND status IN ('planned', 'leased') AND priority >= 0)
 		WHERE id = ?1`)
-	qLeaseDrop    = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?`)
-	qLeaseBeat    = wq(`UPDATE group_leases SET heartbeat_at = ?4 WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3 RETURNING range_id`)
-	qLeaseHolder  = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
-	qLeaseSetWork = wq(`UPDATE group_leases SET range_id = ?2 WHERE group_id = ?1`)
+	qLeaseDrop       = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?`)
+	qLeaseBeat       = wq(`UPDATE group_leases SET heartbeat_at = ?4 WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3 RETURNING range_id`)
+	qLeaseHolder     = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
+	qLeaseProgressed = wq(`UPDATE group_leases SET progressed = 1 WHERE group_id = ? AND progressed = 0`)
+	qLeaseSetWork    = wq(`UPDATE group_leases SET range_id = ?2 WHERE group_id = ?1`)
 	// The holder check, its heartbeat and the finish's counts in one
 	// statement: no row means the caller is not the holder at that fence.
 	qLeaseFinish = wq(`UPDATE group_leases SET heartbeat_at = ?5, range_id = CASE WHEN range_id = ?4 THEN NULL ELSE range_id END,
-		ranges_done = ranges_done + 1, headers = CASE WHEN headers > 9223372036854775807 - ?6 THEN 9223372036854775807 ELSE headers + ?6 END
+		progressed = 1, ranges_done = ranges_done + 1, headers = CASE WHEN headers > 9223372036854775807 - ?6 THEN 9223372036854775807 ELSE headers + ?6 END
 		WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3`)
 	// The holder check and the release in one statement.
 	qLeaseRelease = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3`)
@@ -112,6 +116,11 @@ var (
 	qRangeBeat  = wq(`UPDATE ranges SET heartbeat_at = ?2 WHERE id = ?1 AND status = 'leased'`)
 	qRangeRetry = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
 )
+
+// flapSet counts a lease end of group ?1 at ?2 as a flap, or ends the run
+// of flaps when a range progressed under the lease.
+const flapSet = `flaps = CASE WHEN (SELECT progressed FROM group_leases WHERE group_id = ?1) THEN 0 ELSE flaps + 1 END,
+	flapped_at = CASE WHEN (SELECT progressed FROM group_leases WHERE group_id = ?1) THEN flapped_at ELSE ?2 END`
 
 const rangeColumns = `id, group_id, start_id, end_id, next_id, status, priority, node_id, attempts, rule_version, headers, updated_at, last_error, last_error_at`
 
@@ -277,6 +286,13 @@ func (tx *Tx) leaseRow(groupID int64) (leaseRow, error) {
 // lease row has no holder: release and take keep groups.held and
 // group_leases.node_id together).
 func (tx *Tx) takeGroup(groupID, from, nodeID, maxAttempts int64) (*leasehold.Grant, error) {
+	if from != 0 {
+		// A takeover ends the quiet holder's lease: a flap unless it
+		// progressed.
+		if _, err := tx.exec(qGroupFlap, groupID, ms(tx.now)); err != nil {
+			return nil, mapError(err, "leasing")
+		}
+	}
 	var fence int64
 	var next, size, at, file sql.NullInt64
 	var sha sql.NullString
@@ -577,6 +593,10 @@ func (tx *Tx) Progress(rangeID, nodeID, fence, next int64) (leasehold.Range, err
 	}
 	r, err = scanRange(tx.queryRow(qRangeProgress, rangeID, next, ms(tx.now)))
 	if err != nil {
+		return r, mapError(err, "recording progress")
+	}
+	// Once a lease: a primary-key seek that writes nothing after.
+	if _, err := tx.exec(qLeaseProgressed, r.GroupID); err != nil {
 		return r, mapError(err, "recording progress")
 	}
 	return r, tx.event(EventRangeProgress, r.GroupID, rangeID, nodeID, map[string]any{"next": next})

@@ -326,3 +326,36 @@ func TestNodeState(t *testing.T) {
 		t.Fatalf("w1 holding a group, unseen for ten TTLs: %s, want unseen", got)
 	}
 }
+
+// TestFlapping: a group released or taken over five times in a row with
+// no range progressing under any of the leases is a flapping finding; a
+// lease under which a range progresses ends the run.
+func TestFlapping(t *testing.T) {
+	w := newFenceWorld(t)
+	w.release(w.w1, w.first) // 1: w1 took a range and did nothing with it
+	for i, tok := range []string{w.w2, w.w3, w.w1} {
+		_, fence := w.lease(tok)
+		w.release(tok, fence) // 2, 3, 4
+		if i < 2 && len(w.findings("flapping")) > 0 {
+			t.Fatalf("a flapping finding after %d lease ends", i+2)
+		}
+	}
+	if f := w.findings("flapping"); len(f) != 0 {
+		t.Fatalf("a flapping finding after 4 lease ends: %v", f)
+	}
+	w.lease(w.w2)
+	w.clock.Advance(fenceTTL + time.Second)
+	_, fence := w.lease(w.w3) // 5: a takeover of the quiet w2
+	f := w.findings("flapping")
+	if len(f) != 1 || f[0]["group"] != "g" || f[0]["node"] != "w3" || !strings.Contains(f[0]["detail"].(string), "5 times in a row") {
+		t.Fatalf("flapping findings after 5 lease ends: %v, want g's, held by w3, saying 5 times", f)
+	}
+	r := w.next(w.w3, fence)
+	if a := w.j("POST", fmt.Sprintf("/ranges/%d/progress", r), w.w3, fmt.Sprintf(`{"fence":%d,"next":%d}`, fence, w.rangeStart+10)); a.status != 200 {
+		t.Fatalf("progress: %d %s", a.status, a.body)
+	}
+	w.release(w.w3, fence)
+	if f := w.findings("flapping"); len(f) != 0 {
+		t.Fatalf("flapping findings after a lease that progressed: %v", f)
+	}
+}
