@@ -502,12 +502,43 @@ func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 // Next is rule 3: the holder's range in work or the next planned one, nil
 // when the group is caught up. Errors: not found, lease lost.
 func (c *Coordinator) Next(ctx context.Context, nodeID, groupID, fence int64) (*leasehold.Range, error) {
+	return c.NextAfter(ctx, nodeID, groupID, fence, nil)
+}
+
+// Finished is a range of the group its holder reports done (rule 4) in
+// the same call that asks for the next one: a range costs one call.
+type Finished struct {
+	Range   int64
+	Headers int64
+}
+
+// NextAfter is Next after finishing done, if given, in one write: the
+// finish is Finish's, and if it is refused (lease lost, a range of
+// another group or not in the holder's work) nothing changes. Errors:
+// those of Finish and of Next; invalid for negative headers, unprocessable
+// for a range of another group.
+func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int64, done *Finished) (*leasehold.Range, error) {
+	if done != nil && done.Headers < 0 {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "finished.headers must be 0 or more")
+	}
 	var r *leasehold.Range
 	rules := c.Rules()
 	tailOnly := c.tailOnlyFunc()
 	err := c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
+		}
+		if done != nil {
+			gid, err := tx.RangeGroup(done.Range)
+			if err != nil {
+				return err
+			}
+			if gid != groupID {
+				return leasehold.Errorf(leasehold.KindUnprocessable, "range %d is not of group %d", done.Range, groupID)
+			}
+			if _, err := tx.Finish(done.Range, nodeID, fence, done.Headers); err != nil {
+				return err
+			}
 		}
 		bmin, bmax, err := tx.NodeBand(nodeID)
 		if err != nil {

@@ -48,7 +48,7 @@ serve_and_load() { # label groups extra-serve-flags...
 	local label=$1 groups=$2
 	shift 2
 	local data="$tmp/data-$groups-$RANDOM"
-	"$tmp/benchload" seed -data "$data" -groups "$groups" >"$tmp/seed.log"
+	"$tmp/benchload" seed -data "$data" -groups "$groups" ${seed_ranges:+-ranges "$seed_ranges"} >"$tmp/seed.log"
 	echo "bench: $(cat "$tmp/seed.log")" >&2
 	local port
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -59,7 +59,7 @@ serve_and_load() { # label groups extra-serve-flags...
 	cpu0=$(cpu_ticks "$pid")
 	steal0=$(steal_ticks)
 	"$tmp/benchload" cycle -url "http://127.0.0.1:$port" -admin-token "$(cat "$data/admin.token")" \
-		-workers "$workers" -duration "${secs}s" >"$tmp/r.json"
+		-workers "$workers" -duration "${secs}s" -pattern "${pattern:-four}" >"$tmp/r.json"
 	cpu1=$(cpu_ticks "$pid")
 	steal1=$(steal_ticks)
 	kill "$pid"
@@ -77,6 +77,11 @@ serve_and_load() { # label groups extra-serve-flags...
 		awk -v n="$((cpu1 - cpu0))" -v st="$((steal1 - steal0))" -v hz="$hz" -v cores="$(nproc)" '$1 > 0 {
 			u = 1e6 * n / hz / $1
 			printf "  (node %.0f µs of CPU a cycle, load generator %.0f: %d cores allow at most %d cycles/s at that cost; steal %.0f%% of the machine)\n", u, $3, cores, cores * 1e6 / (u + $3), 100 * st / (hz * $2 * cores) }'
+	if [ "${pattern:-four}" = steady ]; then
+		jq -r '"\(.ranges) \(.seconds) \(.loadgen_cpu_us_per_cycle) \(.cycles)"' "$tmp/r.json" |
+			awk -v n="$((cpu1 - cpu0))" -v hz="$hz" '$1 > 0 {
+				printf "  (%.0f ranges/s; node %.0f µs of CPU a range, load generator %.0f)\n", $1 / $2, 1e6 * n / hz / $1, $3 * $4 / $1 }'
+	fi
 	jq -r .cycles_per_s "$tmp/r.json" >"$tmp/last"
 }
 
@@ -85,6 +90,9 @@ for g in $sizes; do
 	cp "$tmp/last" "$tmp/http-$g"
 done
 mid=$(echo "$sizes" | awk '{print $(NF>1?2:1)}')
+# A worker's steady pattern: a range costs one call (next with finished);
+# cycles/s here counts leases, each finishing up to ten ranges.
+seed_ranges=12 pattern=steady serve_and_load "http, FULL, steady: lease, 10 × next+finished, release, $mid groups" "$mid"
 serve_and_load "http, FULL, commit per write, $mid groups" "$mid" --no-group-commit
 cp "$tmp/last" "$tmp/http-nogc"
 # The default node: peer sync on (embedded NATS), publishing every event,

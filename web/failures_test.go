@@ -359,3 +359,60 @@ func TestFlapping(t *testing.T) {
 		t.Fatalf("flapping findings after a lease that progressed: %v", f)
 	}
 }
+
+// TestNextFinished: next with finished finishes the range and leases the
+// next one in one call; a finished that is refused (a range of another
+// group, a range not in the holder's work, negative headers, no range)
+// changes nothing.
+func TestNextFinished(t *testing.T) {
+	w := newFenceWorld(t)
+	if a := w.j("PUT", "/groups/other", w.admin, `{"range_size":100,"start":1}`); a.status != 201 {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	if a := w.j("POST", "/groups/other/tail", w.admin, `{"high":300}`); a.status != 200 {
+		t.Fatalf("plan: %d %s", a.status, a.body)
+	}
+	og, ofence := w.lease(w.w2)
+	orange := w.j("POST", fmt.Sprintf("/leases/%d/next", og), w.w2, fmt.Sprintf(`{"fence":%d}`, ofence))
+	if orange.status != 200 {
+		t.Fatalf("next of other: %d %s", orange.status, orange.body)
+	}
+	otherRange := num(orange.json(t), "range", "id")
+
+	next := func(body string) answer {
+		return w.j("POST", fmt.Sprintf("/leases/%d/next", w.gid), w.w1, body)
+	}
+	var planned int64 // a range of g not in w1's work
+	for _, r := range w.j("GET", "/groups/g/ranges?status=planned&limit=1", w.admin, "").json(t)["ranges"].([]any) {
+		planned = num(r.(map[string]any), "id")
+	}
+	before := w.catalog()
+	for _, c := range []struct {
+		name, body string
+		status     int
+	}{
+		{"OtherGroup", fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":1}}`, w.first, otherRange), 422},
+		{"NegativeHeaders", fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":-1}}`, w.first, w.rangeID), 400},
+		{"NoRange", fmt.Sprintf(`{"fence":%d,"finished":{"headers":1}}`, w.first), 400},
+		{"UnknownRange", fmt.Sprintf(`{"fence":%d,"finished":{"range":999999,"headers":1}}`, w.first), 404},
+		{"NotInWork", fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":1}}`, w.first, planned), 409},
+		{"StaleFence", fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":1}}`, w.first-1, w.rangeID), 409},
+	} {
+		if a := next(c.body); a.status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, a.status, a.body, c.status)
+		}
+	}
+	sameCatalog(t, before, w.catalog())
+
+	a := next(fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":42}}`, w.first, w.rangeID))
+	if a.status != 200 {
+		t.Fatalf("next with finished: %d %s", a.status, a.body)
+	}
+	if got := num(a.json(t), "range", "start"); got != w.rangeEnd+1 {
+		t.Errorf("the next range starts at %d, want %d", got, w.rangeEnd+1)
+	}
+	done := w.rangeOf(w.rangeID)
+	if done["status"] != "done" || num(done, "headers") != 42 {
+		t.Errorf("the finished range: %v, want done with 42 headers", done)
+	}
+}

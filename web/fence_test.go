@@ -180,6 +180,9 @@ var holderCalls = []holderCall{
 	{"Next", func(w *fenceWorld, tok string, fence, _ int64) answer {
 		return w.j("POST", fmt.Sprintf("/leases/%d/next", w.gid), tok, fmt.Sprintf(`{"fence":%d}`, fence))
 	}, 200},
+	{"NextFinished", func(w *fenceWorld, tok string, fence, rangeID int64) answer {
+		return w.j("POST", fmt.Sprintf("/leases/%d/next", w.gid), tok, fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":7}}`, fence, rangeID))
+	}, 200},
 	{"Heartbeat", func(w *fenceWorld, tok string, fence, _ int64) answer {
 		return w.j("POST", fmt.Sprintf("/leases/%d/heartbeat", w.gid), tok, fmt.Sprintf(`{"fence":%d}`, fence))
 	}, 200},

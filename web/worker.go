@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 )
 
 // fenced is the body of every holder call.
@@ -68,11 +69,35 @@ func (s *Server) lease(c echo.Context) error {
 }
 
 func (s *Server) next(c echo.Context) error {
-	gid, fence, err := groupCall(c)
+	gid, err := pathID(c, "group")
 	if err != nil {
 		return err
 	}
-	r, err := s.app.Coordinator.Next(c.Request().Context(), nodeOf(c).ID, gid, fence)
+	var req struct {
+		fenced
+		Finished *struct {
+			Range   *int64 `json:"range"`
+			Headers *int64 `json:"headers"`
+		} `json:"finished"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	fence, err := req.fence()
+	if err != nil {
+		return err
+	}
+	var done *appliance.Finished
+	if f := req.Finished; f != nil {
+		if f.Range == nil {
+			return leasehold.Errorf(leasehold.KindInvalid, "finished.range is required")
+		}
+		done = &appliance.Finished{Range: *f.Range}
+		if f.Headers != nil {
+			done.Headers = *f.Headers
+		}
+	}
+	r, err := s.app.Coordinator.NextAfter(c.Request().Context(), nodeOf(c).ID, gid, fence, done)
 	if err != nil {
 		return err
 	}

@@ -61,8 +61,10 @@ func main() {
 		workers := fs.Int("workers", 32, "concurrent workers, each a registered node")
 		dur := fs.Duration("duration", 10*time.Second, "how long to load")
 		prefix := fs.String("prefix", "bench", "worker node name prefix")
+		pattern := fs.String("pattern", "four", "four: lease, next, finish, release a cycle; steady: lease, then "+
+			"next and ten rounds of next with finished (ten ranges), then release, as web/client's worker does")
 		fs.Parse(os.Args[2:])
-		err = cycle(*url, *admin, *workers, *dur, *prefix)
+		err = cycle(*url, *admin, *workers, *dur, *prefix, *pattern)
 	case "sqlite":
 		dir := fs.String("dir", os.TempDir(), "directory on the disk to measure")
 		dur := fs.Duration("duration", 3*time.Second, "how long each mode runs")
@@ -134,6 +136,10 @@ type result struct {
 	// CPUPerCycle is the load generator's own CPU (user and system) a
 	// cycle, in µs, so that its share of the machine can be told apart.
 	CPUPerCycle float64 `json:"loadgen_cpu_us_per_cycle"`
+	// Ranges is how many ranges were finished (a cycle finishes one in
+	// the four-call pattern, up to ten in the steady one).
+	Ranges          int64   `json:"ranges"`
+	RangesPerSecond float64 `json:"ranges_per_s"`
 }
 
 type caller struct {
@@ -225,7 +231,10 @@ func newCaller(base string, workers int) *caller {
 		Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2, MaxIdleConns: workers * 2}}}
 }
 
-func cycle(url, admin string, workers int, dur time.Duration, prefix string) error {
+func cycle(url, admin string, workers int, dur time.Duration, prefix, pattern string) error {
+	if pattern != "four" && pattern != "steady" {
+		return fmt.Errorf("pattern %q: four or steady", pattern)
+	}
 	c := newCaller(strings.TrimRight(url, "/")+"/api/v1", workers)
 	tokens := make([]string, workers)
 	for i := range tokens {
@@ -241,8 +250,12 @@ func cycle(url, admin string, workers int, dur time.Duration, prefix string) err
 	if err != nil {
 		return err
 	}
+	var ranges atomic.Int64
 	r := load(workers, dur, func(w int, lat func(string, time.Duration)) error {
 		tok := tokens[w]
+		if pattern == "steady" {
+			return steady(c, tok, lat, &ranges)
+		}
 		st, raw, d, err := c.do("POST", "/leases", tok, "")
 		if err != nil || st != 200 {
 			return fmt.Errorf("lease: %d %s %v", st, raw, err)
@@ -266,6 +279,7 @@ func cycle(url, admin string, workers int, dur time.Duration, prefix string) err
 			return fmt.Errorf("finish: %d %s %v", st, raw, err)
 		}
 		lat("finish", d)
+		ranges.Add(1)
 		st, raw, d, err = c.do("POST", fmt.Sprintf("/leases/%d/release", g.Group.ID), tok, fence)
 		if err != nil || st != 200 {
 			return fmt.Errorf("release: %d %s %v", st, raw, err)
@@ -277,9 +291,55 @@ func cycle(url, admin string, workers int, dur time.Duration, prefix string) err
 	if err != nil {
 		return err
 	}
+	r.Ranges = ranges.Load()
+	r.RangesPerSecond = float64(r.Ranges) / r.Seconds
 	r.Commits = (after[1] - before[1]) / r.Seconds
 	r.BatchMean = (after[0] - before[0]) / max(after[1]-before[1], 1)
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// steadyRounds is how many ranges a steady cycle finishes at most.
+const steadyRounds = 10
+
+// steady is one cycle of a worker's steady pattern: lease, next, then next
+// with the range just finished until ten are finished or the group is
+// caught up, then release.
+func steady(c *caller, tok string, lat func(string, time.Duration), ranges *atomic.Int64) error {
+	st, raw, d, err := c.do("POST", "/leases", tok, "")
+	if err != nil || st != 200 {
+		return fmt.Errorf("lease: %d %s %v", st, raw, err)
+	}
+	lat("lease", d)
+	var g struct {
+		Group struct{ ID int64 }
+		Fence int64
+	}
+	json.Unmarshal(raw, &g)
+	body := fmt.Sprintf(`{"fence":%d}`, g.Fence)
+	for round := 0; ; round++ {
+		st, raw, d, err = c.do("POST", fmt.Sprintf("/leases/%d/next", g.Group.ID), tok, body)
+		if err != nil || st != 200 && st != 204 {
+			return fmt.Errorf("next: %d %s %v", st, raw, err)
+		}
+		if round == 0 {
+			lat("next", d)
+		} else {
+			lat("finish", d) // next with finished
+			ranges.Add(1)
+		}
+		if st == 204 || round == steadyRounds {
+			break
+		}
+		var rg struct{ Range struct{ ID int64 } }
+		json.Unmarshal(raw, &rg)
+		body = fmt.Sprintf(`{"fence":%d,"finished":{"range":%d,"headers":100}}`, g.Fence, rg.Range.ID)
+	}
+	st, raw, d, err = c.do("POST", fmt.Sprintf("/leases/%d/release", g.Group.ID), tok, fmt.Sprintf(`{"fence":%d}`, g.Fence))
+	if err != nil || st != 200 {
+		return fmt.Errorf("release: %d %s %v", st, raw, err)
+	}
+	lat("release", d)
+	return nil
 }
 
 // commitStats reads the group-commit histogram's sum (writes) and count

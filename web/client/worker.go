@@ -346,10 +346,23 @@ func (h *hold) work(ctx context.Context) outcome {
 	if out, ok := h.loadWindow(ctx); !ok {
 		return out
 	}
+	// done is the range indexed last, finished with the call for the next
+	// one unless a window upload is due first.
+	var done *leasehold.Range
 	for {
-		r, err := c.Next(ctx, h.g.Group.ID, h.g.Fence)
+		var r *leasehold.Range
+		var err error
+		if done != nil {
+			r, err = h.finishAndNext(ctx, *done)
+		} else {
+			r, err = c.Next(ctx, h.g.Group.ID, h.g.Fence)
+		}
 		if err != nil {
 			return h.judge(ctx, err, "next")
+		}
+		done = nil
+		if ctx.Err() != nil {
+			return stopped // the range just leased goes back with the release
 		}
 		h.touch()
 		if r == nil {
@@ -393,10 +406,15 @@ func (h *hold) work(ctx context.Context) outcome {
 			}
 			return out
 		}
+		iv := h.w.snapshotInterval()
+		if ctx.Err() == nil && (iv <= 0 || time.Since(h.lastSnapshot) < iv) {
+			done = r // finished with the next call
+			continue
+		}
 		if out, ok := h.finish(ctx, *r); !ok {
 			return out
 		}
-		if iv := h.w.snapshotInterval(); iv > 0 && time.Since(h.lastSnapshot) >= iv {
+		if iv > 0 && time.Since(h.lastSnapshot) >= iv {
 			if err := h.upload(ctx); err != nil {
 				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
 					return lost
@@ -570,6 +588,28 @@ func (h *hold) finish(ctx context.Context, r leasehold.Range) (outcome, bool) {
 	h.touch()
 	h.windowNext = r.End + 1
 	return 0, true
+}
+
+// finishAndNext reports r done and leases the next range in one call,
+// after r's last progress. Like finish it is not cut short by a stop: the
+// range is in the window whole, and a range leased meanwhile goes back
+// with the release.
+func (h *hold) finishAndNext(ctx context.Context, r leasehold.Range) (*leasehold.Range, error) {
+	h.callMu.Lock()
+	h.mu.Lock()
+	headers := h.headers
+	h.rng = leasehold.Range{}
+	h.mu.Unlock()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.w.stopTimeout())
+	next, err := h.w.Client.NextAfter(fctx, h.g.Group.ID, h.g.Fence, &Finished{Range: r.ID, Headers: headers})
+	cancel()
+	h.callMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	h.touch()
+	h.windowNext = r.End + 1
+	return next, nil
 }
 
 func (w *Worker) snapshotInterval() time.Duration {
