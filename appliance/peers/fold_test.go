@@ -663,3 +663,22 @@ func mustDo(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestFoldBulkSeeded: groups made by the bulk seeding path (no event
+// each) reach a peer that joins afterwards, and one already folding, by
+// the rebuild the seeding's one event asks for.
+func TestFoldBulkSeeded(t *testing.T) {
+	s := natstest.Server(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	stream := foldSetUp(t, natstest.Connect(t, url))
+	a := foldJoin(t, url, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	if err := a.app.DB.BulkGroups(ctx, "bulk.", 50, 100, 3); err != nil {
+		t.Fatal(err)
+	}
+	a.published(t, stream)
+	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
+	c := foldJoin(t, url, "node-c", t.TempDir())
+	foldConverge(t, a.dumpNode, c.dumpNode, true, 30*time.Second)
+}
