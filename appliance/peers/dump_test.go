@@ -521,3 +521,38 @@ func BenchmarkRebuild100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRebuildGroups measures a joining node's catch-up: a dump of
+// many groups of two ranges each (the bulk seeding path's shape), served
+// and folded on one server. It reports groups/s.
+//
+//	go test -run '^$' -bench RebuildGroups -benchtime 1x ./appliance/peers
+func BenchmarkRebuildGroups(b *testing.B) {
+	const groups = 100000
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		b.Fatal("nats-server not ready")
+	}
+	defer s.Shutdown()
+	a := dumpOpen(b, "node-a", b.TempDir())
+	if err := a.app.DB.BulkGroups(context.Background(), "g.", groups, 100, 2); err != nil {
+		b.Fatal(err)
+	}
+	dumpServe(b, dumpConn(b, s.ClientURL()), a)
+	nc := dumpConn(b, s.ClientURL())
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		b.StopTimer()
+		peer := dumpOpen(b, "node-b", b.TempDir())
+		b.StartTimer()
+		if err := Rebuild(context.Background(), nc, peer.app.DB, "node-a", 5); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(groups*b.N)/time.Since(start).Seconds(), "groups/s")
+}
