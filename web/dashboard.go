@@ -40,8 +40,9 @@ const (
 // sessions are the signed-in browsers, by random id, kept in memory: a
 // restart signs everyone out, which is the safe side for an admin token.
 type sessions struct {
-	mu sync.Mutex
-	m  map[string]time.Time // id → expiry (wall time)
+	mu  sync.Mutex
+	m   map[string]time.Time // id → expiry, on the node's clock
+	now func() time.Time     // the node's clock
 }
 
 func (s *sessions) create() (string, error) {
@@ -52,7 +53,7 @@ func (s *sessions) create() (string, error) {
 	id := hex.EncodeToString(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.now()
 	for k, exp := range s.m { // sweep on sign-in: sessions are few
 		if now.After(exp) {
 			delete(s.m, k)
@@ -66,7 +67,7 @@ func (s *sessions) valid(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	exp, ok := s.m[id]
-	if ok && time.Now().After(exp) {
+	if ok && s.now().After(exp) {
 		delete(s.m, id)
 		return false
 	}
@@ -111,7 +112,7 @@ type fleetBadge struct {
 const fleetStatusKey = "leasehold.fleet"
 
 func (s *Server) mountDashboard(e *echo.Echo) {
-	d := &dashboard{s: s, sessions: sessions{m: map[string]time.Time{}}, pages: map[string]*template.Template{}}
+	d := &dashboard{s: s, sessions: sessions{m: map[string]time.Time{}, now: s.app.Watchman.Now}, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"ago":        ago,
 		"stamp":      stamp,
