@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 6
+const SchemaVersion = 8
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -244,4 +244,46 @@ type FleetStatus struct {
 	// Owned is how many groups this node owns (holds the claim of).
 	Owned int64  `json:"owned"`
 	Peers []Peer `json:"peers"`
+}
+
+// Group states, as the metrics count them: the first that holds of
+// quarantined (rule 10), held (a worker holds its lease), inactive,
+// waiting (open work, nobody holds it) and idle (caught up).
+const (
+	GroupQuarantined = "quarantined"
+	GroupHeld        = "held"
+	GroupInactive    = "inactive"
+	GroupWaiting     = "waiting"
+	GroupIdle        = "idle"
+)
+
+// GroupStates are every group state, in the order they are shown.
+var GroupStates = []string{GroupQuarantined, GroupHeld, GroupInactive, GroupWaiting, GroupIdle}
+
+// Node states: the first that holds of paused, unseen (not seen for the
+// unseen bound), active (holds groups) and idle.
+const (
+	NodePaused = "paused"
+	NodeUnseen = "unseen"
+	NodeActive = "active"
+	NodeIdle   = "idle"
+)
+
+// NodeStates are every node state, in the order they are shown.
+var NodeStates = []string{NodePaused, NodeUnseen, NodeActive, NodeIdle}
+
+// RangeStatuses are every range status, in the order they are shown.
+var RangeStatuses = []string{StatusPlanned, StatusLeased, StatusDone, StatusFailed}
+
+// Tallies are the catalog's counts kept as it is written (schema version
+// 8), read without counting rows: ranges by status and lane, groups by
+// state and ownership.
+type Tallies struct {
+	// Ranges by status; Tail and History split the planned ones by lane
+	// (the backlog).
+	Ranges                   map[string]int64
+	PlannedTail, PlannedHist int64
+	// Owned and Unowned count groups by state: those this node may lease,
+	// and those it may not (a peer's, or its own while unclaimed).
+	Owned, Unowned map[string]int64
 }

@@ -24,7 +24,7 @@ var watchQueries = []struct {
 	{"RangeFailed", qFindRangeFailed, []any{0, 100}, "SCAN r USING INDEX ranges_failed"},
 	{"SnapshotOld", qFindSnapshotOld, []any{0, 100}, "USE TEMP B-TREE FOR ORDER BY"},
 	{"WindowUnreadable", qFindWindowUnreadable, []any{0, 100}, "SCAN g USING INDEX groups_quarantined"},
-	{"BacklogLane", qBacklogLane, []any{true}, ""},
+	{"BacklogOldest", qBacklogOldest, []any{true}, ""},
 }
 
 // plan is the query's EXPLAIN QUERY PLAN, one detail a line.
