@@ -244,7 +244,10 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 		{"NewGroup", func() error { addGroup(); return nil }},
 		{"Deactivate", func() error {
 			name := groups[rng.IntN(len(groups))]
-			return write(func(tx *Tx) error { _, _, err := tx.PutGroup(name, GroupSpec{Active: ptr(rng.IntN(2) == 0)}); return err })
+			return write(func(tx *Tx) error {
+				_, _, err := tx.PutGroup(name, GroupSpec{Active: ptr(rng.IntN(2) == 0)})
+				return err
+			})
 		}},
 		{"Takeover", func() error {
 			clock.now = clock.now.Add(2 * time.Minute)
