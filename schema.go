@@ -170,8 +170,10 @@ type Grant struct {
 	Fence    int64
 	Rules    RuleSet
 	Snapshot *Snapshot
-	// Takeover is true when the group was taken from a quiet holder.
-	Takeover bool
+	// Takeover is true when the group was taken from a quiet holder;
+	// TakenFrom names that holder (empty if it was deleted since).
+	Takeover  bool
+	TakenFrom string
 }
 
 // Finding is something the watchman reports as stuck, with its age.

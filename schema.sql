@@ -284,7 +284,7 @@ CREATE TABLE tallies (
     state TEXT    NOT NULL,
     n     INTEGER NOT NULL,
     PRIMARY KEY (kind, state)
-) STRICT, WITHOUT ROWID;
+) STRICT;
 
 INSERT INTO tallies (kind, state, n) VALUES
     ('ranges', 'planned/tail', 0), ('ranges', 'planned/history', 0), ('ranges', 'leased/tail', 0), ('ranges', 'leased/history', 0),

@@ -8,7 +8,7 @@ CREATE TABLE tallies (
     state TEXT    NOT NULL,
     n     INTEGER NOT NULL,
     PRIMARY KEY (kind, state)
-) STRICT, WITHOUT ROWID;
+) STRICT;
 
 INSERT INTO tallies (kind, state, n)
     SELECT 'ranges', status || iif(priority < 0, '/tail', '/history'), count(*) FROM ranges GROUP BY 2;
