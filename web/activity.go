@@ -45,7 +45,7 @@ func snapshotNext(s *leasehold.Snapshot) any {
 	return s.Next
 }
 
-// groupName is the group's name for a log line, its id when it cannot be
+// nameOfGroup is the group's name for a log line, its id when it cannot be
 // read.
 func (s *Server) nameOfGroup(c echo.Context, id int64) any {
 	g, err := s.app.Coordinator.GroupByID(c.Request().Context(), id)
