@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -58,27 +58,16 @@ type Node struct {
 	// CreatedAt is when the node was registered (nil for a peer's node).
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	// State is what the node is doing, as NodeState tells it at the
-	// moment it is read: one of the NodeState* values.
+	// moment it is read: one of NodeStates.
 	State string `json:"state,omitempty"`
 	// Token is set only in the answer to the node's registration.
 	Token string `json:"token,omitempty"`
 }
 
-// A node's states, in the order they win when several hold.
-const (
-	// NodeStatePaused: an operator paused it; it is leased nothing.
-	NodeStatePaused = "paused"
-	// NodeStateUnseen: not seen for the unseen bound (registered and
-	// never seen counts from its registration), whatever it holds.
-	NodeStateUnseen = "unseen"
-	// NodeStateActive: it holds groups.
-	NodeStateActive = "active"
-	// NodeStateIdle: seen, holding nothing.
-	NodeStateIdle = "idle"
-)
-
 // NodeState is n's state at now, where a node not seen for unseen is
-// unseen; the node_unseen finding uses the same bound.
+// unseen (registered and never seen counts from its registration); the
+// node_unseen finding uses the same bound, and store's count of nodes by
+// state (qNodeStates) the same order.
 func NodeState(n Node, now time.Time, unseen time.Duration) string {
 	seen := n.LastSeenAt
 	if seen == nil {
@@ -86,13 +75,13 @@ func NodeState(n Node, now time.Time, unseen time.Duration) string {
 	}
 	switch {
 	case n.Paused:
-		return NodeStatePaused
+		return NodePaused
 	case seen != nil && now.Sub(*seen) > unseen:
-		return NodeStateUnseen
+		return NodeUnseen
 	case n.Held > 0:
-		return NodeStateActive
+		return NodeActive
 	}
-	return NodeStateIdle
+	return NodeIdle
 }
 
 // Group is a source of sequential ids.
@@ -206,8 +195,10 @@ type Grant struct {
 	Fence    int64
 	Rules    RuleSet
 	Snapshot *Snapshot
-	// Takeover is true when the group was taken from a quiet holder.
-	Takeover bool
+	// Takeover is true when the group was taken from a quiet holder;
+	// TakenFrom names that holder (empty if it was deleted since).
+	Takeover  bool
+	TakenFrom string
 }
 
 // Finding is something the watchman reports as stuck, with its age.
@@ -287,4 +278,46 @@ type FleetStatus struct {
 	// Owned is how many groups this node owns (holds the claim of).
 	Owned int64  `json:"owned"`
 	Peers []Peer `json:"peers"`
+}
+
+// Group states, as the metrics count them: the first that holds of
+// quarantined (rule 10), held (a worker holds its lease), inactive,
+// waiting (open work, nobody holds it) and idle (caught up).
+const (
+	GroupQuarantined = "quarantined"
+	GroupHeld        = "held"
+	GroupInactive    = "inactive"
+	GroupWaiting     = "waiting"
+	GroupIdle        = "idle"
+)
+
+// GroupStates are every group state, in the order they are shown.
+var GroupStates = []string{GroupQuarantined, GroupHeld, GroupInactive, GroupWaiting, GroupIdle}
+
+// Node states: the first that holds of paused, unseen (not seen for the
+// unseen bound), active (holds groups) and idle.
+const (
+	NodePaused = "paused"
+	NodeUnseen = "unseen"
+	NodeActive = "active"
+	NodeIdle   = "idle"
+)
+
+// NodeStates are every node state, in the order they are shown.
+var NodeStates = []string{NodePaused, NodeUnseen, NodeActive, NodeIdle}
+
+// RangeStatuses are every range status, in the order they are shown.
+var RangeStatuses = []string{StatusPlanned, StatusLeased, StatusDone, StatusFailed}
+
+// Tallies are the catalog's counts kept as it is written (schema version
+// 8), read without counting rows: ranges by status and lane, groups by
+// state and ownership.
+type Tallies struct {
+	// Ranges by status; Tail and History split the planned ones by lane
+	// (the backlog).
+	Ranges                   map[string]int64
+	PlannedTail, PlannedHist int64
+	// Owned and Unowned count groups by state: those this node may lease,
+	// and those it may not (a peer's, or its own while unclaimed).
+	Owned, Unowned map[string]int64
 }

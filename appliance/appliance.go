@@ -44,12 +44,38 @@ type Config struct {
 	NowFunc func() time.Time
 	// Store tunes the catalog (synchronous mode, group commit).
 	Store store.Options
-	// LeaseFunc, if set, is told of every lease granted.
-	LeaseFunc func(takeover bool)
+	// Recorder is told what the node did once it is committed (the
+	// metrics' counters); nil tells nobody.
+	Recorder Recorder
 	// Fleet is the fleet the node is part of; nil runs it alone (Alone).
 	Fleet  Fleet
 	Logger *slog.Logger
 }
+
+// Recorder is told what the node did, once it is committed, so the
+// metrics can count it (web.Metrics is one). Its methods are called on
+// the request's goroutine after the commit and must not block.
+type Recorder interface {
+	// LeaseGranted is a group leased, taken over from a quiet holder or not.
+	LeaseGranted(takeover bool)
+	// RangeFinished is a range done, with the headers its holder indexed.
+	RangeFinished(headers int64)
+	// RangeFailed is a worker failing a range (rule 10): failed says it
+	// is failed for good (no retry, or its attempts used up), else it is
+	// planned again.
+	RangeFailed(failed bool)
+	// GroupQuarantined is a group quarantined because its window would
+	// not load (rule 10).
+	GroupQuarantined()
+}
+
+// NoRecorder is told everything and keeps nothing.
+type NoRecorder struct{}
+
+func (NoRecorder) LeaseGranted(bool)   {}
+func (NoRecorder) RangeFinished(int64) {}
+func (NoRecorder) RangeFailed(bool)    {}
+func (NoRecorder) GroupQuarantined()   {}
 
 // Defaults.
 const (
@@ -104,6 +130,9 @@ func Open(cfg Config) (*Appliance, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = NoRecorder{}
+	}
 	cfg.Store.NowFunc = cfg.NowFunc
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, dirError(cfg.DataDir, err)
@@ -127,7 +156,7 @@ func Open(cfg Config) (*Appliance, error) {
 	if alone {
 		fleet = Alone{}
 	}
-	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, leaseFunc: cfg.LeaseFunc,
+	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, recorder: cfg.Recorder,
 		fleet: fleet, alone: alone, fence: fence{fleet: fleet, alone: alone}, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
 	snaps.fence = a.Coordinator.fence
 	// Open runs before the node has a context to give (serve opens the

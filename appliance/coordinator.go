@@ -26,7 +26,7 @@ type Coordinator struct {
 	// tailOnlyFunc reports whether only tail work may be leased now (the
 	// history cap on a short disk).
 	tailOnlyFunc func() bool
-	leaseFunc    func(takeover bool)
+	recorder     Recorder
 	rules        atomic.Pointer[leasehold.RuleSet]
 	// fleet is the fleet this node is part of (Alone without one), and
 	// fence rule 6 in it.
@@ -454,9 +454,7 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		return nil, nil
 	}
 	g.Rules = c.Rules()
-	if c.leaseFunc != nil {
-		c.leaseFunc(g.Takeover)
-	}
+	c.recorder.LeaseGranted(g.Takeover)
 	return g, nil
 }
 
@@ -553,6 +551,9 @@ func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int6
 	if err != nil {
 		return nil, err
 	}
+	if done != nil {
+		c.recorder.RangeFinished(done.Headers)
+	}
 	return r, nil
 }
 
@@ -604,5 +605,14 @@ func (c *Coordinator) Finish(ctx context.Context, nodeID, rangeID, fence, header
 		r, err = tx.Finish(rangeID, nodeID, fence, headers)
 		return err
 	})
+	if err == nil {
+		c.recorder.RangeFinished(headers)
+	}
 	return r, err
+}
+
+// GroupByID reads a group by its id on this node. Errors: not found,
+// unavailable, internal.
+func (c *Coordinator) GroupByID(ctx context.Context, id int64) (leasehold.Group, error) {
+	return c.db.GroupByID(ctx, id)
 }

@@ -27,6 +27,9 @@ func (c *Coordinator) Fail(ctx context.Context, nodeID, rangeID, fence int64, te
 		r, err = tx.FailRange(rangeID, nodeID, fence, text, retry, c.maxAttempts)
 		return err
 	})
+	if err == nil {
+		c.recorder.RangeFailed(r.Status == leasehold.StatusFailed)
+	}
 	return r, err
 }
 
@@ -36,12 +39,16 @@ func (c *Coordinator) Fail(ctx context.Context, nodeID, rangeID, fence int64, te
 // lifts the quarantine, drops the window or restores another. Errors:
 // unprocessable, not found, lease lost.
 func (c *Coordinator) ReleaseUnreadable(ctx context.Context, nodeID, groupID, fence int64, windowError string) error {
-	return c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
+	err := c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
 		return tx.ReleaseUnreadable(groupID, nodeID, fence, c.maxAttempts, windowError)
 	})
+	if err == nil {
+		c.recorder.GroupQuarantined()
+	}
+	return err
 }
 
 // LiftQuarantine lets the named group be leased again with the window it

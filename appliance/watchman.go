@@ -20,8 +20,9 @@ type Watchman struct {
 	now    func() time.Time
 	bounds store.FindingBounds
 
-	// The backlog counts every planned range of a lane (about 90 ms a lane
-	// at a million planned ranges), so pollers share a recent count.
+	// Pollers share a recent backlog. Its counts are tallies now and its
+	// ages a seek a lane, so this only spares the dashboard's polls those
+	// reads.
 	backlogMu sync.Mutex
 	backlog   leasehold.Backlog
 	backlogAt time.Time // wall time of the count, zero before the first
@@ -75,16 +76,35 @@ func (w *Watchman) RecentReport(ctx context.Context, maxAge time.Duration) (Repo
 	return Report{Stuck: f, Backlog: b}, err
 }
 
-// Counts are the findings by kind (every kind present, uncapped) and the
-// backlog counted at most maxAge ago, for the metrics gauges. Errors:
-// unavailable, internal.
-func (w *Watchman) Counts(ctx context.Context, maxAge time.Duration) (map[string]int64, leasehold.Backlog, error) {
-	c, err := w.db.FindingCounts(ctx, w.now(), w.bounds)
-	if err != nil {
-		return nil, leasehold.Backlog{}, err
+// Gauges are what the metrics show as gauges: the findings by kind
+// (every kind present, uncapped), the backlog, the catalog's tallies
+// (ranges by status, groups by state) and the worker nodes by state.
+type Gauges struct {
+	Findings map[string]int64
+	Backlog  leasehold.Backlog
+	Tallies  leasehold.Tallies
+	Nodes    map[string]int64
+}
+
+// Gauges reads the gauges, with a backlog counted at most maxAge ago.
+// None counts the catalog: the tallies are kept as it is written, the
+// findings count what is held or registered past a bound, the backlog's
+// ages are one index seek a lane. Errors: unavailable, internal.
+func (w *Watchman) Gauges(ctx context.Context, maxAge time.Duration) (Gauges, error) {
+	var g Gauges
+	var err error
+	now := w.now()
+	if g.Findings, err = w.db.FindingCounts(ctx, now, w.bounds); err != nil {
+		return g, err
 	}
-	b, err := w.recentBacklog(ctx, maxAge)
-	return c, b, err
+	if g.Tallies, err = w.db.Tallies(ctx); err != nil {
+		return g, err
+	}
+	if g.Nodes, err = w.db.NodeStates(ctx, now, w.bounds.NodeUnseen); err != nil {
+		return g, err
+	}
+	g.Backlog, err = w.recentBacklog(ctx, maxAge)
+	return g, err
 }
 
 func (w *Watchman) recentBacklog(ctx context.Context, maxAge time.Duration) (leasehold.Backlog, error) {

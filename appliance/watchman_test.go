@@ -156,11 +156,11 @@ func TestBacklogIsNotAStall(t *testing.T) {
 	if b.TailOldestS != 3600 || b.HistOldestS != 3600 || b.OldestAgeS != 3600 {
 		t.Fatalf("backlog ages %+v, want an hour", b)
 	}
-	counts, _, err := f.app.Watchman.Counts(f.ctx, 0)
+	gauges, err := f.app.Watchman.Gauges(f.ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, n := range counts {
+	for k, n := range gauges.Findings {
 		if n != 0 {
 			t.Errorf("count of %s = %d, want 0", k, n)
 		}

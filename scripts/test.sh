@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, as the README gives it. It installs what
 # the tests need when it is missing (curl and jq for the scripts, Chromium
-# for the dashboard's browser tests), then
-# runs gofmt, go vet, go test -race over
-# every package, and the scripts that drive the real binary.
+# for the dashboard's browser tests, promtool for the shipped alert
+# rules), then runs gofmt, go vet, the alert rules' unit tests, go test
+# -race over every package, and the scripts that drive the real binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,8 @@ command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
 # The dashboard's browser tests drive Debian's headless Chromium.
 command -v chromium >/dev/null || need+=(chromium chromium-driver)
+# The alert rules under contrib/ are unit tested by Debian's promtool.
+command -v promtool >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
@@ -30,6 +32,10 @@ fi
 echo "test: go vet ./... (and the example worker's own module)"
 go vet ./...
 (cd examples/worker && go vet ./...)
+
+echo "test: promtool check rules, test rules (contrib/prometheus)"
+promtool check rules contrib/prometheus/leasehold-rules.yml
+(cd contrib/prometheus && promtool test rules leasehold-rules.test.yml)
 
 echo "test: go test -race ./..."
 # Screenshots of the browser tests land here, outside the tracked files.

@@ -232,10 +232,15 @@ func (db *DB) rawExec(q string, args ...any) error {
 }
 
 // TestMigration: a catalog made at version 1 (testdata/schema-v1.sql, the
-// first released schema) or at version 5 (testdata/schema-v5.sql, the
-// last before rule 10) is brought up to the same schema a new catalog
-// gets, keeps its rows, and gets an identity that lasts across reopening.
+// first released schema), at version 5 (testdata/schema-v5.sql, the last
+// before rule 10) or at version 6 (testdata/schema-v6.sql, the last
+// without tallies) is brought up to version 8 and the same schema a new
+// catalog gets, keeps its rows, and gets an identity that lasts across
+// reopening.
 func TestMigration(t *testing.T) {
+	if leasehold.SchemaVersion != 8 {
+		t.Fatalf("SchemaVersion = %d, want 8 (tallies)", leasehold.SchemaVersion)
+	}
 	for _, c := range []struct {
 		name    string
 		file    string
@@ -243,6 +248,7 @@ func TestMigration(t *testing.T) {
 	}{
 		{"FromV1", "testdata/schema-v1.sql", 1},
 		{"FromV5", "testdata/schema-v5.sql", 5},
+		{"FromV6", "testdata/schema-v6.sql", 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			old := migrateFrom(t, c.file, c.version,
@@ -251,6 +257,10 @@ func TestMigration(t *testing.T) {
 			fresh := openTest(t, filepath.Join(t.TempDir(), "new.db"), Options{})
 			if got, want := schemaOf(t, migrated), schemaOf(t, fresh); got != want {
 				t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
+			}
+			var v int
+			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 8 {
+				t.Errorf("user_version after migration = %d, %v; want 8", v, err)
 			}
 			var n int
 			if err := migrated.r.QueryRow(`SELECT count(*) FROM groups WHERE name = 'alt.kept'`).Scan(&n); err != nil || n != 1 {

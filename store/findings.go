@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,10 +36,9 @@ const (
 	qFindFlapping = `SELECT g.name, NULL, coalesce(n.name, ''), g.flapped_at, g.flaps, ''
 		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id
 		WHERE g.flaps >= 5 AND ?1 = ?1 ORDER BY g.flapped_at DESC LIMIT ?2`
-	// qBacklogLane counts one lane's planned ranges and finds the oldest
-	// waiting: a count over the ranges_planned_since index, then its first
-	// entry.
-	qBacklogLane = `SELECT count(*), min(updated_at) FROM ranges WHERE status = 'planned' AND (priority < 0) = ?`
+	// qBacklogOldest is one lane's oldest planned range: the first entry
+	// of the ranges_planned_since index. The lane's count is a tally.
+	qBacklogOldest = `SELECT updated_at FROM ranges WHERE status = 'planned' AND (priority < 0) = ? ORDER BY updated_at LIMIT 1`
 )
 
 // FindingBounds are the ages past which the watchman reports something as
@@ -134,23 +134,26 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 }
 
 // Backlog counts planned work waiting for a worker, by lane, with the
-// oldest waiting age. Backlog is never a finding.
+// oldest waiting age. Backlog is never a finding. The counts are tallies
+// and the oldest one seek a lane, so it costs the same at any size.
 func (db *DB) Backlog(ctx context.Context, now time.Time) (leasehold.Backlog, error) {
-	var b leasehold.Backlog
-	lane := func(tail bool) (int64, float64, error) {
-		var n int64
-		var oldest sql.NullInt64
-		err := db.queryRow(ctx, qBacklogLane, tail).Scan(&n, &oldest)
-		if err != nil || !oldest.Valid {
-			return n, 0, mapError(err, "counting the backlog")
-		}
-		return n, now.Sub(fromMS(oldest.Int64)).Seconds(), nil
+	t, err := db.Tallies(ctx)
+	if err != nil {
+		return leasehold.Backlog{}, err
 	}
-	var err error
-	if b.Tail, b.TailOldestS, err = lane(true); err != nil {
+	b := leasehold.Backlog{Tail: t.PlannedTail, History: t.PlannedHist}
+	oldest := func(tail bool) (float64, error) {
+		var at int64
+		err := db.queryRow(ctx, qBacklogOldest, tail).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return now.Sub(fromMS(at)).Seconds(), mapError(err, "finding the oldest backlog")
+	}
+	if b.TailOldestS, err = oldest(true); err != nil {
 		return b, err
 	}
-	if b.History, b.HistOldestS, err = lane(false); err != nil {
+	if b.HistOldestS, err = oldest(false); err != nil {
 		return b, err
 	}
 	b.Planned = b.Tail + b.History
@@ -160,9 +163,19 @@ func (db *DB) Backlog(ctx context.Context, now time.Time) (leasehold.Backlog, er
 
 // FindingCounts counts what is stuck as of now by kind, without the
 // per-kind limit of Findings, for the metrics gauges. Every kind is
-// present, zero when nothing is stuck or the kind is turned off.
+// present, zero when nothing is stuck or the kind is turned off. Failed
+// ranges and quarantined groups are tallies; the other kinds count what
+// is held or registered past a bound (at most the fleet's leases and
+// workers), never the catalog.
 func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds) (map[string]int64, error) {
-	out := map[string]int64{}
+	t, err := db.Tallies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{
+		leasehold.FindingRangeFailed:      t.Ranges[leasehold.StatusFailed],
+		leasehold.FindingWindowUnreadable: t.Owned[leasehold.GroupQuarantined] + t.Unowned[leasehold.GroupQuarantined],
+	}
 	for _, c := range []struct {
 		kind  string
 		q     string
@@ -170,13 +183,11 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 	}{
 		{leasehold.FindingRangeStale, `SELECT count(*) FROM ranges WHERE status = 'leased' AND heartbeat_at < ?1`, b.RangeHeartbeat},
 		{leasehold.FindingLeaseQuiet, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND heartbeat_at < ?1`, b.LeaseQuiet},
-		{leasehold.FindingRangeFailed, `SELECT count(*) FROM ranges WHERE status = 'failed' AND ?1 = ?1`, 0},
 		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes WHERE coalesce(last_seen_at, created_at) < ?1`, b.NodeUnseen},
 		{leasehold.FindingSnapshotOld, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND coalesce(snapshot_at, leased_at) < ?1`, b.SnapshotAge},
-		{leasehold.FindingWindowUnreadable, `SELECT count(*) FROM groups WHERE quarantine_at IS NOT NULL AND ?1 = ?1`, 0},
 	} {
 		out[c.kind] = 0
-		if c.bound <= 0 && c.kind != leasehold.FindingRangeFailed && c.kind != leasehold.FindingWindowUnreadable {
+		if c.bound <= 0 {
 			continue
 		}
 		var n int64

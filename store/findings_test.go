@@ -25,7 +25,7 @@ var watchQueries = []struct {
 	{"SnapshotOld", qFindSnapshotOld, []any{0, 100}, "USE TEMP B-TREE FOR ORDER BY"},
 	{"WindowUnreadable", qFindWindowUnreadable, []any{0, 100}, "SCAN g USING INDEX groups_quarantined"},
 	{"Flapping", qFindFlapping, []any{0, 100}, "SCAN g USING INDEX groups_flapping"},
-	{"BacklogLane", qBacklogLane, []any{true}, ""},
+	{"BacklogOldest", qBacklogOldest, []any{true}, ""},
 }
 
 // plan is the query's EXPLAIN QUERY PLAN, one detail a line.

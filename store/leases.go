@@ -54,6 +54,7 @@ var (
 	// them as they were.
 	qLeaseTake = wq(`UPDATE group_leases SET node_id = ?2, fence = fence + 1, leased_at = ?3, heartbeat_at = ?3, range_id = NULL, progressed = 0
 		WHERE group_id = ?1 RETURNING fence, snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, snapshot_file`)
+	qNodeName  = wq(`SELECT name FROM nodes WHERE id = ?`)
 	qGroupHeld = wq(`UPDATE groups SET held = 1 WHERE id = ? RETURNING ` + groupReturning)
 	// A lease end counts as a flap unless a range progressed under it
 	// (the lease row's progressed, read before the next take resets it).
@@ -320,13 +321,18 @@ func (tx *Tx) takeGroup(groupID, from, nodeID, maxAttempts int64) (*leasehold.Gr
 	}
 	takeover := from != 0
 	body := map[string]any{"fence": fence, "takeover": takeover}
+	var fromName string
 	if takeover {
 		body["from_node"] = from
+		// For the takeover's log line; a holder deleted since has no name.
+		if err := tx.queryRow(qNodeName, from).Scan(&fromName); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, mapError(err, "leasing")
+		}
 	}
 	if err := tx.event(EventLeaseGranted, groupID, 0, nodeID, body); err != nil {
 		return nil, err
 	}
-	return &leasehold.Grant{Group: g, Fence: fence, Snapshot: snap, Takeover: takeover}, nil
+	return &leasehold.Grant{Group: g, Fence: fence, Snapshot: snap, Takeover: takeover, TakenFrom: fromName}, nil
 }
 
 // replan is rule 2. With a snapshot at next = S, every range ending at or

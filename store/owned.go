@@ -160,3 +160,15 @@ func (tx *Tx) DisownIdle(names []string, since time.Time) ([]string, error) {
 	}
 	return out, nil
 }
+
+// PeerOwner names the fleet node whose state the named group holds here,
+// "" when it is this node's own (or unknown). Errors: unavailable,
+// internal.
+func (db *DB) PeerOwner(ctx context.Context, name string) (string, error) {
+	var origin string
+	err := db.queryRow(ctx, `SELECT p.origin FROM groups g JOIN peer_groups p ON p.group_id = g.id WHERE g.name = ?`, name).Scan(&origin)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return origin, mapError(err, "reading a group's owner")
+}

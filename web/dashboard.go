@@ -138,7 +138,9 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 	view("/groups/:name/snapshot", d.snapshot)
 	view("/nodes", d.nodes)
 	view("/fleet", d.fleet)
-	act := func(path string, h echo.HandlerFunc) { e.POST(path, h, headers, d.sameOrigin, d.requireSession) }
+	act := func(path string, h echo.HandlerFunc) {
+		e.POST(path, h, headers, d.sameOrigin, d.requireSession, s.auditAdmin("dashboard"))
+	}
 	act("/nodes/:id/pause", func(c echo.Context) error { return d.setPaused(c, true) })
 	act("/nodes/:id/resume", func(c echo.Context) error { return d.setPaused(c, false) })
 	act("/ranges/:id/retry", d.retry)

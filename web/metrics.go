@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +21,10 @@ import (
 )
 
 // Metrics are the node's Prometheus metrics. Make them before the
-// appliance, so its hooks (batch sizes, leases) can report into them.
+// appliance, so its Recorder (leases, finishes, failures, quarantines)
+// and the store's batch sizes report into them. Every gauge is read
+// without counting the catalog (tallies, seeks), so a scrape costs the
+// same at a million groups as at ten.
 type Metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
@@ -28,10 +33,23 @@ type Metrics struct {
 	leases    prometheus.Counter
 	takeovers prometheus.Counter
 
+	finished    prometheus.Counter
+	headers     prometheus.Counter
+	failures    *prometheus.CounterVec // by outcome: retried, failed
+	quarantines prometheus.Counter
+	snapshot    *prometheus.CounterVec // bytes by direction: in, out
+	refused     *prometheus.CounterVec // holder calls by error code
+	build       *prometheus.GaugeVec
+
 	// watch is the watchman's collector, counted again by each scrape;
 	// the first server on these Metrics sets it.
 	watch atomic.Pointer[watchCollector]
 }
+
+// refusedCodes are the answers that refuse a holder call (a lease lost,
+// a range not in the caller's hands, a group or range gone), counted by
+// leasehold_holder_calls_refused_total.
+var refusedCodes = []leasehold.Kind{leasehold.KindLeaseLost, leasehold.KindConflict, leasehold.KindNotFound}
 
 // NewMetrics registers the node's metrics on a registry of their own.
 func NewMetrics() *Metrics {
@@ -54,10 +72,64 @@ func NewMetrics() *Metrics {
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_takeovers_total", Help: "Group leases taken over from a quiet holder.",
 		}),
+		finished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_ranges_finished_total", Help: "Ranges finished by their holders.",
+		}),
+		headers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_headers_indexed_total", Help: "Headers indexed, as holders report them when they finish a range.",
+		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_range_failures_total", Help: "Ranges a worker failed with its error (rule 10), by outcome: retried (planned again) or failed (for good).",
+		}, []string{"outcome"}),
+		quarantines: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leasehold_quarantines_total", Help: "Groups quarantined because a worker could not load their window (rule 10).",
+		}),
+		snapshot: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_snapshot_bytes_total", Help: "Window snapshot bytes received (in: uploads) and sent (out: downloads) over HTTP.",
+		}, []string{"direction"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_holder_calls_refused_total", Help: "Holder calls refused, by error code (lease_lost: the caller no longer holds the group at its fence).",
+		}, []string{"code"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "leasehold_build_info", Help: "1, labelled with the running build's version, VCS revision and Go version.",
+		}, []string{"version", "revision", "goversion"}),
 	}
+	// Every labelled counter starts at zero, so a rate over it exists
+	// before the first event (alerts and panels see 0, not nothing).
+	m.failures.WithLabelValues("retried")
+	m.failures.WithLabelValues("failed")
+	m.snapshot.WithLabelValues("in")
+	m.snapshot.WithLabelValues("out")
+	for _, k := range refusedCodes {
+		m.refused.WithLabelValues(string(k))
+	}
+	m.SetVersion("")
 	m.reg.MustRegister(m.requests, m.latency, m.batch, m.leases, m.takeovers,
+		m.finished, m.headers, m.failures, m.quarantines, m.snapshot, m.refused, m.build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// SetVersion labels leasehold_build_info with the binary's version (the
+// one `leasehold version` prints); "" takes the module's version from the
+// build information.
+func (m *Metrics) SetVersion(version string) {
+	revision, goVersion := "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if version == "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	m.build.Reset()
+	m.build.WithLabelValues(version, revision, goVersion).Set(1)
 }
 
 // Register adds collectors (the appliance's gauges) to the registry.
@@ -66,13 +138,47 @@ func (m *Metrics) Register(cs ...prometheus.Collector) { m.reg.MustRegister(cs..
 // ObserveBatch records the size of one committed batch.
 func (m *Metrics) ObserveBatch(n int) { m.batch.Observe(float64(n)) }
 
-// LeaseGranted counts a lease, and a takeover when it was one.
+// LeaseGranted counts a lease, and a takeover when it was one
+// (appliance.Recorder).
 func (m *Metrics) LeaseGranted(takeover bool) {
 	m.leases.Inc()
 	if takeover {
 		m.takeovers.Inc()
 	}
 }
+
+// RangeFinished counts a finished range and its headers
+// (appliance.Recorder).
+func (m *Metrics) RangeFinished(headers int64) {
+	m.finished.Inc()
+	m.headers.Add(float64(headers))
+}
+
+// RangeFailed counts a range a worker failed (appliance.Recorder).
+func (m *Metrics) RangeFailed(failed bool) {
+	if failed {
+		m.failures.WithLabelValues("failed").Inc()
+	} else {
+		m.failures.WithLabelValues("retried").Inc()
+	}
+}
+
+// GroupQuarantined counts a quarantine (appliance.Recorder).
+func (m *Metrics) GroupQuarantined() { m.quarantines.Inc() }
+
+// snapshotBytes counts window bytes received ("in") or sent ("out").
+func (m *Metrics) snapshotBytes(direction string, n int64) {
+	if n > 0 {
+		m.snapshot.WithLabelValues(direction).Add(float64(n))
+	}
+}
+
+// holderCallRefused counts a refused holder call by its error code.
+func (m *Metrics) holderCallRefused(code leasehold.Kind) {
+	m.refused.WithLabelValues(string(code)).Inc()
+}
+
+var _ appliance.Recorder = (*Metrics)(nil)
 
 // handler serves a scrape: the watchman's counts are refreshed under the
 // scrape's own request, then the registry gathered.
@@ -109,27 +215,32 @@ func (m *Metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 // may show: polls within it share one count.
 const recentBacklog = 2 * time.Second
 
-// watchCollector reports the watchman's findings by kind and the backlog
-// by lane as gauges, counted at scrape time (refresh, under the scrape's
-// request context, which Collect lacks): the finding counts are index
-// seeks (store/findings.go) and the backlog count is shared for
-// recentBacklog, so a scrape every few seconds stays cheap and there is
-// no refresh loop to own.
+// watchCollector reports the watchman's findings by kind, the backlog by
+// lane, ranges by status, groups by state and nodes by state as gauges,
+// read at scrape time (refresh, under the scrape's request context,
+// which Collect lacks). None counts the catalog: ranges and groups are
+// tallies kept as the catalog is written, the findings count what is
+// held or registered past a bound, the nodes table holds the workers.
+// Scrapes within recentBacklog share one reading, and there is no
+// refresh loop to own.
 type watchCollector struct {
 	watchman *appliance.Watchman
 	log      *slog.Logger
 
-	// Scrapes within recentBacklog of the last count share it (on the
+	// Scrapes within recentBacklog of the last reading share it (on the
 	// wall clock and on the node's, which tests move).
-	mu          sync.Mutex
-	at, nodeAt  time.Time // wall and node time of the count
-	counts      map[string]int64
-	lastBacklog leasehold.Backlog
-	failed      bool // the last count failed: the gauges sit this scrape out
+	mu     sync.Mutex
+	at     time.Time // wall and node time of the reading
+	nodeAt time.Time
+	last   *appliance.Gauges
+	failed bool // the last reading failed: the gauges sit this scrape out
 
 	findings *prometheus.Desc
 	backlog  *prometheus.Desc
 	oldest   *prometheus.Desc
+	ranges   *prometheus.Desc
+	groups   *prometheus.Desc
+	nodes    *prometheus.Desc
 }
 
 func newWatchCollector(w *appliance.Watchman, log *slog.Logger) *watchCollector {
@@ -138,48 +249,66 @@ func newWatchCollector(w *appliance.Watchman, log *slog.Logger) *watchCollector 
 		findings: prometheus.NewDesc("leasehold_findings", "What the watchman reports as stuck now, by kind.", []string{"kind"}, nil),
 		backlog:  prometheus.NewDesc("leasehold_backlog_ranges", "Planned ranges waiting for a worker, by lane (tail, history); backlog, not a stall.", []string{"lane"}, nil),
 		oldest:   prometheus.NewDesc("leasehold_backlog_oldest_age_seconds", "Age of the oldest planned range waiting, by lane.", []string{"lane"}, nil),
+		ranges:   prometheus.NewDesc("leasehold_ranges", "Ranges in this node's catalog by status (planned, leased, done, failed).", []string{"status"}, nil),
+		groups: prometheus.NewDesc("leasehold_groups", "Groups in this node's catalog by state (quarantined, held, inactive, waiting, idle) and whether this node owns them "+
+			"(owned=\"false\": a peer's, or its own while unclaimed); sum the owned ones over a fleet.", []string{"state", "owned"}, nil),
+		nodes: prometheus.NewDesc("leasehold_nodes", "Worker nodes registered here by state (paused, unseen, active, idle).", []string{"state"}, nil),
 	}
 }
 
 func (w *watchCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- w.findings
-	ch <- w.backlog
-	ch <- w.oldest
+	for _, d := range []*prometheus.Desc{w.findings, w.backlog, w.oldest, w.ranges, w.groups, w.nodes} {
+		ch <- d
+	}
 }
 
-// refresh counts the findings and the backlog again under ctx, unless the
-// last count is recent. A failed count is logged and leaves the gauges
-// out of the scrape: it must not fail the scrape of the other metrics.
+// refresh reads the gauges again under ctx, unless the last reading is
+// recent. A failed reading is logged and leaves the gauges out of the
+// scrape: it must not fail the scrape of the other metrics.
 func (w *watchCollector) refresh(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.counts != nil && !w.failed && time.Since(w.at) < recentBacklog && w.watchman.Now().Sub(w.nodeAt) < recentBacklog {
+	if w.last != nil && !w.failed && time.Since(w.at) < recentBacklog && w.watchman.Now().Sub(w.nodeAt) < recentBacklog {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	counts, b, err := w.watchman.Counts(ctx, recentBacklog)
+	g, err := w.watchman.Gauges(ctx, recentBacklog)
 	if err != nil {
 		w.failed = true
-		w.log.Warn("metrics: watchman counts", "err", err)
+		w.log.Warn("metrics: reading the gauges", "err", err)
 		return
 	}
-	w.counts, w.lastBacklog, w.at, w.nodeAt, w.failed = counts, b, time.Now(), w.watchman.Now(), false
+	w.last, w.at, w.nodeAt, w.failed = &g, time.Now(), w.watchman.Now(), false
 }
 
 func (w *watchCollector) Collect(ch chan<- prometheus.Metric) {
 	w.mu.Lock()
-	if w.counts == nil || w.failed {
+	if w.last == nil || w.failed {
 		w.mu.Unlock()
 		return
 	}
-	counts, b := w.counts, w.lastBacklog
+	g := *w.last
 	w.mu.Unlock()
-	for _, k := range appliance.FindingKinds {
-		ch <- prometheus.MustNewConstMetric(w.findings, prometheus.GaugeValue, float64(counts[k]), k)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	ch <- prometheus.MustNewConstMetric(w.backlog, prometheus.GaugeValue, float64(b.Tail), "tail")
-	ch <- prometheus.MustNewConstMetric(w.backlog, prometheus.GaugeValue, float64(b.History), "history")
-	ch <- prometheus.MustNewConstMetric(w.oldest, prometheus.GaugeValue, b.TailOldestS, "tail")
-	ch <- prometheus.MustNewConstMetric(w.oldest, prometheus.GaugeValue, b.HistOldestS, "history")
+	for _, k := range appliance.FindingKinds {
+		gauge(w.findings, float64(g.Findings[k]), k)
+	}
+	b := g.Backlog
+	gauge(w.backlog, float64(b.Tail), "tail")
+	gauge(w.backlog, float64(b.History), "history")
+	gauge(w.oldest, b.TailOldestS, "tail")
+	gauge(w.oldest, b.HistOldestS, "history")
+	for _, s := range leasehold.RangeStatuses {
+		gauge(w.ranges, float64(g.Tallies.Ranges[s]), s)
+	}
+	for _, s := range leasehold.GroupStates {
+		gauge(w.groups, float64(g.Tallies.Owned[s]), s, "true")
+		gauge(w.groups, float64(g.Tallies.Unowned[s]), s, "false")
+	}
+	for _, s := range leasehold.NodeStates {
+		gauge(w.nodes, float64(g.Nodes[s]), s)
+	}
 }

@@ -43,6 +43,7 @@ type Server struct {
 	metrics *Metrics
 	log     *slog.Logger
 	peers   func(context.Context) (leasehold.FleetStatus, error)
+	refused refusals
 
 	jsonRead   time.Duration // how long a JSON request may take to arrive
 	streamIdle time.Duration // how long a snapshot stream may stall
@@ -76,7 +77,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 		o.StreamIdleTimeout = streamIdleTimeout
 	}
 	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
-		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout}
+		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, refused: refusals{nodes: map[int64]*refusalSum{}}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -92,7 +93,14 @@ func New(app *appliance.Appliance, o Options) *Server {
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
 
 	const v1 = "/api/v1"
-	admin := func(method, path string, h echo.HandlerFunc) { e.Add(method, v1+path, h, s.requireAdmin) }
+	// Admin writes are logged once answered (who, from where, what).
+	admin := func(method, path string, h echo.HandlerFunc) {
+		if adminWrite(method) {
+			e.Add(method, v1+path, h, s.requireAdmin, s.auditAdmin(""))
+			return
+		}
+		e.Add(method, v1+path, h, s.requireAdmin)
+	}
 	admin(http.MethodPost, "/nodes", s.registerNode)
 	admin(http.MethodGet, "/nodes", s.listNodes)
 	admin(http.MethodPost, "/nodes/:id/pause", s.pauseNode)
@@ -114,7 +122,10 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodGet, "/findings", s.findings)
 	admin(http.MethodGet, "/peers", s.listPeers)
 
-	worker := func(method, path string, h echo.HandlerFunc) { e.Add(method, v1+path, h, s.requireNode) }
+	// Refused holder calls are counted, and logged once a minute a node.
+	worker := func(method, path string, h echo.HandlerFunc) {
+		e.Add(method, v1+path, h, s.requireNode, s.noteRefusals)
+	}
 	worker(http.MethodPost, "/leases", s.lease)
 	worker(http.MethodPost, "/leases/:group/next", s.next)
 	worker(http.MethodPost, "/leases/:group/heartbeat", s.heartbeat)

@@ -79,12 +79,16 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, for
 	rc := http.NewResponseController(c.Response().Writer)
 	idle := &idleReader{r: http.MaxBytesReader(c.Response().Writer, r.Body, limit), rc: rc, idle: s.streamIdle}
 	idle.extend()
-	var body io.Reader = idle
+	// Every byte received counts, stored or not: the metric is what the
+	// network carried.
+	received := &countingReader{r: idle}
+	defer func() { s.metrics.snapshotBytes("in", received.n) }()
+	var body io.Reader = received
 	var verify func() error
 	if isGzip {
 		// Stored as sent, so it must be whole: a truncated or corrupt
 		// stream is refused and the old window kept.
-		check := newGzipCheck(idle)
+		check := newGzipCheck(received)
 		defer check.Close()
 		body = check
 		verify = check.verify
@@ -186,7 +190,20 @@ func (s *Server) serveSnapshot(c echo.Context, groupID int64) error {
 	// ServeContent answers Range (206), If-Range and If-None-Match against
 	// the ETag, and sets Content-Length.
 	http.ServeContent(w, c.Request(), "", snap.At, f)
+	s.metrics.snapshotBytes("out", c.Response().Size)
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // fixRange prepares a download's Range header for http.ServeContent: a

@@ -51,6 +51,9 @@ func (s *Server) lease(c echo.Context) error {
 	if g == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
+	if g.Takeover {
+		s.logTakeover(c, g)
+	}
 	var snap *snapshotJSON
 	if g.Snapshot != nil {
 		snap = &snapshotJSON{Next: g.Snapshot.Next, Size: g.Snapshot.Size, SHA256: g.Snapshot.SHA256}
@@ -138,6 +141,9 @@ func (s *Server) release(c echo.Context) error {
 	}
 	if req.WindowError != nil {
 		err = s.app.Coordinator.ReleaseUnreadable(c.Request().Context(), nodeOf(c).ID, gid, fence, *req.WindowError)
+		if err == nil {
+			s.logQuarantine(c, gid, fence, *req.WindowError)
+		}
 	} else {
 		err = s.app.Coordinator.Release(c.Request().Context(), nodeOf(c).ID, gid, fence)
 	}
@@ -176,6 +182,7 @@ func (s *Server) fail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.logRangeFailed(c, r, *req.Error, retry)
 	return c.JSON(http.StatusOK, r)
 }
 

@@ -354,9 +354,15 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 			o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
 		}
 	}
+	// Whose state the group held before, for the ownership line: a
+	// group of this node's own claimed again is no change of owner.
+	from, _ := o.db.PeerOwner(ctx, group)
 	if err := o.coord.Own(ctx, group, rev); err != nil {
 		o.log.Error("ownership: owning a claimed group", "group", group, "err", err)
 		return false
+	}
+	if from != "" && o.claims.Held(group) {
+		o.log.Info("ownership: group taken over from a peer", "group", group, "from", from, "claim_rev", rev)
 	}
 	o.mu.Lock()
 	o.won[group] = time.Now()

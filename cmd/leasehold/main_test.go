@@ -199,6 +199,8 @@ func TestCommandLine(t *testing.T) {
 		{"ExternalWithoutSecret", []string{"serve", "--nats", "nats://10.0.0.2:4222"}, nil, 2, "needs --nats-secret-file"},
 		// Opted out, the check passes and the next one (the data dir) speaks.
 		{"InsecureOptOut", []string{"serve", "--nats-insecure", "--nats-cluster-listen", "127.0.0.1:0", "--data", file}, nil, 2, "not usable"},
+		{"BadLogFormat", []string{"serve", "--log-format", "yaml"}, nil, 2, "--log-format"},
+		{"BadEnvLogFormat", []string{"serve"}, map[string]string{"LEASEHOLD_LOG_FORMAT": "logfmt"}, 2, "--log-format"},
 		{"Version", []string{"version"}, nil, 0, ""},
 	}
 	for _, tc := range cases {

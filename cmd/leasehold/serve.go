@@ -37,6 +37,7 @@ type Main struct {
 	Synchronous         string
 	NoGroupCommit       bool
 	LogLevel            string
+	LogFormat           string
 	ShutdownTimeout     time.Duration
 
 	// Name is the node's name in its fleet.
@@ -66,7 +67,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		DataDir: "./data", Listen: "127.0.0.1:8080", LeaseTTL: appliance.DefaultLeaseTTL,
 		SnapshotMaxBytes: appliance.DefaultSnapshotMaxBytes, MaxAttempts: appliance.DefaultMaxAttempts,
-		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
+		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", LogFormat: "text", ShutdownTimeout: 30 * time.Second,
 		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
 		StreamMaxAge: 24 * time.Hour, StreamMaxBytes: 1 << 30,
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
@@ -90,6 +91,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Synchronous, "synchronous", m.Synchronous, "SQLite synchronous mode, FULL or NORMAL (NORMAL can lose acknowledged writes on power loss)")
 	fs.BoolVar(&m.NoGroupCommit, "no-group-commit", m.NoGroupCommit, "one transaction per write (to measure what group commit buys)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "text (key=value lines) or json (one object a line, for a log shipper)")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", m.ShutdownTimeout, "how long to let requests in flight finish on SIGTERM")
 	fs.StringVar(&m.Name, "name", m.Name, "this node's name in its fleet, unique in it (default: the host name)")
 	fs.StringVar(&m.NATS, "nats", m.NATS, `peer sync: "" runs the embedded NATS server, "off" runs the node alone, else nats:// URL(s) of an external NATS, comma-separated`)
@@ -128,6 +130,8 @@ func (m *Main) ParseFlags(args []string) error {
 		return usageError(fmt.Errorf("--snapshot-max-bytes must be positive"))
 	case m.Synchronous != "FULL" && m.Synchronous != "NORMAL":
 		return usageError(fmt.Errorf("--synchronous must be FULL or NORMAL"))
+	case m.LogFormat != "text" && m.LogFormat != "json":
+		return usageError(fmt.Errorf("--log-format %q: use text or json", m.LogFormat))
 	case m.DataDir == "":
 		return usageError(fmt.Errorf("--data must name a directory"))
 	}
@@ -255,6 +259,15 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
+// logHandler writes the node's log to stderr in --log-format.
+func (m *Main) logHandler(level slog.Level) slog.Handler {
+	opts := &slog.HandlerOptions{Level: level}
+	if m.LogFormat == "json" {
+		return slog.NewJSONHandler(m.stderr, opts)
+	}
+	return slog.NewTextHandler(m.stderr, opts)
+}
+
 // Addr is the address the node listens on, once it does.
 func (m *Main) Addr() net.Addr {
 	m.mu.Lock()
@@ -273,9 +286,10 @@ func (m *Main) Run(ctx context.Context) error {
 	level, _ := parseLevel(m.LogLevel)
 	// The logger is handed to every part (fleet, appliance, web); none
 	// falls back to slog's default, which is left alone.
-	log := slog.New(slog.NewTextHandler(m.stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(m.logHandler(level))
 
 	metrics := web.NewMetrics()
+	metrics.SetVersion(Version)
 	fleet, err := m.newFleet(log)
 	if err != nil {
 		return usageError(err)
@@ -290,7 +304,7 @@ func (m *Main) Run(ctx context.Context) error {
 		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
 		Store: store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch,
 			NoOutbox: m.NATS == "off"},
-		LeaseFunc: metrics.LeaseGranted, Logger: log, Fleet: appFleet,
+		Recorder: metrics, Logger: log, Fleet: appFleet,
 	})
 	if err != nil {
 		return usageError(err)

@@ -65,7 +65,7 @@ func Start(t testing.TB, o Options) *Node {
 	st.BatchFunc = metrics.ObserveBatch
 	app, err := appliance.Open(appliance.Config{
 		DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
-		SnapshotMaxBytes: o.SnapshotMaxBytes, Store: st, LeaseFunc: metrics.LeaseGranted, Logger: log,
+		SnapshotMaxBytes: o.SnapshotMaxBytes, Store: st, Recorder: metrics, Logger: log,
 	})
 	if err != nil {
 		t.Fatalf("nodetest: opening the appliance: %v", err)

@@ -1,0 +1,173 @@
+package web
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold"
+)
+
+// The operator's log: one structured line for each takeover, range
+// failure, quarantine and admin write, naming who did it (admin, or the
+// worker node's name) and from where (the remote address; never a
+// token), and refused holder calls summed per node at most once a
+// minute, so a worker looping on a lost lease is one line a minute, not
+// one a call.
+
+// caller is who made a request, as the log names it.
+func caller(c echo.Context) []any {
+	who := "admin"
+	if n := nodeOf(c); n.ID != 0 {
+		who = n.Name
+	}
+	return []any{"who", who, "remote", c.Request().RemoteAddr}
+}
+
+// logTakeover is the line of a lease that took a group from a quiet
+// holder.
+func (s *Server) logTakeover(c echo.Context, g *leasehold.Grant) {
+	from := g.TakenFrom
+	if from == "" {
+		from = "(deleted node)"
+	}
+	s.log.Info("takeover: group taken from a quiet holder", append([]any{
+		"group", g.Group.Name, "group_id", g.Group.ID, "fence", g.Fence, "from", from,
+		"snapshot_next", snapshotNext(g.Snapshot)}, caller(c)...)...)
+}
+
+func snapshotNext(s *leasehold.Snapshot) any {
+	if s == nil {
+		return "none"
+	}
+	return s.Next
+}
+
+// nameOfGroup is the group's name for a log line, its id when it cannot be
+// read.
+func (s *Server) nameOfGroup(c echo.Context, id int64) any {
+	g, err := s.app.Coordinator.GroupByID(c.Request().Context(), id)
+	if err != nil {
+		return id
+	}
+	return g.Name
+}
+
+// logRangeFailed is the line of a range a worker failed (rule 10).
+func (s *Server) logRangeFailed(c echo.Context, r leasehold.Range, text string, retry bool) {
+	msg := "range failed: planned again"
+	if r.Status == leasehold.StatusFailed {
+		msg = "range failed: failed until an operator retries it"
+	}
+	s.log.Warn(msg, append([]any{
+		"group", s.nameOfGroup(c, r.GroupID), "range", r.ID, "start", r.Start, "end", r.End, "next", r.Next,
+		"status", r.Status, "attempts", r.Attempts, "retry", retry, "error", text}, caller(c)...)...)
+}
+
+// logQuarantine is the line of a group quarantined by a release with a
+// window error (rule 10).
+func (s *Server) logQuarantine(c echo.Context, groupID, fence int64, text string) {
+	s.log.Warn("group quarantined: its window would not load; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another",
+		append([]any{"group", s.nameOfGroup(c, groupID), "group_id", groupID, "fence", fence, "error", text}, caller(c)...)...)
+}
+
+// auditAdmin logs every admin write once it is answered: the route, what
+// it named (the path's parameters), the status, who and from where. The
+// body is not logged: it may be a window of gigabytes, and names in the
+// path say what was written to.
+func (s *Server) auditAdmin(via string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			args := []any{"method", c.Request().Method, "route", c.Path(), "status", c.Response().Status}
+			for i, name := range c.ParamNames() {
+				args = append(args, name, c.ParamValues()[i])
+			}
+			if q := c.Request().URL.RawQuery; q != "" {
+				args = append(args, "query", q)
+			}
+			if via != "" {
+				args = append(args, "via", via)
+			}
+			s.log.Info("admin write", append(args, caller(c)...)...)
+			return nil
+		}
+	}
+}
+
+// refusalWindow is how often refused holder calls are logged per node.
+const refusalWindow = time.Minute
+
+// refusals sums refused holder calls per worker node between log lines.
+type refusals struct {
+	mu    sync.Mutex
+	nodes map[int64]*refusalSum
+}
+
+type refusalSum struct {
+	logged time.Time // when the last line was written
+	count  int       // refused since, not logged yet
+	codes  map[leasehold.Kind]int
+}
+
+// noteRefusals counts and logs holder calls refused: a lease lost, a
+// range not in the caller's hands, a group or range gone. The first in a
+// minute is logged at once with its message; those after it are summed
+// into the next line, written when one comes after the minute.
+func (s *Server) noteRefusals(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := next(c)
+		if err == nil {
+			return nil
+		}
+		kind := leasehold.ErrorKind(err)
+		if kind != leasehold.KindLeaseLost && kind != leasehold.KindConflict && kind != leasehold.KindNotFound {
+			return err
+		}
+		s.metrics.holderCallRefused(kind)
+		node := nodeOf(c)
+		now := s.app.Watchman.Now()
+		s.refused.mu.Lock()
+		sum := s.refused.nodes[node.ID]
+		if sum == nil {
+			sum = &refusalSum{codes: map[leasehold.Kind]int{}}
+			s.refused.nodes[node.ID] = sum
+		}
+		sum.count++
+		sum.codes[kind]++
+		var line []any
+		if sum.logged.IsZero() || now.Sub(sum.logged) >= refusalWindow {
+			codes := map[string]int{}
+			for k, n := range sum.codes {
+				codes[string(k)] = n
+			}
+			line = []any{"refused", sum.count, "codes", codes, "since_s", sinceSeconds(sum.logged, now),
+				"route", c.Request().Method + " " + c.Path(), "error", leasehold.ErrorMessage(err)}
+			sum.logged, sum.count, sum.codes = now, 0, map[leasehold.Kind]int{}
+		}
+		s.refused.mu.Unlock()
+		if line != nil {
+			s.log.Warn("holder calls refused: the worker acts on a lease it no longer holds, or on ranges not its own (logged at most once a minute a node)",
+				append(line, caller(c)...)...)
+		}
+		return err
+	}
+}
+
+// sinceSeconds is how long the summed calls span: 0 for the first line.
+func sinceSeconds(from, now time.Time) float64 {
+	if from.IsZero() {
+		return 0
+	}
+	return now.Sub(from).Round(time.Second).Seconds()
+}
+
+// adminWrite says whether a request to an admin route writes.
+func adminWrite(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead
+}
