@@ -146,18 +146,24 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
-		// Ranges outside the plan the state comes with are not the
-		// owner's: this node planned them under an earlier claim of its
-		// own that the fleet had not heard of when the group moved on.
-		// They go, and come back as the owner replays that plan (a late
-		// plan), in the same place, so planning them never meets them.
-		res, err := tx.exec(qFoldRangesOutside, id, g.TailEnd, g.HistoryFloor)
-		if err != nil {
-			return 0, false, mapError(err, "folding a peer's group")
-		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			if _, err := tx.exec(qGroupUrgent, id); err != nil {
+		if int64(g.ClaimRev) > rev {
+			// The first state under a newer claim: ranges outside the
+			// plan it comes with are not the new owner's. This node
+			// planned them under an earlier claim (its own, or an earlier
+			// owner's late plan it replayed) that the new owner had not
+			// heard of when it adopted the group. They go, and come back
+			// as the new owner replays that plan, in the same place, so
+			// planning them never meets them. Only a newer claim: a state
+			// under the same claim may be an older message folded again
+			// after a rebuild, whose plan the ranges here have outgrown.
+			res, err := tx.exec(qFoldRangesOutside, id, g.TailEnd, g.HistoryFloor)
+			if err != nil {
 				return 0, false, mapError(err, "folding a peer's group")
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				if _, err := tx.exec(qGroupUrgent, id); err != nil {
+					return 0, false, mapError(err, "folding a peer's group")
+				}
 			}
 		}
 	}

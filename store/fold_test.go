@@ -719,3 +719,43 @@ func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
 		t.Fatalf("group not owned after a late event = %+v, %v; want tail end 1400", g, err)
 	}
 }
+
+// TestFoldSameClaimKeepsRanges: a state folded again under the claim the
+// group is already held under (an older message folded after a rebuild)
+// never removes ranges, even where its plan is behind them; the first
+// state under a newer claim does remove those outside its plan.
+func TestFoldSameClaimKeepsRanges(t *testing.T) {
+	db := openTest(t, "", Options{})
+	ctx := context.Background()
+	late := foldGroup("g", 3)
+	late.TailEnd = 1000
+	var gid int64
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		id, _, err := tx.FoldGroup("a", late, 5)
+		gid = id
+		if err != nil {
+			return err
+		}
+		return tx.FoldRanges(id, []PeerRange{{Range: leasehold.Range{Start: 1, End: 500, Next: 1, Status: leasehold.StatusPlanned, UpdatedAt: time.Now()}},
+			{Range: leasehold.Range{Start: 501, End: 1000, Next: 501, Status: leasehold.StatusPlanned, UpdatedAt: time.Now()}}})
+	}))
+	count := func() int {
+		rs, err := db.Ranges(ctx, gid, "", 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs)
+	}
+	older := late
+	older.TailEnd = 500
+	must(t, db.Write(ctx, func(tx *Tx) error { _, _, err := tx.FoldGroup("a", older, 5); return err }))
+	if n := count(); n != 2 {
+		t.Fatalf("ranges after an older state under the same claim: %d, want 2", n)
+	}
+	newer := foldGroup("g", 4)
+	newer.TailEnd = 500
+	must(t, db.Write(ctx, func(tx *Tx) error { _, _, err := tx.FoldGroup("b", newer, 5); return err }))
+	if n := count(); n != 1 {
+		t.Fatalf("ranges after a newer claim's state planned to 500: %d, want 1", n)
+	}
+}
