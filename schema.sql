@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 6 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 7 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -47,6 +47,10 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- group's window (a release with window_error): the group is leased to
 -- nobody until an operator keeps the window, drops it or restores another.
 -- quarantine_error and quarantine_node say why and who.
+--
+-- marks_low and marks_high (version 7) are the water marks the group's
+-- source last reported (NNTP GROUP: the lowest and highest article
+-- numbers), marks_at when; NULL until a worker reports them (rule 11).
 CREATE TABLE groups (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
@@ -66,7 +70,10 @@ CREATE TABLE groups (
     claim_rev     INTEGER NOT NULL DEFAULT 0,
     quarantine_error TEXT,
     quarantine_node  TEXT,
-    quarantine_at    INTEGER
+    quarantine_at    INTEGER,
+    marks_low     INTEGER,
+    marks_high    INTEGER,
+    marks_at      INTEGER
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active, unquarantined group
@@ -81,6 +88,10 @@ CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
 -- The watchman's window_unreadable findings: quarantined groups, newest
 -- first (version 6; there are few).
 CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS NOT NULL;
+
+-- GET /watermarks: the active groups this node owns whose marks are
+-- oldest, never reported (NULL) first (version 7). One seek.
+CREATE INDEX groups_marks ON groups (marks_at, id) WHERE active = 1 AND owned = 1;
 
 -- Groups this node has but does not own, with work to lease, whose claims
 -- are offered again, the longest unheld first (version 2; version 3 left

@@ -243,6 +243,7 @@ func TestMigration(t *testing.T) {
 	}{
 		{"FromV1", "testdata/schema-v1.sql", 1},
 		{"FromV5", "testdata/schema-v5.sql", 5},
+		{"FromV6", "testdata/schema-v6.sql", 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			old := migrateFrom(t, c.file, c.version,

@@ -1,0 +1,272 @@
+-- leasehold catalog, schema version 6 (PRAGMA user_version). A catalog at an
+-- older version is brought up by the steps in migrations/, each of which also
+-- stands here.
+-- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
+-- the time itself. Every table is STRICT.
+
+-- A worker node: who may lease, inside which band of range priorities, how
+-- many groups at once. Only the hash of its token is kept.
+CREATE TABLE nodes (
+    id           INTEGER PRIMARY KEY,
+    name         TEXT    NOT NULL UNIQUE,
+    token_hash   BLOB    NOT NULL,
+    priority_min INTEGER NOT NULL,
+    priority_max INTEGER NOT NULL,
+    capacity     INTEGER NOT NULL,
+    paused       INTEGER NOT NULL DEFAULT 0,
+    paused_by    TEXT    NOT NULL DEFAULT '',
+    paused_at    INTEGER,
+    last_seen_at INTEGER,
+    created_at   INTEGER NOT NULL
+) STRICT;
+
+-- Authentication looks a node up by the hash of the token it presents.
+CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
+
+-- A source of sequential ids. tail_end is the highest id the tail has
+-- planned (start_id-1 before the first plan); history_floor the lowest id
+-- planned by anything (start_id before the first plan).
+--
+-- urgent_tail, urgent_hist, held and free_since are the lease-choice key,
+-- kept up to date by every change to the group's ranges or lease:
+-- urgent_tail is the lowest priority of its open (planned or leased) tail
+-- ranges (below 0) and urgent_hist of its open history ranges (0 and
+-- above), NULL when it has none; held is 1 while a node holds the group;
+-- free_since is when it was last released. Two lanes, so a node whose band
+-- covers only history still finds groups whose tail is also pending.
+--
+-- owned (version 2) is 1 while this node may lease the group: always on a
+-- node without peers; in a fleet, while this node holds the group's
+-- ownership claim. Only owned groups are in the lease-choice indexes.
+-- claim_rev (version 3) is the claim revision under which this node last
+-- owned the group (0: never claimed); a peer's state for the group is
+-- folded only under a claim at least as new, so a late event of an old
+-- owner never undoes a newer one.
+--
+-- quarantine_at (version 6) is set when a worker could not read the
+-- group's window (a release with window_error): the group is leased to
+-- nobody until an operator keeps the window, drops it or restores another.
+-- quarantine_error and quarantine_node say why and who.
+CREATE TABLE groups (
+    id            INTEGER PRIMARY KEY,
+    name          TEXT    NOT NULL UNIQUE,
+    priority      INTEGER NOT NULL DEFAULT 0,
+    active        INTEGER NOT NULL DEFAULT 1,
+    range_size    INTEGER NOT NULL,
+    start_id      INTEGER NOT NULL,
+    tail_end      INTEGER NOT NULL,
+    history_floor INTEGER NOT NULL,
+    urgent_tail   INTEGER,
+    urgent_hist   INTEGER,
+    held          INTEGER NOT NULL DEFAULT 0,
+    free_since    INTEGER NOT NULL,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    owned         INTEGER NOT NULL DEFAULT 1,
+    claim_rev     INTEGER NOT NULL DEFAULT 0,
+    quarantine_error TEXT,
+    quarantine_node  TEXT,
+    quarantine_at    INTEGER
+) STRICT;
+
+-- Lease choice, one index a lane: the free, active, unquarantined group
+-- with open work, most urgent first, then unheld the longest, then its own
+-- priority. One seek, never a scan (a quarantined group is not in them,
+-- version 6).
+CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_tail IS NOT NULL;
+CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
+    WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_hist IS NOT NULL;
+
+-- The watchman's window_unreadable findings: quarantined groups, newest
+-- first (version 6; there are few).
+CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS NOT NULL;
+
+-- Groups this node has but does not own, with work to lease, whose claims
+-- are offered again, the longest unheld first (version 2; version 3 left
+-- out groups without work, so idle groups stay where they are).
+CREATE INDEX groups_disowned ON groups (free_since)
+    WHERE owned = 0 AND active = 1 AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL);
+
+-- A planned span of ids, start_id..end_id inclusive; next_id is the resume
+-- point. Priority below 0 is the live tail, 0 and above history.
+-- last_error and last_error_at (version 6) are what the worker said when
+-- it last failed the range, and when; kept across retries.
+CREATE TABLE ranges (
+    id           INTEGER PRIMARY KEY,
+    group_id     INTEGER NOT NULL REFERENCES groups (id) ON DELETE CASCADE,
+    start_id     INTEGER NOT NULL,
+    end_id       INTEGER NOT NULL,
+    next_id      INTEGER NOT NULL,
+    status       TEXT    NOT NULL DEFAULT 'planned'
+                 CHECK (status IN ('planned', 'leased', 'done', 'failed')),
+    priority     INTEGER NOT NULL,
+    node_id      INTEGER REFERENCES nodes (id) ON DELETE SET NULL,
+    leased_at    INTEGER,
+    heartbeat_at INTEGER,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    rule_version INTEGER NOT NULL DEFAULT 0,
+    headers      INTEGER NOT NULL DEFAULT 0,
+    updated_at   INTEGER NOT NULL,
+    last_error    TEXT,
+    last_error_at INTEGER,
+    CHECK (start_id <= end_id AND start_id <= next_id AND next_id <= end_id + 1)
+) STRICT;
+
+-- Listing a group's ranges in id order. A range is the same across the
+-- fleet by its group and start, so starts are unique in a group (version
+-- 3; planning never overlaps ranges).
+CREATE UNIQUE INDEX ranges_group_start ON ranges (group_id, start_id);
+
+-- Peer sync's publisher sends, with an event, the group's ranges changed
+-- since it, one seek a group, by ranges_group_updated on (group_id,
+-- updated_at). It is not here: every range write pays for it, so it exists
+-- only while the node runs peer sync (store.DB.PeerIndexes, version 4).
+
+-- Counts by status, and the takeover replan: a group's leased or done
+-- ranges ending at or after the snapshot's next, found by one seek each.
+CREATE INDEX ranges_group_status_end ON ranges (group_id, status, end_id);
+
+-- The takeover replan's other half: planned ranges already progressed past
+-- their start (rare, so this index stays tiny).
+CREATE INDEX ranges_progressed ON ranges (group_id) WHERE status = 'planned' AND next_id > start_id;
+
+-- next(group): the lowest planned range by start_id.
+CREATE INDEX ranges_planned ON ranges (group_id, start_id) WHERE status = 'planned';
+
+-- The group's urgency in each lane: min(priority) over its open ranges.
+CREATE INDEX ranges_open ON ranges (group_id, priority) WHERE status IN ('planned', 'leased');
+
+-- A node's deletion sets its ranges' node_id to NULL (the foreign key);
+-- this index lets SQLite find them by a seek, not a scan of every range
+-- (version 2).
+CREATE INDEX ranges_node ON ranges (node_id) WHERE node_id IS NOT NULL;
+
+-- Watchman and backlog: leased ranges by heartbeat, planned by waiting time,
+-- failed ranges.
+CREATE INDEX ranges_leased_heartbeat ON ranges (heartbeat_at) WHERE status = 'leased';
+CREATE INDEX ranges_planned_since ON ranges (priority < 0, updated_at) WHERE status = 'planned';
+CREATE INDEX ranges_failed ON ranges (updated_at) WHERE status = 'failed';
+
+-- One row a group, made with it. fence rises at every lease and survives
+-- releases, so an old holder's fence never matches again.
+CREATE TABLE group_leases (
+    group_id        INTEGER PRIMARY KEY REFERENCES groups (id) ON DELETE CASCADE,
+    node_id         INTEGER REFERENCES nodes (id),
+    fence           INTEGER NOT NULL DEFAULT 0,
+    leased_at       INTEGER,
+    heartbeat_at    INTEGER,
+    range_id        INTEGER,
+    snapshot_next   INTEGER,
+    snapshot_size   INTEGER,
+    snapshot_sha256 TEXT,
+    snapshot_at     INTEGER,
+    snapshot_file   INTEGER,
+    ranges_done     INTEGER NOT NULL DEFAULT 0,
+    headers         INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- A node's held count, and release of everything a deleted node held.
+CREATE INDEX group_leases_node ON group_leases (node_id) WHERE node_id IS NOT NULL;
+
+-- Takeover candidates: held leases whose holder went quiet, oldest first.
+CREATE INDEX group_leases_heartbeat ON group_leases (heartbeat_at) WHERE node_id IS NOT NULL;
+
+-- Versioned rules the workers index by; the highest version is current.
+CREATE TABLE rule_sets (
+    version    INTEGER PRIMARY KEY,
+    body       TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- The outbox: one row per change, written in the transaction that made it.
+-- The dashboard's live feed and peer sync read it in id order.
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at       INTEGER NOT NULL,
+    kind     TEXT    NOT NULL,
+    group_id INTEGER,
+    range_id INTEGER,
+    node_id  INTEGER,
+    body     TEXT    NOT NULL DEFAULT '{}',
+    sent     INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- The publisher reads what it has not sent yet, in order.
+CREATE INDEX events_unsent ON events (id) WHERE sent = 0;
+
+-- Version 2: this catalog's identity in a fleet, one row made with the
+-- catalog. Peer sync names its events by it, so a catalog made again never
+-- repeats an old one's message ids.
+CREATE TABLE catalog (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    catalog_id TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- Peer sync (version 3). Groups whose state is a peer's: origin owns it
+-- (or last did), and its lease and snapshot as the origin holds them. A group here without a row
+-- is this node's own.
+CREATE TABLE peer_groups (
+    group_id        INTEGER PRIMARY KEY REFERENCES groups (id) ON DELETE CASCADE,
+    origin          TEXT    NOT NULL,
+    holder          TEXT    NOT NULL DEFAULT '',
+    fence           INTEGER NOT NULL DEFAULT 0,
+    leased_at       INTEGER,
+    heartbeat_at    INTEGER,
+    snapshot_next   INTEGER,
+    snapshot_size   INTEGER,
+    snapshot_sha256 TEXT,
+    snapshot_at     INTEGER,
+    ranges_done     INTEGER NOT NULL DEFAULT 0,
+    headers         INTEGER NOT NULL DEFAULT 0,
+    updated_at      INTEGER NOT NULL
+) STRICT;
+
+-- An origin's groups: its count, and its part in a rebuild.
+CREATE INDEX peer_groups_origin ON peer_groups (origin);
+
+-- Worker nodes registered at a peer (no token or hash ever leaves it).
+CREATE TABLE peer_nodes (
+    origin       TEXT    NOT NULL,
+    name         TEXT    NOT NULL,
+    priority_min INTEGER NOT NULL,
+    priority_max INTEGER NOT NULL,
+    capacity     INTEGER NOT NULL,
+    paused       INTEGER NOT NULL DEFAULT 0,
+    paused_by    TEXT    NOT NULL DEFAULT '',
+    paused_at    INTEGER,
+    held         INTEGER NOT NULL DEFAULT 0,
+    last_seen_at INTEGER,
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (origin, name)
+) STRICT;
+
+-- The fleet's other nodes as seen here: the last of their events folded.
+CREATE TABLE peers (
+    name          TEXT    PRIMARY KEY,
+    catalog_id    TEXT    NOT NULL,
+    last_event    INTEGER NOT NULL DEFAULT 0,
+    last_event_at INTEGER,
+    folded_seq    INTEGER NOT NULL DEFAULT 0,
+    rebuilds      INTEGER NOT NULL DEFAULT 0,
+    updated_at    INTEGER NOT NULL
+) STRICT;
+
+-- How far this node has folded the stream: through seq of the stream's
+-- incarnation named by stream (a mark of another incarnation vouches for
+-- nothing). Written in the transaction of the fold it marks.
+CREATE TABLE fold_mark (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    stream     TEXT    NOT NULL,
+    seq        INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+
+-- The peers whose part could not be rebuilt from their dumps when a gap
+-- called for it (down, or busy): the fold went on past the hole, and they
+-- are asked again until a rebuild succeeds, across restarts too.
+CREATE TABLE rebuilds_owed (
+    origin TEXT    PRIMARY KEY,
+    since  INTEGER NOT NULL
+) STRICT;
