@@ -121,7 +121,7 @@ func (c *Client) Close() error {
 // GroupInfo is what GROUP answers: the estimated article count and the
 // low and high water marks (an empty group has low = high+1, or 0 0).
 type GroupInfo struct {
-	Name            string
+	Name             string
 	Count, Low, High int64
 }
 
