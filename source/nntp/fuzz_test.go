@@ -38,7 +38,9 @@ func FuzzParseStatus(f *testing.F) {
 	})
 }
 
-func itoa3(c int) string { return string([]byte{byte('0' + c/100), byte('0' + c/10%10), byte('0' + c%10)}) }
+func itoa3(c int) string {
+	return string([]byte{byte('0' + c/100), byte('0' + c/10%10), byte('0' + c%10)})
+}
 
 // FuzzParseOverview: any line either parses to a header with a positive
 // number, non-negative counts and fields without tabs, or is an error;
