@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 7 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 9 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -48,7 +48,7 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- nobody until an operator keeps the window, drops it or restores another.
 -- quarantine_error and quarantine_node say why and who.
 --
--- marks_low and marks_high (version 7) are the water marks the group's
+-- marks_low and marks_high (version 9) are the water marks the group's
 -- source last reported (NNTP GROUP: the lowest and highest article
 -- numbers), marks_at when; NULL until a worker reports them (rule 11).
 CREATE TABLE groups (
@@ -90,7 +90,7 @@ CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
 CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS NOT NULL;
 
 -- GET /watermarks: the active groups this node owns whose marks are
--- oldest, never reported (NULL) first (version 7). One seek.
+-- oldest, never reported (NULL) first (version 9). One seek.
 CREATE INDEX groups_marks ON groups (marks_at, id) WHERE active = 1 AND owned = 1;
 
 -- Groups this node has but does not own, with work to lease, whose claims

@@ -1,4 +1,4 @@
--- Version 7: sources plan themselves (rule 11). A group keeps the water
+-- Version 9: sources plan themselves (rule 11). A group keeps the water
 -- marks its source last reported (low and high) and when; workers ask
 -- about the active groups whose marks are oldest first.
 ALTER TABLE groups ADD COLUMN marks_low INTEGER;
