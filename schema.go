@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -100,6 +100,23 @@ type Group struct {
 	// Quarantine is set while the group is leased to nobody because a
 	// worker could not read its window (rule 10); nil otherwise.
 	Quarantine *Quarantine `json:"quarantine"`
+	// Low and High are the water marks the group's source last reported
+	// (NNTP GROUP: its lowest and highest article numbers), MarksAt when;
+	// nil until a worker reported them (rule 11).
+	Low     *int64     `json:"low"`
+	High    *int64     `json:"high"`
+	MarksAt *time.Time `json:"marks_at"`
+}
+
+// Watermarks is a group's water marks as the node last heard them, for a
+// worker to ask its source about: Low, High and ReportedAt are nil when
+// never reported.
+type Watermarks struct {
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	Low        *int64     `json:"low"`
+	High       *int64     `json:"high"`
+	ReportedAt *time.Time `json:"reported_at"`
 }
 
 // Quarantine says why a group is leased to nobody until an operator acts:

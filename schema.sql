@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 8 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 9 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -47,6 +47,10 @@ CREATE UNIQUE INDEX nodes_token_hash ON nodes (token_hash);
 -- group's window (a release with window_error): the group is leased to
 -- nobody until an operator keeps the window, drops it or restores another.
 -- quarantine_error and quarantine_node say why and who.
+--
+-- marks_low and marks_high (version 9) are the water marks the group's
+-- source last reported (NNTP GROUP: the lowest and highest article
+-- numbers), marks_at when; NULL until a worker reports them (rule 11).
 CREATE TABLE groups (
     id            INTEGER PRIMARY KEY,
     name          TEXT    NOT NULL UNIQUE,
@@ -70,7 +74,10 @@ CREATE TABLE groups (
     -- flaps counts the group's lease ends in a row (release, takeover)
     -- with no range progressing under the lease; flapped_at is the last.
     flaps            INTEGER NOT NULL DEFAULT 0,
-    flapped_at       INTEGER
+    flapped_at       INTEGER,
+    marks_low     INTEGER,
+    marks_high    INTEGER,
+    marks_at      INTEGER
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active, unquarantined group
@@ -88,6 +95,10 @@ CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS
 -- Flapping groups (the flapping finding): five lease ends in a row with
 -- no progress (version 7); few, so the partial index is small.
 CREATE INDEX groups_flapping ON groups (flapped_at) WHERE flaps >= 5;
+
+-- GET /watermarks: the active groups this node owns whose marks are
+-- oldest, never reported (NULL) first (version 9). One seek.
+CREATE INDEX groups_marks ON groups (marks_at, id) WHERE active = 1 AND owned = 1;
 
 -- Groups this node has but does not own, with work to lease, whose claims
 -- are offered again, the longest unheld first (version 2; version 3 left

@@ -15,10 +15,10 @@ import (
 
 // AdminOp is an admin write on a group, as carried to its owner.
 type AdminOp struct {
-	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine"
+	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks"
 	Group string     `json:"group"`
 	Spec  *GroupSpec `json:"spec,omitempty"`
-	// High (plan_tail), Low (plan_history) or Start (retry: the range's
+	// High (plan_tail, watermarks), Low (plan_history, watermarks) or Start (retry: the range's
 	// start, since range ids are each node's own).
 	High  int64 `json:"high,omitempty"`
 	Low   int64 `json:"low,omitempty"`
@@ -117,6 +117,8 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 			return err
 		})
 		res.Range = &r
+	case "watermarks":
+		res.Planned, err = c.reportWatermarks(ctx, op.Group, op.Low, op.High)
 	case "lift_quarantine":
 		var g leasehold.Group
 		g, err = c.liftQuarantine(ctx, op.Group)

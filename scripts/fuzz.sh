@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh: run every fuzz target for a bounded time, one after the other,
 # and print the executions of each. FUZZTIME (default 8s) is per target of
-# web/; the root package's pure target gets 5s. About 60 s in all.
+# web/; the root package's and the Usenet parsers' pure targets get 5s.
+# About 75 s in all.
 # Each target keeps one real node (SQLite in a temp dir, echo on :0) and
 # checks: no 5xx but 503/507, and nothing changed on a 4xx.
 set -euo pipefail
@@ -31,3 +32,7 @@ for f in FuzzJSONBody FuzzGroupName FuzzQuery FuzzRangeHeader FuzzReprDigest; do
 	run ./web "$f" "$t"
 done
 run . FuzzValidGroupName 5s
+# The Usenet worker's parsers of what a news server says: pure, 5s each.
+run ./source/nntp FuzzParseStatus 5s
+run ./source/nntp FuzzParseOverview 5s
+run ./source/binaries FuzzParseSubject 5s

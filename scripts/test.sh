@@ -21,6 +21,21 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The Usenet worker's tests read a real news server: Debian's INN,
+# installed (as root) and started on 127.0.0.1 by scripts/inn.sh; its
+# environment tells the Go tests where it is. Without root they skip,
+# saying so; with CI=true they fail instead.
+if [ "$(id -u)" = 0 ]; then
+	echo "test: starting INN (scripts/inn.sh start)"
+	inn_env=$(bash scripts/inn.sh start) # fails the suite when INN cannot be had
+	eval "$inn_env"
+elif [ "${CI:-}" = true ]; then
+	echo "test: CI=true, and the NNTP tests need root for INN" >&2
+	exit 1
+else
+	echo "test: not root: the NNTP tests will skip (no INN)"
+fi
+
 echo "test: gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then
@@ -45,7 +60,7 @@ go test -race -count=1 -timeout 15m ./...
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/fleet-demo.sh; do
+for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/fleet-demo.sh scripts/usenet-demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
 		echo "test: $s"
 		bash "$s"

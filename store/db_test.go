@@ -234,12 +234,12 @@ func (db *DB) rawExec(q string, args ...any) error {
 // TestMigration: a catalog made at version 1 (testdata/schema-v1.sql, the
 // first released schema), at version 5 (testdata/schema-v5.sql, the last
 // before rule 10) or at version 6 (testdata/schema-v6.sql, the last
-// without tallies) is brought up to version 8 and the same schema a new
+// without tallies or flaps) is brought up to version 9 and the same schema a new
 // catalog gets, keeps its rows, and gets an identity that lasts across
 // reopening.
 func TestMigration(t *testing.T) {
-	if leasehold.SchemaVersion != 8 {
-		t.Fatalf("SchemaVersion = %d, want 8 (tallies)", leasehold.SchemaVersion)
+	if leasehold.SchemaVersion != 9 {
+		t.Fatalf("SchemaVersion = %d, want 9 (water marks)", leasehold.SchemaVersion)
 	}
 	for _, c := range []struct {
 		name    string
@@ -259,7 +259,7 @@ func TestMigration(t *testing.T) {
 				t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
 			}
 			var v int
-			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 8 {
+			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 9 {
 				t.Errorf("user_version after migration = %d, %v; want 8", v, err)
 			}
 			var n int

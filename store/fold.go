@@ -46,10 +46,11 @@ const (
 var (
 	qFoldGroupFind = wq(`SELECT g.id, g.owned, g.claim_rev FROM groups g WHERE g.name = ?`)
 	qFoldGroupNew  = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at, owned, claim_rev,
-		quarantine_error, quarantine_node, quarantine_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10, ?11, ?12, ?13)`)
+		quarantine_error, quarantine_node, quarantine_at, marks_low, marks_high, marks_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`)
 	qFoldGroupSet = wq(`UPDATE groups SET priority = ?2, active = ?3, range_size = ?4, start_id = ?5, tail_end = ?6, history_floor = ?7,
-		claim_rev = ?8, updated_at = ?9, owned = 0, quarantine_error = ?10, quarantine_node = ?11, quarantine_at = ?12 WHERE id = ?1`)
+		claim_rev = ?8, updated_at = ?9, owned = 0, quarantine_error = ?10, quarantine_node = ?11, quarantine_at = ?12,
+		marks_low = ?13, marks_high = ?14, marks_at = ?15 WHERE id = ?1`)
 	qFoldLeaseNew  = wq(`INSERT INTO group_leases (group_id, fence) VALUES (?, ?)`)
 	qFoldLeaseSet  = wq(`UPDATE group_leases SET fence = max(fence, ?2) WHERE group_id = ?1`)
 	qFoldPeerGroup = wq(`INSERT INTO peer_groups (group_id, origin, holder, fence, leased_at, heartbeat_at,
@@ -107,13 +108,18 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	if q := g.Quarantine; q != nil {
 		qErr, qNode, qAt = q.Error, q.Node, ms(q.At)
 	}
+	// So do the source's water marks (rule 11), shown wherever the group is.
+	var low, high, marksAt any
+	if g.MarksAt != nil && g.Low != nil && g.High != nil {
+		low, high, marksAt = *g.Low, *g.High, ms(*g.MarksAt)
+	}
 	var id, rev int64
 	var owned bool
 	err := tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		res, err := tx.exec(qFoldGroupNew, g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev,
-			qErr, qNode, qAt)
+			qErr, qNode, qAt, low, high, marksAt)
 		if err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
@@ -140,7 +146,7 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 			}
 		}
 		if _, err := tx.exec(qFoldGroupSet, id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now,
-			qErr, qNode, qAt); err != nil {
+			qErr, qNode, qAt, low, high, marksAt); err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
 		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {

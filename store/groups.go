@@ -9,22 +9,25 @@ import (
 )
 
 const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
-	g.quarantine_error, g.quarantine_node, g.quarantine_at`
+	g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at`
 
 // groupReturning is groupColumns for a RETURNING clause, which takes no
 // table alias.
 const groupReturning = `id, name, priority, active, range_size, start_id, tail_end, history_floor, created_at,
-	quarantine_error, quarantine_node, quarantine_at`
+	quarantine_error, quarantine_node, quarantine_at, marks_low, marks_high, marks_at`
 
 // scanGroup scans groupColumns, then more.
 func scanGroup(s scanner, more ...any) (leasehold.Group, error) {
 	var g leasehold.Group
 	var created int64
 	var qErr, qNode sql.NullString
-	var qAt sql.NullInt64
+	var qAt, low, high, marksAt sql.NullInt64
 	err := s.Scan(append([]any{&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
-		&qErr, &qNode, &qAt}, more...)...)
+		&qErr, &qNode, &qAt, &low, &high, &marksAt}, more...)...)
 	g.CreatedAt = fromMS(created)
+	if marksAt.Valid {
+		g.Low, g.High, g.MarksAt = &low.Int64, &high.Int64, fromNullMS(marksAt)
+	}
 	if qAt.Valid {
 		g.Quarantine = &leasehold.Quarantine{Error: qErr.String, Node: qNode.String, At: fromMS(qAt.Int64)}
 	}

@@ -146,6 +146,8 @@ func (w *authWorld) routes() []route {
 		{"POST", "/api/v1/ranges/:id/progress", rp("/progress"), fmt.Sprintf(`{"fence":%d,"next":%d}`, f, w.next+1), 403, 409, false},
 		{"POST", "/api/v1/ranges/:id/finish", rp("/finish"), fmt.Sprintf(`{"fence":%d,"headers":1}`, f), 403, 409, false},
 		{"POST", "/api/v1/ranges/:id/fail", rp("/fail"), fmt.Sprintf(`{"fence":%d,"error":"e"}`, f), 403, 409, false},
+		{"GET", "/api/v1/watermarks", "/api/v1/watermarks?limit=5", "", 403, 200, false},
+		{"POST", "/api/v1/groups/:name/watermark", "/api/v1/groups/g/watermark", `{"low":1,"high":10}`, 403, 200, false},
 
 		// The dashboard takes a session cookie, never a bearer token: a page
 		// sends every credential to sign in, an action is refused.

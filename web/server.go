@@ -135,6 +135,8 @@ func New(app *appliance.Appliance, o Options) *Server {
 	worker(http.MethodPost, "/ranges/:id/progress", s.progress)
 	worker(http.MethodPost, "/ranges/:id/finish", s.finish)
 	worker(http.MethodPost, "/ranges/:id/fail", s.fail)
+	worker(http.MethodGet, "/watermarks", s.watermarks)
+	worker(http.MethodPost, "/groups/:name/watermark", s.reportWatermarks)
 
 	s.mountDashboard(e)
 	s.mountPprof(e)

@@ -20,13 +20,26 @@ import (
 
 const workerUsage = `Usage:
   leasehold worker [--url U] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
+  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--connections N] [--watermark-every D]
   leasehold worker --verify [--url U] [--admin-token T | --data DIR]
 
 The first runs the pull loop over the built-in synthetic source until
 interrupted, then releases what it holds. The node token is --token or
-$LEASEHOLD_TOKEN. --verify checks, with the admin token, that every group's
-stored window equals the window of one uninterrupted pass over its planned
-ids, and exits 1 if one does not.
+$LEASEHOLD_TOKEN.
+
+With --source nntp:// (or nntps://, TLS) it indexes a news server: it
+reports the water marks of the node's groups (GROUP, every
+--watermark-every), so the node plans their tails itself, reads each
+range's overviews (OVER) into a window of half-assembled binaries, and
+writes every complete file to --out: JSON lines, or with sqlite:FILE a
+table binaries upserted by key. A takeover may write a file twice (the
+SQLite table keeps one row). The password of user@ is read from
+--source-password-file or $LEASEHOLD_SOURCE_PASSWORD, never from the
+command line.
+
+--verify checks, with the admin token, that every group's stored
+synthetic window equals the window of one uninterrupted pass over its
+planned ids, and exits 1 if one does not.
 
 `
 
@@ -37,6 +50,11 @@ type workerFlags struct {
 	rate                                   float64
 	snapshotEvery, stopTimeout             time.Duration
 	verify                                 bool
+
+	source, passwordFile, out string
+	connections, markGroups   int
+	batch                     int64
+	markEvery                 time.Duration
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -57,6 +75,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.BoolVar(&f.verify, "verify", false, "check the stored windows against uninterrupted passes, then exit")
 	fs.StringVar(&f.adminToken, "admin-token", "", "admin token for --verify (default $LEASEHOLD_ADMIN_TOKEN or <data>/admin.token)")
 	fs.StringVar(&f.data, "data", "./data", "the node's data directory, for admin.token (--verify)")
+	fs.StringVar(&f.source, "source", "synthetic", "what to index: synthetic, or a news server nntp://[user@]host[:port] or nntps://…")
+	fs.StringVar(&f.passwordFile, "source-password-file", "", "a file whose first line is the news server's password (else $LEASEHOLD_SOURCE_PASSWORD)")
+	fs.IntVar(&f.connections, "connections", 4, "most connections to the news server at once")
+	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
+	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
+	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")
+	fs.StringVar(&f.out, "out", "", "where complete binaries go: FILE.jsonl, or sqlite:FILE (news server sources)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -85,6 +110,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	if f.source != "synthetic" {
+		return runUsenetWorker(ctx, f, log)
+	}
 	var capacity atomic.Int64
 	capacity.Store(int64(f.capacity))
 	src := synthetic.Source{Rate: f.rate}

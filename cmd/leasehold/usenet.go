@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/source/binaries"
+	"github.com/leasehold/leasehold/source/nntp"
+	"github.com/leasehold/leasehold/web/client"
+)
+
+// runUsenetWorker is `leasehold worker --source nntp://…`: the pull loop
+// over a news server, the binaries window, the water-mark reporter.
+func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
+	cfg, err := nntp.ParseURL(f.source)
+	if err != nil {
+		return usageError(fmt.Errorf("worker: --source: %v", err))
+	}
+	if f.out == "" {
+		return usageError(errors.New("worker: --out is required with a news server: FILE.jsonl or sqlite:FILE"))
+	}
+	if f.connections < 1 {
+		return usageError(errors.New("worker: --connections must be 1 or more"))
+	}
+	if f.capacity < 0 {
+		return usageError(errors.New("worker: --capacity must be 0 or more"))
+	}
+	if cfg.User != "" {
+		if cfg.Password, err = sourcePassword(f.passwordFile); err != nil {
+			return err
+		}
+	}
+	cfg.Connections = f.connections
+	cfg.Logger = log
+	src := nntp.New(cfg)
+	defer src.Close()
+	sink, err := binaries.OpenSink(f.out)
+	if err != nil {
+		return fmt.Errorf("worker: --out: %w", err)
+	}
+	defer sink.Close()
+
+	c := client.New(f.url, f.token)
+	ix := &binaries.Indexer{Source: src, Sink: sink, Batch: f.batch}
+	w := &client.Worker{
+		Client:       c,
+		CapacityFunc: func() int { return f.capacity },
+		NewWindowFunc: func(g leasehold.Group) client.Window {
+			return binaries.NewWindow(g.Name)
+		},
+		IndexFunc: func(ctx context.Context, g *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
+			err := ix.Index(ctx, win.(*binaries.Window), r.Next, r.End, progress)
+			if err != nil && nntp.Permanent(err) {
+				// A refused login or a group the server does not carry:
+				// the range fails at once, with the server's answer.
+				return client.Permanent(err)
+			}
+			return err
+		},
+		Logger:           log,
+		SnapshotInterval: f.snapshotEvery,
+		StopTimeout:      f.stopTimeout,
+	}
+	if f.snapshotEvery <= 0 {
+		w.SnapshotInterval = -1
+	}
+	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "user", cfg.User,
+		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out)
+	var wg sync.WaitGroup
+	markCtx, stopMarks := context.WithCancel(ctx)
+	wg.Go(func() { reportMarks(markCtx, c, src, f.markEvery, f.markGroups, log) })
+	err = w.Run(ctx)
+	stopMarks()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	log.Info("worker stopped; everything released")
+	return nil
+}
+
+// sourcePassword reads the news server's password from file's first line,
+// or else from $LEASEHOLD_SOURCE_PASSWORD.
+func sourcePassword(file string) (string, error) {
+	if file == "" {
+		if pw := os.Getenv("LEASEHOLD_SOURCE_PASSWORD"); pw != "" {
+			return pw, nil
+		}
+		return "", usageError(errors.New("worker: the source names a user but no password: give --source-password-file or set LEASEHOLD_SOURCE_PASSWORD"))
+	}
+	fh, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("worker: --source-password-file: %w", err)
+	}
+	defer fh.Close()
+	line, err := bufio.NewReader(fh).ReadString('\n')
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("worker: --source-password-file %s: no password on its first line", file)
+	}
+	return line, nil
+}
+
+// reportMarks reads the water marks of the node's groups whose marks are
+// oldest, up to groups at a time, every interval, and reports them, so
+// the node plans their tails (rule 11). It runs until ctx ends.
+func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every time.Duration, groups int, log *slog.Logger) {
+	if every <= 0 || groups <= 0 {
+		return
+	}
+	for {
+		ws, err := c.Watermarks(ctx, groups)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("listing groups for their water marks failed", "err", err)
+		}
+		for _, g := range ws {
+			gi, err := src.Group(ctx, g.Name)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("reading a group's water marks failed", "group", g.Name, "err", err)
+				}
+				continue
+			}
+			low, high := gi.Low, gi.High
+			if gi.Count == 0 && high < low {
+				low = high + 1
+			}
+			n, err := c.ReportWatermarks(ctx, g.Name, low, high)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("reporting water marks failed", "group", g.Name, "low", low, "high", high, "err", err)
+			case err == nil && n > 0:
+				log.Info("water marks planned the tail", "group", g.Name, "low", low, "high", high, "ranges", n)
+			}
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

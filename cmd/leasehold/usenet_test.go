@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/usenettest"
+	"github.com/leasehold/leasehold/source/binaries"
+	"github.com/leasehold/leasehold/source/nntp"
+	"github.com/leasehold/leasehold/web/client"
+)
+
+// TestMain lets a test run `leasehold worker` as a process of its own (this
+// test binary, run again with LEASEHOLD_TEST_WORKER_ARGS), to kill it with
+// SIGKILL.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("LEASEHOLD_TEST_WORKER_ARGS"); args != "" {
+		var a []string
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := runWorker(ctx, a, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startWorkerProcess runs `leasehold worker args…` as a child process
+// logging to log.
+func startWorkerProcess(t *testing.T, log string, args ...string) *exec.Cmd {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "LEASEHOLD_TEST_WORKER_ARGS="+string(b))
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// TestUsenetWorkerKilled indexes a real INN's groups through a real node
+// with `leasehold worker --source nntp://…`: nothing is planned by hand
+// (the worker reports the water marks), the worker is killed with kill -9
+// in the middle of a group and started again, and the complete files it
+// wrote (the last line of each key) equal one uninterrupted pass over the
+// same articles; no incomplete file is written; a group the server does not
+// carry fails its range with the server's answer.
+func TestUsenetWorkerKilled(t *testing.T) {
+	s := usenettest.Find(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("lh.worker.t%d", time.Now().UnixNano())
+	a, b, missing := prefix+".a", prefix+".b", prefix+".missing"
+	if err := s.NewGroups(ctx, a, b); err != nil {
+		t.Fatal(err)
+	}
+	src := nntp.New(nntp.Config{Addr: s.Addr, Connections: 2})
+	defer src.Close()
+	arts := append(usenettest.Fixed(prefix), usenettest.Generated(a, 60, 10)...)
+	if err := usenettest.Post(ctx, src, arts); err != nil {
+		t.Fatal(err)
+	}
+
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
+	for _, g := range []string{a, b, missing} {
+		admin(t, n, "groups", "create", g, "--range-size", "20")
+	}
+	admin(t, n, "groups", "tail", missing, "10") // the server cannot report it
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	dir := t.TempDir()
+	out := filepath.Join(dir, "binaries.jsonl")
+	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://" + s.Addr, "--out", out,
+		"--capacity", "2", "--connections", "2", "--batch", "5", "--snapshot-every", "1ns", "--watermark-every", "200ms", "--log-level", "debug"}
+	log := filepath.Join(dir, "worker.log")
+	worker := startWorkerProcess(t, log, args...)
+
+	c := client.New(n.URL, n.AdminToken)
+	group := func(name string) *leasehold.GroupDetail {
+		d, err := c.Group(ctx, name)
+		if err != nil {
+			t.Fatalf("group %s: %v", name, err)
+		}
+		return d
+	}
+	// Kill it with SIGKILL while group a is half done.
+	var killedAt map[string]int64
+	for {
+		d := group(a)
+		if d.Ranges[leasehold.StatusDone] >= 3 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] > 0 {
+			killedAt = d.Ranges
+			break
+		}
+		if d.Ranges[leasehold.StatusDone] > 0 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] == 0 {
+			t.Fatalf("group %s was done before the worker could be killed in it: %v", a, d.Ranges)
+		}
+		if ctx.Err() != nil {
+			logs, _ := os.ReadFile(log)
+			t.Fatalf("the worker never got half through %s: %v\n%s", a, d.Ranges, logs)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	worker.Process.Signal(syscall.SIGKILL)
+	worker.Wait()
+	t.Logf("killed the worker with %s at ranges %v", a, killedAt)
+	startWorkerProcess(t, log, args...)
+
+	wantHigh := map[string]int64{a: 15 + 600, b: 3}
+	for {
+		done := true
+		for g, high := range wantHigh {
+			d := group(g)
+			if d.TailEnd != high || d.Ranges[leasehold.StatusDone] == 0 || d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] > 0 {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		if ctx.Err() != nil {
+			logs, _ := os.ReadFile(log)
+			t.Fatalf("groups not done: %v, %v\n%s", group(a).Ranges, group(b).Ranges, logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for g, high := range wantHigh {
+		if d := group(g); d.High == nil || *d.High != high || d.Ranges[leasehold.StatusFailed] != 0 {
+			t.Errorf("group %s: high %v, ranges %v; want high %d reported, none failed", g, d.High, d.Ranges, high)
+		}
+	}
+
+	// What the worker wrote, the last line of each key.
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := binaries.ReadJSONL(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One uninterrupted pass: each group read whole into a new window.
+	want := map[string]binaries.File{}
+	var wantLines int
+	for g, high := range wantHigh {
+		hs, _, err := src.Overview(ctx, g, 1, high)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := binaries.NewWindow(g)
+		files := w.Add(1, high, hs)
+		wantLines += len(files)
+		for _, f := range files {
+			want[f.Key] = f
+		}
+		var names []string
+		for _, f := range files {
+			names = append(names, f.Name+" "+f.Poster)
+		}
+		if exp := usenettest.Complete(prefix)[g]; g == b && !slices.Equal(names, exp) || g == a && !slices.Equal(names[:len(exp)], exp) {
+			t.Errorf("uninterrupted pass of %s: %q, want %q first", g, names, exp)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d files written (by key), %d in one uninterrupted pass", len(got), len(want))
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || !filesEqual(g, w) {
+			t.Errorf("file %s (%s by %s): written %+v, want %+v", k, w.Name, w.Poster, g, w)
+		}
+	}
+	lines := bytes.Count(raw, []byte("\n"))
+	for k, g := range got {
+		if len(g.Segments) != g.Parts || strings.Contains(g.Name, "Linux ISO") {
+			t.Errorf("an incomplete file was written: %s %+v", k, g)
+		}
+	}
+	t.Logf("%d lines written for %d files (%d lines in one pass): a takeover may write a file twice", lines, len(got), wantLines)
+
+	// The group the server does not carry: failed at once, saying why.
+	rs, err := c.AllRanges(ctx, missing, "")
+	if err != nil || len(rs) != 1 || rs[0].Status != leasehold.StatusFailed || rs[0].Attempts != 1 || rs[0].LastError == nil || !strings.Contains(*rs[0].LastError, "411") {
+		t.Errorf("the missing group's ranges: %+v, %v; want one failed at its first attempt with the server's 411", rs, err)
+	}
+	if logs, _ := os.ReadFile(log); !bytes.Contains(logs, []byte("takeover=true")) {
+		t.Errorf("the restarted worker took no group over:\n%s", logs)
+	}
+}
+
+func filesEqual(a, b binaries.File) bool {
+	return a.Posted == b.Posted && a.Key == b.Key && a.Group == b.Group && a.Name == b.Name && a.Subject == b.Subject && a.Poster == b.Poster &&
+		a.Parts == b.Parts && a.Bytes == b.Bytes && slices.Equal(a.Segments, b.Segments)
+}

@@ -1,0 +1,197 @@
+// Package usenettest gives leasehold's tests and demos a real news server:
+// the INN that scripts/inn.sh starts (found by LEASEHOLD_TEST_NNTP), fresh
+// groups in it (ctlinnd newgroup), and a fixed set of articles posted into
+// them, with what an indexer must make of them.
+package usenettest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/source/nntp"
+)
+
+// Server is a running INN.
+type Server struct {
+	// Addr is host:port of its reader service.
+	Addr string
+	// User and PasswordFile are a login it takes with AUTHINFO.
+	User, PasswordFile string
+	ctlinnd            string
+}
+
+// Find returns the INN that scripts/inn.sh started, from the environment
+// it prints (eval "$(scripts/inn.sh start)"). Without one the test is
+// skipped, saying how to get one, unless CI=true: then it fails.
+func Find(t testing.TB) *Server {
+	t.Helper()
+	s, err := FromEnv()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("usenettest: CI=true and %v", err)
+		}
+		t.Skipf("usenettest: %v", err)
+	}
+	return s
+}
+
+// FromEnv is Find for programs.
+func FromEnv() (*Server, error) {
+	s := &Server{
+		Addr:         os.Getenv("LEASEHOLD_TEST_NNTP"),
+		ctlinnd:      os.Getenv("LEASEHOLD_TEST_CTLINND"),
+		User:         os.Getenv("LEASEHOLD_TEST_NNTP_USER"),
+		PasswordFile: os.Getenv("LEASEHOLD_TEST_NNTP_PASSWORD_FILE"),
+	}
+	if s.Addr == "" || s.ctlinnd == "" {
+		return nil, fmt.Errorf("no news server: run `eval \"$(scripts/inn.sh start)\"` as root first (LEASEHOLD_TEST_NNTP is not set)")
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("making groups in INN needs root (ctlinnd)")
+	}
+	return s, nil
+}
+
+// Password reads the login's password.
+func (s *Server) Password() (string, error) {
+	b, err := os.ReadFile(s.PasswordFile)
+	return strings.TrimSpace(string(b)), err
+}
+
+// NewGroups makes the named groups (ctlinnd newgroup NAME y) and waits
+// until the server answers GROUP for each.
+func (s *Server) NewGroups(ctx context.Context, names ...string) error {
+	c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
+	defer c.Close()
+	for _, name := range names {
+		out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "newgroup", name, "y").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctlinnd newgroup %s: %v: %s", name, err, out)
+		}
+		for {
+			_, err := c.Group(ctx, name)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("group %s not served: %v", name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Article is one article to post.
+type Article struct {
+	Group, From, Subject, Body string
+}
+
+// Bytes is the article as POST sends it.
+func (a Article) Bytes() []byte {
+	return fmt.Appendf(nil, "From: %s\r\nNewsgroups: %s\r\nSubject: %s\r\n\r\n%s\r\n", a.From, a.Group, a.Subject, a.Body)
+}
+
+// Posters of the fixed set.
+const (
+	Alice = "alice <alice@example.org>"
+	Bob   = "bob <bob@example.net>"
+	Carol = "carol <carol@example.com>"
+	Dave  = "dave <dave@example.org>"
+	Erin  = "erin <erin@example.net>"
+	Frank = "frank <frank@example.com>"
+	Grace = "grace <grace@example.org>"
+)
+
+// Fixed is the fixed article set, in posting order, over groups
+// prefix.a and prefix.b: two posters posting a file of the same name
+// interleaved, a plain text article between, a single-part file, a file
+// missing a part, a repost of a complete file, and in prefix.b a
+// single-part file and a file named in the "name (n/m)" style.
+func Fixed(prefix string) []Article {
+	a, b := prefix+".a", prefix+".b"
+	y := func(group, from, name string, file, files, part, parts int) Article {
+		return Article{group, from, fmt.Sprintf("[%d/%d] - %q yEnc (%d/%d)", file, files, name, part, parts),
+			fmt.Sprintf("=ybegin part=%d total=%d name=%s", part, parts, name)}
+	}
+	return []Article{
+		y(a, Alice, "holiday.rar", 1, 2, 1, 3),
+		y(a, Bob, "holiday.rar", 1, 1, 1, 2),
+		y(a, Alice, "holiday.rar", 1, 2, 2, 3),
+		{a, Carol, "what is a good newsreader?", "Asking for a friend."},
+		y(a, Bob, "holiday.rar", 1, 1, 2, 2),
+		y(a, Alice, "holiday.rar", 1, 2, 3, 3),
+		y(a, Alice, "holiday.par2", 2, 2, 1, 1),
+		{a, Dave, "Linux ISO disc (1/4)", "part 1"},
+		{a, Dave, "Linux ISO disc (2/4)", "part 2"},
+		{a, Erin, `"song.mp3" yEnc (1/2)`, "=ybegin"},
+		{a, Dave, "Linux ISO disc (4/4)", "part 4 (part 3 never came)"},
+		{a, Erin, `"song.mp3" yEnc (2/2)`, "=ybegin"},
+		{a, Carol, "Re: what is a good newsreader?", "slrn."},
+		// Bob posts his file again.
+		y(a, Bob, "holiday.rar", 1, 1, 1, 2),
+		y(a, Bob, "holiday.rar", 1, 1, 2, 2),
+		y(b, Frank, "notes.txt", 1, 1, 1, 1),
+		{b, Grace, "vacation photos (1/2)", "jpeg"},
+		{b, Grace, "vacation photos (2/2)", "jpeg"},
+	}
+}
+
+// Complete is the complete files an indexer must find in the fixed set,
+// by group: name and poster (Bob's holiday.rar twice, once as reposted;
+// Dave's disc, missing a part, never).
+func Complete(prefix string) map[string][]string {
+	return map[string][]string{
+		prefix + ".a": {"holiday.rar " + Bob, "holiday.rar " + Alice, "holiday.par2 " + Alice, "song.mp3 " + Erin, "holiday.rar " + Bob},
+		prefix + ".b": {"notes.txt " + Frank, "vacation photos " + Grace},
+	}
+}
+
+// Generated is files more files of parts parts each in group, their
+// parts interleaved across five posters: the load of a speed run.
+func Generated(group string, files, parts int) []Article {
+	posters := []string{Alice, Bob, Erin, Frank, Grace}
+	var out []Article
+	for f := 0; f < files; f += len(posters) {
+		for p := 1; p <= parts; p++ {
+			for i, from := range posters {
+				if f+i >= files {
+					break
+				}
+				name := fmt.Sprintf("gen%06d.rar", f+i)
+				out = append(out, Article{group, from, fmt.Sprintf("[1/1] - %q yEnc (%d/%d)", name, p, parts), "=ybegin"})
+			}
+		}
+	}
+	return out
+}
+
+// Post posts articles in order over c and waits until the server's high
+// water mark of each group counts them.
+func Post(ctx context.Context, c *nntp.Client, articles []Article) error {
+	want := map[string]int64{}
+	for _, a := range articles {
+		if err := c.Post(ctx, a.Bytes()); err != nil {
+			return fmt.Errorf("posting %q to %s: %w", a.Subject, a.Group, err)
+		}
+		want[a.Group]++
+	}
+	for g, n := range want {
+		for {
+			gi, err := c.Group(ctx, g)
+			if err == nil && gi.Count >= n {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("group %s: %d articles posted, the server counts %d (%v)", g, n, gi.Count, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# inn.sh: a real news server for leasehold's NNTP tests and the Usenet
+# demo: Debian's INN (inn2), on 127.0.0.1 only, on a port of its own.
+#
+#   scripts/inn.sh start    install INN when missing (root), configure it,
+#                           start innd as user news, wait until it answers
+#   scripts/inn.sh stop     stop it (ctlinnd shutdown)
+#   scripts/inn.sh env      print the environment the Go tests find it by
+#   scripts/inn.sh post PREFIX [N]
+#                           make groups PREFIX.a and PREFIX.b and post the
+#                           fixed article set into them (N more generated
+#                           multi-part files into PREFIX.a, for speed runs)
+#
+# start and env print `export LEASEHOLD_TEST_NNTP=127.0.0.1:PORT` (and the
+# ctlinnd and password file the tests use), so
+#   eval "$(scripts/inn.sh start)"
+# makes the NNTP tests run instead of skipping. INN_PORT (default 11119)
+# chooses the port. Facts behind the steps: inn2's own set-up fails on a
+# host without a domain (so domain: is set and dpkg --configure -a run),
+# and its init script is refused without an init system (so innd -f is
+# started here, detached). A login for AUTHINFO tests is made:
+# user leasehold, its password in /etc/news/leasehold.passwd.plain.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+port="${INN_PORT:-11119}"
+conf=/etc/news/inn.conf
+bin=/usr/lib/news/bin
+log=/var/log/news/leasehold-innd.log
+
+say() { echo "inn: $*" >&2; }
+
+print_env() {
+	echo "export LEASEHOLD_TEST_NNTP=127.0.0.1:$port"
+	echo "export LEASEHOLD_TEST_CTLINND=$bin/ctlinnd"
+	echo "export LEASEHOLD_TEST_NNTP_USER=leasehold"
+	echo "export LEASEHOLD_TEST_NNTP_PASSWORD_FILE=/etc/news/leasehold.passwd.plain"
+}
+
+# answers reports whether something speaking NNTP greets on the port.
+answers() {
+	local line
+	{ exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
+	IFS= read -r -t 5 line <&3 || line=""
+	printf 'QUIT\r\n' >&3 2>/dev/null || true
+	exec 3<&- 3>&-
+	[[ "$line" == 200* || "$line" == 201* ]]
+}
+
+set_conf() { # key value
+	if grep -q "^$1:" "$conf"; then
+		sed -i "s|^$1:.*|$1:                         $2|" "$conf"
+	else
+		echo "$1: $2" >>"$conf"
+	fi
+}
+
+install_inn() {
+	if [ -x "$bin/innd" ] && dpkg-query -W -f='${Status}' inn2 2>/dev/null | grep -q 'ok installed'; then
+		return
+	fi
+	[ "$(id -u)" = 0 ] || { say "INN is not installed and installing it needs root"; exit 1; }
+	say "installing inn2 with apt-get (about 30 s)"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! dpkg-query -W inn2 >/dev/null 2>&1 || [ ! -f "$conf" ]; then
+		apt-get update -qq
+		# Its set-up fails on a host without a domain: fixed below.
+		apt-get install -y -qq --no-install-recommends inn2 >/dev/null 2>&1 || true
+	fi
+	[ -f "$conf" ] || { say "apt-get install inn2 left no $conf"; exit 1; }
+	grep -q '^domain:' "$conf" || echo 'domain: localdomain' >>"$conf"
+	dpkg --configure -a >/dev/null 2>&1 || true
+	dpkg-query -W -f='${Status}' inn2 | grep -q 'ok installed' || { say "inn2 did not configure"; exit 1; }
+}
+
+configure() {
+	set_conf port "$port"
+	set_conf bindaddress 127.0.0.1
+	set_conf bindaddress6 none
+	grep -q '^domain:' "$conf" || echo 'domain: localdomain' >>"$conf"
+	# A login for the AUTHINFO tests, checked by ckpasswd.
+	if [ ! -f /etc/news/leasehold.passwd ]; then
+		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=' >/etc/news/leasehold.passwd.plain)
+		local hash
+		hash=$(python3 -c 'import crypt,sys;print(crypt.crypt(open(sys.argv[1]).read().strip(),crypt.mksalt(crypt.METHOD_SHA512)))' \
+			/etc/news/leasehold.passwd.plain 2>/dev/null ||
+			openssl passwd -6 -stdin </etc/news/leasehold.passwd.plain)
+		echo "leasehold:$hash" >/etc/news/leasehold.passwd
+		chown news:news /etc/news/leasehold.passwd
+		chmod 0640 /etc/news/leasehold.passwd
+	fi
+	if ! grep -q 'leasehold-login' /etc/news/readers.conf; then
+		cat >>/etc/news/readers.conf <<-'EOF'
+
+		# leasehold-login: AUTHINFO for leasehold's NNTP tests (scripts/inn.sh).
+		auth "leasehold-login" {
+		    hosts: "localhost, 127.0.0.1, ::1"
+		    auth: "ckpasswd -f /etc/news/leasehold.passwd"
+		}
+		access "leasehold-login" {
+		    users: "leasehold"
+		    newsgroups: "*"
+		    access: RPA
+		}
+		EOF
+	fi
+}
+
+start() {
+	install_inn
+	configure
+	if answers; then
+		say "innd already answers on 127.0.0.1:$port"
+		print_env
+		return
+	fi
+	mkdir -p /run/news /var/log/news
+	chown news:news /run/news /var/log/news
+	rm -f /run/news/innd.pid /run/news/control /run/news/nntpin
+	say "starting innd -f as news on 127.0.0.1:$port"
+	# Detached from this shell and its terminal: it outlives the script.
+	setsid su -s /bin/sh news -c "exec $bin/innd -f" </dev/null >>"$log" 2>&1 &
+	for _ in $(seq 100); do
+		if answers; then
+			print_env
+			return
+		fi
+		sleep 0.1
+	done
+	say "innd did not answer on 127.0.0.1:$port; its log:"
+	tail -n 20 "$log" >&2 || true
+	exit 1
+}
+
+stop() {
+	if [ -x "$bin/ctlinnd" ] && answers; then
+		"$bin/ctlinnd" -t 5 shutdown "leasehold inn.sh stop" >/dev/null || true
+		for _ in $(seq 50); do
+			answers || { say "stopped"; return; }
+			sleep 0.1
+		done
+		say "innd still answers"
+		exit 1
+	fi
+	say "not running"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+env) print_env ;;
+post)
+	[ -n "${2:-}" ] || { echo "usage: $0 post PREFIX [N]" >&2; exit 2; }
+	eval "$(print_env)"
+	go run ./internal/usenettest/cmd/usenet-post --prefix "$2" --files "${3:-0}"
+	;;
+*)
+	echo "usage: $0 start|stop|env|post PREFIX [N]" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Rule 11, sources plan themselves: a worker reports a group's water marks
+// as its source gives them, and the tail is planned up to the high mark.
+
+// EventGroupMarks is a group's water marks changed (rule 11).
+const EventGroupMarks = "group_marks"
+
+var (
+	qMarksSet = wq(`UPDATE groups SET marks_low = ?2, marks_high = ?3, marks_at = ?4 WHERE id = ?1`)
+	// The index groups_marks keeps the order: never reported (NULL) first.
+	qMarksOldest = `SELECT g.id, g.name, g.marks_low, g.marks_high, g.marks_at FROM groups g
+		WHERE g.active = 1 AND g.owned = 1 ORDER BY g.marks_at, g.id LIMIT ?`
+)
+
+// reportPlanRanges is the most ranges one report plans (a variable so a
+// test can see the rest planned by the next reports without planning
+// MaxPlanRanges).
+var reportPlanRanges int64 = MaxPlanRanges
+
+// ReportWatermarks records the water marks the group's source reports
+// (low ≤ high+1, both 0 or more; an empty group has low = high+1) and
+// plans the tail up to high in the group's range size, and reports how
+// many ranges it planned. Planning is idempotent and never shrinks: a high
+// at or below the tail's end plans nothing. A report that would plan more
+// than MaxPlanRanges plans that many and leaves the rest to the next
+// report, so a group far behind its source is caught up over a few
+// reports instead of refused. Errors: unprocessable (inconsistent marks),
+// not found.
+func (tx *Tx) ReportWatermarks(groupID, low, high int64) (int64, error) {
+	if low < 0 || high < -1 || low > high+1 {
+		return 0, leasehold.Errorf(leasehold.KindUnprocessable,
+			"water marks low %d, high %d are inconsistent: want 0 ≤ low ≤ high+1", low, high)
+	}
+	g, err := tx.Group(groupID)
+	if err != nil {
+		return 0, err
+	}
+	changed := g.Low == nil || *g.Low != low || g.High == nil || *g.High != high
+	if _, err := tx.exec(qMarksSet, groupID, low, high, ms(tx.now)); err != nil {
+		return 0, mapError(err, "recording water marks")
+	}
+	if changed {
+		if err := tx.event(EventGroupMarks, groupID, 0, 0, map[string]any{"low": low, "high": high}); err != nil {
+			return 0, err
+		}
+	}
+	if high <= g.TailEnd {
+		return 0, nil
+	}
+	// At most reportPlanRanges ranges a report, counted without overflow.
+	upTo := high
+	if rangeCount(g.TailEnd+1, high, g.RangeSize) > reportPlanRanges {
+		upTo = g.TailEnd + reportPlanRanges*g.RangeSize
+	}
+	return tx.PlanTail(groupID, upTo)
+}
+
+// Watermarks lists up to limit active groups this node owns, those whose
+// marks were reported longest ago first and those never reported before
+// them: the groups a worker should ask its source about next.
+func (db *DB) Watermarks(ctx context.Context, limit int) ([]leasehold.Watermarks, error) {
+	rows, err := db.query(ctx, qMarksOldest, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []leasehold.Watermarks{}
+	for rows.Next() {
+		var w leasehold.Watermarks
+		var low, high, at sql.NullInt64
+		if err := rows.Scan(&w.ID, &w.Name, &low, &high, &at); err != nil {
+			return nil, mapError(err, "listing water marks")
+		}
+		w.Low, w.High, w.ReportedAt = nullInt(low), nullInt(high), fromNullMS(at)
+		out = append(out, w)
+	}
+	return out, mapError(rows.Err(), "listing water marks")
+}

@@ -1,0 +1,40 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Watermarks lists up to limit active groups of the node whose water
+// marks are oldest (never reported first): the groups to ask the source
+// about next (rule 11). It takes a node token.
+func (c *Client) Watermarks(ctx context.Context, limit int) ([]leasehold.Watermarks, error) {
+	var out struct {
+		Groups []leasehold.Watermarks `json:"groups"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/watermarks?limit=%d", limit), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Groups, nil
+}
+
+// ReportWatermarks tells the node the named group's water marks as its
+// source reports them (0 ≤ low ≤ high+1); the node plans the tail up to
+// high and answers how many ranges it planned. Errors: not found (no such
+// group), unprocessable (inconsistent marks). It takes a node token.
+func (c *Client) ReportWatermarks(ctx context.Context, name string, low, high int64) (int64, error) {
+	in := struct {
+		Low  int64 `json:"low"`
+		High int64 `json:"high"`
+	}{low, high}
+	var out struct {
+		Planned int64 `json:"planned"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/groups/%s/watermark", name), in, &out); err != nil {
+		return 0, err
+	}
+	return out.Planned, nil
+}

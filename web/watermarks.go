@@ -1,0 +1,52 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold"
+)
+
+// Rule 11 over HTTP, for workers (node token): which groups' water marks
+// to ask the source about, and what the source said.
+
+// watermarks answers GET /api/v1/watermarks?limit=N (default 10).
+func (s *Server) watermarks(c echo.Context) error {
+	limit, err := queryInt(c, "limit", 10)
+	if err != nil {
+		return err
+	}
+	ws, err := s.app.Coordinator.Watermarks(c.Request().Context(), int(limit))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"groups": ws})
+}
+
+// reportWatermarks answers POST /api/v1/groups/{name}/watermark.
+func (s *Server) reportWatermarks(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Low  *int64 `json:"low"`
+		High *int64 `json:"high"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if req.Low == nil || req.High == nil {
+		return leasehold.Errorf(leasehold.KindInvalid, "low and high are required: the water marks as the source reports them")
+	}
+	if err := errors.Join(checkBound("low", req.Low, maxID), checkBound("high", req.High, maxID)); err != nil {
+		return err
+	}
+	n, err := s.app.Coordinator.ReportWatermarks(c.Request().Context(), name, *req.Low, *req.High)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]int64{"planned": n})
+}
