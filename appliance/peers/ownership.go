@@ -71,6 +71,11 @@ const ownershipWanted = 1024
 
 // NewOwnership wires ownership for a node. Give its Lost to the claims'
 // LostFunc, then Attach the claims.
+// LogGroupTakenOver is the message of the log line a node writes when it
+// takes a group over from a peer: the fault harness reads ownership
+// changes that grant no lease from it.
+const LogGroupTakenOver = "ownership: group taken over from a peer"
+
 func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duration, log *slog.Logger) *Ownership {
 	if log == nil {
 		log = slog.Default()
@@ -362,7 +367,7 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 		return false
 	}
 	if from != "" && o.claims.Held(group) {
-		o.log.Info("ownership: group taken over from a peer", "group", group, "from", from, "claim_rev", rev)
+		o.log.Info(LogGroupTakenOver, "group", group, "from", from, "claim_rev", rev)
 	}
 	o.mu.Lock()
 	o.won[group] = time.Now()

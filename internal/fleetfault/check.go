@@ -35,6 +35,17 @@ type Final struct {
 	// the owner had none; WindowErrs[group] why one could not be read.
 	Windows    map[string]*Window
 	WindowErrs map[string]string
+	// Adoptions are the groups nodes took over from a peer (won its claim
+	// and adopted its state), read from the nodes' logs: an ownership
+	// change with no lease granted, which a grant alone does not show.
+	Adoptions []Adoption
+}
+
+// Adoption is node taking group over from a peer at At (since the load
+// began).
+type Adoption struct {
+	Node, Group string
+	At          time.Duration
 }
 
 // Owner is the node whose catalog is group's: the owner most nodes name
@@ -215,7 +226,11 @@ func Check(calls []Call, faults []Fault, final *Final) *Report {
 	leases, byGroup := groupLeases(calls)
 	r.Leases = len(leases)
 	r.DoubleHoldings = doubleHoldings(byGroup)
-	r.StaleWindows, r.OlderWindows, r.WindowsChecked = staleWindows(calls, leases)
+	var adoptions []Adoption
+	if final != nil {
+		adoptions = final.Adoptions
+	}
+	r.StaleWindows, r.OlderWindows, r.WindowsChecked = staleWindows(calls, leases, adoptions)
 	for _, f := range faults {
 		r.FaultsByKind[f.Kind]++
 	}
@@ -298,18 +313,25 @@ func doubleHoldings(byGroup map[string][]*leaseCalls) []DoubleHolding {
 // is on that upload's node, that upload or one not certainly older. A
 // takeover across nodes may resume from an older replicated window: those
 // are returned apart (older), as a figure.
-func staleWindows(calls []Call, leases map[int]*leaseCalls) (stale, older []StaleWindow, checked int) {
+func staleWindows(calls []Call, leases map[int]*leaseCalls, adoptions []Adoption) (stale, older []StaleWindow, checked int) {
 	grants := map[string][]Call{} // by group, acknowledged grants
 	for _, c := range calls {
 		if c.Kind == KindLease && c.Acked() && c.Group != "" {
 			grants[c.Group] = append(grants[c.Group], c)
 		}
 	}
-	// moved reports whether group was granted on a node other than node
-	// from after to before.
+	// moved reports whether group was granted on, or adopted by, a node
+	// other than node from after to before: the group left node's
+	// catalog, and came back (if it did) with the state, and the window,
+	// the fleet had replicated.
 	moved := func(group, node string, after, before time.Duration) bool {
 		for _, g := range grants[group] {
 			if g.Node != node && g.Recv > after && g.Sent < before {
+				return true
+			}
+		}
+		for _, a := range adoptions {
+			if a.Group == group && a.Node != node && a.At > after && a.At < before {
 				return true
 			}
 		}

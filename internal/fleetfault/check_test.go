@@ -186,6 +186,20 @@ func TestSelfTestStaleWindow(t *testing.T) {
 	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 0 || len(r.OlderWindows) != 1 {
 		t.Errorf("a takeover across nodes from an older window: stale %v, older %v; want 0 stale, 1 older", r.StaleWindows, r.OlderWindows)
 	}
+	// On the same node, but the group was adopted by another node between
+	// the newer upload and the grant (an ownership change with no lease
+	// granted there): the window came back as the fleet had replicated
+	// it, older, not stale. An adoption outside that span changes nothing.
+	for _, c := range []struct {
+		at    float64
+		stale int
+	}{{1.5, 0}, {2.5, 1}, {0.5, 1}} {
+		final := cleanFinal()
+		final.Adoptions = []Adoption{{Node: "node-a", Group: "g", At: at(c.at)}}
+		if r := Check(sameNode(), nil, final); len(r.StaleWindows) != c.stale || len(r.OlderWindows) != 1-c.stale {
+			t.Errorf("adopted by node-a at %.1fs: stale %v, older %v; want %d stale", c.at, r.StaleWindows, r.OlderWindows, c.stale)
+		}
+	}
 }
 
 func TestCheckWindowHoles(t *testing.T) {

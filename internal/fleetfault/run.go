@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/appliance/peers"
 	"github.com/leasehold/leasehold/web/client"
 )
 
@@ -231,10 +233,48 @@ func (r *run) result(final *Final) *Report {
 		f.Close()
 	}
 	calls, faults := r.hist.Snapshot()
+	if final != nil {
+		final.Adoptions = r.adoptions()
+	}
 	rep := Check(calls, faults, final)
 	rep.TakeoverBound = r.cfg.ClaimTTL + 5*time.Second
 	rep.Other = append(rep.Other, r.other...)
 	return rep
+}
+
+// adoptions reads the groups each node took over from a peer out of its
+// log (peers.LogGroupTakenOver lines, text format), in the load's time.
+func (r *run) adoptions() []Adoption {
+	var out []Adoption
+	for _, n := range r.nodes {
+		b, err := os.ReadFile(filepath.Join(r.cfg.Out, n.Name+".log"))
+		if err != nil {
+			r.violation("reading %s's log for ownership changes: %v", n.Name, err)
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, `msg="`+peers.LogGroupTakenOver+`"`) {
+				continue
+			}
+			at, group := logField(line, "time"), logField(line, "group")
+			t, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil || group == "" {
+				continue
+			}
+			out = append(out, Adoption{Node: n.Name, Group: group, At: t.Sub(r.t0)})
+		}
+	}
+	return out
+}
+
+// logField is the value of key in a text log line ("" when absent).
+func logField(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
 }
 
 func first(ss []string) string {
