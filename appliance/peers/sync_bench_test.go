@@ -23,11 +23,14 @@ import (
 // second, and how long the folding node took to catch up once the cycles
 // stopped. "publish,sync" is publish with the server fsyncing every
 // JetStream write before its acknowledgement (SyncAlways, as the embedded
-// server runs), to say what that costs the events stream.
+// server runs), to say what that costs the events stream. "fold-after"
+// is the fleet's ceiling: a second node folds nothing while the cycles
+// run, then folds all their events at once, alone on the machine; it
+// reports the events one node folds a second.
 //
 //	go test -run '^$' -bench PeerSync -benchtime 5000x ./appliance/peers
 func BenchmarkPeerSync(b *testing.B) {
-	for _, mode := range []string{"alone", "publish", "publish,sync", "publish+fold"} {
+	for _, mode := range []string{"alone", "publish", "publish,sync", "publish+fold", "fold-after"} {
 		b.Run("peer="+mode, func(b *testing.B) { benchPeerSync(b, mode) })
 	}
 }
@@ -95,12 +98,16 @@ func benchPeerSync(b *testing.B, mode string) {
 	}
 	var folder *Folder
 	var bNode *dumpNode
-	if mode == "publish+fold" {
+	foldCtx, stopFold := context.WithCancel(runCtx)
+	var foldDone sync.WaitGroup
+	if mode == "publish+fold" || mode == "fold-after" {
 		bNode = dumpOpen(b, "node-b", b.TempDir())
 		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
-		wg.Add(1)
-		go func() { defer wg.Done(); folder.Run(runCtx) }()
+		foldDone.Add(1)
+		go func() { defer foldDone.Done(); folder.Run(foldCtx) }()
 	}
+	defer foldDone.Wait()
+	defer stopFold()
 	defer wg.Wait()
 	defer cancel()
 	// The catalog's making is published and folded before the clock runs.
@@ -138,6 +145,10 @@ func benchPeerSync(b *testing.B, mode string) {
 	}
 	drain()
 	caughtUp()
+	if mode == "fold-after" {
+		stopFold()
+		foldDone.Wait()
+	}
 	sent0 := int64(0)
 	if pub != nil {
 		sent0 = pub.Sent()
@@ -185,7 +196,17 @@ func benchPeerSync(b *testing.B, mode string) {
 		b.ReportMetric(float64(pub.Sent()-sent0)/drained.Seconds(), "events-published/s")
 		b.ReportMetric((drained - took).Seconds(), "s-publish-behind")
 	}
-	if folder != nil {
+	if mode == "fold-after" {
+		events := pub.Sent() - sent0
+		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
+		again, stopAgain := context.WithCancel(runCtx)
+		defer stopAgain()
+		foldDone.Add(1)
+		go func() { defer foldDone.Done(); folder.Run(again) }()
+		foldStart := time.Now()
+		caughtUp()
+		b.ReportMetric(float64(events)/time.Since(foldStart).Seconds(), "events-folded/s")
+	} else if folder != nil {
 		caughtUp()
 		b.ReportMetric((time.Since(start) - took).Seconds(), "s-fold-behind")
 	}
