@@ -113,6 +113,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodGet, "/rules", s.getRules)
 	admin(http.MethodGet, "/findings", s.findings)
 	admin(http.MethodGet, "/peers", s.listPeers)
+	admin(http.MethodGet, "/backup", s.backup)
 
 	worker := func(method, path string, h echo.HandlerFunc) { e.Add(method, v1+path, h, s.requireNode) }
 	worker(http.MethodPost, "/leases", s.lease)
