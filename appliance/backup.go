@@ -166,20 +166,26 @@ func (b *Backup) Close() error {
 	return err
 }
 
-// sweepBackups removes catalog copies a backup left in dataDir when the
-// node died during it.
+// sweepBackups removes the catalog copies (and their SQLite journals) a
+// backup left in dataDir when the node died during it.
 func sweepBackups(dataDir string) error {
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		n := e.Name()
-		if seq, ok := strings.CutSuffix(strings.TrimPrefix(n, backupPrefix), ".db"); ok && strings.HasPrefix(n, backupPrefix) {
-			if _, err := strconv.ParseInt(seq, 10, 64); err == nil {
-				if err := os.Remove(filepath.Join(dataDir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return err
-				}
+		rest, ok := strings.CutPrefix(e.Name(), backupPrefix)
+		if !ok {
+			continue
+		}
+		seq, suffix, ok := strings.Cut(rest, ".db")
+		if _, err := strconv.ParseInt(seq, 10, 64); !ok || err != nil {
+			continue
+		}
+		switch suffix {
+		case "", "-journal", "-wal", "-shm":
+			if err := os.Remove(filepath.Join(dataDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
 			}
 		}
 	}
