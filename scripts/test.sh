@@ -52,6 +52,8 @@ done
 # (RELIABILITY.md), printed but not gated until fixed.
 echo "test: scripts/fleetfault.sh --short --skip-if-unsupported --gate holders"
 bash scripts/fleetfault.sh --short --skip-if-unsupported --gate holders
+echo "test: scripts/check-systemd.sh"
+bash scripts/check-systemd.sh
 echo "test: scripts/crashtest.sh --kills 5"
 bash scripts/crashtest.sh --kills 5
 echo "test: all passed"
