@@ -21,5 +21,8 @@ EXPOSE 8080
 # LEASEHOLD_NATS_SECRET_FILE (a mounted secret), and is refused without
 # one. No secret is baked into the image.
 ENV LEASEHOLD_DATA=/data LEASEHOLD_LISTEN=0.0.0.0:8080 TMPDIR=/data
+# Ready means the catalog takes writes, the disk has room and the fleet is
+# joined; healthcheck reads LEASEHOLD_LISTEN to find the node.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 CMD ["/leasehold", "healthcheck", "-q"]
 ENTRYPOINT ["/leasehold"]
 CMD ["serve"]

@@ -141,6 +141,12 @@ func Open(cfg Config) (*Appliance, error) {
 	if err := probeWritable(cfg.DataDir, 0); err != nil {
 		return nil, err
 	}
+	if err := unfinishedRestore(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := sweepBackups(cfg.DataDir); err != nil {
+		return nil, dirError(cfg.DataDir, err)
+	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "catalog.db"), cfg.Store)
 	if err != nil {
 		return nil, err

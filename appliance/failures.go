@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"context"
-	"os"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/store"
@@ -104,7 +103,7 @@ func (s *Snapshots) Drop(ctx context.Context, name string, maxAttempts int64) (l
 		g, old, err = tx.DropSnapshot(name, maxAttempts)
 		if err == nil && old != nil {
 			path := s.path(g.ID, old.File, ".gz")
-			tx.AfterCommit(func() { os.Remove(path) })
+			tx.AfterCommit(func() { s.remove(path) })
 		}
 		return err
 	})

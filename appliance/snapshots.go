@@ -47,6 +47,45 @@ type Snapshots struct {
 
 	mu        sync.Mutex
 	uploading map[int64]bool
+	// pins counts backups under way; while there is one, a file the
+	// catalog stopped pointing at waits in unpinned for the backup to end,
+	// since the backup's copy of the catalog may still point at it.
+	pins     int
+	unpinned []string
+}
+
+// remove removes a snapshot file the catalog no longer points at, or
+// keeps it until the last backup under way ends.
+func (s *Snapshots) remove(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pins > 0 {
+		s.unpinned = append(s.unpinned, path)
+		return
+	}
+	os.Remove(path)
+}
+
+// pin keeps every snapshot file until the returned unpin is called, which
+// removes those the catalog stopped pointing at meanwhile.
+func (s *Snapshots) pin() (unpin func()) {
+	s.mu.Lock()
+	s.pins++
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.pins--; s.pins > 0 {
+				return
+			}
+			for _, p := range s.unpinned {
+				os.Remove(p)
+			}
+			s.unpinned = nil
+		})
+	}
 }
 
 // Upload is one snapshot upload.
@@ -253,7 +292,7 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
 		if err == nil && old != nil && old.File != seq {
 			oldPath := s.path(u.GroupID, old.File, ".gz")
-			tx.AfterCommit(func() { os.Remove(oldPath) })
+			tx.AfterCommit(func() { s.remove(oldPath) })
 		}
 		return err
 	})

@@ -72,6 +72,8 @@ done
 # the nodes agreeing at the end, and whole windows.
 echo "test: scripts/fleetfault.sh --short --skip-if-unsupported"
 bash scripts/fleetfault.sh --short --skip-if-unsupported
+echo "test: scripts/check-systemd.sh"
+bash scripts/check-systemd.sh
 echo "test: scripts/crashtest.sh --kills 5"
 bash scripts/crashtest.sh --kills 5
 echo "test: all passed"

@@ -127,6 +127,7 @@ func (w *authWorld) routes() []route {
 		{"GET", "/api/v1/rules", "/api/v1/rules", "", 200, 403, false},
 		{"GET", "/api/v1/findings", "/api/v1/findings", "", 200, 403, false},
 		{"GET", "/api/v1/peers", "/api/v1/peers", "", 200, 403, false},
+		{"GET", "/api/v1/backup", "/api/v1/backup", "", 200, 403, false},
 
 		// Go's runtime profiles: the admin token's alone.
 		{"GET", "/debug/pprof/", "/debug/pprof/", "", 200, 403, false},

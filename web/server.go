@@ -121,6 +121,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodGet, "/rules", s.getRules)
 	admin(http.MethodGet, "/findings", s.findings)
 	admin(http.MethodGet, "/peers", s.listPeers)
+	admin(http.MethodGet, "/backup", s.backup)
 
 	// Refused holder calls are counted, and logged once a minute a node.
 	worker := func(method, path string, h echo.HandlerFunc) {

@@ -24,7 +24,7 @@ import (
 // adminVerbs.
 func adminUsage() string {
 	var b strings.Builder
-	b.WriteString("Usage: leasehold admin [--url U] [--token T] [--data DIR] [--json] <noun> <verb> [args]\n\n")
+	b.WriteString("Usage: leasehold admin [--url U] [--token T] [--data DIR] [--output table|json] <noun> <verb> [args]\n\n")
 	for _, v := range adminVerbs {
 		line := strings.Join(strings.Fields(v.noun+" "+v.verb+" "+v.args), " ")
 		if v.summary == "" {
@@ -34,8 +34,10 @@ func adminUsage() string {
 		}
 	}
 	b.WriteString(`
-Flags may come anywhere after "admin". The admin token is --token, else
-$LEASEHOLD_ADMIN_TOKEN, else <--data>/admin.token.
+Flags may come anywhere after "admin"; --json is --output json. The admin
+token is --token, else $LEASEHOLD_ADMIN_TOKEN, else <--data>/admin.token.
+"leasehold admin NOUN -h" lists a noun's verbs, "leasehold admin NOUN VERB -h"
+a verb's flags.
 `)
 	return b.String()
 }
@@ -53,7 +55,37 @@ func (o *operator) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.url, "url", o.url, "node URL (default $LEASEHOLD_URL or "+client.DefaultURL+")")
 	fs.StringVar(&o.token, "token", o.token, "admin token (default $LEASEHOLD_ADMIN_TOKEN or <data>/admin.token)")
 	fs.StringVar(&o.data, "data", o.data, "the node's data directory, for admin.token")
-	fs.BoolVar(&o.json, "json", o.json, "print JSON for scripts instead of tables")
+	fs.Var((*outputFlag)(&o.json), "output", "`table|json`: tables for people, JSON for scripts")
+	fs.BoolVar(&o.json, "json", o.json, "print JSON for scripts (as --output json)")
+}
+
+// outputFlag is --output table|json: true for json.
+type outputFlag bool
+
+func (o *outputFlag) String() string {
+	if o != nil && *o {
+		return "json"
+	}
+	return "table"
+}
+
+func (o *outputFlag) Set(s string) error {
+	switch s {
+	case "json":
+		*o = true
+	case "table":
+		*o = false
+	default:
+		return fmt.Errorf("%q: want table or json", s)
+	}
+	return nil
+}
+
+// printJSON prints v indented, for scripts.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func newOperator() *operator {
@@ -149,11 +181,23 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError(errors.New("admin: no command given"))
 	}
 	noun, rest := rest[0], rest[1:]
+	if isHelp(noun) {
+		fmt.Fprint(stderr, adminUsage())
+		return errHelp
+	}
 	verb := ""
 	if !nounOnly(noun) {
-		if len(rest) == 0 {
-			fs.Usage()
-			return usageError(fmt.Errorf("admin %s: no verb given", noun))
+		if len(rest) == 0 || isHelp(rest[0]) {
+			verbs := nounUsage(noun)
+			if verbs == "" {
+				fs.Usage()
+				return usageError(fmt.Errorf("admin: unknown noun %q", noun))
+			}
+			fmt.Fprint(stderr, verbs)
+			if len(rest) == 0 {
+				return usageError(fmt.Errorf("admin %s: no verb given", noun))
+			}
+			return errHelp
 		}
 		verb, rest = rest[0], rest[1:]
 	}
@@ -165,9 +209,9 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	a := &adminCmd{op: o, stdout: stdout, stderr: stderr}
 	vf := flag.NewFlagSet(strings.TrimSpace("admin "+noun+" "+verb), flag.ContinueOnError)
 	vf.SetOutput(stderr)
-	vf.Usage = func() { fmt.Fprint(stderr, adminUsage()) }
 	o.flags(vf)
 	run := v.flags(a, vf)
+	vf.Usage = func() { fmt.Fprint(stderr, verbUsage(v, vf)) }
 	pos, err := parseInterspersed(vf, rest)
 	if err != nil {
 		return err
@@ -222,6 +266,37 @@ var adminVerbs = []adminVerb{
 	{"rules", "put", "FILE|-", "store new rules from FILE (- is stdin)", noFlags((*adminCmd).rulesPut)},
 	{"findings", "", "", "what is stuck, and the backlog", noFlags((*adminCmd).findings)},
 	{"wait", "", "[--timeout D] [--every D]", "until every active group is done and released", (*adminCmd).waitVerb},
+}
+
+// nounUsage lists noun's verbs; "" for no such noun.
+func nounUsage(noun string) string {
+	var b strings.Builder
+	for _, v := range adminVerbs {
+		if v.noun == noun {
+			line := strings.Join(strings.Fields(v.noun+" "+v.verb+" "+v.args), " ")
+			fmt.Fprintf(&b, "  leasehold admin %-36s %s\n", line, v.summary)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "Usage:\n" + b.String() + "\nEach takes -h; flags: --url, --token, --data, --output table|json.\n"
+}
+
+// verbUsage is one admin command's help: its line, what it does and its
+// flags, the operator's included.
+func verbUsage(v adminVerb, fs *flag.FlagSet) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: leasehold admin %s\n", strings.Join(strings.Fields(v.noun+" "+v.verb+" "+v.args), " "))
+	if v.summary != "" {
+		fmt.Fprintf(&b, "\n%s.\n", strings.ToUpper(v.summary[:1])+v.summary[1:])
+	}
+	b.WriteString("\nFlags:\n")
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	return b.String()
 }
 
 // lookupVerb finds the command noun verb in adminVerbs.
@@ -807,11 +882,7 @@ func (a *adminCmd) progress(ctx context.Context) (progressLine, error) {
 	return p, nil
 }
 
-func (a *adminCmd) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func (a *adminCmd) printJSON(v any) error { return printJSON(a.stdout, v) }
 
 // table prints n rows under head, aligned for people.
 func (a *adminCmd) table(head []string, n int, row func(i int) []any) error {

@@ -79,6 +79,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("leasehold serve", flag.ContinueOnError)
 	fs.SetOutput(m.stderr)
+	fs.Usage = func() { serveUsage(m.stderr, fs) }
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory: catalog, snapshots, admin token")
 	fs.StringVar(&m.Listen, "listen", m.Listen, "address to serve HTTP on")
 	fs.DurationVar(&m.LeaseTTL, "lease-ttl", m.LeaseTTL, "how long a holder may be quiet before its group is taken over")
@@ -349,7 +350,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if fleet != nil {
 		natsURL = "joining"
 	}
-	log.Info("leasehold serving", "version", Version, "url", "http://"+ln.Addr().String(), "data", m.DataDir,
+	log.Info("leasehold serving", "version", Version, "url", listenURL(ln.Addr()), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
 		"name", m.Name, "nats", natsURL)
 

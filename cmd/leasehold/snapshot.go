@@ -41,7 +41,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	o := newOperator()
 	fs := flag.NewFlagSet("snapshot "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, snapshotUsage) }
+	fs.Usage = func() { fmt.Fprint(stderr, snapshotUsage+"\nFlags of snapshot "+verb+":\n"); fs.PrintDefaults() }
 	o.flags(fs)
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	switch verb {

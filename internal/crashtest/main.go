@@ -170,8 +170,8 @@ func (s *session) summary() string {
 	s.mu.Unlock()
 	return fmt.Sprintf("crashtest: %d kills, %d restarts checked; %d acknowledged calls checked (%s), plus %d tail plans; "+
 		"%d full checks of %d range rows and %d snapshot files; %d calls in doubt (%d writes landed, %d did not, the rest heartbeats or downloads); "+
-		"%d kills left a .part, %d decoy files planted and swept; %s; %d violations",
+		"%d kills left a .part, %d decoy files planted and swept; %d backups taken under load, %d cut off by a kill and refused by restore, %d restored; %s; %d violations",
 		st.kills, len(st.restarts), total, strings.Join(kinds, ", "), st.plans,
 		st.checks, st.rangesChecked, st.snapshotsChecked, st.doubts, st.doubtLanded, st.doubtLost,
-		st.partsAtKill, st.decoys, restart, nv)
+		st.partsAtKill, st.decoys, st.backups, st.backupsCut, st.backupsRestored, restart, nv)
 }

@@ -44,6 +44,8 @@ type stats struct {
 	rangesChecked, snapshotsChecked int
 	partsAtKill, decoys             int
 	plans                           int
+	backups, backupsCut             int
+	backupsRestored                 int
 	faultsDone                      int
 }
 
@@ -201,6 +203,7 @@ func (s *session) round(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.run(rctx) }()
 	}
+	bk := s.startBackups(rctx)
 	span := s.cfg.loadMax - s.cfg.loadMin
 	time.Sleep(s.cfg.loadMin + time.Duration(s.rnd.Int64N(int64(span)+1)))
 	s.node.kill()
@@ -234,6 +237,7 @@ func (s *session) round(ctx context.Context) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	bk.check(ctx)
 	s.logf("kill %d: %d calls acknowledged so far, %d in doubt this round, %d .part left by the kill, ready in %s",
 		s.stats.kills, s.model.acknowledged(), s.doubtsThisRound(), parts, d.Round(time.Millisecond))
 	return s.topUp(ctx)

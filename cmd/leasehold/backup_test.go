@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/web/client"
+)
+
+// catalogRows reads every row of every table of the catalog at path,
+// read-only, as text: table name → rows in primary-key order.
+func catalogRows(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query(`SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		tables = append(tables, n)
+	}
+	rows.Close()
+	out := map[string][]string{}
+	for _, tb := range tables {
+		rs, err := db.Query(`SELECT * FROM "` + tb + `"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rs.Columns()
+		for rs.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rs.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			out[tb] = append(out[tb], fmt.Sprintf("%v", vals))
+		}
+		rs.Close()
+		slices.Sort(out[tb])
+	}
+	if len(tables) < 5 {
+		t.Fatalf("%s has only tables %v", path, tables)
+	}
+	return out
+}
+
+// seedCatalog gives node n groups planned and leased, a worker node, a
+// finished range and window snapshots, so most tables have rows.
+func seedCatalog(t *testing.T, n *nodetest.Node, groups int) {
+	t.Helper()
+	ctx := context.Background()
+	c := client.New(n.URL, n.AdminToken)
+	for i := range groups {
+		name := fmt.Sprintf("alt.backup.%d", i)
+		admin(t, n, "groups", "create", name, "--range-size", "100")
+		admin(t, n, "groups", "tail", name, "1000")
+		if i%2 == 0 {
+			body := gzipped(t, bytes.Repeat([]byte(name), 1000))
+			if _, err := c.PutGroupSnapshot(ctx, name, 1, bytes.NewReader(body), client.SnapshotUpload{Gzip: true, Force: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tok := strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q"))
+	w := client.New(n.URL, tok)
+	l, err := w.Lease(ctx)
+	if err != nil || l == nil {
+		t.Fatalf("lease: %v %v", l, err)
+	}
+	r, err := w.Next(ctx, l.Group.ID, l.Fence)
+	if err != nil || r == nil {
+		t.Fatalf("next: %v %v", r, err)
+	}
+	if _, err := w.Finish(ctx, r.ID, l.Fence, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var noWindow = regexp.MustCompile(`snapshot\s+none`)
+
+func TestBackupRestore(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	seedCatalog(t, n, 6)
+	dir := filepath.Join(t.TempDir(), "backup")
+	out, err := operatorRun(t, n, runBackup, dir, "--quiet")
+	if err != nil || !strings.Contains(out, "3 window snapshots") {
+		t.Fatalf("backup: %q, %v", out, err)
+	}
+	n.Stop()
+	if _, err := os.Stat(filepath.Join(dir, "admin.token")); err == nil {
+		t.Errorf("the backup holds the admin token")
+	}
+	entries, _ := os.ReadDir(n.DataDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "backup-") {
+			t.Errorf("the node left %s in its data dir", e.Name())
+		}
+	}
+
+	data := filepath.Join(t.TempDir(), "restored")
+	var so, se bytes.Buffer
+	if err := runRestore(context.Background(), []string{"--data", data, dir}, &so, &se); err != nil {
+		t.Fatalf("restore: %v\n%s", err, se.String())
+	}
+	got, want := catalogRows(t, filepath.Join(data, "catalog.db")), catalogRows(t, filepath.Join(n.DataDir, "catalog.db"))
+	for tb, rows := range want {
+		if !slices.Equal(got[tb], rows) {
+			t.Errorf("table %s: restored %d rows, want %d:\n got %q\nwant %q", tb, len(got[tb]), len(rows), got[tb], rows)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("restored %d tables, want %d", len(got), len(want))
+	}
+	for _, f := range mustManifest(t, dir).Files[1:] {
+		a, _ := os.ReadFile(filepath.Join(n.DataDir, f.Path))
+		b, _ := os.ReadFile(filepath.Join(data, f.Path))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s: restored %d bytes, the node's %d, different", f.Path, len(b), len(a))
+		}
+	}
+
+	// The restored node starts, with a new admin token, and serves the
+	// same groups with their windows.
+	r := nodetest.Start(t, nodetest.Options{DataDir: data})
+	if r.AdminToken == n.AdminToken {
+		t.Errorf("the restored node has the old admin token")
+	}
+	for i := range 6 {
+		if out := admin(t, r, "groups", "show", fmt.Sprintf("alt.backup.%d", i)); noWindow.MatchString(out) != (i%2 == 1) {
+			t.Errorf("group %d after restore: %s", i, out)
+		}
+	}
+
+	t.Run("NotEmpty", func(t *testing.T) {
+		err := runRestore(context.Background(), []string{"--data", data, dir}, &so, &se)
+		if leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "not empty") {
+			t.Fatalf("restore onto a node's data dir: %v", err)
+		}
+	})
+	t.Run("Damaged", func(t *testing.T) {
+		bad := copyDir(t, dir)
+		f := filepath.Join(bad, mustManifest(t, bad).Files[1].Path)
+		b, _ := os.ReadFile(f)
+		b[len(b)/2] ^= 1
+		os.WriteFile(f, b, 0o600)
+		target := filepath.Join(t.TempDir(), "d")
+		err := runRestore(context.Background(), []string{"--data", target, bad}, &so, &se)
+		if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "damaged") {
+			t.Fatalf("restore of a damaged backup: %v", err)
+		}
+		if _, err := os.Stat(target); err == nil {
+			t.Errorf("a refused restore made %s", target)
+		}
+	})
+	t.Run("Unfinished", func(t *testing.T) {
+		bad := copyDir(t, dir)
+		os.Remove(filepath.Join(bad, leasehold.BackupManifestName))
+		err := runRestore(context.Background(), []string{"--data", filepath.Join(t.TempDir(), "d"), bad}, &so, &se)
+		if err == nil || !strings.Contains(err.Error(), "did not finish") {
+			t.Fatalf("restore without a manifest: %v", err)
+		}
+	})
+	t.Run("BackupIntoNonEmpty", func(t *testing.T) {
+		_, err := operatorRun(t, r, runBackup, dir, "--quiet")
+		if leasehold.ErrorKind(err) != leasehold.KindConflict {
+			t.Fatalf("backup into a backup: %v", err)
+		}
+		if m := mustManifest(t, dir); m.CatalogID == "" {
+			t.Fatal("the old backup was touched")
+		}
+	})
+}
+
+// TestBackupUnderLoad takes backups while an operator keeps replacing
+// window snapshots (whose old files the node removes) and making groups:
+// every backup must hold each window its catalog records, whole.
+func TestBackupUnderLoad(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	const groups = 24
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := client.New(n.URL, n.AdminToken)
+	for i := range groups {
+		if _, _, err := c.PutGroup(ctx, fmt.Sprintf("alt.load.%d", i), client.GroupSpec{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var uploads atomic.Int64
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ctx.Err() == nil; i += 2 {
+				name := fmt.Sprintf("alt.load.%d", i%groups)
+				body := gzipped(t, bytes.Repeat([]byte(fmt.Sprint(i)), 20000))
+				if _, err := c.PutGroupSnapshot(ctx, name, 1, bytes.NewReader(body), client.SnapshotUpload{Gzip: true, Force: true}); err == nil {
+					uploads.Add(1)
+				}
+			}
+		}()
+	}
+	// Every group has a window before the first backup.
+	for deadline := time.Now().Add(30 * time.Second); uploads.Load() < groups; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d uploads in 30s", uploads.Load())
+		}
+	}
+	for i := range 5 {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
+		if _, err := operatorRun(t, n, runBackup, dir, "--quiet"); err != nil {
+			t.Fatalf("backup %d under load (%d uploads so far): %v", i, uploads.Load(), err)
+		}
+		data := filepath.Join(t.TempDir(), "data")
+		var so, se bytes.Buffer
+		if err := runRestore(ctx, []string{"--data", data, dir}, &so, &se); err != nil {
+			t.Fatalf("restore of backup %d: %v", i, err)
+		}
+	}
+	cancel()
+	wg.Wait()
+	t.Logf("%d uploads during the backups", uploads.Load())
+}
+
+func mustManifest(t *testing.T, dir string) leasehold.BackupManifest {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, leasehold.BackupManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m leasehold.BackupManifest
+	if err := jsonUnmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

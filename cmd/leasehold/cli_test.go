@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/nodetest"
+)
+
+// TestHelpEverywhere asks every command, admin noun and admin verb for -h:
+// each prints its usage and exits 0.
+func TestHelpEverywhere(t *testing.T) {
+	var cases [][]string
+	for _, c := range commands {
+		cases = append(cases, []string{c.name, "-h"})
+		for _, w := range c.words {
+			if c.name != "completion" {
+				cases = append(cases, []string{c.name, w, "-h"})
+			}
+		}
+	}
+	for _, v := range adminVerbs {
+		cases = append(cases, []string{"admin", v.noun, "-h"})
+		if v.verb != "" {
+			cases = append(cases, []string{"admin", v.noun, v.verb, "--help"})
+		}
+	}
+	for _, args := range cases {
+		var out bytes.Buffer
+		err := run(context.Background(), args, &out, &out)
+		if code := exitCode(err, &out); code != 0 || !strings.Contains(out.String(), "Usage") {
+			t.Errorf("%q: exit %d, output %q", args, code, out.String())
+		}
+	}
+}
+
+func TestServeHelpNamesEveryVariable(t *testing.T) {
+	var out bytes.Buffer
+	m := NewMain(&out, &out)
+	if err := m.ParseFlags([]string{"-h"}); exitCode(err, &out) != 0 {
+		t.Fatalf("serve -h: %v", err)
+	}
+	for _, v := range []string{"LEASEHOLD_DATA", "LEASEHOLD_LISTEN", "LEASEHOLD_NATS_SECRET_FILE", "LEASEHOLD_CLAIM_TTL", "LEASEHOLD_SHUTDOWN_TIMEOUT"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("serve -h does not name %s", v)
+		}
+	}
+	if strings.Contains(out.String(), "\nOther:") {
+		t.Errorf("serve -h has flags in no group:\n%s", out.String()[strings.Index(out.String(), "\nOther:"):])
+	}
+}
+
+// TestCompletion checks the scripts name every command, noun and verb,
+// and that bash completes from them.
+func TestCompletion(t *testing.T) {
+	scripts := map[string]string{}
+	for _, sh := range shells {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"completion", sh}, &out, &out); err != nil {
+			t.Fatalf("completion %s: %v", sh, err)
+		}
+		scripts[sh] = out.String()
+		for _, c := range commands {
+			if !strings.Contains(out.String(), c.name) {
+				t.Errorf("%s completion lacks %s", sh, c.name)
+			}
+		}
+		for _, v := range adminVerbs {
+			if !strings.Contains(out.String(), strings.TrimSpace("admin "+v.noun+" "+v.verb)) {
+				t.Errorf("%s completion lacks admin %s %s", sh, v.noun, v.verb)
+			}
+		}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash to run the bash script")
+	}
+	file := filepath.Join(t.TempDir(), "c.bash")
+	os.WriteFile(file, []byte(scripts["bash"]), 0o600)
+	for line, want := range map[string]string{
+		"leasehold ''":                               "serve worker snapshot admin backup restore healthcheck completion version help",
+		"leasehold admin nodes ''":                   "list register pause resume delete",
+		"leasehold admin --url x nodes register --c": "--capacity",
+		"leasehold snapshot put --f":                 "--force",
+		"leasehold serve --nats-s":                   "--nats-secret-file",
+	} {
+		words := strings.Fields(line)
+		script := "source " + file + "; COMP_WORDS=(" + line + "); COMP_CWORD=" + string(rune('0'+len(words)-1)) + `; _leasehold; echo "${COMPREPLY[*]}"`
+		out, err := exec.Command(bash, "-c", script).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("bash completes %q to %q (%v), want %q", line, out, err, want)
+		}
+	}
+	for _, sh := range []string{"zsh", "fish"} {
+		if path, err := exec.LookPath(sh); err == nil {
+			file := filepath.Join(t.TempDir(), "c."+sh)
+			os.WriteFile(file, []byte(scripts[sh]), 0o600)
+			if out, err := exec.Command(path, "-n", file).CombinedOutput(); err != nil {
+				t.Errorf("%s -n: %v\n%s", sh, err, out)
+			}
+		} else {
+			t.Logf("no %s here: its script is checked for words only", sh)
+		}
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	var out bytes.Buffer
+	if err := runHealthcheck(context.Background(), []string{"--url", n.URL}, &out, &out); err != nil {
+		t.Fatalf("healthcheck of a ready node: %v", err)
+	}
+	n.Stop()
+	err := runHealthcheck(context.Background(), []string{"--url", n.URL, "--timeout", "2s"}, &out, &out)
+	if code := exitCode(err, &out); code == 0 || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("healthcheck of a stopped node: exit %d, %v", code, err)
+	}
+	t.Setenv("LEASEHOLD_URL", "")
+	t.Setenv("LEASEHOLD_LISTEN", "0.0.0.0:9")
+	if got := localURL(); got != "http://127.0.0.1:9" {
+		t.Errorf("localURL from LEASEHOLD_LISTEN=0.0.0.0:9: %s", got)
+	}
+}
+
+func TestListenURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"0.0.0.0:8080":   "http://127.0.0.1:8080",
+		"[::]:8080":      "http://127.0.0.1:8080",
+		"127.0.0.1:8080": "http://127.0.0.1:8080",
+		"10.1.2.3:80":    "http://10.1.2.3:80",
+		"[::1]:8080":     "http://[::1]:8080",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := listenURL(a); got != want {
+			t.Errorf("listenURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+func TestOutputFlag(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.out")
+	if out := admin(t, n, "groups", "list", "--output", "json"); !strings.HasPrefix(strings.TrimSpace(out), "[") {
+		t.Errorf("--output json: %q", out)
+	}
+	if out := admin(t, n, "--output", "table", "groups", "list"); !strings.HasPrefix(out, "ID") {
+		t.Errorf("--output table: %q", out)
+	}
+	if _, err := operatorRun(t, n, nil, "groups", "list", "--output", "yaml"); !isUsage(err) {
+		t.Errorf("--output yaml: %v, want a usage error", err)
+	}
+}
+
+// TestInterruptExitCode runs the real binary's admin wait and stops it
+// with SIGINT, as Ctrl-C does: exit code 130.
+func TestInterruptExitCode(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "leasehold")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.wait")
+	admin(t, n, "groups", "tail", "alt.wait", "100")
+	cmd := exec.Command(bin, "admin", "--url", n.URL, "--token", n.AdminToken, "wait", "--every", "20ms")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "waiting:"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("admin wait never waited: %q", stderr.String())
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("admin wait after SIGINT: exit %d (%v), want 130; stderr %q", code, err, stderr.String())
+	}
+}

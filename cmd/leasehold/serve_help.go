@@ -1,0 +1,76 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// serveFlagGroups are serve's flags by what they are about, in the order
+// serve -h prints them. A flag not named here is printed under "Other".
+var serveFlagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"The node", []string{"data", "listen", "admin-token", "name"}},
+	{"Leasing and windows", []string{"lease-ttl", "max-attempts", "snapshot-max-bytes", "snapshot-max-age", "history-min-free-bytes", "node-unseen"}},
+	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
+	{"Logging and stopping", []string{"log-level", "log-format", "shutdown-timeout"}},
+	{"Measuring (not for production)", []string{"synchronous", "no-group-commit"}},
+}
+
+// envName is the environment variable that sets the serve flag name.
+func envName(name string) string {
+	return "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// serveUsage prints serve -h: the flags in groups, each with the
+// LEASEHOLD_* variable that sets it and its default.
+func serveUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `Usage: leasehold serve [flags]
+
+Runs a node: the catalog and window snapshots under --data, the JSON API
+and dashboard on --listen, and peer sync with the fleet. Every flag can be
+given in the environment as the variable named beside it; a flag on the
+command line wins. SIGINT or SIGTERM stops it cleanly.
+`)
+	seen := map[string]bool{}
+	group := func(title string, names []string) {
+		var fl []*flag.Flag
+		for _, n := range names {
+			if f := fs.Lookup(n); f != nil && !seen[n] {
+				fl = append(fl, f)
+				seen[n] = true
+			}
+		}
+		if len(fl) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s:\n", title)
+		for _, f := range fl {
+			typ, use := flag.UnquoteUsage(f)
+			line := "  --" + f.Name
+			if typ != "" {
+				line += " " + typ
+			}
+			meta := envName(f.Name)
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+				meta += ", default " + f.DefValue
+			}
+			fmt.Fprintf(w, "%s    (%s)\n        %s\n", line, meta, use)
+		}
+	}
+	for _, g := range serveFlagGroups {
+		group(g.title, g.flags)
+	}
+	var rest []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !seen[f.Name] {
+			rest = append(rest, f.Name)
+		}
+	})
+	slices.Sort(rest)
+	group("Other", rest)
+}
