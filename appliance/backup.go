@@ -279,6 +279,9 @@ func Restore(ctx context.Context, dir, dataDir string, progress RestoreFunc) (le
 		}
 		done += f.Size
 	}
+	if err := store.Reidentify(ctx, filepath.Join(stage, leasehold.BackupCatalogName)); err != nil {
+		return m, err
+	}
 	if err := syncDir(filepath.Join(stage, "snapshots")); err != nil {
 		return m, fileError(err, "restoring")
 	}

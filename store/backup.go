@@ -141,3 +141,24 @@ func syncFile(path string) error {
 	defer f.Close()
 	return f.Sync()
 }
+
+// Reidentify removes the identity of the catalog file at path (a copy
+// being restored, never a catalog a node has open), so the node that opens
+// it makes a new one. A restored catalog's outbox starts again below event
+// ids its peers have seen: under its old identity its next events would
+// share message ids with those, and the stream drops a repeated id as a
+// duplicate. Errors: not found, internal.
+func Reidentify(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return leasehold.Wrap(leasehold.KindNotFound, err, "%v", err)
+	}
+	d, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=synchronous(FULL)")
+	if err != nil {
+		return mapError(err, "opening "+path)
+	}
+	defer d.Close()
+	if _, err := d.ExecContext(ctx, `DELETE FROM catalog`); err != nil {
+		return mapError(err, "giving "+path+" a new identity")
+	}
+	return mapError(d.Close(), "closing "+path)
+}
