@@ -665,7 +665,7 @@ func throughputSVG(ms []appliance.Minute) template.HTML {
 	b.WriteString(`<figure class="chart">`)
 	axis := func(id, class string, top float64) {
 		fmt.Fprintf(&b, `<div class="y %s" id="%s"><span>%s</span><span>%s</span><span>0</span></div>`,
-			class, id, humanize.CommafWithDigits(top, 1), humanize.CommafWithDigits(top/2, 1))
+			class, id, axisValue(top), axisValue(top/2))
 	}
 	axis("tp-y-ranges", "left st-leased", scaleR)
 	fmt.Fprintf(&b, `<svg id="throughput" viewBox="0 0 %g %g" preserveAspectRatio="none" role="img" aria-label="%d ranges and %d headers in the last hour">`,
@@ -714,6 +714,14 @@ func throughputSVG(ms []appliance.Minute) template.HTML {
 	}
 	b.WriteString(`</tbody></table></details>`)
 	return template.HTML(b.String())
+}
+
+// axisValue is a value on the throughput's axes: 90, 12,345, 0.5.
+func axisValue(f float64) string {
+	if f == float64(int64(f)) {
+		return humanize.Comma(int64(f))
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
 }
 
 // bytesText is a size for people: 512 B, 1.5 KiB, 2.0 GiB.

@@ -138,8 +138,8 @@ func TestDashboardSecurity(t *testing.T) {
 	w := newWorld(t, nodetest.Options{})
 	self := w.node.URL
 	b := &browser{t: t, url: w.node.URL}
-	pages := []string{"/", "/groups", "/groups?q=g", "/groups/g", "/groups/g/snapshot", "/nodes", "/fleet"}
-	actions := []string{"/nodes/1/pause", "/nodes/1/resume", "/ranges/1/retry", "/signout"}
+	pages := []string{"/", "/groups", "/groups?q=g", "/groups?state=failing", "/groups?state=idle&sort=state", "/groups/g", "/groups/g/snapshot", "/nodes", "/fleet"}
+	actions := []string{"/nodes/1/pause", "/nodes/1/resume", "/ranges/1/retry", "/groups/g/quarantine/lift", "/groups/g/window/drop", "/signout"}
 
 	t.Run("NoSession", func(t *testing.T) {
 		for _, p := range pages {
@@ -200,8 +200,10 @@ func TestDashboardSecurity(t *testing.T) {
 	})
 	t.Run("ForgedOrigin", func(t *testing.T) {
 		for _, origin := range []string{"http://evil.example", "null", "http://127.0.0.1:1", ""} {
-			if r := s.do("POST", "/nodes/1/pause", origin, url.Values{}); r.StatusCode != http.StatusForbidden {
-				t.Errorf("pause with Origin %q: %d, want 403", origin, r.StatusCode)
+			for _, a := range []string{"/nodes/1/pause", "/groups/g/quarantine/lift", "/groups/g/window/drop"} {
+				if r := s.do("POST", a, origin, url.Values{}); r.StatusCode != http.StatusForbidden {
+					t.Errorf("POST %s with Origin %q: %d, want 403", a, origin, r.StatusCode)
+				}
 			}
 		}
 		if w.paused(t, "w1") {
