@@ -64,6 +64,21 @@ func (a *Appliance) GroupRows(ctx context.Context, prefix string, after int64, l
 	return a.DB.GroupRows(ctx, prefix, after, limit)
 }
 
+// GroupRowsIn lists groups in a state for the dashboard's table (one of
+// store.RowFilters: failing, quarantined, held, idle), ids above after, by
+// id, each read by an index that holds only that state, and where the
+// next page starts (0: none). Errors: invalid (the filter), unavailable,
+// internal.
+func (a *Appliance) GroupRowsIn(ctx context.Context, state string, after int64, limit int) ([]GroupRow, int64, error) {
+	return a.DB.GroupRowsIn(ctx, state, after, limit)
+}
+
+// Tallies are the catalog's counts kept as it is written: ranges by
+// status, groups by state. Errors: unavailable, internal.
+func (a *Appliance) Tallies(ctx context.Context) (leasehold.Tallies, error) {
+	return a.DB.Tallies(ctx)
+}
+
 // PeerHold is a peer's group as its owner holds it, as folded here.
 type PeerHold = store.PeerHold
 

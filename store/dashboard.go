@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -19,29 +20,42 @@ type Totals struct {
 	RangesTotal int64
 }
 
-// Totals counts groups, ranges, held leases and headers, and the ranges
-// leased and failed, each over its own partial index. Planned ranges are
-// the backlog's count (Backlog, which the watchman shares between polls)
-// and done ranges the rest: SetPlanned completes the counts, so no poll
-// groups a million ranges by status.
+// Totals reads the catalog's counts: groups and ranges from the tallies
+// (kept as the catalog is written, one read of a few rows), held leases
+// by the partial index group_leases_node (at most the fleet's capacity).
+// The overview polls it every few seconds, so none of it counts the
+// catalog itself. Headers are still summed over every lease row; see
+// the note on qTotalsHeaders.
 func (db *DB) Totals(ctx context.Context) (Totals, error) {
 	t := Totals{Ranges: map[string]int64{}}
-	var leased, failed int64
-	err := db.queryRow(ctx, `SELECT
-		(SELECT count(*) FROM groups),
-		(SELECT count(*) FROM ranges),
-		(SELECT count(*) FROM ranges WHERE status = 'leased'),
-		(SELECT count(*) FROM ranges WHERE status = 'failed'),
-		(SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL),
-		(SELECT coalesce(sum(headers), 0) FROM group_leases)`).
-		Scan(&t.Groups, &t.RangesTotal, &leased, &failed, &t.LeasesHeld, &t.Headers)
+	tl, err := db.Tallies(ctx)
 	if err != nil {
-		return t, mapError(err, "counting the catalog")
+		return t, err
 	}
-	t.Ranges[leasehold.StatusLeased], t.Ranges[leasehold.StatusFailed] = leased, failed
-	t.SetPlanned(0)
+	for _, s := range leasehold.GroupStates {
+		t.Groups += tl.Owned[s] + tl.Unowned[s]
+	}
+	for s, n := range tl.Ranges {
+		t.Ranges[s] = n
+		t.RangesTotal += n
+	}
+	if err := db.queryRow(ctx, qTotalsHeld).Scan(&t.LeasesHeld); err != nil {
+		return t, mapError(err, "counting held leases")
+	}
+	if err := db.queryRow(ctx, qTotalsHeaders).Scan(&t.Headers); err != nil {
+		return t, mapError(err, "summing headers")
+	}
 	return t, nil
 }
+
+const (
+	// qTotalsHeld counts held leases by group_leases_node.
+	qTotalsHeld = `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL`
+	// qTotalsHeaders sums headers indexed over every lease row: a walk
+	// of group_leases, the one part of the overview that grows with the
+	// catalog (a tally of headers would need a trigger on every finish).
+	qTotalsHeaders = `SELECT coalesce(sum(headers), 0) FROM group_leases`
+)
 
 // SetPlanned records the planned count and makes done the rest.
 func (t *Totals) SetPlanned(planned int64) {
@@ -105,6 +119,9 @@ func (db *DB) Throughput(ctx context.Context, now time.Time, minutes int) ([]Min
 // only the fence.
 type GroupRow struct {
 	leasehold.Group
+	// State is the group's state (leasehold.GroupStates), as the tallies
+	// count it; a peer's group its owner's worker holds is held.
+	State        string
 	Ranges       map[string]int64
 	Origin       string
 	Holder       string
@@ -114,13 +131,29 @@ type GroupRow struct {
 	SnapshotAt   *time.Time
 }
 
-// GroupRows lists up to limit groups with ids above after, by id, whose
-// names start with prefix (all when empty), with their range counts and
-// lease, or its owner's when it is a peer's. Names are ASCII below 0x7f,
-// so the prefix is the name range [prefix, prefix+"\x7f"), a seek on the
-// name index; the owner is one primary-key probe of peer_groups a row.
-func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]GroupRow, error) {
-	const cols = `SELECT ` + groupColumns + `, coalesce(p.origin, ''),
+// The groups table's filters by state (GroupRowsIn).
+const (
+	// RowsFailing are groups with a failed range.
+	RowsFailing = "failing"
+	// RowsQuarantined, RowsHeld, RowsIdle are the groups in that state.
+	RowsQuarantined = leasehold.GroupQuarantined
+	RowsHeld        = leasehold.GroupHeld
+	RowsIdle        = leasehold.GroupIdle
+)
+
+// RowFilters are the filters GroupRowsIn takes, in the order shown.
+var RowFilters = []string{RowsFailing, RowsQuarantined, RowsHeld, RowsIdle}
+
+// IdleWindow bounds how many groups, by id, one page of idle groups
+// looks at: idle groups have no index of their own (every lease and
+// finish would pay for one), so a page walks ids and stops here,
+// whether or not it found a page's worth.
+const IdleWindow = 5000
+
+// qGroupRowCols are the groups table's columns. The state is the tallies'
+// (schema.sql, version 8); the range counts one seek of
+// ranges_group_status_end each.
+const qGroupRowCols = `SELECT ` + groupColumns + `, coalesce(p.origin, ''),
 		CASE WHEN p.group_id IS NULL THEN coalesce(n.name, '') ELSE p.holder END, l.fence,
 		CASE WHEN p.group_id IS NULL THEN l.heartbeat_at ELSE p.heartbeat_at END,
 		CASE WHEN p.group_id IS NULL THEN l.snapshot_size ELSE p.snapshot_size END,
@@ -129,17 +162,88 @@ func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit i
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'leased'),
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'done'),
 		(SELECT count(*) FROM ranges r WHERE r.group_id = g.id AND r.status = 'failed'),
-		CASE WHEN p.group_id IS NULL THEN l.node_id WHEN p.holder != '' THEN 0 END
-		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id
+		CASE WHEN p.group_id IS NULL THEN l.node_id WHEN p.holder != '' THEN 0 END,
+		CASE WHEN g.quarantine_at IS NOT NULL THEN 'quarantined'
+			WHEN g.held = 1 OR coalesce(p.holder, '') != '' THEN 'held' WHEN g.active = 0 THEN 'inactive'
+			WHEN g.urgent_tail IS NOT NULL OR g.urgent_hist IS NOT NULL THEN 'waiting' ELSE 'idle' END`
+
+// qGroupRowJoins join a group (g) to its lease, holder and owner.
+const qGroupRowJoins = ` JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id
 		LEFT JOIN peer_groups p ON p.group_id = g.id`
-	var rows *sql.Rows
-	var err error
+
+// The groups table by state, each page by id after ?1, ?2 rows. Each
+// reads only the groups in its state, by an index that holds only them
+// (groups_test.go checks the plans), so a page costs the same at a
+// million groups: quarantined groups by groups_quarantined, held ones by
+// group_leases_node (at most the fleet's capacity), failing ones by the
+// failed ranges' ranges_failed. Idle groups are the many: a page of them
+// walks at most ?3 ids (IdleWindow) by the primary key.
+const (
+	qRowsQuarantined = qGroupRowCols + ` FROM groups g INDEXED BY groups_quarantined` + qGroupRowJoins + `
+		WHERE g.quarantine_at IS NOT NULL AND g.id > ?1 ORDER BY g.id LIMIT ?2`
+	qRowsHeld = qGroupRowCols + ` FROM group_leases h INDEXED BY group_leases_node CROSS JOIN groups g ON g.id = h.group_id` + qGroupRowJoins + `
+		WHERE h.node_id IS NOT NULL AND h.group_id > ?1 ORDER BY h.group_id LIMIT ?2`
+	qRowsFailing = qGroupRowCols + ` FROM (SELECT DISTINCT group_id AS id FROM ranges INDEXED BY ranges_failed
+			WHERE status = 'failed' AND group_id > ?1) f CROSS JOIN groups g ON g.id = f.id` + qGroupRowJoins + `
+		ORDER BY g.id LIMIT ?2`
+	qRowsIdle = qGroupRowCols + ` FROM (SELECT id FROM groups WHERE id > ?1 ORDER BY id LIMIT ?3) w CROSS JOIN groups g ON g.id = w.id` + qGroupRowJoins + `
+		WHERE g.quarantine_at IS NULL AND g.held = 0 AND g.active = 1 AND g.urgent_tail IS NULL AND g.urgent_hist IS NULL
+		AND p.group_id IS NULL ORDER BY w.id LIMIT ?2`
+	// qIdleWindowEnd is the last id an idle page looked at, and how many.
+	qIdleWindowEnd = `SELECT coalesce(max(id), 0), count(*) FROM (SELECT id FROM groups WHERE id > ?1 ORDER BY id LIMIT ?2)`
+)
+
+// GroupRows lists up to limit groups with ids above after, by id, whose
+// names start with prefix (all when empty), with their range counts and
+// lease, or its owner's when it is a peer's. Names are ASCII below 0x7f,
+// so the prefix is the name range [prefix, prefix+"\x7f"), a seek on the
+// name index; the owner is one primary-key probe of peer_groups a row.
+func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]GroupRow, error) {
 	if prefix == "" {
-		rows, err = db.query(ctx, cols+` WHERE g.id > ?1 ORDER BY g.id LIMIT ?2`, after, limit)
-	} else {
-		rows, err = db.query(ctx, cols+` WHERE g.name >= ?1 AND g.name < ?2 AND g.id > ?3 ORDER BY g.id LIMIT ?4`,
-			prefix, prefix+"\x7f", after, limit)
+		return db.groupRows(ctx, qGroupRowCols+` FROM groups g`+qGroupRowJoins+` WHERE g.id > ?1 ORDER BY g.id LIMIT ?2`, after, limit)
 	}
+	return db.groupRows(ctx, qGroupRowCols+` FROM groups g`+qGroupRowJoins+` WHERE g.name >= ?1 AND g.name < ?2 AND g.id > ?3 ORDER BY g.id LIMIT ?4`,
+		prefix, prefix+"\x7f", after, limit)
+}
+
+// GroupRowsIn lists up to limit groups in a state (one of RowFilters)
+// with ids above after, by id, and the id the next page starts after (0
+// when there is none). A page of idle groups looks at IdleWindow ids at
+// most, so it may hold fewer than limit rows and still have a next page.
+// Errors: invalid (the filter), unavailable, internal.
+func (db *DB) GroupRowsIn(ctx context.Context, state string, after int64, limit int) ([]GroupRow, int64, error) {
+	var rows []GroupRow
+	var err error
+	switch state {
+	case RowsQuarantined:
+		rows, err = db.groupRows(ctx, qRowsQuarantined, after, limit)
+	case RowsHeld:
+		rows, err = db.groupRows(ctx, qRowsHeld, after, limit)
+	case RowsFailing:
+		rows, err = db.groupRows(ctx, qRowsFailing, after, limit)
+	case RowsIdle:
+		if rows, err = db.groupRows(ctx, qRowsIdle, after, limit, IdleWindow); err != nil || len(rows) == limit {
+			break
+		}
+		var end, seen int64
+		if err := db.queryRow(ctx, qIdleWindowEnd, after, IdleWindow).Scan(&end, &seen); err != nil {
+			return nil, 0, mapError(err, "listing idle groups")
+		}
+		if seen == IdleWindow {
+			return rows, end, nil
+		}
+		return rows, 0, nil
+	default:
+		return nil, 0, leasehold.Errorf(leasehold.KindInvalid, "no filter %q: use one of %s", state, strings.Join(RowFilters, ", "))
+	}
+	if err != nil || len(rows) < limit {
+		return rows, 0, err
+	}
+	return rows, rows[len(rows)-1].ID, nil
+}
+
+func (db *DB) groupRows(ctx context.Context, q string, args ...any) ([]GroupRow, error) {
+	rows, err := db.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +253,7 @@ func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit i
 		var r GroupRow
 		var beat, size, snapAt, holder sql.NullInt64
 		var planned, leased, done, failed int64
-		g, err := scanGroup(rows, &r.Origin, &r.Holder, &r.Fence, &beat, &size, &snapAt, &planned, &leased, &done, &failed, &holder)
+		g, err := scanGroup(rows, &r.Origin, &r.Holder, &r.Fence, &beat, &size, &snapAt, &planned, &leased, &done, &failed, &holder, &r.State)
 		if err != nil {
 			return nil, mapError(err, "listing groups")
 		}

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +21,21 @@ import (
 
 // caller is who made a request, as the log names it.
 func caller(c echo.Context) []any {
-	who := "admin"
+	return []any{"who", who(c), "remote", c.Request().RemoteAddr}
+}
+
+// who is the admin or the worker node's name.
+func who(c echo.Context) string {
 	if n := nodeOf(c); n.ID != 0 {
-		who = n.Name
+		return n.Name
 	}
-	return []any{"who", who, "remote", c.Request().RemoteAddr}
+	return "admin"
+}
+
+// note puts a log line's entry on the dashboard's timeline.
+func (s *Server) note(c echo.Context, kind, group, detail string, bad bool) {
+	s.timeline.add(timelineEntry{At: s.app.Watchman.Now(), Kind: kind, Group: group, Who: who(c),
+		Remote: c.Request().RemoteAddr, Detail: detail, Bad: bad})
 }
 
 // logTakeover is the line of a lease that took a group from a quiet
@@ -36,6 +48,15 @@ func (s *Server) logTakeover(c echo.Context, g *leasehold.Grant) {
 	s.log.Info("takeover: group taken from a quiet holder", append([]any{
 		"group", g.Group.Name, "group_id", g.Group.ID, "fence", g.Fence, "from", from,
 		"snapshot_next", snapshotNext(g.Snapshot)}, caller(c)...)...)
+	s.note(c, entryTakeover, g.Group.Name, fmt.Sprintf("taken from %s, a quiet holder, at fence %d; resumes from %s",
+		from, g.Fence, snapshotText(g.Snapshot)), false)
+}
+
+func snapshotText(s *leasehold.Snapshot) string {
+	if s == nil {
+		return "no window snapshot"
+	}
+	return fmt.Sprintf("the window snapshot at %d", s.Next)
 }
 
 func snapshotNext(s *leasehold.Snapshot) any {
@@ -58,19 +79,26 @@ func (s *Server) nameOfGroup(c echo.Context, id int64) any {
 // logRangeFailed is the line of a range a worker failed (rule 10).
 func (s *Server) logRangeFailed(c echo.Context, r leasehold.Range, text string, retry bool) {
 	msg := "range failed: planned again"
+	kind, detail := entryRangeRetry, fmt.Sprintf("range %d (%d … %d) planned again at %d after attempt %d: %s", r.ID, r.Start, r.End, r.Next, r.Attempts, text)
 	if r.Status == leasehold.StatusFailed {
 		msg = "range failed: failed until an operator retries it"
+		kind, detail = entryRangeFailed, fmt.Sprintf("range %d (%d … %d) failed until an operator retries it, after %d attempt(s)%s: %s",
+			r.ID, r.Start, r.End, r.Attempts, map[bool]string{true: "", false: ", no retry asked"}[retry], text)
 	}
+	group := s.nameOfGroup(c, r.GroupID)
+	s.note(c, kind, fmt.Sprint(group), detail, true)
 	s.log.Warn(msg, append([]any{
-		"group", s.nameOfGroup(c, r.GroupID), "range", r.ID, "start", r.Start, "end", r.End, "next", r.Next,
+		"group", group, "range", r.ID, "start", r.Start, "end", r.End, "next", r.Next,
 		"status", r.Status, "attempts", r.Attempts, "retry", retry, "error", text}, caller(c)...)...)
 }
 
 // logQuarantine is the line of a group quarantined by a release with a
 // window error (rule 10).
 func (s *Server) logQuarantine(c echo.Context, groupID, fence int64, text string) {
+	group := s.nameOfGroup(c, groupID)
+	s.note(c, entryQuarantine, fmt.Sprint(group), "quarantined: its window would not load: "+text, true)
 	s.log.Warn("group quarantined: its window would not load; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another",
-		append([]any{"group", s.nameOfGroup(c, groupID), "group_id", groupID, "fence", fence, "error", text}, caller(c)...)...)
+		append([]any{"group", group, "group_id", groupID, "fence", fence, "error", text}, caller(c)...)...)
 }
 
 // auditAdmin logs every admin write once it is answered: the route, what
@@ -95,9 +123,33 @@ func (s *Server) auditAdmin(via string) echo.MiddlewareFunc {
 				args = append(args, "via", via)
 			}
 			s.log.Info("admin write", append(args, caller(c)...)...)
+			s.noteAdminWrite(c, via)
 			return nil
 		}
 	}
+}
+
+// noteAdminWrite is an admin write's entry on the timeline: the request
+// with its parameters filled in, the status, and the group it names.
+func (s *Server) noteAdminWrite(c echo.Context, via string) {
+	path := c.Path()
+	var group string
+	for i, name := range c.ParamNames() {
+		v := c.ParamValues()[i]
+		path = strings.Replace(path, ":"+name, v, 1)
+		if name == "name" {
+			group = v
+		}
+	}
+	if q := c.Request().URL.RawQuery; q != "" {
+		path += "?" + q
+	}
+	status := c.Response().Status
+	detail := fmt.Sprintf("%s %s → %d %s", c.Request().Method, path, status, http.StatusText(status))
+	if via != "" {
+		detail += " (" + via + ")"
+	}
+	s.note(c, entryAdminWrite, group, detail, status >= 400)
 }
 
 // refusalWindow is how often refused holder calls are logged per node.

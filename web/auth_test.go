@@ -165,6 +165,8 @@ func (w *authWorld) routes() []route {
 		{"POST", "/nodes/:id/pause", fmt.Sprintf("/nodes/%d/pause", w.victim), "", 403, 403, true},
 		{"POST", "/nodes/:id/resume", fmt.Sprintf("/nodes/%d/resume", w.victim), "", 403, 403, true},
 		{"POST", "/ranges/:id/retry", fmt.Sprintf("/ranges/%d/retry", r), "", 403, 403, true},
+		{"POST", "/groups/:name/quarantine/lift", "/groups/g/quarantine/lift", "", 403, 403, true},
+		{"POST", "/groups/:name/window/drop", "/groups/g/window/drop", "", 403, 403, true},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,8 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 		"progress":   progressSVG,
 		"rangesSVG":  rangesSVG,
 		"throughput": throughputSVG,
+		"groupsLink": groupsLink,
+		"clears":     clears,
 	}
 	for _, name := range []string{"signin", "overview", "groups", "group", "nodes", "fleet"} {
 		d.pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(dashboardFS, "dashboard/layout.html", "dashboard/"+name+".html"))
@@ -144,6 +147,8 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 	act("/nodes/:id/pause", func(c echo.Context) error { return d.setPaused(c, true) })
 	act("/nodes/:id/resume", func(c echo.Context) error { return d.setPaused(c, false) })
 	act("/ranges/:id/retry", d.retry)
+	act("/groups/:name/quarantine/lift", d.liftQuarantine)
+	act("/groups/:name/window/drop", d.dropWindow)
 }
 
 // headers keep the pages to themselves: no framing (clickjacking), no
@@ -274,31 +279,154 @@ func (d *dashboard) signout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/signin")
 }
 
+// overviewPage is the overview: trouble first (the findings, each with
+// what clears it, and the timeline of the operator's log), then the
+// counts, the throughput and the backlog.
+type overviewPage struct {
+	appliance.Overview
+	Timeline      []timelineEntry
+	TimelineKept  int
+	TimelineSince time.Time
+}
+
 func (d *dashboard) overview(c echo.Context) error {
 	o, err := d.s.app.Overview(c.Request().Context(), recentBacklog)
 	if err != nil {
 		return err
 	}
-	return d.render(c, http.StatusOK, "overview", "Overview", o)
+	p := overviewPage{Overview: o, Timeline: d.s.timeline.newest(timelineShown)}
+	p.TimelineKept, p.TimelineSince = d.s.timeline.held()
+	return d.render(c, http.StatusOK, "overview", "Overview", p)
+}
+
+// groupView is a row of the groups table with what the page marks on
+// it: a failed range, and a holder's heartbeat older than the lease TTL
+// (stale: the holder is quiet, and the group awaits a takeover).
+type groupView struct {
+	appliance.GroupRow
+	Failing bool
+	Stale   bool
+}
+
+// trouble orders rows for sort=state: quarantined, failing, stale, held,
+// waiting, idle, inactive.
+func (v groupView) trouble() int {
+	switch {
+	case v.State == leasehold.GroupQuarantined:
+		return 0
+	case v.Failing:
+		return 1
+	case v.Stale:
+		return 2
+	}
+	return 3 + slices.Index([]string{leasehold.GroupHeld, leasehold.GroupWaiting, leasehold.GroupIdle, leasehold.GroupInactive}, v.State)
+}
+
+// groupSorts are the orders of a page of the groups table: by id (the
+// default), by trouble first, by oldest heartbeat, by name. A sort orders
+// the page's rows; which rows are on the page is the filter's.
+var groupSorts = []string{"", "state", "heartbeat", "name"}
+
+// filterTab is a filter of the groups table with its count (the tallies).
+type filterTab struct {
+	State, Label string
+	Count        int64
+}
+
+// groupsLink is the groups table's address with a filter, sort and page.
+func groupsLink(prefix, state, sortBy string, after int64) string {
+	v := url.Values{}
+	if prefix != "" {
+		v.Set("q", prefix)
+	}
+	if state != "" {
+		v.Set("state", state)
+	}
+	if sortBy != "" {
+		v.Set("sort", sortBy)
+	}
+	if after > 0 {
+		v.Set("after", strconv.FormatInt(after, 10))
+	}
+	if len(v) == 0 {
+		return "/groups"
+	}
+	return "/groups?" + v.Encode()
 }
 
 func (d *dashboard) groups(c echo.Context) error {
+	ctx := c.Request().Context()
 	prefix := strings.TrimSpace(c.QueryParam("q"))
+	state, sortBy := c.QueryParam("state"), c.QueryParam("sort")
 	after, _ := strconv.ParseInt(c.QueryParam("after"), 10, 64)
-	rows, err := d.s.app.GroupRows(c.Request().Context(), prefix, after, groupsPerPage)
+	if !slices.Contains(groupSorts, sortBy) {
+		return leasehold.Errorf(leasehold.KindInvalid, "no sort %q: use state, heartbeat or name", sortBy)
+	}
+	var rows []appliance.GroupRow
+	var next int64
+	var err error
+	if state == "" {
+		if rows, err = d.s.app.GroupRows(ctx, prefix, after, groupsPerPage); err == nil && len(rows) == groupsPerPage {
+			next = rows[len(rows)-1].ID
+		}
+	} else {
+		prefix = "" // a state's groups are listed by id, whatever their names
+		rows, next, err = d.s.app.GroupRowsIn(ctx, state, after, groupsPerPage)
+	}
 	if err != nil {
 		return err
 	}
-	var next int64
-	if len(rows) == groupsPerPage {
-		next = rows[len(rows)-1].ID
+	t, err := d.s.app.Tallies(ctx)
+	if err != nil {
+		return err
+	}
+	now := d.s.app.Config.NowFunc()
+	views := make([]groupView, len(rows))
+	for i, r := range rows {
+		views[i] = groupView{GroupRow: r, Failing: r.Ranges[leasehold.StatusFailed] > 0,
+			Stale: r.Holder != "" && r.HeartbeatAt != nil && now.Sub(*r.HeartbeatAt) > d.s.app.Config.LeaseTTL}
+	}
+	switch sortBy {
+	case "state":
+		slices.SortStableFunc(views, func(a, b groupView) int { return a.trouble() - b.trouble() })
+	case "heartbeat": // oldest first; unheld groups last
+		slices.SortStableFunc(views, func(a, b groupView) int {
+			switch {
+			case a.HeartbeatAt == nil || b.HeartbeatAt == nil:
+				return boolInt(a.HeartbeatAt == nil) - boolInt(b.HeartbeatAt == nil)
+			}
+			return a.HeartbeatAt.Compare(*b.HeartbeatAt)
+		})
+	case "name":
+		slices.SortStableFunc(views, func(a, b groupView) int { return strings.Compare(a.Name, b.Name) })
+	}
+	both := func(s string) int64 { return t.Owned[s] + t.Unowned[s] }
+	tabs := []filterTab{
+		{"", "all", 0},
+		{"failing", "failing", t.Ranges[leasehold.StatusFailed]},
+		{"quarantined", "quarantined", both(leasehold.GroupQuarantined)},
+		{"held", "held", both(leasehold.GroupHeld)},
+		{"idle", "idle", both(leasehold.GroupIdle)},
+	}
+	for _, g := range leasehold.GroupStates {
+		tabs[0].Count += both(g)
 	}
 	return d.render(c, http.StatusOK, "groups", "Groups", struct {
-		Rows        []appliance.GroupRow
-		Prefix      string
-		After, Next int64
-		Now         time.Time
-	}{rows, prefix, after, next, d.s.app.Config.NowFunc()})
+		Rows          []groupView
+		Tabs          []filterTab
+		Prefix, State string
+		Sort          string
+		After, Next   int64
+		Now           time.Time
+		LeaseTTL      time.Duration
+	}{views, tabs, prefix, state, sortBy, after, next, now, d.s.app.Config.LeaseTTL})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (d *dashboard) group(c echo.Context) error {
@@ -380,12 +508,64 @@ func (d *dashboard) retry(c echo.Context) error {
 	if _, err := d.s.app.Coordinator.Retry(c.Request().Context(), id); err != nil {
 		return err
 	}
-	back := c.FormValue("back")
-	// Only a path on this node: never an open redirect.
-	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
-		back = "/"
+	return c.Redirect(http.StatusSeeOther, back(c))
+}
+
+// back is where an action sends the browser after it: the form's back
+// field when it is a path on this node (never an open redirect), else
+// the overview.
+func back(c echo.Context) string {
+	b := c.FormValue("back")
+	if !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.Contains(b, "\\") {
+		return "/"
 	}
-	return c.Redirect(http.StatusSeeOther, back)
+	return b
+}
+
+// liftQuarantine keeps a quarantined group's window: the group is leased
+// again with it (rule 10), as DELETE /api/v1/groups/{name}/quarantine.
+func (d *dashboard) liftQuarantine(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	if _, err := d.s.app.Coordinator.LiftQuarantine(c.Request().Context(), name); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, back(c))
+}
+
+// dropWindow drops a group's window and lifts its quarantine (rule 2
+// without a snapshot), as DELETE /api/v1/groups/{name}/snapshot; refused
+// while the group is held.
+func (d *dashboard) dropWindow(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	if _, err := d.s.app.DropSnapshot(c.Request().Context(), name); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, back(c))
+}
+
+// clears says what clears a finding the dashboard has no button for.
+// Retry (range_failed) and keep or drop the window (window_unreadable)
+// are buttons in the template.
+func clears(kind string) string {
+	switch kind {
+	case leasehold.FindingLeaseQuiet:
+		return "Awaits a takeover: the next worker that asks for a lease takes the group over from its window snapshot. Nothing to do unless no worker is free."
+	case leasehold.FindingRangeStale:
+		return "Awaits its holder's heartbeat, or a takeover of the group once the holder is quiet past the lease TTL."
+	case leasehold.FindingNodeUnseen:
+		return "Pause the node, or delete it if it is gone for good (leasehold admin nodes delete NAME): its groups are taken over."
+	case leasehold.FindingSnapshotOld:
+		return "Look at the holder's log: its worker should upload its window; a takeover would resume from this old one."
+	case leasehold.FindingFlapping:
+		return "Look at the group: its ranges' last errors and its workers' logs; pause the node that cannot work it."
+	}
+	return ""
 }
 
 // ago is how long before now t was, for people.
@@ -468,38 +648,80 @@ func rangesSVG(rs []leasehold.Range) template.HTML {
 }
 
 // throughputSVG draws ranges finished per minute as bars and headers per
-// minute as a line, each on its own scale.
+// minute as a line, each on its own scale, with axes: ranges a minute on
+// the left, headers a minute on the right, the time below every ten
+// minutes, and the values of each minute with any work in a table under
+// it. The labels are HTML around a stretched SVG, so they stay readable
+// on a phone; the SVG's gridlines mark where they point.
 func throughputSVG(ms []appliance.Minute) template.HTML {
-	const width, height = 1000.0, 140.0
+	const width, height = 600.0, 150.0
 	var maxR, maxH, sumR, sumH int64
 	for _, m := range ms {
 		maxR, maxH = max(maxR, m.Ranges), max(maxH, m.Headers)
 		sumR, sumH = sumR+m.Ranges, sumH+m.Headers
 	}
+	scaleR, scaleH := float64(max(maxR, 1)), float64(max(maxH, 1))
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg id="throughput" viewBox="0 0 %g %g" role="img" aria-label="%d ranges and %d headers in the last hour">`, width, height+16, sumR, sumH)
+	b.WriteString(`<figure class="chart">`)
+	axis := func(id, class string, top float64) {
+		fmt.Fprintf(&b, `<div class="y %s" id="%s"><span>%s</span><span>%s</span><span>0</span></div>`,
+			class, id, axisValue(top), axisValue(top/2))
+	}
+	axis("tp-y-ranges", "left st-leased", scaleR)
+	fmt.Fprintf(&b, `<svg id="throughput" viewBox="0 0 %g %g" preserveAspectRatio="none" role="img" aria-label="%d ranges and %d headers in the last hour">`,
+		width, height, sumR, sumH)
+	for _, y := range []float64{0.5, height / 2, height - 0.5} {
+		fmt.Fprintf(&b, `<line class="grid" x1="0" x2="%g" y1="%g" y2="%g"/>`, width, y, y)
+	}
+	var ticks []time.Time
 	if len(ms) > 0 {
 		bw := width / float64(len(ms))
+		for i := 0; i <= len(ms); i += 10 {
+			x := float64(i) * bw
+			fmt.Fprintf(&b, `<line class="grid" x1="%.2f" x2="%.2f" y1="0" y2="%g"/>`, x, x, height)
+			ticks = append(ticks, ms[0].At.Add(time.Duration(i)*time.Minute))
+		}
 		var line strings.Builder
 		for i, m := range ms {
-			if maxR > 0 && m.Ranges > 0 {
-				h := height * float64(m.Ranges) / float64(maxR)
+			if m.Ranges > 0 {
+				h := height * float64(m.Ranges) / scaleR
 				fmt.Fprintf(&b, `<rect class="tp-ranges" x="%.2f" y="%.2f" width="%.2f" height="%.2f"><title>%s: %d ranges, %d headers</title></rect>`,
 					float64(i)*bw+1, height-h, bw-2, h, m.At.Format("15:04"), m.Ranges, m.Headers)
 			}
-			y := height
-			if maxH > 0 {
-				y = height - height*float64(m.Headers)/float64(maxH)
-			}
-			fmt.Fprintf(&line, "%.2f,%.2f ", float64(i)*bw+bw/2, y)
+			fmt.Fprintf(&line, "%.2f,%.2f ", float64(i)*bw+bw/2, height-height*float64(m.Headers)/scaleH)
 		}
 		fmt.Fprintf(&b, `<polyline class="tp-headers" points="%s"/>`, strings.TrimSpace(line.String()))
-		fmt.Fprintf(&b, `<text x="0" y="%g">%s</text><text x="%g" y="%g" text-anchor="end">%s</text>`,
-			height+14, ms[0].At.Format("15:04"), width, height+14, ms[len(ms)-1].At.Add(time.Minute).Format("15:04"))
 	}
 	b.WriteString(`</svg>`)
-	fmt.Fprintf(&b, `<p class="note"><span class="st-leased">■</span> ranges finished a minute (peak %d) · <span class="st-done">━</span> headers a minute (peak %d) · <span id="tp-total">%d ranges, %d headers this hour</span></p>`, maxR, maxH, sumR, sumH)
+	axis("tp-y-headers", "right st-done", scaleH)
+	b.WriteString(`<div class="x" id="tp-x">`)
+	for _, t := range ticks {
+		fmt.Fprintf(&b, `<span>%s</span>`, t.Format("15:04"))
+	}
+	b.WriteString(`</div>`)
+	fmt.Fprintf(&b, `<figcaption class="note"><span class="st-leased">■</span> ranges finished a minute, left axis (peak %d) · <span class="st-done">━</span> headers a minute, right axis (peak %d) · <span id="tp-total">%d ranges, %d headers this hour</span></figcaption></figure>`,
+		maxR, maxH, sumR, sumH)
+	b.WriteString(`<details id="tp-values"><summary>Values a minute</summary><table><thead><tr><th>minute</th><th>ranges</th><th>headers</th></tr></thead><tbody>`)
+	busy := 0
+	for i := len(ms) - 1; i >= 0; i-- {
+		if m := ms[i]; m.Ranges > 0 || m.Headers > 0 {
+			busy++
+			fmt.Fprintf(&b, `<tr><td data-label="minute">%s</td><td data-label="ranges">%d</td><td data-label="headers">%d</td></tr>`, m.At.Format("15:04"), m.Ranges, m.Headers)
+		}
+	}
+	if busy == 0 {
+		b.WriteString(`<tr><td colspan="3">No range finished this hour.</td></tr>`)
+	}
+	b.WriteString(`</tbody></table></details>`)
 	return template.HTML(b.String())
+}
+
+// axisValue is a value on the throughput's axes: 90, 12,345, 0.5.
+func axisValue(f float64) string {
+	if f == float64(int64(f)) {
+		return humanize.Comma(int64(f))
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
 }
 
 // bytesText is a size for people: 512 B, 1.5 KiB, 2.0 GiB.

@@ -138,8 +138,8 @@ func TestDashboardSecurity(t *testing.T) {
 	w := newWorld(t, nodetest.Options{})
 	self := w.node.URL
 	b := &browser{t: t, url: w.node.URL}
-	pages := []string{"/", "/groups", "/groups?q=g", "/groups/g", "/groups/g/snapshot", "/nodes", "/fleet"}
-	actions := []string{"/nodes/1/pause", "/nodes/1/resume", "/ranges/1/retry", "/signout"}
+	pages := []string{"/", "/groups", "/groups?q=g", "/groups?state=failing", "/groups?state=idle&sort=state", "/groups/g", "/groups/g/snapshot", "/nodes", "/fleet"}
+	actions := []string{"/nodes/1/pause", "/nodes/1/resume", "/ranges/1/retry", "/groups/g/quarantine/lift", "/groups/g/window/drop", "/signout"}
 
 	t.Run("NoSession", func(t *testing.T) {
 		for _, p := range pages {
@@ -200,8 +200,10 @@ func TestDashboardSecurity(t *testing.T) {
 	})
 	t.Run("ForgedOrigin", func(t *testing.T) {
 		for _, origin := range []string{"http://evil.example", "null", "http://127.0.0.1:1", ""} {
-			if r := s.do("POST", "/nodes/1/pause", origin, url.Values{}); r.StatusCode != http.StatusForbidden {
-				t.Errorf("pause with Origin %q: %d, want 403", origin, r.StatusCode)
+			for _, a := range []string{"/nodes/1/pause", "/groups/g/quarantine/lift", "/groups/g/window/drop"} {
+				if r := s.do("POST", a, origin, url.Values{}); r.StatusCode != http.StatusForbidden {
+					t.Errorf("POST %s with Origin %q: %d, want 403", a, origin, r.StatusCode)
+				}
 			}
 		}
 		if w.paused(t, "w1") {
@@ -288,13 +290,13 @@ func TestDashboardOverviewFindings(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return string(body)
 	}
-	if page := overview(); !strings.Contains(page, `id="no-findings"`) || !strings.Contains(page, `<td id="backlog-tail">9</td>`) {
+	if page := overview(); !strings.Contains(page, `id="no-findings"`) || !strings.Contains(page, `<td data-label="planned" id="backlog-tail">9</td>`) {
 		t.Fatalf("overview before the TTL: want no findings and a backlog of 9:\n%s", page)
 	}
 	clock.Advance(90 * time.Second)
 	page := overview()
 	stale, quiet := strings.Index(page, ">range_stale<"), strings.Index(page, ">lease_quiet<")
-	if stale < 0 || quiet < 0 || !strings.Contains(page, "<td>1m30s</td>") {
+	if stale < 0 || quiet < 0 || !strings.Contains(page, `<td data-label="age">1m30s</td>`) {
 		t.Fatalf("overview after the TTL: want range_stale and lease_quiet aged 1m30s:\n%s", page)
 	}
 }
@@ -309,11 +311,14 @@ func fleetState(page string) string {
 }
 
 // row is the table row of a page whose attribute attr is value ("" when
-// there is none).
+// there is none), without its cells' data-label attributes (the labels a
+// phone shows), so a want names only what a cell holds.
 func row(page, attr, value string) string {
 	re := regexp.MustCompile(`(?s)<tr[^>]* ` + attr + `="` + regexp.QuoteMeta(value) + `"[^>]*>.*?</tr>`)
-	return re.FindString(page)
+	return cellLabels.ReplaceAllString(re.FindString(page), "")
 }
+
+var cellLabels = regexp.MustCompile(` data-label="[^"]*"`)
 
 // TestFleetPageAlone: a node without peer sync has a fleet page that says
 // it runs alone, behind the session like every page, and no fleet state

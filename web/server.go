@@ -44,6 +44,8 @@ type Server struct {
 	log     *slog.Logger
 	peers   func(context.Context) (leasehold.FleetStatus, error)
 	refused refusals
+	// timeline is the operator's log as the dashboard shows it.
+	timeline *timeline
 
 	jsonRead   time.Duration // how long a JSON request may take to arrive
 	streamIdle time.Duration // how long a snapshot stream may stall
@@ -77,7 +79,8 @@ func New(app *appliance.Appliance, o Options) *Server {
 		o.StreamIdleTimeout = streamIdleTimeout
 	}
 	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
-		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, refused: refusals{nodes: map[int64]*refusalSum{}}}
+		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, refused: refusals{nodes: map[int64]*refusalSum{}},
+		timeline: newTimeline(app.Watchman.Now())}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
