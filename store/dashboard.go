@@ -193,8 +193,17 @@ const (
 	qIdleWindowEnd = `SELECT coalesce(max(id), 0), count(*) FROM (SELECT id FROM groups WHERE id > ?1 ORDER BY id LIMIT ?2)`
 )
 
-// GroupRows lists up to limit groups with ids above after, by id, whose
-// names start with prefix (all when empty), with their range counts and
+// qGroupRowsPrefix is a page of a name search: the groups whose names
+// start with the prefix (?1 to ?2), by name, after the group ?3 (0: from
+// the first). It walks the name index from the cursor's name, so a page
+// costs the same however many groups match; ordered by id it would sort
+// every match to return fifty.
+var qGroupRowsPrefix = qGroupRowCols + ` FROM groups g` + qGroupRowJoins + ` WHERE g.name >= ?1 AND g.name < ?2
+	AND g.name > coalesce((SELECT c.name FROM groups c WHERE c.id = ?3), '') ORDER BY g.name LIMIT ?4`
+
+// GroupRows lists up to limit groups whose names start with prefix (all
+// when empty): without a prefix by id, after the id after; with one by
+// name, after the name of group after, with their range counts and
 // lease, or its owner's when it is a peer's. Names are ASCII below 0x7f,
 // so the prefix is the name range [prefix, prefix+"\x7f"), a seek on the
 // name index; the owner is one primary-key probe of peer_groups a row.
@@ -202,8 +211,7 @@ func (db *DB) GroupRows(ctx context.Context, prefix string, after int64, limit i
 	if prefix == "" {
 		return db.groupRows(ctx, qGroupRowCols+` FROM groups g`+qGroupRowJoins+` WHERE g.id > ?1 ORDER BY g.id LIMIT ?2`, after, limit)
 	}
-	return db.groupRows(ctx, qGroupRowCols+` FROM groups g`+qGroupRowJoins+` WHERE g.name >= ?1 AND g.name < ?2 AND g.id > ?3 ORDER BY g.id LIMIT ?4`,
-		prefix, prefix+"\x7f", after, limit)
+	return db.groupRows(ctx, qGroupRowsPrefix, prefix, prefix+"\x7f", after, limit)
 }
 
 // GroupRowsIn lists up to limit groups in a state (one of RowFilters)

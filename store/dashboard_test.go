@@ -197,6 +197,7 @@ func TestGroupRowsUseIndexes(t *testing.T) {
 		{"Idle", qRowsIdle, []any{0, 50, IdleWindow}, []string{"SEARCH groups USING INTEGER PRIMARY KEY (rowid>?)", "SCAN w"}},
 		{"IdleWindowEnd", qIdleWindowEnd, []any{0, IdleWindow}, []string{"SEARCH groups USING INTEGER PRIMARY KEY (rowid>?)", "SCAN (subquery-1)"}},
 		{"TotalsHeld", qTotalsHeld, nil, nil},
+		{"Prefix", qGroupRowsPrefix, []any{"g.1", "g.1\x7f", 0, 50}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := plan(t, db, c.q, c.args...)
