@@ -76,7 +76,19 @@ func (p *page) click(what, sel string) {
 // shot saves a full-page screenshot as artifacts/name.
 func (p *page) shot(name string) {
 	p.t.Helper()
-	b, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	// live.js redraws the page every few seconds; a screenshot taken
+	// while it swaps the body finds no width, so it is taken again once
+	// the page is laid out, for a bounded time.
+	deadline := time.Now().Add(10 * time.Second)
+	var b []byte
+	var err error
+	for {
+		b, err = chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+		if err == nil || !strings.Contains(err.Error(), "0 width") || time.Now().After(deadline) {
+			break
+		}
+		p.until("the page laid out again", `document.body !== null && document.body.scrollWidth > 0`)
+	}
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
 	}
