@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 9 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 10 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -311,7 +311,8 @@ INSERT INTO tallies (kind, state, n) VALUES
     ('ranges', 'planned/tail', 0), ('ranges', 'planned/history', 0), ('ranges', 'leased/tail', 0), ('ranges', 'leased/history', 0),
     ('ranges', 'done/tail', 0), ('ranges', 'done/history', 0), ('ranges', 'failed/tail', 0), ('ranges', 'failed/history', 0),
     ('groups', 'quarantined/owned', 0), ('groups', 'held/owned', 0), ('groups', 'inactive/owned', 0), ('groups', 'waiting/owned', 0), ('groups', 'idle/owned', 0),
-    ('groups', 'quarantined/unowned', 0), ('groups', 'held/unowned', 0), ('groups', 'inactive/unowned', 0), ('groups', 'waiting/unowned', 0), ('groups', 'idle/unowned', 0);
+    ('groups', 'quarantined/unowned', 0), ('groups', 'held/unowned', 0), ('groups', 'inactive/unowned', 0), ('groups', 'waiting/unowned', 0), ('groups', 'idle/unowned', 0),
+    ('headers', 'indexed', 0);
 
 CREATE TRIGGER ranges_tally_insert AFTER INSERT ON ranges BEGIN
     UPDATE tallies SET n = n + 1 WHERE kind = 'ranges' AND state = new.status || iif(new.priority < 0, '/tail', '/history');
@@ -345,4 +346,20 @@ CREATE TRIGGER groups_tally_update AFTER UPDATE OF quarantine_at, held, active, 
     UPDATE tallies SET n = n + 1 WHERE kind = 'groups' AND state =
         CASE WHEN new.quarantine_at IS NOT NULL THEN 'quarantined' WHEN new.held = 1 THEN 'held' WHEN new.active = 0 THEN 'inactive'
         WHEN new.urgent_tail IS NOT NULL OR new.urgent_hist IS NOT NULL THEN 'waiting' ELSE 'idle' END || iif(new.owned = 1, '/owned', '/unowned');
+END;
+
+-- The headers indexed on this node's own leases, for the overview's total
+-- (version 10): kept like the tallies above, saturating at the largest
+-- integer as each lease's count does, so no finish fails on the sum.
+CREATE TRIGGER leases_headers_tally_insert AFTER INSERT ON group_leases WHEN new.headers != 0 BEGIN
+    UPDATE tallies SET n = iif(n > 9223372036854775807 - new.headers, 9223372036854775807, n + new.headers)
+        WHERE kind = 'headers' AND state = 'indexed';
+END;
+CREATE TRIGGER leases_headers_tally_delete AFTER DELETE ON group_leases WHEN old.headers != 0 BEGIN
+    UPDATE tallies SET n = max(0, n - old.headers) WHERE kind = 'headers' AND state = 'indexed';
+END;
+CREATE TRIGGER leases_headers_tally_update AFTER UPDATE OF headers ON group_leases WHEN new.headers != old.headers BEGIN
+    UPDATE tallies SET n = iif(new.headers > old.headers AND n > 9223372036854775807 - (new.headers - old.headers), 9223372036854775807,
+        max(0, n + new.headers - old.headers))
+        WHERE kind = 'headers' AND state = 'indexed';
 END;

@@ -51,10 +51,9 @@ func (db *DB) Totals(ctx context.Context) (Totals, error) {
 const (
 	// qTotalsHeld counts held leases by group_leases_node.
 	qTotalsHeld = `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL`
-	// qTotalsHeaders sums headers indexed over every lease row: a walk
-	// of group_leases, the one part of the overview that grows with the
-	// catalog (a tally of headers would need a trigger on every finish).
-	qTotalsHeaders = `SELECT coalesce(sum(headers), 0) FROM group_leases`
+	// qTotalsHeaders reads the headers indexed on this node's leases, a
+	// tally kept by triggers on the lease rows (schema version 10).
+	qTotalsHeaders = `SELECT n FROM tallies WHERE kind = 'headers' AND state = 'indexed'`
 )
 
 // SetPlanned records the planned count and makes done the rest.

@@ -238,8 +238,8 @@ func (db *DB) rawExec(q string, args ...any) error {
 // catalog gets, keeps its rows, and gets an identity that lasts across
 // reopening.
 func TestMigration(t *testing.T) {
-	if leasehold.SchemaVersion != 9 {
-		t.Fatalf("SchemaVersion = %d, want 9 (water marks)", leasehold.SchemaVersion)
+	if leasehold.SchemaVersion != 10 {
+		t.Fatalf("SchemaVersion = %d, want 10 (the headers tally)", leasehold.SchemaVersion)
 	}
 	for _, c := range []struct {
 		name    string
@@ -259,7 +259,7 @@ func TestMigration(t *testing.T) {
 				t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
 			}
 			var v int
-			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 9 {
+			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 10 {
 				t.Errorf("user_version after migration = %d, %v; want 8", v, err)
 			}
 			var n int
