@@ -125,8 +125,8 @@ export class Client {
   }
 
   /** withToken is a client of the same node with another token. */
-  withToken(token: string): Client {
-    return new Client({ url: this.url, token, retry: this.retry, fetch: this.fetchFn });
+  withToken(token: string, o: { retry?: Backoff } = {}): Client {
+    return new Client({ url: this.url, token, retry: o.retry ?? this.retry, fetch: this.fetchFn });
   }
 
   // ---- the transport ----
