@@ -14,6 +14,9 @@ command -v jq >/dev/null || need+=(jq)
 command -v chromium >/dev/null || need+=(chromium chromium-driver)
 # The alert rules under contrib/ are unit tested by Debian's promtool.
 command -v promtool >/dev/null || need+=(prometheus)
+# The TypeScript client's tests and its example worker run on Node.
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
@@ -57,10 +60,15 @@ echo "test: go test -race ./..."
 export LEASEHOLD_ARTIFACTS="${LEASEHOLD_ARTIFACTS:-$PWD/artifacts}"
 go test -race -count=1 -timeout 15m ./...
 
+echo "test: the TypeScript client (clients/typescript) against a real leasehold serve"
+go build -o "${TMPDIR:-/tmp}/leasehold-ts-bin" ./cmd/leasehold
+(cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline >/dev/null &&
+	LEASEHOLD_BIN="${TMPDIR:-/tmp}/leasehold-ts-bin" npm test)
+
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/fleet-demo.sh scripts/usenet-demo.sh; do
+for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/example-worker-ts.sh scripts/fleet-demo.sh scripts/usenet-demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
 		echo "test: $s"
 		bash "$s"

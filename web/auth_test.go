@@ -106,6 +106,7 @@ func (w *authWorld) routes() []route {
 		{"GET", "/healthz", "/healthz", "", 200, 200, true},
 		{"GET", "/readyz", "/readyz", "", 200, 200, true},
 		{"GET", "/metrics", "/metrics", "", 200, 200, true},
+		{"GET", "/api/v1/openapi.json", "/api/v1/openapi.json", "", 200, 200, true},
 
 		{"POST", "/api/v1/nodes", "/api/v1/nodes", `{"name":"w9"}`, 201, 403, false},
 		{"GET", "/api/v1/nodes", "/api/v1/nodes", "", 200, 403, false},
@@ -234,7 +235,9 @@ func (w *authWorld) noTokenIn(t *testing.T, what string, h http.Header, b []byte
 			t.Fatalf("%s: the answer carries %s's token: %.200s", what, who, b)
 		}
 	}
-	if strings.Contains(h.Get("Content-Type"), "json") && bytes.Contains(b, []byte(`"token"`)) {
+	// The API's description names the field (and holds no token).
+	isDescription := strings.HasSuffix(what, "/api/v1/openapi.json")
+	if strings.Contains(h.Get("Content-Type"), "json") && bytes.Contains(b, []byte(`"token"`)) && !isDescription {
 		t.Fatalf("%s: the answer has a token field: %.200s", what, b)
 	}
 }

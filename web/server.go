@@ -32,6 +32,9 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	JSONReadTimeout   time.Duration
 	StreamIdleTimeout time.Duration
+	// WrapFunc, when set, wraps the server's handler (the tests record
+	// every answer to check it against the OpenAPI description).
+	WrapFunc func(http.Handler) http.Handler
 }
 
 // Server serves the API over one appliance.
@@ -94,6 +97,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(s.metrics.handler()))
+	e.GET("/api/v1/openapi.json", s.openAPI)
 
 	const v1 = "/api/v1"
 	// Admin writes are logged once answered (who, from where, what).
@@ -145,8 +149,12 @@ func New(app *appliance.Appliance, o Options) *Server {
 	s.mountDashboard(e)
 	s.mountPprof(e)
 
+	var h http.Handler = e
+	if o.WrapFunc != nil {
+		h = o.WrapFunc(e)
+	}
 	s.http = &http.Server{
-		Handler:           e,
+		Handler:           h,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,

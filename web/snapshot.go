@@ -182,6 +182,7 @@ func (s *Server) serveSnapshot(c echo.Context, groupID int64) error {
 	h.Set("X-Snapshot-Sha256", snap.SHA256)
 	if !fixRange(c.Request().Header) {
 		h.Set("Content-Range", "bytes */"+strconv.FormatInt(snap.Size, 10))
+		h.Set("Content-Type", "text/plain; charset=utf-8") // not the snapshot's gzip
 		return c.String(http.StatusRequestedRangeNotSatisfiable, "the Range names no bytes of the snapshot\n")
 	}
 	rc := http.NewResponseController(c.Response().Writer)

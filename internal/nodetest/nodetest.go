@@ -42,6 +42,7 @@ type Node struct {
 	Metrics    *web.Metrics
 
 	srv      *web.Server
+	rec      *recorder // nil unless RecordEnv is set
 	stopOnce sync.Once
 }
 
@@ -80,9 +81,19 @@ func Start(t testing.TB, o Options) *Node {
 		app.Close()
 		t.Fatalf("nodetest: listen: %v", err)
 	}
-	srv := web.New(app, web.Options{AdminToken: token, Metrics: metrics, Logger: log})
+	wo := web.Options{AdminToken: token, Metrics: metrics, Logger: log}
+	var rec *recorder
+	if d := os.Getenv(RecordEnv); d != "" {
+		if rec, err = newRecorder(d); err != nil {
+			ln.Close()
+			app.Close()
+			t.Fatalf("nodetest: recording the API: %v", err)
+		}
+		wo.WrapFunc = rec.wrap
+	}
+	srv := web.New(app, wo)
 	go srv.Serve(ln)
-	n := &Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, Metrics: metrics, srv: srv}
+	n := &Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, Metrics: metrics, srv: srv, rec: rec}
 	t.Cleanup(n.Stop)
 	return n
 }
@@ -95,6 +106,9 @@ func (n *Node) Stop() {
 		defer cancel()
 		n.srv.Shutdown(ctx)
 		n.App.Close()
+		if n.rec != nil {
+			n.rec.close()
+		}
 	})
 }
 
