@@ -360,6 +360,6 @@ CREATE TRIGGER leases_headers_tally_delete AFTER DELETE ON group_leases WHEN old
 END;
 CREATE TRIGGER leases_headers_tally_update AFTER UPDATE OF headers ON group_leases WHEN new.headers != old.headers BEGIN
     UPDATE tallies SET n = iif(new.headers > old.headers AND n > 9223372036854775807 - (new.headers - old.headers), 9223372036854775807,
-        max(0, n + new.headers - old.headers))
+        max(0, n + (new.headers - old.headers)))
         WHERE kind = 'headers' AND state = 'indexed';
 END;
