@@ -65,13 +65,18 @@ cleanup() {
 		for f in "$tmp"/*.log; do
 			[ -f "$f" ] && { echo "--- $f" >&2; tail -n 25 "$f" >&2; }
 		done
+		# Said again last: a CI log keeps only its tail.
+		echo "fleet-demo: FAILED: ${why:-a command failed at line ${failed_line:-?}}" >&2
 	fi
 	[ -n "${KEEP:-}" ] && echo "fleet-demo: kept $tmp" >&2 || rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'failed_line=$LINENO' ERR
 
 step() { echo "fleet-demo: $*"; }
+why=""
 fail() {
+	why="$*"
 	echo "fleet-demo: $*" >&2
 	exit 1
 }
@@ -359,7 +364,8 @@ for _ in $(seq 10); do
 	[ "${#verified[@]}" -eq "$groups" ] && break
 	sleep 0.5 # a finished group's claim may be moving between owners
 done
-[ "${#verified[@]}" -eq "$groups" ] || fail "only ${#verified[@]} of $groups groups verified at an owner"
+[ "${#verified[@]}" -eq "$groups" ] || fail "only ${#verified[@]} of $groups groups verified at an owner; the nodes said:
+$(grep -hv ': ids .* match$' "$tmp"/verify-*.log)"
 for n in "${nodes[@]}"; do
 	c=0
 	for g in "${!verified[@]}"; do [ "${verified[$g]}" = "node-$n" ] && c=$((c + 1)); done

@@ -44,13 +44,15 @@ func (w *window) Save(out io.Writer) error { return json.NewEncoder(out).Encode(
 // progress as it goes.
 func index(ctx context.Context, _ *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
 	w := win.(*window)
+	var headers int64 // of this range: the node checks it against the range, not the window
 	for id := max(r.Next, w.Next); id <= r.End; id++ {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
 		w.IDs++
 		w.Next = id + 1
-		progress(id+1, w.IDs)
+		headers++
+		progress(id+1, headers)
 	}
 	return nil
 }

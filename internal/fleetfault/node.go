@@ -63,6 +63,9 @@ func newNode(cfg *Config, nw *Net, nn NetNode, routes []string) (*Node, error) {
 		"--max-attempts", fmt.Sprint(cfg.MaxAttempts),
 		"--history-min-free-bytes", "0",
 	}
+	if cfg.LogLevel != "" {
+		args = append(args, "--log-level", cfg.LogLevel)
+	}
 	return &Node{NetNode: nn, Dir: dir, args: args, log: log}, nil
 }
 

@@ -47,6 +47,10 @@ type Config struct {
 
 	LeaseTTL, ClaimTTL time.Duration
 	MaxAttempts        int
+	// LogLevel is the nodes' --log-level (default info); debug adds the
+	// embedded NATS servers' notices (leader elections, routes) to the
+	// node logs, for a post-mortem of a fault's timeline.
+	LogLevel string
 
 	Settle      time.Duration // load before the first fault
 	Gap         time.Duration // after each fault is healed

@@ -43,6 +43,7 @@ func mainExit(ctx context.Context, args []string) int {
 	gap := fs.Duration("gap", 0, "the quiet time between faults (default 6s short, 10s long; give the cluster time to recover after long faults)")
 	pauseFor := fs.Duration("pause-for", 0, "how long a SIGSTOP lasts (default 10s; make it longer than --claim-ttl + 5s to see takeovers)")
 	cutFor := fs.Duration("cut-for", 0, "how long a partition lasts (default 12s; make it longer than --claim-ttl + 5s to see takeovers)")
+	logLevel := fs.String("log-level", "", "the nodes' --log-level (default info; debug adds the NATS servers' leader elections and routes to the node logs)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,7 +95,7 @@ func mainExit(ctx context.Context, args []string) int {
 	if *groups > 0 {
 		cfg.Groups = *groups
 	}
-	cfg.Bin, cfg.Out, cfg.Prefix = *bin, *out, *prefix
+	cfg.Bin, cfg.Out, cfg.Prefix, cfg.LogLevel = *bin, *out, *prefix, *logLevel
 	if cfg.Bin == "" || cfg.Out == "" || (cfg.Start != "serial" && cfg.Start != "together") || len(cfg.Prefix) > 10 {
 		fmt.Fprintln(os.Stderr, "fleetfault: --bin and --out are required, --start is serial or together, --prefix at most 10 bytes")
 		return 2
