@@ -54,6 +54,15 @@ type ServerConfig struct {
 	Logger *slog.Logger
 }
 
+// routePingInterval and routePingsOut bound how long a route to a peer that
+// stopped answering stands: about 6 s, well within any claim TTL's lapse
+// (ClaimTTLFloor), while a route busy with a large window still answers
+// its pings in time.
+const (
+	routePingInterval = 2 * time.Second
+	routePingsOut     = 3
+)
+
 // StartServer starts an in-process nats-server with JetStream and waits
 // until it takes clients. The caller shuts it down (Shutdown, then
 // WaitForShutdown). Errors: KindInvalid for a bad address, route or name;
@@ -113,6 +122,15 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		opts.Cluster.Name = ClusterName
 		opts.Cluster.Host = chost
 		opts.Cluster.Port = cport
+		// A peer cut off without a FIN (a link down, a machine gone) is
+		// noticed by pings: at nats-server's defaults only after a minute
+		// or more, and meanwhile its interest stands here, so requests
+		// for the fleet's streams and buckets go to it and are never
+		// answered, and the connected majority cannot take its groups
+		// over. Pinged every routePingInterval, it is dropped within
+		// routePingsOut of them.
+		opts.Cluster.PingInterval = routePingInterval
+		opts.Cluster.MaxPingsOut = routePingsOut
 		if cfg.Secret != "" {
 			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.Secret
 			for i, r := range routes {

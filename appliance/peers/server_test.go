@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,5 +293,101 @@ func TestServerLog(t *testing.T) {
 	}
 	if f := <-l.fatal; f.err != os.ErrClosed {
 		t.Errorf("fatal cause %v, want %v", f.err, os.ErrClosed)
+	}
+}
+
+// TestServerRouteCutOff: a peer that stops answering without closing its
+// connection (a link down, a machine gone, a process stopped) is dropped
+// from the routes within seconds, so the fleet's requests stop going to a
+// server that never answers. node-b routes to node-a through a relay that
+// then goes silent, holding both connections open: at nats-server's
+// default pings this takes a minute or more.
+func TestServerRouteCutOff(t *testing.T) {
+	aRoute := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
+	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: aRoute})
+	relay := newSilentRelay(t, aRoute)
+	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0",
+		ClusterListen: fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), Routes: []string{"nats://" + relay.addr}})
+	claimEventually(t, 20*time.Second, "node-b routes to node-a through the relay", func() bool {
+		return a.NumRoutes() > 0 && b.NumRoutes() > 0
+	})
+	cut := time.Now()
+	relay.silence()
+	// Three pings unanswered at routePingInterval: about 6 s, at most 8.
+	claimEventually(t, 4*routePingInterval*routePingsOut/3+2*time.Second, "node-b drops the silent route", func() bool {
+		return b.NumRoutes() == 0
+	})
+	t.Logf("node-b dropped the silent route %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+}
+
+// silentRelay forwards TCP connections to a target until silenced; then it
+// forwards nothing more and closes nothing, like a link gone down.
+type silentRelay struct {
+	addr   string
+	mu     sync.Mutex
+	silent bool
+}
+
+func newSilentRelay(t *testing.T, target string) *silentRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &silentRelay{addr: ln.Addr().String()}
+	var conns []net.Conn
+	var connsMu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		connsMu.Lock()
+		defer connsMu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			connsMu.Lock()
+			conns = append(conns, in, out)
+			connsMu.Unlock()
+			go r.pipe(in, out)
+			go r.pipe(out, in)
+		}
+	}()
+	return r
+}
+
+func (r *silentRelay) silence() {
+	r.mu.Lock()
+	r.silent = true
+	r.mu.Unlock()
+}
+
+// pipe copies from src to dst until silenced, then drops what it reads.
+func (r *silentRelay) pipe(src, dst net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		silent := r.silent
+		r.mu.Unlock()
+		if silent {
+			continue
+		}
+		if _, err := dst.Write(buf[:n]); err != nil {
+			return
+		}
 	}
 }
