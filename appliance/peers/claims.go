@@ -330,14 +330,22 @@ type lifeRead struct {
 // key-value Get is a direct get, which any replica may answer, and a
 // lagging one would show an older write of a live node's life, or none, so
 // the node would look lapsed; the leader has every write it acknowledged.
+//
+// It waits at most lifeReadTimeout, whatever ctx allows: a request the
+// server takes and never answers (its leader lost in an election, a route
+// cut) would otherwise hold a caller without a deadline, such as the offer
+// of disowned groups, for good, and the node would never take a group on
+// again.
 func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + LivesBucket + "." + ClaimKey(node)})
 	if err != nil {
 		return lifeRead{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, lifeReadTimeout)
+	defer cancel()
 	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LivesBucket, req)
 	if err != nil {
-		return lifeRead{}, err
+		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -372,6 +380,10 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 	}
 	return st, nil
 }
+
+// lifeReadTimeout bounds a read of a node's life, as the JetStream client
+// bounds its own requests by default.
+var lifeReadTimeout = 5 * time.Second
 
 // jsErrNoMessageFound is JetStream's error code for a get that finds no
 // message.

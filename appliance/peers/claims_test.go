@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -809,4 +810,43 @@ func TestClaimsCountPeers(t *testing.T) {
 	claimEventually(t, 5*time.Second, "b counting a", func() bool { return b.Peers() == 1 })
 	b.Close()
 	claimEventually(t, 3*claimTestTTL, "a no longer counting b", func() bool { return a.Peers() == 0 })
+}
+
+// TestClaimsLifeReadBounded: a read of a node's life that the server takes
+// and never answers ends within lifeReadTimeout even when the caller's
+// context has no deadline, as the offer of disowned groups' does: waiting
+// for good once left a node that had been cut off unable to take any group
+// on again.
+func TestClaimsLifeReadBounded(t *testing.T) {
+	opts := natstest.Options(t)
+	opts.JetStream = false // only the silent subscriber below gets the request
+	s := natstest.Start(t, opts)
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync("$JS.API.STREAM.MSG.GET.KV_" + LivesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	defer func(d time.Duration) { lifeReadTimeout = d }(lifeReadTimeout)
+	lifeReadTimeout = 200 * time.Millisecond
+
+	c := &Claims{nc: nc}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.readLife(context.Background(), "node-b")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a life read nobody answered succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a life read nobody answered still waits after 10s")
+	}
 }

@@ -185,13 +185,44 @@ type Report struct {
 
 	// TakeoverBound, when set, is the liveness figure's bound: a fault
 	// that lasts longer should see the faulted node's groups taken over
-	// within it. Reported, not counted as a violation.
-	TakeoverBound time.Duration
+	// within it. Late lists the faults that did not (set by
+	// CheckTakeovers); they count as violations only when RequireTakeover
+	// is set.
+	TakeoverBound   time.Duration
+	RequireTakeover bool
+	Late            []string
+	long            int // faults longer than TakeoverBound with groups in work
+}
+
+// CheckTakeovers sets the liveness bound and lists the faults longer than
+// it, with groups in work at the faulted node, whose groups were not all
+// granted elsewhere within it; require counts those as violations.
+func (r *Report) CheckTakeovers(bound time.Duration, require bool) {
+	r.TakeoverBound, r.RequireTakeover, r.Late, r.long = bound, require, nil, 0
+	for _, f := range r.Faults {
+		if f.End-f.Start < bound || len(f.InWork) == 0 {
+			continue
+		}
+		r.long++
+		within := 0
+		for _, t := range f.TakenOver {
+			if t.After <= bound {
+				within++
+			}
+		}
+		if within < len(f.InWork) {
+			r.Late = append(r.Late, fmt.Sprintf("%s: %d of %d groups taken over within %s", f.Fault, within, len(f.InWork), bound))
+		}
+	}
 }
 
 // Violations counts every problem found.
 func (r *Report) Violations() int {
-	return len(r.DoubleHoldings) + len(r.LostFinishes) + len(r.Unconverged) + len(r.StaleWindows) + len(r.WindowHoles) + len(r.Other)
+	n := len(r.DoubleHoldings) + len(r.LostFinishes) + len(r.Unconverged) + len(r.StaleWindows) + len(r.WindowHoles) + len(r.Other)
+	if r.RequireTakeover {
+		n += len(r.Late)
+	}
+	return n
 }
 
 // leaseCalls is one lease's calls, in send order.
@@ -672,25 +703,11 @@ func (r *Report) Print(w io.Writer) {
 				ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 		}
 	}
-	if b := r.TakeoverBound; b > 0 {
-		long, late := 0, 0
-		for _, f := range r.Faults {
-			if f.End-f.Start < b || len(f.InWork) == 0 {
-				continue
-			}
-			long++
-			within := 0
-			for _, t := range f.TakenOver {
-				if t.After <= b {
-					within++
-				}
-			}
-			if within < len(f.InWork) {
-				late++
-				fmt.Fprintf(w, "  liveness: %s: %d of %d groups taken over within %s (claim TTL + 5s)\n", f.Fault, within, len(f.InWork), b)
-			}
+	if b := r.TakeoverBound; b > 0 && !r.RequireTakeover {
+		for _, l := range r.Late {
+			fmt.Fprintf(w, "  liveness: %s (claim TTL + 5s)\n", l)
 		}
-		fmt.Fprintf(w, "liveness (reported, not counted as violations): of %d faults longer than %s with groups in work, %d left some not taken over within it\n", long, b, late)
+		fmt.Fprintf(w, "liveness (reported, not counted as violations): of %d faults longer than %s with groups in work, %d left some not taken over within it\n", r.long, b, len(r.Late))
 	}
 	fmt.Fprintf(w, "calls by kind/status: %s\n", fmtCounts(r.CallsByKind))
 	fmt.Fprintf(w, "leases granted: %d; acknowledged holder calls checked: %d\n", r.Leases, r.AckedHolderCalls)
@@ -711,6 +728,9 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
 	section(fmt.Sprintf("(5) final windows against an uninterrupted pass (%d groups)", r.GroupsChecked), r.WindowHoles)
 	section("(6) other", r.Other)
+	if r.RequireTakeover {
+		section(fmt.Sprintf("(7) takeover: faults longer than %s (claim TTL + 5s) whose groups in work were not all granted elsewhere within it (of %d)", r.TakeoverBound, r.long), r.Late)
+	}
 	if v := r.Violations(); v > 0 {
 		fmt.Fprintf(w, "VERDICT: FAIL (%d violation(s))\n", v)
 	} else {

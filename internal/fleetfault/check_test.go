@@ -246,3 +246,31 @@ func equalSpans(a, b []Span) bool {
 	}
 	return true
 }
+
+// TestSelfTestLateTakeover plants a partition of 30 s whose group in work
+// is granted elsewhere only 27 s in, past a bound of 25 s: reported, and a
+// violation when takeovers are required; a grant 20 s in is neither.
+func TestSelfTestLateTakeover(t *testing.T) {
+	history := func(grantAt float64) []Call {
+		return []Call{
+			call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
+			call("node-b", "wb1", "g", 1, 1, KindHeartbeat, 1.5, 1.51, 200),
+			call("node-c", "wc1", "g", 2, 2, KindLease, grantAt, grantAt+0.01, 200),
+		}
+	}
+	cut := []Fault{{Kind: "partition", Node: "node-b", Start: at(1.0), End: at(31.0)}}
+	for _, tc := range []struct {
+		grantAt  float64
+		require  bool
+		late, vs int
+	}{{28.0, false, 1, 0}, {28.0, true, 1, 1}, {21.0, true, 0, 0}} {
+		r := Check(history(tc.grantAt), cut, nil)
+		r.CheckTakeovers(25*time.Second, tc.require)
+		if len(r.Late) != tc.late || r.Violations() != tc.vs {
+			var b bytes.Buffer
+			r.Print(&b)
+			t.Errorf("granted elsewhere %.0fs after the cut, required %v: %d late, %d violations; want %d, %d\n%s",
+				tc.grantAt-1, tc.require, len(r.Late), r.Violations(), tc.late, tc.vs, b.String())
+		}
+	}
+}

@@ -51,6 +51,10 @@ type Config struct {
 	// embedded NATS servers' notices (leader elections, routes) to the
 	// node logs, for a post-mortem of a fault's timeline.
 	LogLevel string
+	// RequireTakeover makes a fault longer than the claim TTL + 5 s whose
+	// node's groups in work were not all granted elsewhere within that a
+	// violation (it is reported either way).
+	RequireTakeover bool
 
 	Settle      time.Duration // load before the first fault
 	Gap         time.Duration // after each fault is healed
@@ -241,7 +245,7 @@ func (r *run) result(final *Final) *Report {
 		final.Adoptions = r.adoptions()
 	}
 	rep := Check(calls, faults, final)
-	rep.TakeoverBound = r.cfg.ClaimTTL + 5*time.Second
+	rep.CheckTakeovers(r.cfg.ClaimTTL+5*time.Second, r.cfg.RequireTakeover)
 	rep.Other = append(rep.Other, r.other...)
 	return rep
 }
