@@ -3,7 +3,6 @@ package peers
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,11 +54,9 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	n.own.Attach(n.claims)
 	fleet.own.Store(n.own)
 	runCtx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); n.claims.Run(runCtx) }()
-	go func() { defer wg.Done(); n.own.Run(runCtx) }()
-	n.stop = func() { n.claims.Close(); cancel(); wg.Wait() }
+	n.claims.Start(runCtx)
+	n.own.Start(runCtx)
+	n.stop = func() { n.claims.Stop(); cancel(); n.own.Stop() }
 	t.Cleanup(n.stop)
 	return n
 }
@@ -152,8 +149,9 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	fleet.own.Store(own)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go claims.Run(runCtx)
-	go own.Run(runCtx)
+	claims.Start(runCtx)
+	own.Start(runCtx)
+	defer own.Stop()
 	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
 	if err != nil {
 		t.Fatal(err)
