@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/service"
 )
 
 // adminTimeout bounds a carried admin write: the owner answers once its
@@ -33,65 +34,70 @@ type Admin struct {
 	coord *appliance.Coordinator
 	node  string
 	log   *slog.Logger
-	sub   *nats.Subscription
 
-	// ctx is the answers' lifetime, ended by Stop, which waits for the
-	// answers in flight (wg); stopped refuses those that come after.
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	stopped bool
+	mu  sync.Mutex
+	sub *nats.Subscription
+
+	// The service's context is the answers' lifetime; Stop waits for
+	// the answers in flight and refuses those that come after.
+	service.Base
 }
 
-// NewAdmin answers carried admin writes for node; its Forward carries this
-// node's own writes on peers' groups (the fleet's Forward).
-func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slog.Logger) (*Admin, error) {
-	a := &Admin{nc: nc, coord: coord, node: node, log: log}
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	sub, err := nc.Subscribe(AdminSubjectPrefix+node, a.receive)
+// NewAdmin is node's admin forwarder: once started it answers carried
+// admin writes for node; its Forward carries this node's own writes on
+// peers' groups (the fleet's Forward), started or not.
+func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slog.Logger) *Admin {
+	return &Admin{nc: nc, coord: coord, node: node, log: log}
+}
+
+// Start answers carried admin writes until ctx ends or Stop; the writes
+// being applied then are cancelled. Errors: conflict when started
+// already, unavailable when the subscription cannot be made.
+func (a *Admin) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.Begin(ctx); err != nil {
+		return leasehold.Errorf(leasehold.KindConflict, "the admin forwarder of %q is started already", a.node)
+	}
+	sub, err := a.nc.Subscribe(AdminSubjectPrefix+a.node, a.receive)
 	if err != nil {
-		a.cancel()
-		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "answering admin writes: %v", err)
+		a.Base.Stop()
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "answering admin writes: %v", err)
 	}
 	a.sub = sub
-	return a, nil
+	return nil
 }
 
 // Stop stops answering: writes being applied are cancelled (and answered
 // so) and waited for.
 func (a *Admin) Stop() {
-	if a.sub != nil {
-		a.sub.Unsubscribe()
-	}
 	a.mu.Lock()
-	a.stopped = true
+	sub := a.sub
+	a.sub = nil
 	a.mu.Unlock()
-	a.cancel()
-	a.wg.Wait()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	a.Base.Stop()
 }
 
 // receive answers m in the background: the subscription's callbacks run
 // one at a time, and a write waits on the catalog's writer.
 func (a *Admin) receive(m *nats.Msg) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stopped {
+	if !a.Go(func(ctx context.Context) error { a.answer(ctx, m); return nil }) {
 		// Stop came between the message and its callback.
 		b, _ := json.Marshal(adminAnswer{Kind: leasehold.KindUnavailable, Error: "node " + a.node + " is leaving the fleet"})
 		m.Respond(b)
-		return
 	}
-	a.wg.Go(func() { a.answer(m) })
 }
 
-func (a *Admin) answer(m *nats.Msg) {
+func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 	var op appliance.AdminOp
 	var ans adminAnswer
 	if err := json.Unmarshal(m.Data, &op); err != nil {
 		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
 	} else {
-		ctx, cancel := context.WithTimeout(a.ctx, adminTimeout)
+		ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 		res, err := a.coord.ApplyAdmin(ctx, op)
 		cancel()
 		ans.Result = res

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/service"
 )
 
 // Claim is the value of a group's key in ClaimsBucket: which node owns the
@@ -93,7 +94,7 @@ type ClaimsConfig struct {
 // itself: a claim is held until the start of the life's last successful
 // write + TTL − Margin. The server keeps the life until at least that
 // write's timestamp + TTL, which is later, so no other node can take a
-// group over while this one still holds it. Run renews the life, asks
+// group over while this one still holds it. Start renews the life, asks
 // KeepFunc about idle claims, and watches the bucket for claims taken.
 type Claims struct {
 	kv     jetstream.KeyValue // ClaimsBucket
@@ -114,11 +115,8 @@ type Claims struct {
 	lifeFrom time.Time              // when that write started: claims are held from it
 	minted   map[string]bool        // every life this process began
 	held     map[string]*claimState // by group name, all of this life
-	closed   bool
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	service.Base
 
 	heldGauge       prometheus.GaugeFunc
 	lostCount       prometheus.Counter
@@ -202,7 +200,6 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	c.heldGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leasehold_claims_held", Help: "Groups this node holds an ownership claim on.",
 	}, func() float64 { return float64(len(c.Owned())) })
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
 
@@ -258,7 +255,7 @@ func newLife() string {
 // earlier run of this node that may still be running (a restart that
 // overlaps the old process), or another node under the same name, and its
 // claims stand until it lapses. That is a conflict, and this node holds
-// nothing until then (at most a TTL after that life's last renewal); Run
+// nothing until then (at most a TTL after that life's last renewal); Start
 // tries again every tick. first only makes the first attempt say so at
 // info level.
 func (c *Claims) begin(ctx context.Context, first bool) error {
@@ -390,15 +387,15 @@ var lifeReadTimeout = 5 * time.Second
 const jsErrNoMessageFound = 10037
 
 // liveLocked reports whether this node's life is held at now: begun,
-// renewed within TTL − Margin, and Claims not closed. c.mu is held.
+// renewed within TTL − Margin, and Claims not stopped. c.mu is held.
 func (c *Claims) liveLocked(now time.Time) bool {
-	return c.life != "" && !c.closed && now.Before(c.lifeFrom.Add(c.ttl-c.margin))
+	return c.life != "" && !c.Stopped() && now.Before(c.lifeFrom.Add(c.ttl-c.margin))
 }
 
 // Held reports whether this node holds group's claim now. It asks no one:
 // true from a successful Claim until the claim is released or found taken,
 // and while this node's life is held: until the start of its last
-// successful renewal + TTL − Margin. False after Close.
+// successful renewal + TTL − Margin. False after Stop.
 func (c *Claims) Held(group string) bool {
 	now := c.now()
 	c.mu.Lock()
@@ -543,7 +540,7 @@ func (c *Claims) alive(ctx context.Context, cl Claim) (bool, error) {
 }
 
 // Renew writes this node's life again, so every claim it holds stands a
-// TTL from the write's start. Run calls it every TTL/6. A life found
+// TTL from the write's start. Start calls it every TTL/6. A life found
 // lapsed or taken over has lost every claim: LostFunc is told of each and
 // a new life begins. A node without a life (its last went past its margin)
 // begins one. Errors: unavailable NATS (claims are held until the margin).
@@ -661,29 +658,23 @@ func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([
 	return won, nil
 }
 
-// Run renews this node's life every TTL/6, gives its claims up when the
+// Start renews this node's life every TTL/6, gives its claims up when the
 // life goes unrenewed past its margin, asks KeepFunc about each claim
 // about every TTL/3 (a batch at a time) and releases those not kept, and
 // watches the bucket for claims taken or deleted by others, until ctx
-// ends or Close. It returns nil then.
-func (c *Claims) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.wg.Add(1)
-	c.mu.Unlock()
-	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.ctx, cancel)
-	defer stop()
+// ends or Stop. Stop waits for all that; neither the claims nor the life
+// are released: they lapse after the TTL, as a killed node's do. Held is
+// false after Stop. Errors: service.ErrStarted.
+func (c *Claims) Start(ctx context.Context) error {
+	return c.Begin(ctx, c.run,
+		func(ctx context.Context) error { c.watch(ctx); return nil },
+		func(ctx context.Context) error { c.countPeers(ctx); return nil })
+}
 
+// run renews the life and keeps the claims (see Start) until ctx ends.
+func (c *Claims) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { c.watch(ctx) })
-	wg.Go(func() { c.countPeers(ctx) })
 
 	// The tick is fine enough to catch the margin passing close to when it
 	// does and to renew the life near TTL/6 after its last write.
@@ -995,16 +986,4 @@ func claimOf(e jetstream.KeyValueEntry) (Claim, error) {
 func claimAnswered(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr)
-}
-
-// Close stops Run and waits for it. Neither the claims nor the life are
-// released: they lapse after the TTL, as a killed node's do. Held is
-// false after Close.
-func (c *Claims) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
-	return nil
 }

@@ -46,18 +46,16 @@ func claimNew(t *testing.T, js jetstream.JetStream, cfg ClaimsConfig) *Claims {
 		c, err = NewClaims(ctx, js, cfg)
 		return err == nil
 	})
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(c.Stop)
 	return c
 }
 
-// claimRun runs c's renewals and watch until the test ends or c closes.
+// claimRun runs c's renewals and watch until the test ends or c stops.
 func claimRun(t *testing.T, c *Claims) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(context.Background())
-	}()
-	t.Cleanup(func() { c.Close(); <-done })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
 }
 
 // claimEventually polls cond until it holds or the time is up.
@@ -263,8 +261,8 @@ func TestClaimRace(t *testing.T) {
 		if _, err := w.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
 			t.Fatalf("claim after release and a peer's claim: %v, want conflict", err)
 		}
-		nodes[0].Close()
-		nodes[1].Close()
+		nodes[0].Stop()
+		nodes[1].Stop()
 	}
 }
 
@@ -304,7 +302,7 @@ func TestClaimLapse(t *testing.T) {
 		t.Fatalf("owner %v at %d (%v), want a at %d", own, fence, err, fa)
 	}
 
-	a.Close() // killed: no release
+	a.Stop() // killed: no release
 	killed := time.Now()
 	if a.Held(group) {
 		t.Fatal("closed Claims still holds")
@@ -390,7 +388,7 @@ func TestClaimRestart(t *testing.T) {
 		t.Fatalf("owner %v at %d (%v), want a at %d", own, rev, err, fa)
 	}
 
-	a.Close() // the earlier run stops: its life lapses
+	a.Stop() // the earlier run stops: its life lapses
 	stopped := time.Now()
 	var fa2 uint64
 	claimEventually(t, 4*claimTestTTL, "the later run claims the group", func() bool {
@@ -640,7 +638,7 @@ func TestClaimServerLapse(t *testing.T) {
 		if _, err := other.Claim(ctx, group); err != nil {
 			t.Fatalf("claiming a group whose owner's life lapsed: %v", err)
 		}
-		c.Close()
+		c.Stop()
 		time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 	}
 	t.Logf("unrenewed lives removed at most %s after their TTL of %s (poll period 10ms)", worst.Round(time.Millisecond), claimTestTTL)
@@ -705,7 +703,7 @@ func TestClaimHistory(t *testing.T) {
 				time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)
 				switch r.IntN(8) {
 				case 0: // killed, and down long enough for its claims to lapse
-					l.c.Close()
+					l.c.Stop()
 					countMu.Lock()
 					kills++
 					countMu.Unlock()
@@ -808,7 +806,7 @@ func TestClaimsCountPeers(t *testing.T) {
 	claimRun(t, b)
 	claimEventually(t, 5*time.Second, "a counting b", func() bool { return a.Peers() == 1 })
 	claimEventually(t, 5*time.Second, "b counting a", func() bool { return b.Peers() == 1 })
-	b.Close()
+	b.Stop()
 	claimEventually(t, 3*claimTestTTL, "a no longer counting b", func() bool { return a.Peers() == 0 })
 }
 

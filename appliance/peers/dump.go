@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/service"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -85,20 +86,19 @@ const dumpConcurrent = 4
 const dumpPage = 100
 
 // Dumper serves this node's full state dumps on DumpSubjectPrefix+node.
-// Each request is served in its own goroutine, which Stop ends and waits
-// for.
+// Each request is served in a goroutine of its service, which Stop ends
+// and waits for.
 type Dumper struct {
 	nc   *nats.Conn
 	db   *store.DB
 	node string
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	sub    *nats.Subscription
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	slots  chan struct{}
+	mu    sync.Mutex
+	sub   *nats.Subscription
+	slots chan struct{}
+
+	service.Base
 }
 
 // NewDumper returns node's dumper of db over nc.
@@ -109,19 +109,19 @@ func NewDumper(nc *nats.Conn, db *store.DB, node string, log *slog.Logger) *Dump
 	return &Dumper{nc: nc, db: db, node: node, log: log, slots: make(chan struct{}, dumpConcurrent)}
 }
 
-// Start subscribes to this node's dump subject. Every node answers only
-// for itself, so there is no queue group. Errors: conflict when started
-// already, unavailable when the subscription cannot be made.
-func (d *Dumper) Start() error {
+// Start subscribes to this node's dump subject; the dumps served end with
+// ctx. Every node answers only for itself, so there is no queue group.
+// Errors: conflict when started already, unavailable when the
+// subscription cannot be made.
+func (d *Dumper) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.sub != nil {
+	if err := d.Begin(ctx); err != nil {
 		return leasehold.Errorf(leasehold.KindConflict, "the dumper of %q is started already", d.node)
 	}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
 	sub, err := d.nc.Subscribe(DumpSubjectPrefix+d.node, d.serve)
 	if err != nil {
-		d.cancel()
+		d.Base.Stop()
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "serving dumps of %q: %v", d.node, err)
 	}
 	d.sub = sub
@@ -134,15 +134,13 @@ func (d *Dumper) Start() error {
 // Stop stops answering, ends the dumps in progress and waits for them.
 func (d *Dumper) Stop() {
 	d.mu.Lock()
-	sub, cancel := d.sub, d.cancel
+	sub := d.sub
 	d.sub = nil
 	d.mu.Unlock()
-	if sub == nil {
-		return
+	if sub != nil {
+		_ = sub.Unsubscribe()
 	}
-	_ = sub.Unsubscribe()
-	cancel()
-	d.wg.Wait()
+	d.Base.Stop()
 }
 
 // serve starts the dump a request asks for, or answers that this node is
@@ -164,19 +162,20 @@ func (d *Dumper) serve(m *nats.Msg) {
 		d.refuse(m.Reply, "busy serving other dumps")
 		return
 	}
-	ctx := d.ctx
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	served := d.Go(func(ctx context.Context) error {
 		defer func() { <-d.slots }()
 		start := time.Now()
 		chunks, err := d.dump(ctx, m.Reply)
 		if err != nil {
 			d.log.Warn("peers: serving a state dump", "to", req.Catalog, "chunks", chunks, "err", err)
-			return
+			return nil // logged; the dumper goes on serving
 		}
 		d.log.Info("peers: served a state dump", "to", req.Catalog, "chunks", chunks, "took", time.Since(start))
-	}()
+		return nil
+	})
+	if !served {
+		<-d.slots // stopping
+	}
 }
 
 // refuse answers a request with a failed last chunk.

@@ -58,7 +58,7 @@ func dumpConn(t testing.TB, url string) *nats.Conn {
 func dumpServe(t testing.TB, nc *nats.Conn, n *dumpNode) *Dumper {
 	t.Helper()
 	d := NewDumper(nc, n.app.DB, n.name, claimQuiet)
-	if err := d.Start(); err != nil {
+	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Stop)

@@ -87,6 +87,10 @@ type Fleet struct {
 
 	connected prometheus.GaugeFunc
 	closeOnce sync.Once
+	// parts orders Run's start of the parts before Close's stop: a part
+	// stopped may start again, and none must after Close.
+	parts  sync.Mutex
+	closed bool
 }
 
 // joinLogEvery is how often a node still joining says what it waits for.
@@ -134,8 +138,10 @@ func (f *Fleet) wait(what string) { f.waiting.Store(&what) }
 // up the stream and buckets, and wires the claims: from then on the node
 // leases only groups whose claims it holds. Peers not up yet, or a cluster
 // still electing its leaders, are waited for, however long, saying in the
-// log what is waited for; Ready tells it too. Errors: invalid config (an
-// address that cannot be listened on, a secret NATS refuses), ctx's.
+// log what is waited for; Ready tells it too. Once joined, the node
+// answers its peers' state dumps and carried admin writes until ctx ends
+// or Close. Errors: invalid config (an address that cannot be listened
+// on, a secret NATS refuses), ctx's.
 func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) error {
 	f.app = app
 	start := time.Now()
@@ -224,7 +230,9 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 
 // wire makes the node's parts: claims and ownership, the snapshot
 // replicator, the publisher, the folder, the dumper and the admin
-// forwarder, each on the connection and the catalog.
+// forwarder, each on the connection and the catalog. The dumper and the
+// admin forwarder start answering peers at once, with ctx; Run starts the
+// others.
 func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 	cfg, app := f.cfg, f.app
 	coord, db := app.Coordinator, app.DB
@@ -257,11 +265,11 @@ func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 	f.publisher = NewPublisher(f.js, db, cfg.Name, records, f.log)
 	f.publisher.SnapshotFunc = f.snapshots.Replicate
 	f.folder = NewFolder(f.js, db, cfg.Name, records, app.Config.MaxAttempts, f.log)
-	if err := f.startDumps(); err != nil {
+	if err := f.startDumps(ctx); err != nil {
 		return err
 	}
-	f.admin, err = NewAdmin(f.nc, coord, cfg.Name, f.log)
-	return err
+	f.admin = NewAdmin(f.nc, coord, cfg.Name, f.log)
+	return f.admin.Start(ctx)
 }
 
 // connect connects to NATS, trying again until it answers; a refused
@@ -489,30 +497,51 @@ func (f *Fleet) caughtUp(ctx context.Context, origin string) error {
 	}
 }
 
-// Run publishes, folds, keeps claims and replicates snapshots until ctx
-// ends, and returns nil then. A part that stops by itself stops the others
-// and Run returns its error. Join first.
+// part is one of the node's services (internal/service): started with
+// the fleet's context, stopped by Close.
+type part interface {
+	Start(ctx context.Context) error
+	Stop()
+	Done() <-chan struct{}
+	Err() error
+}
+
+// Run starts the claims, ownership, the publisher, the fold and the
+// snapshot replicas with ctx, and returns nil once ctx has ended and they
+// have stopped. A part that stops by itself (its error, or Close) stops
+// the others and Run returns its error. Join first.
 func (f *Fleet) Run(ctx context.Context) error {
 	if !f.joined.Load() {
 		return leasehold.Errorf(leasehold.KindInternal, "peers: Run before Join")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	f.parts.Lock()
+	if f.closed {
+		f.parts.Unlock()
+		return leasehold.Errorf(leasehold.KindInternal, "peers: Run after Close")
+	}
 	var wg sync.WaitGroup
-	for _, part := range []struct {
+	for _, p := range []struct {
 		name string
-		run  func(context.Context) error
-	}{{"claims", f.claims.Run}, {"ownership", f.ownership.Run}, {"publisher", f.publisher.Run}, {"fold", f.folder.Run}, {"snapshot replicas", f.snapshots.Run}} {
+		part part
+	}{{"claims", f.claims}, {"ownership", f.ownership}, {"publisher", f.publisher}, {"fold", f.folder}, {"snapshot replicas", f.snapshots}} {
+		if err := p.part.Start(ctx); err != nil {
+			cancel(fmt.Errorf("peers: %s: %w", p.name, err))
+			break
+		}
 		wg.Go(func() {
-			err := part.run(ctx)
+			<-p.part.Done()
 			if ctx.Err() == nil {
+				err := p.part.Err()
 				if err == nil {
 					err = errors.New("stopped by itself")
 				}
-				cancel(fmt.Errorf("peers: %s: %w", part.name, err))
+				cancel(fmt.Errorf("peers: %s: %w", p.name, err))
 			}
 		})
 	}
+	f.parts.Unlock()
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -526,6 +555,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.closing.Store(true)
+		f.parts.Lock()
+		f.closed = true
+		f.parts.Unlock()
 		if f.dumper != nil {
 			f.dumper.Stop()
 		}
@@ -533,13 +565,21 @@ func (f *Fleet) Close() error {
 			f.admin.Stop()
 		}
 		if f.claims != nil {
-			f.claims.Close()
+			f.claims.Stop()
 		}
 		if f.ownership != nil {
-			f.ownership.Close() // after the claims, which tell it of lost groups
+			f.ownership.Stop() // after the claims, which tell it of lost groups
+		}
+		// The publisher and the fold end with Run's ctx; a Close that
+		// comes first stops them here.
+		if f.publisher != nil {
+			f.publisher.Stop() // before the snapshots, which it queues
+		}
+		if f.folder != nil {
+			f.folder.Stop()
 		}
 		if f.snapshots != nil {
-			f.snapshots.Close()
+			f.snapshots.Stop()
 		}
 		if f.nc != nil {
 			f.nc.Close()
@@ -595,12 +635,12 @@ func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// startDumps answers this node's state dumps and lets the folder rebuild
-// peers' parts from theirs.
-func (f *Fleet) startDumps() error {
+// startDumps answers this node's state dumps, with ctx, and lets the
+// folder rebuild peers' parts from theirs.
+func (f *Fleet) startDumps(ctx context.Context) error {
 	db, max := f.app.DB, f.app.Config.MaxAttempts
 	f.dumper = NewDumper(f.nc, db, f.cfg.Name, f.log)
-	if err := f.dumper.Start(); err != nil {
+	if err := f.dumper.Start(ctx); err != nil {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "answering state dumps: %v", err)
 	}
 	f.folder.RebuildFunc = func(ctx context.Context, origin string) error { return Rebuild(ctx, f.nc, db, origin, max) }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/service"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -53,6 +54,8 @@ type Folder struct {
 	gaps     prometheus.Counter
 	rebuilds *prometheus.CounterVec
 	lag      prometheus.Gauge
+
+	service.Base
 }
 
 // foldBatch bounds the messages folded in one catalog write.
@@ -82,8 +85,12 @@ func (f *Folder) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.folded, f.gaps, f.rebuilds, f.lag}
 }
 
-// Run folds until ctx ends, starting over (from the mark) after an error.
-func (f *Folder) Run(ctx context.Context) error {
+// Start folds until ctx ends or Stop, starting over (from the mark) after
+// an error. Errors: service.ErrStarted.
+func (f *Folder) Start(ctx context.Context) error { return f.Begin(ctx, f.folding) }
+
+// folding folds (see Start) until ctx ends.
+func (f *Folder) folding(ctx context.Context) error {
 	backoff := 200 * time.Millisecond
 	owed, err := f.db.RebuildsOwed(ctx)
 	if err != nil {

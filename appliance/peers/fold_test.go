@@ -69,21 +69,19 @@ func foldJoin(t *testing.T, url, name, dir string) *foldPeer {
 		return Rebuild(ctx, p.nc, p.app.DB, origin, maxAttempts)
 	}
 	dumpServe(t, p.nc, p.dumpNode)
-	pubCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); p.pub.Run(pubCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	p.pub.Start(context.Background())
+	t.Cleanup(p.pub.Stop)
 	p.startFolding(t)
 	t.Cleanup(p.stopFolding)
 	return p
 }
 
 func (p *foldPeer) startFolding(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); p.folder.Run(ctx) }()
+	if err := p.folder.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	p.mu.Lock()
-	p.stopFold = func() { cancel(); <-done }
+	p.stopFold = p.folder.Stop
 	p.mu.Unlock()
 }
 
@@ -576,10 +574,8 @@ func TestFoldLatePlan(t *testing.T) {
 	b := foldJoin(t, url, "node-b", t.TempDir())
 	publishA := func() func() {
 		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); pub.Run(runCtx) }()
-		return func() { cancel(); <-done }
+		pub.Start(ctx)
+		return pub.Stop
 	}
 	tailAt := func(n *dumpNode) int64 {
 		g, err := n.app.DB.GroupByName(ctx, "g")

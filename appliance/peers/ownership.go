@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/service"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -50,19 +51,16 @@ type Ownership struct {
 	// up its newest window, not an older one.
 	settled func(ctx context.Context, group string) bool
 
-	// ctx is ownership's lifetime, ended by Close: it bounds the disowning
-	// of lost groups, which runs in the background of whoever lost them.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the disowning goroutine
+	// The service's context bounds the disowning of lost groups, which
+	// runs in a goroutine of its own, not in whoever lost them.
+	service.Base
 
 	mu  sync.Mutex
 	won map[string]time.Time // when each group's claim was won here
 	// lost are the groups whose claims were lost, to disown; disowning is
-	// set while a goroutine does. closed is set by Close.
+	// set while a goroutine does.
 	lost      []string
 	disowning bool
-	closed    bool
 }
 
 // ErrBehind is adopt's answer when this node has not yet folded all the
@@ -89,19 +87,7 @@ func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duratio
 	}
 	o := &Ownership{coord: coord, db: db, every: every, log: log,
 		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), idlers: map[int64]struct{}{}, won: map[string]time.Time{}}
-	o.ctx, o.cancel = context.WithCancel(context.Background())
 	return o
-}
-
-// Close stops disowning lost groups (a write in flight is cancelled) and
-// waits for the goroutine that does; groups lost later are not disowned.
-// Close the claims first, so none are.
-func (o *Ownership) Close() {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	o.cancel()
-	o.wg.Wait()
 }
 
 // Attach sets the claims ownership keeps; the fleet then answers the
@@ -123,7 +109,7 @@ func (o *Ownership) Want(group string) {
 	}
 }
 
-// Idle is told that worker's lease found nothing: Run offers disowned
+// Idle is told that worker's lease found nothing: Start offers disowned
 // groups' claims again, at most every o.every.
 func (o *Ownership) Idle(worker int64) {
 	o.idlersMu.Lock()
@@ -247,19 +233,25 @@ func (o *Ownership) SetSettled(f func(ctx context.Context, group string) bool) {
 func (o *Ownership) SetAdopt(f func(ctx context.Context, group string) error) { o.adopt = f }
 
 // Lost is the claims' LostFunc: the group is disowned at once, in the
-// background (the claims must not wait on the catalog's writer). A node
-// whose life lapsed loses every claim at once; those are disowned a batch
-// per write, by one goroutine.
+// background (the claims must not wait on the catalog's writer); a group
+// lost before Start is disowned once it. A node whose life lapsed loses
+// every claim at once; those are disowned a batch per write, by one
+// goroutine. Groups lost after Stop are not disowned.
 func (o *Ownership) Lost(group string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
+	if o.Stopped() {
 		return
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.lost = append(o.lost, group)
-	if !o.disowning {
+	o.disownLostLocked()
+}
+
+// disownLostLocked starts the disowning goroutine if none runs and the
+// service takes it. o.mu is held.
+func (o *Ownership) disownLostLocked() {
+	if !o.disowning && len(o.lost) > 0 && o.Go(o.disownLost) {
 		o.disowning = true
-		o.wg.Go(o.disownLost)
 	}
 }
 
@@ -267,7 +259,7 @@ func (o *Ownership) Lost(group string) {
 const ownershipDisownBatch = 1024
 
 // disownLost disowns the groups Lost was told of until none are left.
-func (o *Ownership) disownLost() {
+func (o *Ownership) disownLost(ctx context.Context) error {
 	for {
 		o.mu.Lock()
 		batch := o.lost[:min(len(o.lost), ownershipDisownBatch)]
@@ -275,13 +267,13 @@ func (o *Ownership) disownLost() {
 		if len(batch) == 0 {
 			o.lost, o.disowning = nil, false
 			o.mu.Unlock()
-			return
+			return nil
 		}
 		o.mu.Unlock()
-		ctx, cancel := context.WithTimeout(o.ctx, 30*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		// A claim won back since (Held again) has been or is being owned
 		// again: disowning it now would undo that.
-		if err := o.coord.Disown(ctx, batch, o.claims.Held); err != nil {
+		if err := o.coord.Disown(wctx, batch, o.claims.Held); err != nil {
 			o.log.Error("ownership: disowning groups whose claims were lost", "groups", len(batch), "first", batch[0], "err", err)
 		}
 		cancel()
@@ -293,10 +285,24 @@ func (o *Ownership) disownLost() {
 // commit, so together they cost about what one does.
 const ownershipClaimers = 8
 
-// Run claims the groups leases asked for and, when a lease found nothing
+// Start claims the groups leases asked for and, when a lease found nothing
 // (at most every o.every), offers the claims of disowned groups with work
-// again (their owner may have lapsed), until ctx ends.
-func (o *Ownership) Run(ctx context.Context) error {
+// again (their owner may have lapsed), and disowns lost groups, until ctx
+// ends or Stop. Stop cancels a disowning write in flight and waits for
+// it; stop the claims first, so no group is lost after. Errors:
+// service.ErrStarted.
+func (o *Ownership) Start(ctx context.Context) error {
+	if err := o.Begin(ctx, o.run); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.disownLostLocked()
+	return nil
+}
+
+// run claims and offers groups (see Start) until ctx ends.
+func (o *Ownership) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var mu sync.Mutex

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,11 +55,9 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	n.own.Attach(n.claims)
 	fleet.own.Store(n.own)
 	runCtx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); n.claims.Run(runCtx) }()
-	go func() { defer wg.Done(); n.own.Run(runCtx) }()
-	n.stop = func() { n.claims.Close(); cancel(); wg.Wait() }
+	n.claims.Start(runCtx)
+	n.own.Start(runCtx)
+	n.stop = func() { n.claims.Stop(); cancel(); n.own.Stop() }
 	t.Cleanup(n.stop)
 	return n
 }
@@ -153,8 +150,9 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	fleet.own.Store(own)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go claims.Run(runCtx)
-	go own.Run(runCtx)
+	claims.Start(runCtx)
+	own.Start(runCtx)
+	defer own.Stop()
 	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
 	if err != nil {
 		t.Fatal(err)
@@ -294,10 +292,9 @@ func TestOwnershipOffersPerIdleWorker(t *testing.T) {
 	own.Attach(claims)
 	fleet.own.Store(own)
 	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { claims.Run(runCtx) })
-	wg.Go(func() { own.Run(runCtx) })
-	t.Cleanup(func() { claims.Close(); cancel(); wg.Wait() })
+	claims.Start(runCtx)
+	own.Start(runCtx)
+	t.Cleanup(func() { claims.Stop(); cancel(); own.Stop() })
 
 	owned := func() int {
 		got, err := app.DB.OwnedGroups(ctx)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/service"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -50,6 +51,8 @@ type Publisher struct {
 	published prometheus.Counter
 	failures  prometheus.Counter
 	acked     atomic.Int64
+
+	service.Base
 }
 
 // Sent is how many events this publisher has sent and had acknowledged.
@@ -93,8 +96,13 @@ func (p *Publisher) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{p.published, p.failures}
 }
 
-// Run publishes until ctx ends, retrying a failed batch with backoff.
-func (p *Publisher) Run(ctx context.Context) error {
+// Start publishes until ctx ends or Stop, retrying a failed batch with
+// backoff. A publisher that cannot follow the stream's advisories ends
+// with that error (Err). Errors: service.ErrStarted.
+func (p *Publisher) Start(ctx context.Context) error { return p.Begin(ctx, p.run) }
+
+// run publishes (see Start) until ctx ends.
+func (p *Publisher) run(ctx context.Context) error {
 	// The server advises when the stream is made or deleted: the record's
 	// incarnation is read again before the next batch.
 	for _, what := range []string{"CREATED", "DELETED"} {

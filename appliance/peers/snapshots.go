@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/service"
 )
 
 // Metadata keys of a replicated snapshot object. The object store keeps
@@ -100,7 +101,7 @@ type ReplicatorConfig struct {
 // any group name is safe and listings show it as it is), holding the
 // gzip bytes and the snapshot's Next and sha-256 in its metadata.
 //
-// The owner of a group calls Replicate after a snapshot of it lands; Run
+// The owner of a group calls Replicate after a snapshot of it lands; Start
 // uploads one snapshot at a time in the background, since they may be
 // several GiB each. A node taking a group over calls Import before it
 // leases the group, so its workers resume from the newest replicated
@@ -122,15 +123,12 @@ type Replicator struct {
 	queued   map[string]bool // the groups in queue
 	pending  map[string]bool // groups queued, being uploaded, or failed and waiting to be tried again
 	failures map[string]int  // failed uploads in a row, by group
-	closed   bool
-	wake     chan struct{} // a group was queued
+	wake     chan struct{}   // a group was queued
 
 	purges    []string      // chunk subjects waiting to be purged, oldest first
 	purgeWake chan struct{} // a subject was queued
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	service.Base
 
 	replications *prometheus.CounterVec
 	imports      *prometheus.CounterVec
@@ -201,7 +199,6 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.A
 	for _, res := range []string{"ok", "unchanged", "none", "failed"} {
 		r.imports.WithLabelValues(res)
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
 
@@ -216,8 +213,11 @@ func (r *Replicator) Collectors() []prometheus.Collector {
 // itself. A group being uploaded now is queued again, for the snapshot
 // that replaced it.
 func (r *Replicator) Replicate(group string) {
+	if r.Stopped() {
+		return
+	}
 	r.mu.Lock()
-	if r.closed || r.queued[group] {
+	if r.queued[group] {
 		r.mu.Unlock()
 		return
 	}
@@ -282,31 +282,28 @@ func (r *Replicator) done(group string, failed bool) {
 	time.AfterFunc(min(delay, replicateRetryMax), func() { r.Replicate(group) })
 }
 
-// Run uploads queued snapshots, one at a time, and purges replaced
-// chunks beside, until ctx ends or Close, and returns nil then; an upload
-// under way is cut off and its chunks purged. A failed upload is logged,
-// counted, and tried again later (see replicateRetry).
-func (r *Replicator) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.wg.Add(2)
-	r.mu.Unlock()
-	defer r.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(r.ctx, cancel)
-	defer stop()
+// Start uploads queued snapshots, one at a time, and purges replaced
+// chunks beside, until ctx ends or Stop; an upload under way is then cut
+// off and its chunks purged. A failed upload is logged, counted, and
+// tried again later (see replicateRetry). Errors: service.ErrStarted.
+func (r *Replicator) Start(ctx context.Context) error { return r.Begin(ctx, r.run) }
+
+// Stop ends what Start started and waits for it, the purges' drain too.
+func (r *Replicator) Stop() {
+	r.Base.Stop()
+	r.pub.CleanupPublisher() // its reply subscription, on a connection others share
+}
+
+// run uploads queued snapshots (see Start) until ctx ends.
+func (r *Replicator) run(ctx context.Context) error {
 	// The purger stops only after the uploads, so the chunks of one cut
-	// off by the stop are in its drain.
-	pctx, pcancel := context.WithCancel(context.Background())
+	// off by the stop are in its drain: its context is ctx's without the
+	// cancel, ended once the uploads have.
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	var purging sync.WaitGroup
+	purging.Go(func() { r.purger(pctx) })
+	defer purging.Wait()
 	defer pcancel()
-	go func() {
-		defer r.wg.Done()
-		r.purger(pctx)
-	}()
 	// Alone, queued groups wait (still pending, so their claims are
 	// kept); peers are looked for every replicateAloneCheck.
 	alone := time.NewTicker(replicateAloneCheck)
@@ -552,7 +549,7 @@ func (r *Replicator) purgeLater(subj string) {
 }
 
 // Purges: each waits up to snapshotPurgeWait; a failed one is tried
-// again after purgeRetry, up to purgeAttempts times in all. At Close the
+// again after purgeRetry, up to purgeAttempts times in all. At Stop the
 // purges still waiting get purgeDrain together, so a node stopping
 // leaves as few orphaned chunks as it can without hanging on a stream
 // that cannot answer.
@@ -578,7 +575,8 @@ func (r *Replicator) purger(ctx context.Context) {
 	}
 	for {
 		if ctx.Err() != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), purgeDrain)
+			// ctx has ended: the drain has its own time.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), purgeDrain)
 			defer cancel()
 			for s := take(); s != "" && dctx.Err() == nil; s = take() {
 				if err := r.purge(dctx, s); err != nil {
@@ -721,15 +719,4 @@ func snapshotMeta(info *jetstream.ObjectInfo) (int64, []byte, error) {
 		return 0, nil, errors.New("its sha256 is not the object's digest")
 	}
 	return next, digest, nil
-}
-
-// Close stops Run and waits for it; an upload under way is cut off.
-func (r *Replicator) Close() error {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	r.cancel()
-	r.wg.Wait()
-	r.pub.CleanupPublisher() // its reply subscription, on a connection others share
-	return nil
 }

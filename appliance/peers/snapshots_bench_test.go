@@ -194,8 +194,8 @@ func BenchmarkObjectStore(b *testing.B) {
 				if err := benchDelete(ra, "g"); err != nil {
 					b.Fatal(err)
 				}
-				ra.Close()
-				rb.Close()
+				ra.Stop()
+				rb.Stop()
 			}
 			if _, err := apps["a"].Snapshots.Put(ctx, appliance.Upload{GroupID: gA.ID, Gzip: true, Body: strings.NewReader("x")}); err != nil {
 				b.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,11 +61,8 @@ func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appl
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); rep.Run(runCtx) }()
-	t.Cleanup(func() { rep.Close(); cancel(); wg.Wait() })
+	rep.Start(context.Background())
+	t.Cleanup(rep.Stop)
 	return &snapNode{app: app, rep: rep, js: js}
 }
 

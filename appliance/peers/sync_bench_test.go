@@ -93,8 +93,9 @@ func benchPeerSync(b *testing.B, mode string) {
 	var pub *Publisher
 	if mode != "alone" {
 		pub = NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
+		pub.Start(runCtx)
 		wg.Add(1)
-		go func() { defer wg.Done(); pub.Run(runCtx) }()
+		go func(done <-chan struct{}) { defer wg.Done(); <-done }(pub.Done())
 	}
 	var folder *Folder
 	var bNode *dumpNode
@@ -103,8 +104,9 @@ func benchPeerSync(b *testing.B, mode string) {
 	if mode == "publish+fold" || mode == "fold-after" {
 		bNode = dumpOpen(b, "node-b", b.TempDir())
 		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
+		folder.Start(foldCtx)
 		foldDone.Add(1)
-		go func() { defer foldDone.Done(); folder.Run(foldCtx) }()
+		go func(done <-chan struct{}) { defer foldDone.Done(); <-done }(folder.Done())
 	}
 	defer foldDone.Wait()
 	defer stopFold()
@@ -201,8 +203,9 @@ func benchPeerSync(b *testing.B, mode string) {
 		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
 		again, stopAgain := context.WithCancel(runCtx)
 		defer stopAgain()
+		folder.Start(again)
 		foldDone.Add(1)
-		go func() { defer foldDone.Done(); folder.Run(again) }()
+		go func(done <-chan struct{}) { defer foldDone.Done(); <-done }(folder.Done())
 		foldStart := time.Now()
 		caughtUp()
 		b.ReportMetric(float64(events)/time.Since(foldStart).Seconds(), "events-folded/s")
