@@ -450,7 +450,7 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		g = nil
 	}
 	if g == nil {
-		c.fleet.Idle(nodeID)
+		c.fleet.Idle()
 		return nil, nil
 	}
 	g.Rules = c.Rules()

@@ -387,10 +387,10 @@ func (f *Fleet) Ensure(ctx context.Context, group string) error {
 	return f.ownership.Ensure(ctx, group)
 }
 
-// Idle is told that a worker's lease found nothing (appliance.Fleet).
-func (f *Fleet) Idle(worker int64) {
+// Idle is told that a lease found nothing (appliance.Fleet).
+func (f *Fleet) Idle() {
 	if f.joined.Load() {
-		f.ownership.Idle(worker)
+		f.ownership.Idle()
 	}
 }
 

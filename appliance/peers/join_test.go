@@ -59,9 +59,9 @@ func (f *ownFleet) Ensure(ctx context.Context, group string) error {
 	return nil
 }
 
-func (f *ownFleet) Idle(worker int64) {
+func (f *ownFleet) Idle() {
 	if o := f.own.Load(); o != nil {
-		o.Idle(worker)
+		o.Idle()
 	}
 }
 

@@ -34,13 +34,6 @@ type Ownership struct {
 
 	wanted chan string   // groups to claim, from leases
 	idle   chan struct{} // a lease found nothing
-	// idlers are the workers whose leases found nothing since the last
-	// offer: an offer claims about as many groups as there are of them,
-	// so a node with a few idle workers leaves the rest of a dead peer's
-	// groups to the other nodes' idle workers instead of taking them all
-	// and keeping them waiting for a worker.
-	idlers   map[int64]struct{}
-	idlersMu sync.Mutex
 
 	// adopt, if set, is called with a won group before it is owned: the
 	// fleet brings in the newest replicated snapshot of a peer's group.
@@ -86,7 +79,7 @@ func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duratio
 		log = slog.Default()
 	}
 	o := &Ownership{coord: coord, db: db, every: every, log: log,
-		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), idlers: map[int64]struct{}{}, won: map[string]time.Time{}}
+		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), won: map[string]time.Time{}}
 	return o
 }
 
@@ -109,14 +102,9 @@ func (o *Ownership) Want(group string) {
 	}
 }
 
-// Idle is told that worker's lease found nothing: Start offers disowned
-// groups' claims again, at most every o.every.
-func (o *Ownership) Idle(worker int64) {
-	o.idlersMu.Lock()
-	if len(o.idlers) < ownershipOffer {
-		o.idlers[worker] = struct{}{}
-	}
-	o.idlersMu.Unlock()
+// Idle is told that a lease found nothing: Start offers disowned groups'
+// claims again, at most every o.every.
+func (o *Ownership) Idle() {
 	select {
 	case o.idle <- struct{}{}:
 	default:
@@ -403,19 +391,14 @@ const ownershipOfferMax = time.Second
 // ownershipOffer bounds the disowned groups tried in one pass.
 const ownershipOffer = 64
 
-// offer tries the claims of groups this node has but does not own, as
-// many as workers found nothing here since the last offer (at least one).
+// offer tries the claims of groups this node has but does not own.
 func (o *Ownership) offer(ctx context.Context) {
-	o.idlersMu.Lock()
-	want := max(1, len(o.idlers))
-	clear(o.idlers)
-	o.idlersMu.Unlock()
 	groups, err := o.db.DisownedGroups(ctx, ownershipOffer)
 	if err != nil {
 		o.log.Warn("ownership: listing disowned groups", "err", err)
 		return
 	}
-	won, err := o.claims.ClaimFree(ctx, groups, want)
+	won, err := o.claims.ClaimFree(ctx, groups, len(groups))
 	if err != nil {
 		o.log.Warn("ownership: claiming free groups", "err", err)
 	}

@@ -3,7 +3,6 @@ package peers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -258,69 +257,4 @@ func TestOwnershipRestartRefusesOldFences(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	oldFenceRefused("after the group was leased again")
-}
-
-// TestOwnershipOffersPerIdleWorker: an idle node claims about as many
-// disowned groups as it has idle workers, leaving the rest of a dead
-// peer's groups to other nodes' idle workers instead of keeping them
-// waiting for a worker here.
-func TestOwnershipOffersPerIdleWorker(t *testing.T) {
-	ctx := context.Background()
-	s := natstest.Server(t)
-	fleet := &ownFleet{}
-	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
-	var groups []string
-	for _, g := range []string{"g0", "g1", "g2", "g3", "g4", "g5"} {
-		if _, _, err := app.Coordinator.PutGroup(ctx, g, store.GroupSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := app.Coordinator.PlanTail(ctx, g, 1000); err != nil {
-			t.Fatal(err)
-		}
-		groups = append(groups, g)
-	}
-	// As a dead peer's groups are: this node has them and owns none.
-	if err := app.Coordinator.Disown(ctx, groups, nil); err != nil {
-		t.Fatal(err)
-	}
-	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
-	claims := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost})
-	own.Attach(claims)
-	fleet.own.Store(own)
-	runCtx, cancel := context.WithCancel(ctx)
-	claims.Start(runCtx)
-	own.Start(runCtx)
-	t.Cleanup(func() { claims.Stop(); cancel(); own.Stop() })
-
-	owned := func() int {
-		got, err := app.DB.OwnedGroups(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(got)
-	}
-	settle := func(want int) {
-		t.Helper()
-		claimEventually(t, 5*time.Second, fmt.Sprintf("%d groups owned", want), func() bool { return owned() >= want })
-		// Several offer periods pass, and no more is taken on.
-		claimThroughout(t, 300*time.Millisecond, 20*time.Millisecond, func() error {
-			if got := owned(); got != want {
-				return fmt.Errorf("%d groups owned, want %d", got, want)
-			}
-			return nil
-		})
-	}
-	// One idle worker, asking again and again: one group.
-	for range 5 {
-		own.Idle(1)
-	}
-	settle(1)
-	// Two more idle workers: two more groups.
-	own.Idle(2)
-	own.Idle(3)
-	settle(3)
 }
