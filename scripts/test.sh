@@ -81,8 +81,8 @@ done
 echo "test: scripts/fleetfault.sh --short --skip-if-unsupported"
 bash scripts/fleetfault.sh --short --skip-if-unsupported
 # Takeover under a partition: at claim TTL 20 s, a node's routes cut for
-# 30 s, the two connected nodes must grant every group its workers held
-# within the claim TTL + 5 s of the cut.
+# 30 s, the two connected nodes must own (or grant) every group its
+# workers held within the claim TTL + 5 s of the cut.
 echo "test: scripts/fleetfault.sh --kills 0 --pauses 0 --partitions 1 --claim-ttl 20s --cut-for 30s --require-takeover --skip-if-unsupported"
 bash scripts/fleetfault.sh --kills 0 --pauses 0 --partitions 1 --claim-ttl 20s --cut-for 30s --require-takeover --skip-if-unsupported
 echo "test: scripts/check-systemd.sh"

@@ -249,7 +249,8 @@ func equalSpans(a, b []Span) bool {
 
 // TestSelfTestLateTakeover plants a partition of 30 s whose group in work
 // is granted elsewhere only 27 s in, past a bound of 25 s: reported, and a
-// violation when takeovers are required; a grant 20 s in is neither.
+// violation when takeovers are required; a grant 20 s in is neither, nor
+// is a group owned elsewhere 19 s in and granted late.
 func TestSelfTestLateTakeover(t *testing.T) {
 	history := func(grantAt float64) []Call {
 		return []Call{
@@ -261,10 +262,21 @@ func TestSelfTestLateTakeover(t *testing.T) {
 	cut := []Fault{{Kind: "partition", Node: "node-b", Start: at(1.0), End: at(31.0)}}
 	for _, tc := range []struct {
 		grantAt  float64
+		adopted  float64 // when node-a took g over, 0 for never
 		require  bool
 		late, vs int
-	}{{28.0, false, 1, 0}, {28.0, true, 1, 1}, {21.0, true, 0, 0}} {
-		r := Check(history(tc.grantAt), cut, nil)
+	}{{28.0, 0, false, 1, 0}, {28.0, 0, true, 1, 1}, {21.0, 0, true, 0, 0},
+		// Owned elsewhere in time, granted late (no free worker there):
+		// the fleet's promise is kept.
+		{28.0, 20.0, true, 0, 0},
+		// Owned elsewhere too late as well.
+		{28.0, 27.0, true, 1, 1}} {
+		final := &Final{}
+		if tc.adopted > 0 {
+			final.Adoptions = []Adoption{{Node: "node-a", Group: "g", At: at(tc.adopted)}}
+		}
+		r := Check(history(tc.grantAt), cut, final)
+		r.LostFinishes, r.Unconverged, r.WindowHoles = nil, nil, nil // the planted final state has no catalogs
 		r.CheckTakeovers(25*time.Second, tc.require)
 		if len(r.Late) != tc.late || r.Violations() != tc.vs {
 			var b bytes.Buffer

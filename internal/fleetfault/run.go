@@ -52,8 +52,8 @@ type Config struct {
 	// node logs, for a post-mortem of a fault's timeline.
 	LogLevel string
 	// RequireTakeover makes a fault longer than the claim TTL + 5 s whose
-	// node's groups in work were not all granted elsewhere within that a
-	// violation (it is reported either way).
+	// node's groups in work were not all granted or owned elsewhere within
+	// that a violation (it is reported either way).
 	RequireTakeover bool
 
 	Settle      time.Duration // load before the first fault

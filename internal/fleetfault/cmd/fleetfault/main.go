@@ -44,7 +44,7 @@ func mainExit(ctx context.Context, args []string) int {
 	pauseFor := fs.Duration("pause-for", 0, "how long a SIGSTOP lasts (default 10s; make it longer than --claim-ttl + 5s to see takeovers)")
 	cutFor := fs.Duration("cut-for", 0, "how long a partition lasts (default 12s; make it longer than --claim-ttl + 5s to see takeovers)")
 	logLevel := fs.String("log-level", "", "the nodes' --log-level (default info; debug adds the NATS servers' leader elections and routes to the node logs)")
-	requireTakeover := fs.Bool("require-takeover", false, "fail the run when a pause or partition longer than the claim TTL + 5s leaves some of its node's groups in work not granted elsewhere within that")
+	requireTakeover := fs.Bool("require-takeover", false, "fail the run when a pause or partition longer than the claim TTL + 5s leaves some of its node's groups in work neither granted nor owned elsewhere within that")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
