@@ -648,6 +648,7 @@ func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([
 		_, err := c.Claim(ctx, g)
 		switch leasehold.ErrorKind(err) {
 		case leasehold.KindConflict, leasehold.KindInvalid:
+			c.log.Debug("claims: not free", "group", g, "why", err)
 			continue
 		}
 		if err != nil {

@@ -399,6 +399,7 @@ func (o *Ownership) offer(ctx context.Context) {
 		return
 	}
 	won, err := o.claims.ClaimFree(ctx, groups, len(groups))
+	o.log.Debug("ownership: offered disowned groups", "offered", len(groups), "won", len(won))
 	if err != nil {
 		o.log.Warn("ownership: claiming free groups", "err", err)
 	}
