@@ -323,26 +323,56 @@ type lifeRead struct {
 	at    time.Time // the server's timestamp of the write
 }
 
-// readLife reads node's life key from the lives stream's leader. A
-// key-value Get is a direct get, which any replica may answer, and a
-// lagging one would show an older write of a live node's life, or none, so
-// the node would look lapsed; the leader has every write it acknowledged.
+// readLife reads node's life key from the lives stream's leader (see
+// lastOnLeader).
+func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
+	m, err := c.lastOnLeader(ctx, LivesBucket, ClaimKey(node))
+	if err != nil {
+		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
+	}
+	if !m.found || m.deleted {
+		return lifeRead{}, nil // none, deleted or purged: no life stands
+	}
+	st := lifeRead{found: true, rev: m.seq, at: m.at}
+	if err := json.Unmarshal(m.data, &st.life); err != nil {
+		st.life = Life{} // unreadable: stands for no life
+	}
+	return st, nil
+}
+
+// leaderEntry is a key's last write as a bucket's stream leader holds it.
+type leaderEntry struct {
+	found   bool      // a write of the key stands in the stream
+	deleted bool      // that write is a delete or purge marker
+	seq     uint64    // its revision
+	data    []byte    // its value
+	at      time.Time // the server's timestamp of the write
+}
+
+// lastOnLeader reads key's last write in bucket from the bucket stream's
+// leader. A key-value Get is a direct get, which any replica may answer,
+// and the nearest one answers first: a lagging replica (a node just
+// resumed, or one an election left behind) shows an older write of a live
+// node's life, or none, so the node would look lapsed; and an older
+// revision of a claim, so a takeover written over it is refused as a
+// revision mismatch every time. The leader has every write it
+// acknowledged.
 //
 // It waits at most lifeReadTimeout, whatever ctx allows: a request the
 // server takes and never answers (its leader lost in an election, a route
 // cut) would otherwise hold a caller without a deadline, such as the offer
 // of disowned groups, for good, and the node would never take a group on
 // again.
-func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + LivesBucket + "." + ClaimKey(node)})
+func (c *Claims) lastOnLeader(ctx context.Context, bucket, key string) (leaderEntry, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
 	if err != nil {
-		return lifeRead{}, err
+		return leaderEntry{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lifeReadTimeout)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LivesBucket, req)
+	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
-		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
+		return leaderEntry{}, err
 	}
 	var resp struct {
 		Error *struct {
@@ -357,25 +387,24 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
+		return leaderEntry{}, err
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrCode == jsErrNoMessageFound {
-			return lifeRead{}, nil
+			return leaderEntry{}, nil
 		}
-		return lifeRead{}, fmt.Errorf("reading the life of node %q: %s (%d)", node, resp.Error.Description, resp.Error.ErrCode)
+		return leaderEntry{}, fmt.Errorf("%s (%d)", resp.Error.Description, resp.Error.ErrCode)
 	}
 	if resp.Message == nil {
-		return lifeRead{}, fmt.Errorf("reading the life of node %q: an empty answer", node)
+		return leaderEntry{}, errors.New("an empty answer")
 	}
-	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation")) {
-		return lifeRead{}, nil // deleted or purged: no life stands
-	}
-	st := lifeRead{found: true, rev: resp.Message.Seq, at: resp.Message.Time}
-	if err := json.Unmarshal(resp.Message.Data, &st.life); err != nil {
-		st.life = Life{} // unreadable: stands for no life
-	}
-	return st, nil
+	return leaderEntry{
+		found:   true,
+		deleted: bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation")),
+		seq:     resp.Message.Seq,
+		data:    resp.Message.Data,
+		at:      resp.Message.Time,
+	}, nil
 }
 
 // lifeReadTimeout bounds a read of a node's life, as the JetStream client
@@ -480,30 +509,34 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 		if !claimAnswered(err) {
 			return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
 		}
-		// The key exists: whose it is, and whether that life goes on, decide.
-		e, err := c.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // released since
-		}
+		// The key exists: whose it is, and whether that life goes on,
+		// decide, as the leader has it (a lagging replica's older revision
+		// would never match).
+		e, err := c.lastOnLeader(ctx, ClaimsBucket, key)
 		if err != nil {
-			return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
+			return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: reading its claim: %v", group, err)
 		}
-		cl, err := claimOf(e)
-		if err != nil {
-			// Whose it is cannot be told, and nothing would ever end it.
-			c.log.Warn("claims: unreadable claim, taking it over", "group", group, "err", err)
-		} else if cl.Node != c.node || cl.Life != life {
-			alive, err := c.alive(ctx, cl)
-			if err != nil {
-				return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
-			}
-			if alive {
-				return 0, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q", group, cl.Node)
+		if !e.found {
+			continue // purged since
+		}
+		if !e.deleted {
+			var cl Claim
+			if err := json.Unmarshal(e.data, &cl); err != nil {
+				// Whose it is cannot be told, and nothing would ever end it.
+				c.log.Warn("claims: unreadable claim, taking it over", "group", group, "err", err)
+			} else if cl.Node != c.node || cl.Life != life {
+				alive, err := c.alive(ctx, cl)
+				if err != nil {
+					return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
+				}
+				if alive {
+					return 0, leasehold.Errorf(leasehold.KindConflict, "group %q is owned by node %q", group, cl.Node)
+				}
 			}
 		}
-		// Of a life that is over, or this life's own: write over that
-		// revision only.
-		rev, err = c.kv.Update(ctx, key, val, e.Revision())
+		// Released, of a life that is over, or this life's own: write over
+		// that revision only.
+		rev, err = c.kv.Update(ctx, key, val, e.seq)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
 		}
