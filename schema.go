@@ -293,8 +293,16 @@ type FleetStatus struct {
 	Enabled   bool   `json:"enabled"`
 	Connected bool   `json:"connected"`
 	// Owned is how many groups this node owns (holds the claim of).
-	Owned int64  `json:"owned"`
-	Peers []Peer `json:"peers"`
+	Owned int64 `json:"owned"`
+	// Unpublished is how many of this node's events the fleet's stream has
+	// not acknowledged yet: changes made here that no peer can have seen
+	// (a node cut off from NATS keeps them until it is back).
+	Unpublished int64 `json:"unpublished"`
+	// Published is the stream position of the last event of this node's
+	// the stream acknowledged: a peer whose Folded for this node has
+	// reached it has seen every change this node published.
+	Published uint64 `json:"published"`
+	Peers     []Peer `json:"peers"`
 }
 
 // Group states, as the metrics count them: the first that holds of

@@ -609,6 +609,15 @@ func (db *DB) Unpublished(ctx context.Context, name string) (bool, error) {
 	return n > 0, mapError(err, "reading the outbox")
 }
 
+// UnsentCount is how many events of this node's the fleet's stream has not
+// acknowledged yet: a walk of the unsent events' index, as long as the
+// backlog and no longer.
+func (db *DB) UnsentCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.queryRow(ctx, `SELECT count(*) FROM events INDEXED BY events_unsent WHERE sent = 0`).Scan(&n)
+	return n, mapError(err, "reading the outbox")
+}
+
 // OwnGroupIDs returns up to limit ids of this node's own groups (not a
 // peer's state) after id, in id order: a full state dump's pages.
 func (db *DB) OwnGroupIDs(ctx context.Context, after int64, limit int) ([]int64, error) {

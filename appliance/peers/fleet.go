@@ -606,7 +606,11 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 		return st, nil
 	}
 	st.Owned = int64(len(f.claims.Owned()))
+	st.Published = f.publisher.Position()
 	var err error
+	if st.Unpublished, err = f.app.DB.UnsentCount(ctx); err != nil {
+		return st, err
+	}
 	st.Peers, err = f.app.DB.Peers(ctx)
 	return st, err
 }

@@ -390,6 +390,77 @@ func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 // TestFleetNATSUnreachable: a node cut off from NATS keeps serving the
 // group it owns until just before its claim could lapse, then stops;
 // reconnected, it sends what it did meanwhile and owns the group again.
+// fleetJoin joins node name, on a data dir of its own, to the fleet of the
+// NATS server at url, and registers a worker there.
+func fleetJoin(t *testing.T, url, name string) *fleetNode {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
+	app, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
+		Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(rctx) }()
+	t.Cleanup(func() { cancel(); f.Close(); <-done; app.Close() })
+	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fleetNode{name: name, app: app, fleet: f, worker: w.ID}
+}
+
+// TestFleetStatusOutbox: a node's fleet status says how many of its events
+// the stream has not acknowledged and where its last acknowledged one
+// stands, so whoever watches a fleet (an operator, the fault harness's
+// drain) can tell that every change made anywhere has been seen
+// everywhere, and that a node cut off still holds changes no peer has.
+func TestFleetStatusOutbox(t *testing.T) {
+	ctx := context.Background()
+	opts := natstest.Options(t)
+	opts.Port = natstest.FreePort(t)
+	s := natstest.Start(t, opts)
+	a, b := fleetJoin(t, s.ClientURL(), "node-a"), fleetJoin(t, s.ClientURL(), "node-b")
+	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.outbox", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	claimEventually(t, 20*time.Second, "a's changes published and folded at b", func() bool {
+		sa, err := a.fleet.Peers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := b.fleet.Peers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var folded uint64
+		for _, p := range sb.Peers {
+			if p.Name == "node-a" {
+				folded = p.Folded
+			}
+		}
+		last = fmt.Sprintf("a: unpublished %d, published %d; b folded a's to %d", sa.Unpublished, sa.Published, folded)
+		return sa.Unpublished == 0 && sa.Published > 0 && folded == sa.Published
+	})
+	t.Log(last)
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	if _, err := a.app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-cut-off"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.fleet.Peers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unpublished < 1 {
+		t.Fatalf("a registered a worker with NATS gone: %d event(s) unpublished, want at least 1", st.Unpublished)
+	}
+}
+
 func TestFleetNATSUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a claim TTL")
@@ -399,24 +470,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	opts.Port = natstest.FreePort(t)
 	s := natstest.Start(t, opts)
 	url := s.ClientURL()
-	join := func(name string) *fleetNode {
-		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
-		app, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
-			Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); f.Run(rctx) }()
-		t.Cleanup(func() { cancel(); f.Close(); <-done; app.Close() })
-		w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &fleetNode{name: name, app: app, fleet: f, worker: w.ID}
-	}
-	a, b := join("node-a"), join("node-b")
+	a, b := fleetJoin(t, url, "node-a"), fleetJoin(t, url, "node-b")
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.cut", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
 	}

@@ -51,12 +51,19 @@ type Publisher struct {
 	published prometheus.Counter
 	failures  prometheus.Counter
 	acked     atomic.Int64
+	at        atomic.Uint64 // lastSeq, for readers outside the publishing loop
 
 	service.Base
 }
 
 // Sent is how many events this publisher has sent and had acknowledged.
 func (p *Publisher) Sent() int64 { return p.acked.Load() }
+
+// Position is the stream position of the last of this node's events the
+// stream acknowledged (0 before the first, or in a stream made anew until
+// its first batch): a peer that has folded this node's events up to it has
+// every change this node published.
+func (p *Publisher) Position() uint64 { return p.at.Load() }
 
 type sentMark struct {
 	through int64
@@ -65,6 +72,13 @@ type sentMark struct {
 
 // publishBatch bounds the events read and sent at once.
 const publishBatch = 512
+
+// publishAckWait bounds the wait for a batch's acknowledgements. It was
+// 30 s for each message: after a partition healed, a node's first batch
+// lost its acknowledgements in the streams' elections, and its outbox (the
+// plans and finishes it made while cut off) reached its peers half a
+// minute late, while they agreed on a state without them.
+const publishAckWait = 10 * time.Second
 
 // publishIdle is how often an idle publisher looks at the outbox.
 const publishIdle = 50 * time.Millisecond
@@ -161,6 +175,12 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 		futures = append(futures, f)
 	}
 	var last uint64
+	// One deadline for the batch: an acknowledgement lost in a leader
+	// election (a heal, a node killed) is not waited for longer than it
+	// takes to send the batch again, which the stream deduplicates by the
+	// events' ids.
+	timeout := time.NewTimer(publishAckWait)
+	defer timeout.Stop()
 	for _, f := range futures {
 		select {
 		case ack := <-f.Ok():
@@ -169,8 +189,8 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("publishing event %s: %w", f.Msg().Header.Get(nats.MsgIdHdr), err)
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(30 * time.Second):
-			return 0, errors.New("no acknowledgement within 30s")
+		case <-timeout.C:
+			return 0, fmt.Errorf("no acknowledgement within %s", publishAckWait)
 		}
 	}
 	// The snapshots are queued before the events are marked sent, so a
@@ -375,6 +395,7 @@ func (p *Publisher) label(ctx context.Context) error {
 		if info, err = stream.Info(ctx); err == nil {
 			if inc := incarnation(info); inc != p.stream {
 				p.stream, p.lastSeq = inc, 0
+				p.at.Store(0)
 			}
 			p.streamAt = time.Now()
 			return nil
@@ -394,6 +415,7 @@ func (p *Publisher) position(last uint64) bool {
 		return false
 	}
 	p.lastSeq = last
+	p.at.Store(last)
 	return true
 }
 

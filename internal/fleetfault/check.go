@@ -39,6 +39,12 @@ type Final struct {
 	// and adopted its state), read from the nodes' logs: an ownership
 	// change with no lease granted, which a grant alone does not show.
 	Adoptions []Adoption
+	// Unsettled says which changes some node had not seen when the state
+	// was read: a node's events the stream had not acknowledged, or a
+	// peer's events not folded up to the last one acknowledged. A fleet
+	// that agrees without them agrees on too little: a cut-off node's
+	// plans and finishes still on their way.
+	Unsettled []string
 }
 
 // Adoption is node taking group over from a peer at At (since the load
@@ -269,7 +275,7 @@ func Check(calls []Call, faults []Fault, final *Final) *Report {
 	addAdoptions(r.Faults, adoptions)
 	if final != nil {
 		r.LostFinishes, r.AckedFinishes = lostFinishes(calls, final)
-		r.Unconverged = unconverged(final)
+		r.Unconverged = append(unconverged(final), final.Unsettled...)
 		r.WindowHoles, r.GroupsChecked = windowHoles(final)
 	}
 	return r
@@ -797,7 +803,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	section("(1) certain double holding (an acknowledged holder call between two acknowledged calls of another lease)", strs(r.DoubleHoldings))
 	section(fmt.Sprintf("(2) acknowledged finishes lost (of %d, checked at each group's owner)", r.AckedFinishes), strs(r.LostFinishes))
-	section("(3) convergence (every node lists every group with the same owner and ranges, all done)", r.Unconverged)
+	section("(3) convergence (every node has published and folded every change, and lists every group with the same owner and ranges, all done)", r.Unconverged)
 	section(fmt.Sprintf("(4) windows a new holder downloaded that were never uploaded, or older than the newest acknowledged upload on the same node with no takeover between (of %d downloads)", r.WindowsChecked), strs(r.StaleWindows))
 	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
 	section(fmt.Sprintf("(5) final windows against an uninterrupted pass (%d groups)", r.GroupsChecked), r.WindowHoles)

@@ -144,6 +144,21 @@ func TestCheckUnconvergedOwner(t *testing.T) {
 	}
 }
 
+// TestSelfTestUnsettled plants a final state every node agrees on while a
+// node's events are still unpublished: the fleet agrees without a cut-off
+// node's plans and finishes, which is no convergence.
+func TestSelfTestUnsettled(t *testing.T) {
+	final := cleanFinal()
+	final.Unsettled = []string{"node-a: 3 event(s) of its not yet acknowledged by the stream"}
+	r := Check(cleanHistory(), nil, final)
+	if len(r.Unconverged) != 1 || !strings.Contains(r.Unconverged[0], "not yet acknowledged") {
+		t.Fatalf("unconverged %q; want the unpublished events", r.Unconverged)
+	}
+	if r.Violations() == 0 {
+		t.Error("a fleet that has not seen every change counts as converged")
+	}
+}
+
 // TestSelfTestStaleWindow plants a new holder on the node of the newest
 // acknowledged upload, the group not granted elsewhere between, that
 // downloads an older window, or none, or one never uploaded; and the same

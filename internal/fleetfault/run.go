@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance/peers"
 	"github.com/leasehold/leasehold/web/client"
 )
@@ -222,7 +224,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 		r.logf("drained after %.1fs", time.Since(drainStart).Seconds())
 	} else {
 		// Not a violation by itself: the final state is judged below.
-		r.logf("not drained within %s: %d disagreement(s) or ranges not done, e.g. %s", cfg.Drain, len(unconverged(final)), first(unconverged(final)))
+		left := append(unconverged(final), final.Unsettled...)
+		r.logf("not drained within %s: %d disagreement(s), ranges not done or changes not seen, e.g. %s", cfg.Drain, len(left), first(left))
 	}
 	stopLoad()
 	workers.Wait()
@@ -555,7 +558,7 @@ func (r *run) converge(ctx context.Context, within time.Duration, windows bool) 
 	deadline := time.Now().Add(within)
 	for {
 		final := r.read(ctx)
-		if ok := len(unconverged(final)) == 0; ok || time.Now().After(deadline) || ctx.Err() != nil {
+		if ok := len(unconverged(final)) == 0 && len(final.Unsettled) == 0; ok || time.Now().After(deadline) || ctx.Err() != nil {
 			if windows {
 				r.readWindows(ctx, final)
 			}
@@ -582,7 +585,41 @@ func (r *run) read(ctx context.Context) *Final {
 		})
 	}
 	wg.Wait()
+	final.Unsettled = r.unsettled(ctx)
 	return final
+}
+
+// unsettled says what keeps the fleet from having seen every change (see
+// Final.Unsettled): it asks each node for its outbox and how far it has
+// folded each peer's events.
+func (r *run) unsettled(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var out []string
+	sts := map[string]*leasehold.FleetStatus{}
+	for _, n := range r.nodes {
+		st, err := r.admin[n.Name].Peers(ctx)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: its fleet status not read: %v", n.Name, err))
+			continue
+		}
+		sts[n.Name] = st
+		if st.Unpublished > 0 {
+			out = append(out, fmt.Sprintf("%s: %d event(s) of its not yet acknowledged by the stream", n.Name, st.Unpublished))
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(sts)) {
+		folded := map[string]uint64{}
+		for _, p := range sts[m].Peers {
+			folded[p.Name] = p.Folded
+		}
+		for _, n := range slices.Sorted(maps.Keys(sts)) {
+			if n != m && folded[n] < sts[n].Published {
+				out = append(out, fmt.Sprintf("%s: %s's events folded to stream position %d of %d", m, n, folded[n], sts[n].Published))
+			}
+		}
+	}
+	return out
 }
 
 // catalog reads node's view of every group: the owner it names and the

@@ -284,6 +284,16 @@ func (c *Client) Findings(ctx context.Context) (*Findings, error) {
 	return &f, nil
 }
 
+// Peers returns the node's view of its fleet: its own outbox and, for each
+// peer, how far its events are folded here.
+func (c *Client) Peers(ctx context.Context) (*leasehold.FleetStatus, error) {
+	var st leasehold.FleetStatus
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/peers", nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 func pageQuery(q url.Values, after string, limit int) string {
 	if q == nil {
 		q = url.Values{}

@@ -133,6 +133,10 @@ export interface Fleet {
   enabled: boolean;
   connected?: boolean;
   owned?: number;
+  /** This node's events the fleet's stream has not acknowledged yet. */
+  unpublished?: number;
+  /** The stream position of this node's last acknowledged event. */
+  published?: number;
   peers: Array<Record<string, unknown> & { name: string }>;
 }
 
