@@ -218,3 +218,100 @@ func filesEqual(a, b binaries.File) bool {
 	return a.Posted == b.Posted && a.Key == b.Key && a.Group == b.Group && a.Name == b.Name && a.Subject == b.Subject && a.Poster == b.Poster &&
 		a.Parts == b.Parts && a.Bytes == b.Bytes && slices.Equal(a.Segments, b.Segments)
 }
+
+// TestUsenetWorkerLogin: `leasehold worker` logs in to a news server that
+// asks for a login, with the password from --source-password-file or
+// $LEASEHOLD_SOURCE_PASSWORD (the URL may not carry one); a refused login
+// fails the range at its first attempt with the server's 481; and the
+// password is in neither the worker's log nor the range's error.
+func TestUsenetWorkerLogin(t *testing.T) {
+	s := usenettest.Find(t)
+	pw, err := s.Password()
+	if err != nil || s.User == "" {
+		t.Fatalf("the test login: %q, %v (scripts/inn.sh start makes it)", s.User, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("lh.login.t%d", time.Now().UnixNano())
+	good, refused := prefix+".good", prefix+".refused"
+	if err := s.NewGroups(ctx, good, refused); err != nil {
+		t.Fatal(err)
+	}
+	src := nntp.New(nntp.Config{Addr: s.Addr, User: s.User, Password: pw, Connections: 1})
+	defer src.Close()
+	if err := usenettest.Post(ctx, src, usenettest.Generated(good, 6, 3)); err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
+	for _, g := range []string{good, refused} {
+		admin(t, n, "groups", "create", g, "--range-size", "10")
+	}
+	admin(t, n, "groups", "tail", refused, "10") // a refused login reports no water marks
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	c := client.New(n.URL, n.AdminToken)
+	source := "nntp://" + s.User + "@" + s.Addr
+
+	// work runs the worker until done says its work is over, and returns
+	// what it logged.
+	work := func(name string, done func() bool, extra ...string) string {
+		t.Helper()
+		var logs bytes.Buffer
+		wctx, stop := context.WithCancel(ctx)
+		ended := make(chan error, 1)
+		args := append([]string{"--url", n.URL, "--token", token, "--source", source, "--out", filepath.Join(t.TempDir(), "out.jsonl"),
+			"--capacity", "1", "--watermark-every", "200ms"}, extra...)
+		go func() { ended <- runWorker(wctx, args, &logs, &logs) }()
+		for !done() {
+			select {
+			case err := <-ended:
+				t.Fatalf("%s: the worker ended early: %v\n%s", name, err, logs.String())
+			case <-ctx.Done():
+				stop()
+				<-ended
+				t.Fatalf("%s: not done in time\n%s", name, logs.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		stop()
+		<-ended
+		return logs.String()
+	}
+	ranges := func(g string) []leasehold.Range {
+		rs, err := c.AllRanges(ctx, g, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+
+	const wrong = "not-the-password-0123456789"
+	t.Setenv("LEASEHOLD_SOURCE_PASSWORD", wrong)
+	logs := work("a wrong password", func() bool {
+		rs := ranges(refused)
+		return len(rs) == 1 && rs[0].Status == leasehold.StatusFailed
+	})
+	rs := ranges(refused)
+	if rs[0].Attempts != 1 || rs[0].LastError == nil || !strings.Contains(*rs[0].LastError, "481") || strings.Contains(*rs[0].LastError, wrong) {
+		t.Errorf("the range of a refused login: %+v; want failed at its first attempt with the server's 481, no password", rs[0])
+	}
+	if strings.Contains(logs, wrong) {
+		t.Errorf("the worker logged the password:\n%s", logs)
+	}
+
+	t.Setenv("LEASEHOLD_SOURCE_PASSWORD", "")
+	file := filepath.Join(t.TempDir(), "news.password")
+	if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs = work("the password from a file", func() bool {
+		d, err := c.Group(ctx, good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.High != nil && d.TailEnd == *d.High && d.Ranges[leasehold.StatusDone] > 0 &&
+			d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased]+d.Ranges[leasehold.StatusFailed] == 0
+	}, "--source-password-file", file)
+	if strings.Contains(logs, pw) {
+		t.Errorf("the worker logged the password:\n%s", logs)
+	}
+}
