@@ -15,7 +15,10 @@
 # ctlinnd and password file the tests use), so
 #   eval "$(scripts/inn.sh start)"
 # makes the NNTP tests run instead of skipping. INN_PORT (default 11119)
-# chooses the port. Facts behind the steps: inn2's own set-up fails on a
+# chooses the port. NNTPS (TLS from the first byte) is served by an nnrpd
+# daemon on INN_TLS_PORT (default 11563), with a certificate for
+# 127.0.0.1 signed by a CA made here: LEASEHOLD_TEST_NNTPS names the
+# address and LEASEHOLD_TEST_NNTPS_CA the CA's certificate. Facts behind the steps: inn2's own set-up fails on a
 # host without a domain (so domain: is set and dpkg --configure -a run),
 # and its init script is refused without an init system (so innd -f is
 # started here, detached). A login for AUTHINFO tests is made:
@@ -24,6 +27,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 port="${INN_PORT:-11119}"
+tls_port="${INN_TLS_PORT:-11563}"
+tls_dir=/etc/news/leasehold-tls
 conf=/etc/news/inn.conf
 bin=/usr/lib/news/bin
 log=/var/log/news/leasehold-innd.log
@@ -35,12 +40,14 @@ print_env() {
 	echo "export LEASEHOLD_TEST_CTLINND=$bin/ctlinnd"
 	echo "export LEASEHOLD_TEST_NNTP_USER=leasehold"
 	echo "export LEASEHOLD_TEST_NNTP_PASSWORD_FILE=/etc/news/leasehold.passwd.plain"
+	echo "export LEASEHOLD_TEST_NNTPS=127.0.0.1:$tls_port"
+	echo "export LEASEHOLD_TEST_NNTPS_CA=$tls_dir/ca.pem"
 }
 
 # answers reports whether something speaking NNTP greets on the port.
 answers() {
 	local line
-	{ exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
+	{ exec 3<>"/dev/tcp/127.0.0.1/${1:-$port}"; } 2>/dev/null || return 1
 	IFS= read -r -t 5 line <&3 || line=""
 	printf 'QUIT\r\n' >&3 2>/dev/null || true
 	exec 3<&- 3>&-
@@ -56,6 +63,11 @@ set_conf() { # key value
 }
 
 install_inn() {
+	if ! command -v openssl >/dev/null; then
+		[ "$(id -u)" = 0 ] || { say "openssl (for the NNTPS test certificate) is missing and installing it needs root"; exit 1; }
+		say "installing openssl with apt-get"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null
+	fi
 	if [ -x "$bin/innd" ] && dpkg-query -W -f='${Status}' inn2 2>/dev/null | grep -q 'ok installed'; then
 		return
 	fi
@@ -106,11 +118,53 @@ configure() {
 	fi
 }
 
+# answers_tls reports whether an NNTP server greets over TLS on the TLS
+# port, with a certificate the test CA vouches for.
+answers_tls() {
+	printf 'QUIT\r\n' | timeout 5 openssl s_client -quiet -verify_return_error -CAfile "$tls_dir/ca.pem" \
+		-connect "127.0.0.1:$tls_port" 2>/dev/null | head -n 1 | grep -q '^20[01]'
+}
+
+# tls makes the test CA and a certificate for 127.0.0.1 it signs (the CA's
+# key is thrown away), points INN's TLS settings at them, and starts an
+# nnrpd daemon speaking TLS from the first byte on the TLS port.
+tls() {
+	if [ ! -f "$tls_dir/cert.pem" ]; then
+		mkdir -p "$tls_dir"
+		local tmp
+		tmp=$(mktemp -d)
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 -subj "/CN=leasehold test CA" \
+			-keyout "$tmp/ca.key" -out "$tls_dir/ca.pem" 2>/dev/null
+		(umask 077 && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+			-keyout "$tls_dir/key.pem" -out "$tmp/server.csr" 2>/dev/null)
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tmp/ext.cnf"
+		openssl x509 -req -in "$tmp/server.csr" -CA "$tls_dir/ca.pem" -CAkey "$tmp/ca.key" -CAserial "$tmp/ca.srl" -CAcreateserial \
+			-days 3650 -extfile "$tmp/ext.cnf" -out "$tls_dir/cert.pem" 2>/dev/null
+		rm -rf "$tmp"
+		chown news:news "$tls_dir/key.pem" "$tls_dir/cert.pem"
+	fi
+	set_conf tlscertfile "$tls_dir/cert.pem"
+	set_conf tlskeyfile "$tls_dir/key.pem"
+	if answers_tls; then
+		return
+	fi
+	say "starting nnrpd -D -S (TLS) as news on 127.0.0.1:$tls_port"
+	setsid su -s /bin/sh news -c "exec $bin/nnrpd -D -b 127.0.0.1 -p $tls_port -S" </dev/null >>"$log" 2>&1 &
+	for _ in $(seq 50); do
+		answers_tls && return
+		sleep 0.1
+	done
+	say "nnrpd did not answer over TLS on 127.0.0.1:$tls_port; the log:"
+	tail -n 20 "$log" >&2 || true
+	exit 1
+}
+
 start() {
 	install_inn
 	configure
 	if answers; then
 		say "innd already answers on 127.0.0.1:$port"
+		tls
 		print_env
 		return
 	fi
@@ -122,6 +176,7 @@ start() {
 	setsid su -s /bin/sh news -c "exec $bin/innd -f" </dev/null >>"$log" 2>&1 &
 	for _ in $(seq 100); do
 		if answers; then
+			tls
 			print_env
 			return
 		fi
@@ -133,6 +188,7 @@ start() {
 }
 
 stop() {
+	pkill -f "nnrpd -D -b 127.0.0.1 -p $tls_port" 2>/dev/null || true
 	if [ -x "$bin/ctlinnd" ] && answers; then
 		"$bin/ctlinnd" -t 5 shutdown "leasehold inn.sh stop" >/dev/null || true
 		for _ in $(seq 50); do

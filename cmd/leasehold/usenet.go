@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +37,14 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	if cfg.User != "" {
 		if cfg.Password, err = sourcePassword(f.passwordFile); err != nil {
+			return err
+		}
+	}
+	if f.caFile != "" {
+		if !cfg.TLS {
+			return usageError(errors.New("worker: --source-ca-file is for nntps:// sources"))
+		}
+		if cfg.TLSConfig, err = sourceTLS(f.caFile); err != nil {
 			return err
 		}
 	}
@@ -85,6 +95,22 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	log.Info("worker stopped; everything released")
 	return nil
+}
+
+// sourceTLS trusts the CAs in file (PEM) besides the system's.
+func sourceTLS(file string) (*tls.Config, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("worker: --source-ca-file: %v", err))
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageError(fmt.Errorf("worker: --source-ca-file %s: no PEM certificate in it", file))
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // sourcePassword reads the news server's password from file's first line,

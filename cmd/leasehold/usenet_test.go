@@ -251,30 +251,11 @@ func TestUsenetWorkerLogin(t *testing.T) {
 	c := client.New(n.URL, n.AdminToken)
 	source := "nntp://" + s.User + "@" + s.Addr
 
-	// work runs the worker until done says its work is over, and returns
-	// what it logged.
 	work := func(name string, done func() bool, extra ...string) string {
 		t.Helper()
-		var logs bytes.Buffer
-		wctx, stop := context.WithCancel(ctx)
-		ended := make(chan error, 1)
 		args := append([]string{"--url", n.URL, "--token", token, "--source", source, "--out", filepath.Join(t.TempDir(), "out.jsonl"),
 			"--capacity", "1", "--watermark-every", "200ms"}, extra...)
-		go func() { ended <- runWorker(wctx, args, &logs, &logs) }()
-		for !done() {
-			select {
-			case err := <-ended:
-				t.Fatalf("%s: the worker ended early: %v\n%s", name, err, logs.String())
-			case <-ctx.Done():
-				stop()
-				<-ended
-				t.Fatalf("%s: not done in time\n%s", name, logs.String())
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		stop()
-		<-ended
-		return logs.String()
+		return workUntil(t, ctx, name, done, args...)
 	}
 	ranges := func(g string) []leasehold.Range {
 		rs, err := c.AllRanges(ctx, g, "")
@@ -313,5 +294,82 @@ func TestUsenetWorkerLogin(t *testing.T) {
 	}, "--source-password-file", file)
 	if strings.Contains(logs, pw) {
 		t.Errorf("the worker logged the password:\n%s", logs)
+	}
+}
+
+// workUntil runs `leasehold worker args…` in this process until done says
+// its work is over (failing the test when ctx ends first or the worker
+// ends by itself), and returns what it logged.
+func workUntil(t *testing.T, ctx context.Context, name string, done func() bool, args ...string) string {
+	t.Helper()
+	var logs bytes.Buffer
+	wctx, stop := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() { ended <- runWorker(wctx, args, &logs, &logs) }()
+	for !done() {
+		select {
+		case err := <-ended:
+			stop()
+			t.Fatalf("%s: the worker ended early: %v\n%s", name, err, logs.String())
+		case <-ctx.Done():
+			stop()
+			<-ended
+			t.Fatalf("%s: not done in time\n%s", name, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stop()
+	<-ended
+	return logs.String()
+}
+
+// TestUsenetWorkerTLS: `leasehold worker --source nntps://…` indexes INN
+// over TLS with a login, trusting the server's CA from --source-ca-file;
+// the CA file is refused for a plain nntp:// source, and one with no
+// certificate in it is refused before anything is leased.
+func TestUsenetWorkerTLS(t *testing.T) {
+	s := usenettest.Find(t)
+	pw, err := s.Password()
+	if err != nil || s.User == "" || s.TLSAddr == "" || s.CAFile == "" {
+		t.Fatalf("the test login and nntps server: %+v, %v (scripts/inn.sh start makes them)", s, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := fmt.Sprintf("lh.tls.t%d", time.Now().UnixNano())
+	if err := s.NewGroups(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	src := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer src.Close()
+	if err := usenettest.Post(ctx, src, usenettest.Generated(g, 6, 3)); err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
+	admin(t, n, "groups", "create", g, "--range-size", "10")
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	c := client.New(n.URL, n.AdminToken)
+	t.Setenv("LEASEHOLD_SOURCE_PASSWORD", pw)
+	base := []string{"--url", n.URL, "--token", token, "--out", filepath.Join(t.TempDir(), "out.jsonl"), "--capacity", "1", "--watermark-every", "200ms"}
+
+	var stderr bytes.Buffer
+	if err := runWorker(ctx, append(base, "--source", "nntp://"+s.User+"@"+s.Addr, "--source-ca-file", s.CAFile), &stderr, &stderr); err == nil || !strings.Contains(err.Error(), "nntps") {
+		t.Errorf("--source-ca-file with nntp://: %v; want a usage error naming nntps", err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.pem")
+	os.WriteFile(empty, []byte("not a certificate\n"), 0o600)
+	if err := runWorker(ctx, append(base, "--source", "nntps://"+s.User+"@"+s.TLSAddr, "--source-ca-file", empty), &stderr, &stderr); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("--source-ca-file with no certificate: %v; want it refused", err)
+	}
+
+	logs := workUntil(t, ctx, "nntps with the server's CA", func() bool {
+		d, err := c.Group(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.High != nil && *d.High > 0 && d.TailEnd == *d.High && d.Ranges[leasehold.StatusDone] > 0 &&
+			d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased]+d.Ranges[leasehold.StatusFailed] == 0
+	}, append(base, "--source", "nntps://"+s.User+"@"+s.TLSAddr, "--source-ca-file", s.CAFile)...)
+	if !strings.Contains(logs, "tls=true") || strings.Contains(logs, pw) {
+		t.Errorf("the worker's log: want tls=true and no password:\n%s", logs)
 	}
 }

@@ -51,10 +51,10 @@ type workerFlags struct {
 	snapshotEvery, stopTimeout             time.Duration
 	verify                                 bool
 
-	source, passwordFile, out string
-	connections, markGroups   int
-	batch                     int64
-	markEvery                 time.Duration
+	source, passwordFile, caFile, out string
+	connections, markGroups           int
+	batch                             int64
+	markEvery                         time.Duration
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,6 +77,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.data, "data", "./data", "the node's data directory, for admin.token (--verify)")
 	fs.StringVar(&f.source, "source", "synthetic", "what to index: synthetic, or a news server nntp://[user@]host[:port] or nntps://…")
 	fs.StringVar(&f.passwordFile, "source-password-file", "", "a file whose first line is the news server's password (else $LEASEHOLD_SOURCE_PASSWORD)")
+	fs.StringVar(&f.caFile, "source-ca-file", "", "PEM certificates of CAs to trust for nntps://, besides the system's (a news server with a CA of its own)")
 	fs.IntVar(&f.connections, "connections", 4, "most connections to the news server at once")
 	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")

@@ -22,7 +22,11 @@ type Server struct {
 	Addr string
 	// User and PasswordFile are a login it takes with AUTHINFO.
 	User, PasswordFile string
-	ctlinnd            string
+	// TLSAddr is host:port of its reader service over TLS from the first
+	// byte (nntps), and CAFile the PEM certificate of the CA that signed
+	// its certificate.
+	TLSAddr, CAFile string
+	ctlinnd         string
 }
 
 // Find returns the INN that scripts/inn.sh started, from the environment
@@ -47,6 +51,8 @@ func FromEnv() (*Server, error) {
 		ctlinnd:      os.Getenv("LEASEHOLD_TEST_CTLINND"),
 		User:         os.Getenv("LEASEHOLD_TEST_NNTP_USER"),
 		PasswordFile: os.Getenv("LEASEHOLD_TEST_NNTP_PASSWORD_FILE"),
+		TLSAddr:      os.Getenv("LEASEHOLD_TEST_NNTPS"),
+		CAFile:       os.Getenv("LEASEHOLD_TEST_NNTPS_CA"),
 	}
 	if s.Addr == "" || s.ctlinnd == "" {
 		return nil, fmt.Errorf("no news server: run `eval \"$(scripts/inn.sh start)\"` as root first (LEASEHOLD_TEST_NNTP is not set)")

@@ -242,8 +242,8 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 				return context.Cause(ctx)
 			}
 			var se *StatusError
-			if errors.As(err, &se) && se.Code != StatusUnavailable {
-				return err // the server said no: asking again will not help
+			if errors.As(err, &se) && se.Code != StatusUnavailable || Permanent(err) {
+				return err // the server said no, or its certificate does not verify: asking again will not help
 			}
 			last = err
 			continue

@@ -2,10 +2,13 @@ package nntp_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,6 +109,57 @@ func TestAuthinfo(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), wrong) {
 		t.Errorf("the error carries the password: %v", err)
+	}
+}
+
+// TestTLSAgainstINN reads INN over TLS from the first byte (nntps, an
+// nnrpd daemon with -S) with a login: the server's certificate checked
+// against the test CA. Without that CA (the system's roots only) the
+// certificate does not verify, which asking again cannot change
+// (Permanent), and nothing is read.
+func TestTLSAgainstINN(t *testing.T) {
+	s, prefix := fixture(t)
+	ctx := context.Background()
+	if s.TLSAddr == "" || s.CAFile == "" {
+		t.Fatal("no nntps address or CA in the environment (scripts/inn.sh start prints them)")
+	}
+	pw, err := s.Password()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := nntp.ParseURL("nntps://" + s.User + "@" + s.TLSAddr)
+	if err != nil || !cfg.TLS {
+		t.Fatalf("ParseURL: %+v, %v", cfg, err)
+	}
+	pem, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", s.CAFile)
+	}
+	trusted := cfg
+	trusted.Password, trusted.Connections = pw, 1
+	trusted.TLSConfig = &tls.Config{RootCAs: roots}
+	c := nntp.New(trusted)
+	defer c.Close()
+	if gi, err := c.Group(ctx, prefix+".a"); err != nil || gi.High != 15 {
+		t.Fatalf("GROUP over TLS: %+v, %v", gi, err)
+	}
+	hs, _, err := c.Overview(ctx, prefix+".a", 1, 15)
+	if err != nil || len(hs) != 15 {
+		t.Fatalf("OVER over TLS: %d headers, %v; want 15", len(hs), err)
+	}
+
+	untrusted := cfg
+	untrusted.Password, untrusted.Connections = pw, 1
+	u := nntp.New(untrusted)
+	defer u.Close()
+	_, err = u.Group(ctx, prefix+".a")
+	var cert *tls.CertificateVerificationError
+	if !errors.As(err, &cert) || !nntp.Permanent(err) {
+		t.Fatalf("a certificate no trusted CA signed: %v; want a permanent certificate verification error", err)
 	}
 }
 

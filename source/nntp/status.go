@@ -12,6 +12,7 @@
 package nntp
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strconv"
@@ -99,10 +100,13 @@ func (e *StatusError) Permanent() bool {
 }
 
 // Permanent reports whether err is, or wraps, a StatusError whose answer
-// asking again cannot change.
+// asking again cannot change, or a server certificate that does not verify
+// (nntps:// to a server the trusted CAs do not vouch for: the operator
+// gives its CA, or the right host name).
 func Permanent(err error) bool {
 	var se *StatusError
-	return errors.As(err, &se) && se.Permanent()
+	var cert *tls.CertificateVerificationError
+	return errors.As(err, &se) && se.Permanent() || errors.As(err, &cert)
 }
 
 // ErrNoSuchGroup matches (errors.Is) the StatusError of a group the server
