@@ -9,7 +9,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 pid=""
+wpid=""
 cleanup() {
+	[ -n "$wpid" ] && kill -TERM -- -"$wpid" 2>/dev/null || true
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	rm -rf "$tmp"
 }
@@ -126,6 +128,49 @@ cmp -s "$work/window.gz" "$tmp/again.gz" || fail "the snapshot changed across th
 out=$(curl -s -w '\n%{http_code}' -XPOST -H "Authorization: Bearer $W2" "$U/leases/$G/heartbeat" -d "{\"fence\":$F2}")
 [ "$(tail -1 <<<"$out")" = 409 ] && grep -q lease_lost <<<"$out" || fail "w2's heartbeat at its old fence after restart: $out (want 409 lease_lost)"
 step "restart ok: progress and snapshot kept, token reused, the old lease refused (409 lease_lost)"
+
+step "the README's worker right after its walkthrough, on a fresh node: the walkthrough's window is no window of the worker's source"
+kill -TERM "$pid"
+wait "$pid" || fail "the node exited non-zero on SIGTERM"
+pid=""
+work=$tmp/work2
+mkdir -p "$work"
+: >"$tmp/node.log"
+start_node
+echo 'the window a worker carries' | gzip >"$work/window.gz"
+(cd "$work" && OUT=$tmp bash -e "$tmp/walkthrough.sh" >"$tmp/walkthrough.out") || fail "the walkthrough failed on the fresh node: $(cat "$tmp/walkthrough.out")"
+T=$(cat "$tmp/admin")
+H="Authorization: Bearer $T"
+awk '/<!-- worker -->/{on=1; next} on && /^```sh/{inblock=1; next} inblock && /^```/{exit} inblock{print}' "$root/README.md" \
+	| sed "s#go run ./cmd/leasehold#$bin#g" >"$tmp/worker.sh"
+grep -q ' worker ' "$tmp/worker.sh" || fail "no worker block found in README.md"
+# In a session of its own, so stopping it stops the worker it starts.
+(cd "$work" && LEASEHOLD_URL=http://127.0.0.1:$port exec setsid bash -e "$tmp/worker.sh" >"$tmp/worker.log" 2>&1) &
+wpid=$!
+q=null
+for _ in $(seq 1 200); do
+	q=$(curl -fs -H "$H" "$U/groups/alt.binaries.test" | jq -c .quarantine)
+	[ "$q" != null ] && break
+	kill -0 "$wpid" 2>/dev/null || fail "the worker exited: $(tail -5 "$tmp/worker.log")"
+	sleep 0.05
+done
+[ "$q" != null ] || fail "the group was not quarantined within 10s; the worker's log: $(tail -5 "$tmp/worker.log")"
+[ "$(jq -r .node <<<"$q")" = w2 ] && [ -n "$(jq -r .error <<<"$q")" ] || fail "the quarantine names no worker or no error: $q"
+# Quarantined means leased to nobody: the worker, idle, asks again and
+# again and is never given the group (checked through 3 lease TTLs).
+for _ in $(seq 1 60); do
+	g=$(curl -fs -H "$H" "$U/groups/alt.binaries.test")
+	[ "$(jq .lease <<<"$g")" = null ] && [ "$(jq -c .quarantine <<<"$g")" = "$q" ] || fail "the quarantined group was leased again or lifted: $g"
+	sleep 0.1
+done
+f=$(curl -fs -H "$H" "$U/findings")
+[ "$(jq '[.stuck[] | select(.kind == "window_unreadable")] | length' <<<"$f")" = 1 ] || fail "want one window_unreadable finding: $f"
+[ "$(grep -c 'group quarantined' "$tmp/node.log")" = 1 ] || fail "want one quarantine line in the node's log: $(grep quarantin "$tmp/node.log")"
+[ "$(grep -c 'released group' "$tmp/worker.log")" = 1 ] || fail "the worker released more than once (a loop?): $(cat "$tmp/worker.log")"
+kill -TERM -- -"$wpid"
+wait "$wpid" || true
+wpid=""
+step "quarantine ok: $(jq -r .error <<<"$q" | cut -c1-80); one finding, one log line, no loop"
 
 step "the command line refuses bad input with exit code 2"
 set +e
