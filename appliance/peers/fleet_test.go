@@ -3,6 +3,7 @@ package peers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -391,11 +392,16 @@ func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 // group it owns until just before its claim could lapse, then stops;
 // reconnected, it sends what it did meanwhile and owns the group again.
 // fleetJoin joins node name, on a data dir of its own, to the fleet of the
-// NATS server at url, and registers a worker there.
-func fleetJoin(t *testing.T, url, name string) *fleetNode {
+// NATS server at url, and registers a worker there. Its warnings go to
+// stderr, and everything it logs to logs when given.
+func fleetJoin(t *testing.T, url, name string, logs ...io.Writer) *fleetNode {
 	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	if len(logs) > 0 {
+		h = slog.NewJSONHandler(io.MultiWriter(logs...), &slog.HandlerOptions{Level: slog.LevelInfo})
+	}
+	log := slog.New(h).With("node", name)
 	app, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
 		Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
 	if err != nil {
@@ -404,12 +410,14 @@ func fleetJoin(t *testing.T, url, name string) *fleetNode {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(rctx) }()
-	t.Cleanup(func() { cancel(); f.Close(); <-done; app.Close() })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); f.Close(); <-done; app.Close() }) }
+	t.Cleanup(stop)
 	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fleetNode{name: name, app: app, fleet: f, worker: w.ID}
+	return &fleetNode{name: name, app: app, fleet: f, worker: w.ID, stop: stop}
 }
 
 // TestFleetStatusOutbox: a node's fleet status says how many of its events
@@ -459,6 +467,68 @@ func TestFleetStatusOutbox(t *testing.T) {
 	if st.Unpublished < 1 {
 		t.Fatalf("a registered a worker with NATS gone: %d event(s) unpublished, want at least 1", st.Unpublished)
 	}
+}
+
+// TestFleetTakeoverLogLine: a node that takes a group over from a peer
+// whose life lapsed says so in one structured line (the operator's record
+// of an ownership change): the group, the peer it came from and the
+// claim's revision.
+func TestFleetTakeoverLogLine(t *testing.T) {
+	ctx := context.Background()
+	opts := natstest.Options(t)
+	opts.Port = natstest.FreePort(t)
+	s := natstest.Start(t, opts)
+	a := fleetJoin(t, s.ClientURL(), "node-a")
+	var logs syncBuffer
+	b := fleetJoin(t, s.ClientURL(), "node-b", &logs)
+	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.moved", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.moved", 10000); err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 20*time.Second, "b sees a's group", func() bool {
+		_, err := b.app.DB.GroupByName(ctx, "alt.moved")
+		return err == nil
+	})
+	a.stop() // its life lapses a claim TTL later
+	var g *leasehold.Grant
+	claimEventually(t, 6*fleetTTL, "b leases the group a left", func() bool {
+		var err error
+		if g, err = b.app.Coordinator.Lease(ctx, b.worker); err != nil {
+			t.Fatal(err)
+		}
+		return g != nil
+	})
+	var lines []map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == LogGroupTakenOver {
+			lines = append(lines, m)
+		}
+	}
+	rev := b.fleet.claims.Rev("alt.moved")
+	if len(lines) != 1 || lines[0]["group"] != "alt.moved" || lines[0]["from"] != "node-a" || lines[0]["claim_rev"] != float64(rev) {
+		t.Fatalf("b's takeover lines %v; want one naming alt.moved, node-a and the claim's revision %d\n%s", lines, rev, logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer several goroutines may write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestFleetNATSUnreachable(t *testing.T) {

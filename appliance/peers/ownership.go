@@ -67,13 +67,14 @@ var ErrBehind = errors.New("not caught up with the group's owner yet")
 // and offered again by the periodic pass over disowned groups.
 const ownershipWanted = 1024
 
-// NewOwnership wires ownership for a node. Give its Lost to the claims'
-// LostFunc, then Attach the claims.
 // LogGroupTakenOver is the message of the log line a node writes when it
-// takes a group over from a peer: the fault harness reads ownership
-// changes that grant no lease from it.
+// takes a group over from a peer: the operator's record of an ownership
+// change, and the fault harness reads ownership changes that grant no
+// lease from it.
 const LogGroupTakenOver = "ownership: group taken over from a peer"
 
+// NewOwnership wires ownership for a node. Give its Lost to the claims'
+// LostFunc, then Attach the claims.
 func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duration, log *slog.Logger) *Ownership {
 	if log == nil {
 		log = slog.Default()
