@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -203,8 +205,10 @@ func TestBackupRestore(t *testing.T) {
 }
 
 // TestBackupUnderLoad takes backups while an operator keeps replacing
-// window snapshots (whose old files the node removes) and making groups:
-// every backup must hold each window its catalog records, whole.
+// window snapshots (whose old files the node removes): every backup
+// restores to a node that serves each group's window whole, and that
+// window is the catalog of one moment during the backup: no older than the
+// last upload acknowledged before it began.
 func TestBackupUnderLoad(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
 	const groups = 24
@@ -216,6 +220,15 @@ func TestBackupUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Each upload's body names it (the window "i"), and each group's
+	// acknowledged uploads are kept in order: a backup must hold, for
+	// every group, a window acknowledged no earlier than the last one
+	// acknowledged before the backup began (acknowledged means durable, and
+	// the backup is the catalog at one moment), and sent before it ended.
+	var mu sync.Mutex
+	acked := map[string][]int{}
+	sent := map[string][]int{}
+	body := func(i int) []byte { return bytes.Repeat([]byte(fmt.Sprintf("window %d;", i)), 2000) }
 	var wg sync.WaitGroup
 	var uploads atomic.Int64
 	for w := range 2 {
@@ -224,29 +237,76 @@ func TestBackupUnderLoad(t *testing.T) {
 			defer wg.Done()
 			for i := w; ctx.Err() == nil; i += 2 {
 				name := fmt.Sprintf("alt.load.%d", i%groups)
-				body := gzipped(t, bytes.Repeat([]byte(fmt.Sprint(i)), 20000))
-				if _, err := c.PutGroupSnapshot(ctx, name, 1, bytes.NewReader(body), client.SnapshotUpload{Gzip: true, Force: true}); err == nil {
+				mu.Lock()
+				sent[name] = append(sent[name], i)
+				mu.Unlock()
+				if _, err := c.PutGroupSnapshot(ctx, name, 1, bytes.NewReader(gzipped(t, body(i))), client.SnapshotUpload{Gzip: true, Force: true}); err == nil {
+					mu.Lock()
+					acked[name] = append(acked[name], i)
+					mu.Unlock()
 					uploads.Add(1)
 				}
 			}
 		}()
 	}
 	// Every group has a window before the first backup.
-	for deadline := time.Now().Add(30 * time.Second); uploads.Load() < groups; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); uploads.Load() < 2*groups; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d uploads in 30s", uploads.Load())
 		}
 	}
-	for i := range 5 {
-		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
-		if _, err := operatorRun(t, n, runBackup, dir, "--quiet"); err != nil {
-			t.Fatalf("backup %d under load (%d uploads so far): %v", i, uploads.Load(), err)
+	for b := range 5 {
+		mu.Lock()
+		floor := map[string]int{}
+		for g, is := range acked {
+			floor[g] = is[len(is)-1]
 		}
+		mu.Unlock()
+		dir := filepath.Join(t.TempDir(), fmt.Sprint(b))
+		if _, err := operatorRun(t, n, runBackup, dir, "--quiet"); err != nil {
+			t.Fatalf("backup %d under load (%d uploads so far): %v", b, uploads.Load(), err)
+		}
+		mu.Lock()
+		ceiling := map[string][]int{}
+		for g, is := range sent {
+			ceiling[g] = slices.Clone(is)
+		}
+		mu.Unlock()
 		data := filepath.Join(t.TempDir(), "data")
 		var so, se bytes.Buffer
 		if err := runRestore(ctx, []string{"--data", data, dir}, &so, &se); err != nil {
-			t.Fatalf("restore of backup %d: %v", i, err)
+			t.Fatalf("restore of backup %d: %v", b, err)
 		}
+		// The restored node serves, for every group, a window between the
+		// floor and what had been sent when the backup ended, whole (its
+		// digest checked as it is read).
+		r := nodetest.Start(t, nodetest.Options{DataDir: data})
+		rc := client.New(r.URL, r.AdminToken)
+		for g := range groups {
+			name := fmt.Sprintf("alt.load.%d", g)
+			sr, err := rc.GetGroupSnapshot(ctx, name, 0)
+			if err != nil || sr == nil {
+				t.Fatalf("backup %d: group %s's window after the restore: %v, %v", b, name, sr, err)
+			}
+			zr, err := gzip.NewReader(sr)
+			if err != nil {
+				t.Fatalf("backup %d: group %s's window: %v", b, name, err)
+			}
+			got, err := io.ReadAll(zr)
+			sr.Close()
+			if err != nil {
+				t.Fatalf("backup %d: group %s's window: %v", b, name, err)
+			}
+			var i int
+			if _, err := fmt.Sscanf(string(got), "window %d;", &i); err != nil || !bytes.Equal(got, body(i)) {
+				t.Fatalf("backup %d: group %s's window is no upload's (%d bytes)", b, name, len(got))
+			}
+			at := slices.Index(ceiling[name], i)
+			if at < 0 || at < slices.Index(ceiling[name], floor[name]) {
+				t.Errorf("backup %d: group %s holds window %d; the last acknowledged before the backup began was %d", b, name, i, floor[name])
+			}
+		}
+		r.Stop()
 	}
 	cancel()
 	wg.Wait()
