@@ -14,7 +14,11 @@
 #      BENCH_SNAPSHOT_MIB is set to other sizes or to "" to skip;
 #   5. the reference worker indexing a synthetic catalog end to end
 #      (scripts/bench-worker.sh) with 1, 4 and 16 workers, unless
-#      BENCH_WORKER_COUNTS is set to other counts or to "" to skip.
+#      BENCH_WORKER_COUNTS is set to other counts or to "" to skip;
+#   6. what operators poll at scale (scripts/bench-poll.sh): findings, the
+#      dashboard's overview, a prefix search, /metrics, and 10 open
+#      dashboards' CPU, at 1,000,000 groups with 10,000,000 ranges, unless
+#      BENCH_POLL_GROUPS is set to another count or to "" to skip.
 # Environment: BENCH_SIZES (groups, default "1000 100000 1000000"),
 # BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32);
 # bench-worker.sh also reads BENCH_WORKER_SECONDS and BENCH_WORKER_GROUPS.
@@ -25,6 +29,7 @@ secs=${BENCH_SECONDS:-10}
 workers=${BENCH_WORKERS:-32}
 snap_sizes=${BENCH_SNAPSHOT_MIB-1024 4096}
 worker_counts=${BENCH_WORKER_COUNTS-1 4 16}
+poll_groups=${BENCH_POLL_GROUPS-1000000}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
 pid=""
 cleanup() {
@@ -139,6 +144,11 @@ fi
 if [ -n "$worker_counts" ]; then
 	echo
 	BENCH_WORKER_COUNTS=$worker_counts LEASEHOLD_BIN=$tmp/leasehold bash "$root/scripts/bench-worker.sh"
+fi
+
+if [ -n "$poll_groups" ]; then
+	echo
+	BENCH_POLL_GROUPS=$poll_groups LEASEHOLD_BIN=$tmp/leasehold BENCHLOAD_BIN=$tmp/benchload bash "$root/scripts/bench-poll.sh"
 fi
 
 echo

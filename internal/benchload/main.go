@@ -7,6 +7,7 @@
 //
 //	benchload seed   -data DIR -groups N
 //	benchload cycle  -url URL -admin-token T -workers 32 -duration 10s
+//	benchload poll   -url URL -admin-token T [-dashboards 10] -duration 5s
 //	benchload sqlite -dir DIR -duration 3s
 //	benchload echo   -workers 32 -duration 10s
 //	benchload snapfile|snapshot|fileserve ...  (snapshot.go)
@@ -40,7 +41,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchload seed|cycle|sqlite|echo|snapfile|snapshot|fileserve [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchload seed|cycle|poll|sqlite|echo|snapfile|snapshot|fileserve [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
@@ -65,6 +66,13 @@ func main() {
 			"next and ten rounds of next with finished (ten ranges), then release, as web/client's worker does")
 		fs.Parse(os.Args[2:])
 		err = cycle(*url, *admin, *workers, *dur, *prefix, *pattern)
+	case "poll":
+		url := fs.String("url", "", "the node's base URL")
+		admin := fs.String("admin-token", "", "the node's admin token")
+		dashboards := fs.Int("dashboards", 0, "0: each polled read back to back; N: N open dashboards refreshing every 3 s")
+		dur := fs.Duration("duration", 5*time.Second, "how long each read (or the dashboards) runs")
+		fs.Parse(os.Args[2:])
+		err = poll(*url, *admin, *dashboards, *dur)
 	case "sqlite":
 		dir := fs.String("dir", os.TempDir(), "directory on the disk to measure")
 		dur := fs.Duration("duration", 3*time.Second, "how long each mode runs")
