@@ -393,7 +393,7 @@ func TestFleetPage(t *testing.T) {
 			return leasehold.FleetStatus{}, leasehold.Errorf(leasehold.KindUnavailable, "the fleet is not reachable")
 		}
 		ps, err := db.Peers(ctx)
-		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
+		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Unpublished: 3, Published: 977, Peers: ps}, err
 	}
 	srv := httptest.NewServer(web.New(w.node.App, web.Options{AdminToken: w.admin, Peers: peers}).Handler())
 	t.Cleanup(srv.Close)
@@ -414,6 +414,7 @@ func TestFleetPage(t *testing.T) {
 			`<b id="fleet-connected"><span class="badge ok">connected</span></b>`,
 			`<b id="fleet-owned">1</b>`,
 			`<b id="fleet-peers">2</b>`,
+			`<b id="fleet-unpublished"><span class="bad">3</span></b><span>changes not yet published (last at stream position 977)</span>`,
 		} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the fleet page lacks %s:\n%s", want, page)
