@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -757,5 +758,75 @@ func TestFoldSameClaimKeepsRanges(t *testing.T) {
 	must(t, db.Write(ctx, func(tx *Tx) error { _, _, err := tx.FoldGroup("b", newer, 5); return err }))
 	if n := count(); n != 1 {
 		t.Fatalf("ranges after a newer claim's state planned to 500: %d, want 1", n)
+	}
+}
+
+// TestReplayPlansAroundRanges: a late plan replayed over a copy whose tail
+// an older state under the same claim set below ranges it keeps (the long
+// fault run's "UNIQUE constraint failed: ranges.group_id, ranges.start_id")
+// plans only the ids no range covers: no collision, no overlap, no hole,
+// and the tail covers every range.
+func TestReplayPlansAroundRanges(t *testing.T) {
+	pr := func(s, e int64) PeerRange {
+		return PeerRange{Range: leasehold.Range{Start: s, End: e, Next: s, Status: leasehold.StatusPlanned, UpdatedAt: foldStart}}
+	}
+	for _, tc := range []struct {
+		name   string
+		tail   int64       // the older state's tail, under the same claim
+		kept   []PeerRange // the ranges the copy has (the first always 1..500)
+		high   int64       // the late plan replayed
+		want   [][2]int64
+		wantTo int64
+	}{
+		{"Contiguous", 500, []PeerRange{pr(501, 1000)}, 1500,
+			[][2]int64{{1, 500}, {501, 1000}, {1001, 1500}}, 1500},
+		{"Hole", 500, []PeerRange{pr(501, 600), pr(801, 1000)}, 1200,
+			[][2]int64{{1, 500}, {501, 600}, {601, 800}, {801, 1000}, {1001, 1200}}, 1200},
+		{"Straddles", 520, []PeerRange{pr(501, 1000)}, 1200,
+			[][2]int64{{1, 500}, {501, 1000}, {1001, 1200}}, 1200},
+		{"PastThePlan", 500, []PeerRange{pr(501, 1000)}, 800,
+			[][2]int64{{1, 500}, {501, 1000}}, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openTest(t, "", Options{})
+			ctx := context.Background()
+			g := foldGroup("g", 3)
+			g.RangeSize = 500
+			var gid int64
+			must(t, db.Write(ctx, func(tx *Tx) error {
+				id, _, err := tx.FoldGroup("a", g, 5)
+				gid = id
+				if err != nil {
+					return err
+				}
+				return tx.FoldRanges(id, append([]PeerRange{pr(1, 500)}, tc.kept...))
+			}))
+			older := g
+			older.TailEnd = tc.tail
+			must(t, db.Write(ctx, func(tx *Tx) error { _, _, err := tx.FoldGroup("a", older, 5); return err }))
+			high := tc.high
+			if err := db.Write(ctx, func(tx *Tx) error { return tx.ReplayLatePlan("g", &high, nil) }); err != nil {
+				t.Fatalf("replaying a late plan to %d: %v", high, err)
+			}
+			rs, err := db.Ranges(ctx, gid, "", 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got [][2]int64
+			for _, r := range rs {
+				got = append(got, [2]int64{r.Start, r.End})
+			}
+			slices.SortFunc(got, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("ranges %v, want %v", got, tc.want)
+			}
+			gr, err := db.GroupByName(ctx, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gr.TailEnd != tc.wantTo {
+				t.Errorf("tail end %d, want %d", gr.TailEnd, tc.wantTo)
+			}
+		})
 	}
 }

@@ -57,6 +57,8 @@ var (
 	qLeaseInsert = wq(`INSERT INTO group_leases (group_id) VALUES (?)`)
 	qGroupUpdate = wq(`UPDATE groups SET priority = ?, active = ?, range_size = ?, updated_at = ? WHERE id = ?`)
 	qRangeInsert = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, priority, updated_at) VALUES (?1, ?2, ?3, ?2, ?4, ?5)`)
+	qRangeBefore = wq(`SELECT end_id FROM ranges WHERE group_id = ?1 AND start_id < ?2 ORDER BY start_id DESC LIMIT 1`)
+	qRangesFrom  = wq(`SELECT start_id, end_id FROM ranges WHERE group_id = ?1 AND start_id BETWEEN ?2 AND ?3 ORDER BY start_id`)
 	qTailSet     = wq(`UPDATE groups SET tail_end = ?2, history_floor = min(history_floor, ?3), updated_at = ?4,
 		urgent_tail = CASE WHEN urgent_tail IS NULL OR urgent_tail > ?5 THEN ?5 ELSE urgent_tail END WHERE id = ?1`)
 	qFloorSet = wq(`UPDATE groups SET history_floor = ?2, updated_at = ?3,
@@ -156,23 +158,78 @@ func (tx *Tx) PlanTail(groupID, high int64) (int64, error) {
 		return 0, leasehold.Errorf(leasehold.KindUnprocessable,
 			"planning %d..%d in ranges of %d would make more than %d ranges, the most a call may plan", first, high, g.RangeSize, MaxPlanRanges)
 	}
-	// The loop ends on e == high, never on an id past high: near the top
-	// of int64, s += size would wrap round.
+	// Ranges may stand past the tail already: a peer's plan this node's
+	// copy had taken, whose tail a later state under the same claim set
+	// lower (an older message folded again keeps the ranges it has
+	// outgrown). Only the ids between them are planned, in ranges from the
+	// start of each gap, so a late plan replayed over them neither collides
+	// with them nor leaves a hole.
+	gaps, top, err := tx.tailGaps(g.ID, first, high)
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	for s := first; ; s += g.RangeSize {
-		e := s + int64(min(uint64(g.RangeSize-1), uint64(high-s)))
-		if _, err := tx.exec(qRangeInsert, g.ID, s, e, leasehold.TailPriority, ms(tx.now)); err != nil {
-			return 0, mapError(err, "planning the tail")
-		}
-		n++
-		if e == high {
-			break
+	for _, gap := range gaps {
+		// The loop ends on e == gap.end, never on an id past it: near the
+		// top of int64, s += size would wrap round.
+		for s := gap.start; ; s += g.RangeSize {
+			e := s + int64(min(uint64(g.RangeSize-1), uint64(gap.end-s)))
+			if _, err := tx.exec(qRangeInsert, g.ID, s, e, leasehold.TailPriority, ms(tx.now)); err != nil {
+				return 0, mapError(err, "planning the tail")
+			}
+			n++
+			if e == gap.end {
+				break
+			}
 		}
 	}
+	high = max(high, top)
 	if _, err := tx.exec(qTailSet, g.ID, high, first, ms(tx.now), leasehold.TailPriority); err != nil {
 		return 0, mapError(err, "planning the tail")
 	}
 	return n, tx.event(EventTailPlanned, g.ID, 0, 0, map[string]any{"from": first, "high": high, "planned": n})
+}
+
+// span is the ids lo..hi of a gap to plan.
+type span struct{ start, end int64 }
+
+// tailGaps returns the stretches of first..high no range of the group
+// covers, in order, and the end of the last range that reaches into
+// first..high (first − 1 when none does): one seek for the range before
+// first and a walk of those starting in first..high.
+func (tx *Tx) tailGaps(groupID, first, high int64) ([]span, int64, error) {
+	cursor, top := first, first-1
+	var prevEnd int64
+	switch err := tx.queryRow(qRangeBefore, groupID, first).Scan(&prevEnd); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, 0, mapError(err, "planning the tail")
+	case prevEnd >= first:
+		cursor, top = prevEnd+1, prevEnd
+	}
+	rows, err := tx.query(qRangesFrom, groupID, first, high)
+	if err != nil {
+		return nil, 0, mapError(err, "planning the tail")
+	}
+	defer rows.Close()
+	var gaps []span
+	for rows.Next() {
+		var s, e int64
+		if err := rows.Scan(&s, &e); err != nil {
+			return nil, 0, mapError(err, "planning the tail")
+		}
+		if s > cursor {
+			gaps = append(gaps, span{cursor, s - 1})
+		}
+		cursor, top = max(cursor, e+1), max(top, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, mapError(err, "planning the tail")
+	}
+	if cursor <= high && top < high {
+		gaps = append(gaps, span{cursor, high})
+	}
+	return gaps, top, nil
 }
 
 // rangeCount is how many ranges of size cover lo..hi (lo <= hi), counted
