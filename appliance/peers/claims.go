@@ -115,6 +115,10 @@ type Claims struct {
 	lifeFrom time.Time              // when that write started: claims are held from it
 	minted   map[string]bool        // every life this process began
 	held     map[string]*claimState // by group name, all of this life
+	// releasing is the revision of each claim Release is deleting: a
+	// Claim of the group meanwhile writes it anew, so the delete (at that
+	// revision only) misses the new claim.
+	releasing map[string]uint64
 
 	service.Base
 
@@ -185,7 +189,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	}
 	c := &Claims{
 		kv: kv, lives: lives, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
-		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{}, minted: map[string]bool{},
+		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{}, releasing: map[string]uint64{}, minted: map[string]bool{},
 		nc: js.Conn(),
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted, or their node's life unrenewed past the margin.",
@@ -524,7 +528,21 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 			if err := json.Unmarshal(e.data, &cl); err != nil {
 				// Whose it is cannot be told, and nothing would ever end it.
 				c.log.Warn("claims: unreadable claim, taking it over", "group", group, "err", err)
-			} else if cl.Node != c.node || cl.Life != life {
+			} else if cl.Node == c.node && cl.Life == life {
+				// This life's own claim. Written by a Claim of the same
+				// group running beside this one (a lease's claim and the
+				// idle worker's it queued), it is held at that revision:
+				// writing it again would move the fence under a lease
+				// granted at it, and that lease would be lost. Being
+				// released, it is written anew below, so the release's
+				// delete misses it.
+				c.mu.Lock()
+				releasing := c.releasing[group] == e.seq
+				c.mu.Unlock()
+				if !releasing {
+					return c.record(group, life, e.seq)
+				}
+			} else {
 				alive, err := c.alive(ctx, cl)
 				if err != nil {
 					return 0, leasehold.Wrap(leasehold.KindUnavailable, err, "claim on group %q: %v", group, err)
@@ -625,10 +643,20 @@ func (c *Claims) Release(ctx context.Context, group string) error {
 	c.mu.Lock()
 	s, ok := c.held[group]
 	delete(c.held, group)
+	if ok {
+		c.releasing[group] = s.rev
+	}
 	c.mu.Unlock()
 	if !ok {
 		return nil
 	}
+	defer func() {
+		c.mu.Lock()
+		if c.releasing[group] == s.rev {
+			delete(c.releasing, group)
+		}
+		c.mu.Unlock()
+	}()
 	err := c.kv.Delete(ctx, ClaimKey(group), jetstream.LastRevision(s.rev))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "release claim on group %q: %v", group, err)
