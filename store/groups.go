@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 
 	"github.com/leasehold/leasehold"
 )
@@ -205,7 +206,7 @@ func (tx *Tx) tailGaps(groupID, first, high int64) ([]span, int64, error) {
 	case err != nil:
 		return nil, 0, mapError(err, "planning the tail")
 	case prevEnd >= first:
-		cursor, top = prevEnd+1, prevEnd
+		cursor, top = after(prevEnd), prevEnd
 	}
 	rows, err := tx.query(qRangesFrom, groupID, first, high)
 	if err != nil {
@@ -221,7 +222,7 @@ func (tx *Tx) tailGaps(groupID, first, high int64) ([]span, int64, error) {
 		if s > cursor {
 			gaps = append(gaps, span{cursor, s - 1})
 		}
-		cursor, top = max(cursor, e+1), max(top, e)
+		cursor, top = max(cursor, after(e)), max(top, e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, mapError(err, "planning the tail")
@@ -230,6 +231,15 @@ func (tx *Tx) tailGaps(groupID, first, high int64) ([]span, int64, error) {
 		gaps = append(gaps, span{cursor, high})
 	}
 	return gaps, top, nil
+}
+
+// after is the id after id, or id itself at the top of int64 (a range
+// ending there leaves nothing after it to plan).
+func after(id int64) int64 {
+	if id == math.MaxInt64 {
+		return id
+	}
+	return id + 1
 }
 
 // rangeCount is how many ranges of size cover lo..hi (lo <= hi), counted

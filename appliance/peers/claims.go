@@ -115,10 +115,12 @@ type Claims struct {
 	lifeFrom time.Time              // when that write started: claims are held from it
 	minted   map[string]bool        // every life this process began
 	held     map[string]*claimState // by group name, all of this life
-	// releasing is the revision of each claim Release is deleting: a
-	// Claim of the group meanwhile writes it anew, so the delete (at that
-	// revision only) misses the new claim.
-	releasing map[string]uint64
+	// released is, by group, the last revision of this life's claims
+	// Release gave up: a Claim that finds this life's own write at or
+	// below it writes the claim anew (or creates it again once the delete
+	// landed), never holds it as it is, since the delete may land, or may
+	// have landed, under it.
+	released map[string]releasedClaim
 
 	service.Base
 
@@ -134,6 +136,16 @@ type claimState struct {
 	// each claim is asked about about once every TTL/3.
 	kept time.Time
 }
+
+// releasedClaim is a revision Release gave up, and when.
+type releasedClaim struct {
+	rev uint64
+	at  time.Time
+}
+
+// releasedKeep is how long a released revision is remembered: longer than
+// any Claim takes (a few requests of at most lifeReadTimeout each).
+const releasedKeep = time.Minute
 
 // claimKeepBatch bounds the claims KeepFunc is asked about at once, so a
 // node holding very many spreads the asking over several rounds.
@@ -189,7 +201,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	}
 	c := &Claims{
 		kv: kv, lives: lives, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
-		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{}, releasing: map[string]uint64{}, minted: map[string]bool{},
+		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{}, released: map[string]releasedClaim{}, minted: map[string]bool{},
 		nc: js.Conn(),
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted, or their node's life unrenewed past the margin.",
@@ -533,14 +545,12 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 				// group running beside this one (a lease's claim and the
 				// idle worker's it queued), it is held at that revision:
 				// writing it again would move the fence under a lease
-				// granted at it, and that lease would be lost. Being
-				// released, it is written anew below, so the release's
-				// delete misses it.
-				c.mu.Lock()
-				releasing := c.releasing[group] == e.seq
-				c.mu.Unlock()
-				if !releasing {
-					return c.record(group, life, e.seq)
+				// granted at it, and that lease would be lost. Given up by
+				// Release, it is written anew below, so the release's
+				// delete misses it (or, landed already, the write misses
+				// and the next round creates it).
+				if rev, err := c.recordOwn(group, life, e.seq); err == nil || !errors.Is(err, errReleased) {
+					return rev, err
 				}
 			} else {
 				alive, err := c.alive(ctx, cl)
@@ -643,20 +653,13 @@ func (c *Claims) Release(ctx context.Context, group string) error {
 	c.mu.Lock()
 	s, ok := c.held[group]
 	delete(c.held, group)
-	if ok {
-		c.releasing[group] = s.rev
+	if ok && s.rev > c.released[group].rev {
+		c.released[group] = releasedClaim{rev: s.rev, at: time.Now()}
 	}
 	c.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	defer func() {
-		c.mu.Lock()
-		if c.releasing[group] == s.rev {
-			delete(c.releasing, group)
-		}
-		c.mu.Unlock()
-	}()
 	err := c.kv.Delete(ctx, ClaimKey(group), jetstream.LastRevision(s.rev))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "release claim on group %q: %v", group, err)
@@ -872,6 +875,13 @@ func (c *Claims) keepDue() []string {
 
 // keepOnly asks KeepFunc about groups and releases those it does not keep.
 func (c *Claims) keepOnly(ctx context.Context, groups []string) {
+	c.mu.Lock()
+	for g, r := range c.released {
+		if time.Since(r.at) > releasedKeep {
+			delete(c.released, g)
+		}
+	}
+	c.mu.Unlock()
 	kept, err := c.keep(ctx, groups)
 	if err != nil {
 		c.log.Warn("claims: asking which claims to keep", "err", err)
@@ -1008,17 +1018,39 @@ func (c *Claims) drop(group string, rev uint64, why string) {
 // life that ended meanwhile holds nothing (its claim stands for no one),
 // and that is unavailable.
 func (c *Claims) record(group, life string, rev uint64) (uint64, error) {
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.recordLocked(group, life, rev)
+}
+
+// recordLocked is record with c.mu held.
+func (c *Claims) recordLocked(group, life string, rev uint64) (uint64, error) {
 	if c.life != life {
 		return 0, leasehold.Errorf(leasehold.KindUnavailable, "claim on group %q: node %q's life ended while claiming", group, c.node)
 	}
 	if s, ok := c.held[group]; ok && s.rev > rev {
 		return s.rev, nil // a later write of ours already landed
 	}
-	c.held[group] = &claimState{rev: rev, kept: now}
+	c.held[group] = &claimState{rev: rev, kept: c.now()}
+	if r, ok := c.released[group]; ok && r.rev < rev {
+		delete(c.released, group) // held anew above it: no older write can be found
+	}
 	return rev, nil
+}
+
+// errReleased is recordOwn's answer for a revision Release gave up.
+var errReleased = errors.New("claims: a released revision")
+
+// recordOwn is record for a write of this life's that a Claim found
+// standing: refused (errReleased) when Release gave that revision up,
+// checked under the same lock as the record, so no release slips between.
+func (c *Claims) recordOwn(group, life string, rev uint64) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.released[group]; ok && r.rev >= rev {
+		return 0, errReleased
+	}
+	return c.recordLocked(group, life, rev)
 }
 
 func (c *Claims) value(life string) ([]byte, error) {

@@ -212,7 +212,7 @@ func TestClaimBesideClaim(t *testing.T) {
 	// flight.
 	c.mu.Lock()
 	delete(c.held, "g")
-	c.releasing["g"] = first
+	c.released["g"] = releasedClaim{rev: first, at: time.Now()}
 	c.mu.Unlock()
 	again, err := c.Claim(ctx, "g")
 	if err != nil {
@@ -226,6 +226,22 @@ func TestClaimBesideClaim(t *testing.T) {
 	}
 	if _, rev, err := c.Owner(ctx, "g"); err != nil || rev != again || !c.Held("g") {
 		t.Fatalf("after the release missed: owner at %d, %v, held %v; want held at %d", rev, err, c.Held("g"), again)
+	}
+
+	// A claim that read this life's write just before a release of it
+	// ran to the end (its delete landed) records nothing: the revision
+	// was given up, and a next round creates the claim anew.
+	if err := c.Release(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	life := c.life
+	c.mu.Unlock()
+	if _, err := c.recordOwn("g", life, again); !errors.Is(err, errReleased) || c.Held("g") {
+		t.Fatalf("recording a released revision: %v, held %v; want errReleased, not held", err, c.Held("g"))
+	}
+	if last, err := c.Claim(ctx, "g"); err != nil || last <= again || !c.Held("g") {
+		t.Fatalf("claiming after the release: %d, %v; want held above %d", last, err, again)
 	}
 }
 

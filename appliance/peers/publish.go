@@ -193,6 +193,9 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("no acknowledgement within %s", publishAckWait)
 		}
 	}
+	// Where the batch stands, whether or not the stream's incarnation could
+	// be read for the publish record: what peers fold is this stream.
+	p.at.Store(last)
 	// The snapshots are queued before the events are marked sent, so a
 	// group never looks settled (nothing unsent, nothing pending upload)
 	// while its newest window is in neither place.
@@ -415,7 +418,6 @@ func (p *Publisher) position(last uint64) bool {
 		return false
 	}
 	p.lastSeq = last
-	p.at.Store(last)
 	return true
 }
 

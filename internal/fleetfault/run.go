@@ -571,6 +571,10 @@ func (r *run) converge(ctx context.Context, within time.Duration, windows bool) 
 // read reads every node's catalog.
 func (r *run) read(ctx context.Context) *Final {
 	final := &Final{Nodes: slices.Clone(nodeNames), Catalogs: map[string]map[string]GroupView{}, Windows: map[string]*Window{}, WindowErrs: map[string]string{}}
+	// The fleet's outboxes before and after the catalogs: settled at both,
+	// with nothing published between, means the catalogs read hold every
+	// change.
+	before, atBefore := r.unsettled(ctx)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, n := range r.nodes {
@@ -585,14 +589,19 @@ func (r *run) read(ctx context.Context) *Final {
 		})
 	}
 	wg.Wait()
-	final.Unsettled = r.unsettled(ctx)
+	after, atAfter := r.unsettled(ctx)
+	final.Unsettled = append(before, after...)
+	if !maps.Equal(atBefore, atAfter) {
+		final.Unsettled = append(final.Unsettled, fmt.Sprintf("changes published while the catalogs were read: %v, then %v", atBefore, atAfter))
+	}
 	return final
 }
 
 // unsettled says what keeps the fleet from having seen every change (see
 // Final.Unsettled): it asks each node for its outbox and how far it has
-// folded each peer's events.
-func (r *run) unsettled(ctx context.Context) []string {
+// folded each peer's events. It returns too each node's published
+// position.
+func (r *run) unsettled(ctx context.Context) ([]string, map[string]uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var out []string
@@ -608,6 +617,10 @@ func (r *run) unsettled(ctx context.Context) []string {
 			out = append(out, fmt.Sprintf("%s: %d event(s) of its not yet acknowledged by the stream", n.Name, st.Unpublished))
 		}
 	}
+	published := map[string]uint64{}
+	for n, st := range sts {
+		published[n] = st.Published
+	}
 	for _, m := range slices.Sorted(maps.Keys(sts)) {
 		folded := map[string]uint64{}
 		for _, p := range sts[m].Peers {
@@ -619,7 +632,7 @@ func (r *run) unsettled(ctx context.Context) []string {
 			}
 		}
 	}
-	return out
+	return out, published
 }
 
 // catalog reads node's view of every group: the owner it names and the
