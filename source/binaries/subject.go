@@ -32,8 +32,8 @@ const MaxParts = 1 << 16
 // ParseSubject recognises a part of a multi-part post. The part counter
 // is the last "(n/m)" of the subject (a leading "[i/j]" numbers the file
 // in its set, not the part); a yEnc subject without one is a single-part
-// file. The name is the first quoted string, else the subject before the
-// counter. A subject with neither is not a part (ok false).
+// file. The name is the first quoted string (the counter taken out, if it
+// stands inside the quotes), else the subject before the counter. A subject with neither is not a part (ok false).
 func ParseSubject(subject string) (p Part, ok bool) {
 	s := strings.TrimSpace(subject)
 	open, n, m, found := lastCounter(s)
@@ -49,7 +49,9 @@ func ParseSubject(subject string) (p Part, ok bool) {
 	if m < 1 || m > MaxParts || n < 0 || n > m {
 		return p, false
 	}
-	name := quoted(s)
+	// The name is read with the counter taken out: a counter inside the
+	// quotes would otherwise name each part differently.
+	name := quoted(norm)
 	if name == "" {
 		end := len(s)
 		if found {
