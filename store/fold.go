@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -58,11 +60,20 @@ var (
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 		ON CONFLICT (group_id) DO UPDATE SET origin = ?2, holder = ?3, fence = ?4, leased_at = ?5, heartbeat_at = ?6,
 		snapshot_next = ?7, snapshot_size = ?8, snapshot_sha256 = ?9, snapshot_at = ?10, ranges_done = ?11, headers = ?12, updated_at = ?13`)
-	qFoldRange = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at,
-		last_error, last_error_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-		ON CONFLICT (group_id, start_id) DO UPDATE SET end_id = ?3, next_id = ?4, status = ?5, priority = ?6, node_id = NULL,
-		attempts = ?7, rule_version = ?8, headers = ?9, updated_at = ?10, last_error = ?11, last_error_at = ?12`)
+	// A peer's ranges, in statements of foldRangeBatches rows: a
+	// catch-up of millions of ranges pays a statement's fixed cost (its
+	// journal, its binding) once for many.
+	qFoldRanges = func() (qs []*query) {
+		for _, n := range foldRangeBatches {
+			qs = append(qs, wq(foldRangesSQL(n)))
+		}
+		return qs
+	}()
+	// qGroupUrgent for the groups of a JSON array of ids.
+	qGroupsUrgent = wq(`UPDATE groups SET
+		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = groups.id AND status IN ('planned', 'leased') AND priority < 0),
+		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = groups.id AND status IN ('planned', 'leased') AND priority >= 0)
+		WHERE id IN (SELECT value FROM json_each(?1))`)
 	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
@@ -254,28 +265,106 @@ func (tx *Tx) ReplayLatePlan(name string, high, low *int64) error {
 // local id), matched by start, and brings the group's lease-choice key up
 // to date, so the group is ready to lease the moment it is adopted.
 func (tx *Tx) FoldRanges(groupID int64, rs []PeerRange) error {
-	for _, r := range rs {
-		if r.Start > r.End || r.Next < r.Start || r.Next > r.End+1 {
-			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d (next %d) is not valid", r.Start, r.End, r.Next)
+	return tx.FoldGroupsRanges([]GroupRanges{{GroupID: groupID, Ranges: rs}})
+}
+
+// GroupRanges is a peer's ranges of one group, by the group's local id.
+type GroupRanges struct {
+	GroupID int64
+	Ranges  []PeerRange
+}
+
+// FoldGroupsRanges is FoldRanges for many groups at once, as a joining
+// node folds a dump chunk: the ranges in a few statements of many rows,
+// and every group's key in one more. The ranges are folded in order,
+// each as FoldRanges alone would.
+func (tx *Tx) FoldGroupsRanges(gs []GroupRanges) error {
+	args := make([]any, 0, foldRangeColumns*foldRangeBatches[0])
+	ids := make([]byte, 0, 16*len(gs)+2)
+	ids = append(ids, '[')
+	flush := func() error {
+		for len(args) > 0 {
+			n := len(args) / foldRangeColumns
+			i := 0
+			for foldRangeBatches[i] > n {
+				i++
+			}
+			k := foldRangeBatches[i] * foldRangeColumns
+			if _, err := tx.exec(qFoldRanges[i], args[:k]...); err != nil {
+				return mapError(err, "folding a peer's ranges")
+			}
+			args = append(args[:0], args[k:]...)
 		}
-		switch r.Status {
-		case leasehold.StatusPlanned, leasehold.StatusLeased, leasehold.StatusDone, leasehold.StatusFailed:
-		default:
-			return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
+		return nil
+	}
+	for _, g := range gs {
+		if len(ids) > 1 {
+			ids = append(ids, ',')
 		}
-		// The worker's last error travels with the range (rule 10).
-		var lastErr any
-		if r.LastError != nil {
-			lastErr = *r.LastError
-		}
-		_, err := tx.exec(qFoldRange, groupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt),
-			lastErr, nullMS(r.LastErrorAt))
-		if err != nil {
-			return mapError(err, "folding a peer's ranges")
+		ids = strconv.AppendInt(ids, g.GroupID, 10)
+		for _, r := range g.Ranges {
+			if err := validPeerRange(r); err != nil {
+				return err
+			}
+			// The worker's last error travels with the range (rule 10).
+			var lastErr any
+			if r.LastError != nil {
+				lastErr = *r.LastError
+			}
+			args = append(args, g.GroupID, r.Start, r.End, r.Next, r.Status, r.Priority, r.Attempts, r.RuleVersion, r.Headers, ms(r.UpdatedAt),
+				lastErr, nullMS(r.LastErrorAt))
+			if len(args) == cap(args) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	_, err := tx.exec(qGroupUrgent, groupID)
+	if err := flush(); err != nil {
+		return err
+	}
+	if len(gs) == 0 {
+		return nil
+	}
+	_, err := tx.exec(qGroupsUrgent, string(append(ids, ']')))
 	return mapError(err, "folding a peer's ranges")
+}
+
+// foldRangeBatches are the row counts of the range-folding statements,
+// largest first, ending in 1 so any count can be folded.
+var foldRangeBatches = []int{64, 8, 1}
+
+// foldRangeColumns is the number of values a folded range binds.
+const foldRangeColumns = 12
+
+// foldRangesSQL is the upsert of n peer ranges, matched by start.
+func foldRangesSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at,
+		last_error, last_error_at) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+	}
+	b.WriteString(` ON CONFLICT (group_id, start_id) DO UPDATE SET end_id = excluded.end_id, next_id = excluded.next_id, status = excluded.status,
+		priority = excluded.priority, node_id = NULL, attempts = excluded.attempts, rule_version = excluded.rule_version,
+		headers = excluded.headers, updated_at = excluded.updated_at, last_error = excluded.last_error, last_error_at = excluded.last_error_at`)
+	return b.String()
+}
+
+// validPeerRange refuses a peer's range no catalog of this node could
+// have written.
+func validPeerRange(r PeerRange) error {
+	if r.Start > r.End || r.Next < r.Start || r.Next > r.End+1 {
+		return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d (next %d) is not valid", r.Start, r.End, r.Next)
+	}
+	switch r.Status {
+	case leasehold.StatusPlanned, leasehold.StatusLeased, leasehold.StatusDone, leasehold.StatusFailed:
+		return nil
+	}
+	return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
 }
 
 // FoldNode folds a worker node registered at a peer.
@@ -487,31 +576,31 @@ func (db *DB) Unsent(ctx context.Context, after int64, limit int) ([]leasehold.E
 	return db.events(ctx, `SELECT id, at, kind, group_id, range_id, node_id, body FROM events WHERE sent = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
 }
 
-// OwnState is a group of this node's own as peer sync publishes it, with
-// its ranges changed at or after since. Mirrored is true when the group's
-// state is a peer's (this node does not publish it).
-func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g PeerGroup, ranges []PeerRange, mirrored bool, err error) {
+// ownStateColumns are a group's state as peer sync publishes it, read by
+// scanOwnState from groups g joined with its lease l, holder n and
+// peer_groups p.
+const ownStateColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
+	g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
+	l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at`
+
+// ownStateFrom joins what ownStateColumns read.
+const ownStateFrom = `FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id`
+
+// scanOwnState reads a row of ownStateColumns. Mirrored is true when the
+// group's state is a peer's.
+func scanOwnState(s scanner) (g PeerGroup, mirrored bool, err error) {
 	var leased, beat, next, size, at sql.NullInt64
 	var sha sql.NullString
 	var created int64
 	var peer sql.NullString
 	var claimRev int64
 	var qErr, qNode sql.NullString
-	var qAt sql.NullInt64
-	err = db.queryRow(ctx, `SELECT g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
-		g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
-		l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at
-		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id
-		WHERE g.id = ?`, groupID).Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
-		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer, &qErr, &qNode, &qAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return g, nil, false, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
-	}
-	if err != nil {
-		return g, nil, false, mapError(err, "reading a group's state")
-	}
-	if peer.Valid {
-		return g, nil, true, nil
+	var qAt, low, high, marksAt sql.NullInt64
+	err = s.Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
+		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer, &qErr, &qNode, &qAt,
+		&low, &high, &marksAt)
+	if err != nil || peer.Valid {
+		return g, peer.Valid, err
 	}
 	g.CreatedAt, g.ClaimRev = fromMS(created), uint64(claimRev)
 	if qAt.Valid {
@@ -522,6 +611,27 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 	}
 	if next.Valid {
 		g.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64)}
+	}
+	// The source's water marks travel with the group (rule 11).
+	if low.Valid && high.Valid && marksAt.Valid {
+		g.Low, g.High, g.MarksAt = &low.Int64, &high.Int64, fromNullMS(marksAt)
+	}
+	return g, false, nil
+}
+
+// OwnState is a group of this node's own as peer sync publishes it, with
+// its ranges changed at or after since. Mirrored is true when the group's
+// state is a peer's (this node does not publish it).
+func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g PeerGroup, ranges []PeerRange, mirrored bool, err error) {
+	g, mirrored, err = scanOwnState(db.queryRow(ctx, `SELECT `+ownStateColumns+` `+ownStateFrom+` WHERE g.id = ?`, groupID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, nil, false, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return g, nil, false, mapError(err, "reading a group's state")
+	}
+	if mirrored {
+		return g, nil, true, nil
 	}
 	rows, err := db.query(ctx, `SELECT `+rangeColumns+`, coalesce((SELECT name FROM nodes WHERE id = r.node_id), '')
 		FROM ranges r INDEXED BY ranges_group_updated WHERE r.group_id = ? AND r.updated_at >= ? ORDER BY r.start_id`, groupID, ms(since))
@@ -537,6 +647,61 @@ func (db *DB) OwnState(ctx context.Context, groupID int64, since time.Time) (g P
 		ranges = append(ranges, r)
 	}
 	return g, ranges, false, mapError(rows.Err(), "reading a group's ranges")
+}
+
+// OwnGroupState is a group of this node's own with all its ranges.
+type OwnGroupState struct {
+	Group  PeerGroup
+	Ranges []PeerRange
+}
+
+// OwnStates is a page of this node's own groups after the group id after,
+// at most limit, in id order, each with all its ranges, as a full dump
+// sends them. Two ordered scans, the groups and then their ranges by
+// (group_id, start_id), instead of two seeks a group: a dump of a million
+// groups reads each row once.
+func (db *DB) OwnStates(ctx context.Context, after int64, limit int) ([]OwnGroupState, error) {
+	rows, err := db.query(ctx, `SELECT `+ownStateColumns+` `+ownStateFrom+`
+		WHERE g.id > ? AND p.group_id IS NULL ORDER BY g.id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []OwnGroupState
+	at := map[int64]int{}
+	for rows.Next() {
+		g, _, err := scanOwnState(rows)
+		if err != nil {
+			rows.Close()
+			return nil, mapError(err, "reading the groups' state")
+		}
+		at[g.ID] = len(out)
+		out = append(out, OwnGroupState{Group: g})
+	}
+	if err := rows.Close(); err != nil {
+		return nil, mapError(err, "reading the groups' state")
+	}
+	if err := rows.Err(); err != nil || len(out) == 0 {
+		return out, mapError(err, "reading the groups' state")
+	}
+	// The ranges of the page's id span; a peer's group inside the span
+	// is not in the page, and its ranges are passed over.
+	rows, err = db.query(ctx, `SELECT `+rangeColumns+`, coalesce((SELECT name FROM nodes WHERE id = r.node_id), '')
+		FROM ranges r INDEXED BY ranges_group_start WHERE r.group_id BETWEEN ? AND ? ORDER BY r.group_id, r.start_id`,
+		out[0].Group.ID, out[len(out)-1].Group.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r PeerRange
+		if r.Range, err = scanRange(rows, &r.Node); err != nil {
+			return nil, mapError(err, "reading the groups' ranges")
+		}
+		if i, ok := at[r.GroupID]; ok {
+			out[i].Ranges = append(out[i].Ranges, r)
+		}
+	}
+	return out, mapError(rows.Err(), "reading the groups' ranges")
 }
 
 // OwnStateName is the name of a group of this node's own; "" when the

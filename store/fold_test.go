@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -828,5 +829,139 @@ func TestReplayPlansAroundRanges(t *testing.T) {
 				t.Errorf("tail end %d, want %d", gr.TailEnd, tc.wantTo)
 			}
 		})
+	}
+}
+
+// TestOwnStates: a full dump's page reads, in id order, each of this
+// node's own groups with all its ranges, exactly as OwnState reads it
+// alone (water marks included: they travel with the group, rule 11), and
+// passes over a peer's group and its ranges, inside the page's id span
+// or not; pages follow on from the last id.
+func TestOwnStates(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
+	if _, err := db.PeerIndexes(ctx, true); err != nil { // OwnState reads by them
+		t.Fatal(err)
+	}
+	var own []int64
+	for i := range 5 {
+		if i == 2 {
+			id, _ := foldIn(t, db, "a", foldGroup("peer.g", 3), foldRanges())
+			if id == 0 {
+				t.Fatal("the peer's group was not folded")
+			}
+		}
+		must(t, db.Write(ctx, func(tx *Tx) error {
+			g, _, err := tx.PutGroup(fmt.Sprintf("own.g%d", i), GroupSpec{})
+			if err != nil {
+				return err
+			}
+			own = append(own, g.ID)
+			if i == 3 {
+				return nil // a group with no ranges
+			}
+			if _, err := tx.PlanTail(g.ID, int64(1000*(i+1))); err != nil {
+				return err
+			}
+			_, err = tx.ReportWatermarks(g.ID, int64(i+1), int64(1000*(i+1)))
+			return err
+		}))
+	}
+	var got []OwnGroupState
+	for after := int64(0); ; {
+		page, err := db.OwnStates(ctx, after, 3) // the peer's group inside the first page's span
+		must(t, err)
+		got = append(got, page...)
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].Group.ID
+	}
+	if len(got) != len(own) {
+		t.Fatalf("pages hold %d groups, want the %d own ones", len(got), len(own))
+	}
+	for i, s := range got {
+		g, ranges, mirrored, err := db.OwnState(ctx, own[i], time.Time{})
+		must(t, err)
+		if mirrored || s.Group.ID != own[i] {
+			t.Fatalf("page entry %d is group %d, want own group %d", i, s.Group.ID, own[i])
+		}
+		if !reflect.DeepEqual(s.Group, g) || !reflect.DeepEqual(s.Ranges, ranges) {
+			t.Fatalf("group %d paged:\n%+v %d ranges\nalone:\n%+v %d ranges", own[i], s.Group, len(s.Ranges), g, len(ranges))
+		}
+		if i != 3 && (len(s.Ranges) == 0 || s.Group.Low == nil || *s.Group.Low != int64(i+1) || s.Group.MarksAt == nil) {
+			t.Fatalf("group %d: %d ranges, marks %v/%v; want its plan and low mark %d", own[i], len(s.Ranges), s.Group.Low, s.Group.MarksAt, i+1)
+		}
+	}
+}
+
+// TestFoldGroupsRanges: many groups' ranges folded in one call, in
+// statements of many rows (64, 8 and 1 here: 2 × 75 ranges), leave the
+// catalog exactly as folding them one range at a time does: the same
+// rows, lease-choice keys and tallies, on the first fold and on an upsert
+// over it, with an error that travels with its range; a bad range
+// anywhere refuses the whole call.
+func TestFoldGroupsRanges(t *testing.T) {
+	ctx := context.Background()
+	batched := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
+	alone := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
+	plan := func(name string, status string) []PeerRange {
+		var rs []PeerRange
+		for i := range int64(75) {
+			r := PeerRange{Range: leasehold.Range{Start: i*10 + 1, End: i*10 + 10, Next: i*10 + 1, Status: status, Priority: i%3 - 1,
+				Attempts: i % 4, RuleVersion: 2, UpdatedAt: foldStart.Add(time.Duration(i) * time.Millisecond)}}
+			if status == leasehold.StatusDone {
+				r.Next, r.Headers = r.End+1, i
+			}
+			if i == 40 {
+				msg := `refused: "481" \ at ` + name
+				at := foldStart.Add(-time.Second)
+				r.Status, r.LastError, r.LastErrorAt = leasehold.StatusFailed, &msg, &at
+			}
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	state := func(db *DB) string {
+		var b strings.Builder
+		rows, err := db.r.Query(`SELECT g.name, g.urgent_tail, g.urgent_hist, r.start_id, r.end_id, r.next_id, r.status, r.priority, r.attempts,
+			r.rule_version, r.headers, r.updated_at, r.last_error, r.last_error_at FROM ranges r JOIN groups g ON g.id = r.group_id ORDER BY g.name, r.start_id`)
+		must(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var v [14]any
+			p := make([]any, len(v))
+			for i := range v {
+				p[i] = &v[i]
+			}
+			must(t, rows.Scan(p...))
+			fmt.Fprintln(&b, v[:]...)
+		}
+		tallies, err := db.Tallies(ctx)
+		must(t, err)
+		fmt.Fprintf(&b, "%+v", tallies)
+		return b.String()
+	}
+	for _, status := range []string{leasehold.StatusPlanned, leasehold.StatusDone} {
+		var gs []GroupRanges
+		for _, name := range []string{"g1", "g2"} {
+			id, _ := foldIn(t, batched, "a", foldGroup(name, 1), nil)
+			gs = append(gs, GroupRanges{GroupID: id, Ranges: plan(name, status)})
+			aid, _ := foldIn(t, alone, "a", foldGroup(name, 1), nil)
+			for _, r := range plan(name, status) {
+				must(t, alone.Write(ctx, func(tx *Tx) error { return tx.FoldRanges(aid, []PeerRange{r}) }))
+			}
+		}
+		must(t, batched.Write(ctx, func(tx *Tx) error { return tx.FoldGroupsRanges(gs) }))
+		if b, a := state(batched), state(alone); b != a || !strings.Contains(b, `"481" \`) {
+			t.Fatalf("%s: folded in one call:\n%s\nfolded one at a time:\n%s", status, b, a)
+		}
+	}
+	before := state(batched)
+	bad := []GroupRanges{{GroupID: 1, Ranges: plan("g1", leasehold.StatusPlanned)}}
+	bad[0].Ranges[70].Next = bad[0].Ranges[70].End + 2
+	err := batched.Write(ctx, func(tx *Tx) error { return tx.FoldGroupsRanges(bad) })
+	if !errors.Is(err, leasehold.ErrInvalid) || state(batched) != before {
+		t.Fatalf("a bad range at the end: %v, catalog changed %v; want invalid and nothing changed", err, state(batched) != before)
 	}
 }

@@ -82,8 +82,8 @@ const headerDumpAlive = "Leasehold-Dump-Alive"
 // it is answered with an error, and the asker tries again later.
 const dumpConcurrent = 4
 
-// dumpPage is how many group ids a dump lists at once.
-const dumpPage = 100
+// dumpPage is how many groups a dump reads at once, with their ranges.
+const dumpPage = 256
 
 // Dumper serves this node's full state dumps on DumpSubjectPrefix+node.
 // Each request is served in a goroutine of its service, which Stop ends
@@ -248,28 +248,21 @@ func (d *Dumper) dump(ctx context.Context, reply string) (int, error) {
 func (d *Dumper) write(ctx context.Context, w *dumpWriter) error {
 	var after int64
 	for {
-		ids, err := d.db.OwnGroupIDs(ctx, after, dumpPage)
+		stop := w.keepAlive()
+		page, err := d.db.OwnStates(ctx, after, dumpPage)
+		stop()
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			stop := w.keepAlive()
-			g, ranges, mirrored, err := d.db.OwnState(ctx, id, time.Time{})
-			stop()
-			if leasehold.ErrorKind(err) == leasehold.KindNotFound || err == nil && mirrored {
-				continue // gone, or a peer's state since it was listed
-			}
-			if err != nil {
-				return err
-			}
-			if err := w.addGroup(ctx, g, ranges); err != nil {
+		for _, g := range page {
+			if err := w.addGroup(ctx, g.Group, g.Ranges); err != nil {
 				return err
 			}
 		}
-		if len(ids) < dumpPage {
+		if len(page) < dumpPage {
 			break
 		}
-		after = ids[len(ids)-1]
+		after = page[len(page)-1].Group.ID
 	}
 	nodes, err := d.db.Nodes(ctx)
 	if err != nil {
@@ -451,16 +444,20 @@ func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 			names = append(names, n.Name)
 		}
 		err = db.Write(ctx, func(tx *store.Tx) error {
+			folded := make([]store.GroupRanges, 0, len(c.Groups))
 			for _, g := range c.Groups {
 				id, ok, err := tx.FoldGroup(origin, g.Group, maxAttempts)
 				if err != nil {
 					return err
 				}
 				if ok && len(g.Ranges) > 0 {
-					if err := tx.FoldRanges(id, g.Ranges); err != nil {
-						return err
-					}
+					folded = append(folded, store.GroupRanges{GroupID: id, Ranges: g.Ranges})
 				}
+			}
+			// A chunk names each group once, so its ranges can follow its
+			// groups in one statement.
+			if err := tx.FoldGroupsRanges(folded); err != nil {
+				return err
 			}
 			for _, n := range c.Nodes {
 				if err := tx.FoldNode(origin, n); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -527,8 +528,18 @@ func BenchmarkRebuild100k(b *testing.B) {
 // and folded on one server. It reports groups/s.
 //
 //	go test -run '^$' -bench RebuildGroups -benchtime 1x ./appliance/peers
+//
+// LEASEHOLD_BENCH_REBUILD_GROUPS sets the number of groups (100,000 by
+// default; bench.sh measures 1,000,000).
 func BenchmarkRebuildGroups(b *testing.B) {
-	const groups = 100000
+	groups := 100000
+	if v := os.Getenv("LEASEHOLD_BENCH_REBUILD_GROUPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("LEASEHOLD_BENCH_REBUILD_GROUPS=%q is not a count of groups", v)
+		}
+		groups = n
+	}
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
@@ -539,7 +550,7 @@ func BenchmarkRebuildGroups(b *testing.B) {
 	}
 	defer s.Shutdown()
 	a := dumpOpen(b, "node-a", b.TempDir())
-	if err := a.app.DB.BulkGroups(context.Background(), "g.", groups, 100, 2); err != nil {
+	if err := a.app.DB.BulkGroups(context.Background(), "g.", int64(groups), 100, 2); err != nil {
 		b.Fatal(err)
 	}
 	dumpServe(b, dumpConn(b, s.ClientURL()), a)
