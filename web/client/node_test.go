@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,11 @@ import (
 	"github.com/leasehold/leasehold/web/client"
 	"github.com/leasehold/leasehold/web/client/synthetic"
 )
+
+// TestMain checks every answer the client's tests get from a real node
+// against web/openapi.json (nodetest.RunRecorded): the client's calls
+// must meet only answers the description names.
+func TestMain(m *testing.M) { os.Exit(nodetest.RunRecorded(m)) }
 
 // env is a real node (SQLite in a temp dir, echo on a loopback port) and an
 // admin client of it.

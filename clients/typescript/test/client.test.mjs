@@ -345,7 +345,8 @@ test("a backup streams as a tar of the catalog and its windows, manifest last, f
   });
   let n = 0;
   for await (const c of again) n += c.length;
-  assert.equal(n, b.position, "the same catalog backs up to the same length");
+  assert.equal(again.files, 2);
+  assert.ok(n > again.bytes, `the second backup streamed whole: ${n} tar bytes for ${again.bytes} bytes of files`);
 
   // A stream cut in the middle is an error, never a short backup.
   const proxy = await cutProxy(admin.url, 200000);
