@@ -549,17 +549,7 @@ export class SnapshotDownload implements AsyncIterable<Uint8Array> {
 
   /** The download as a web ReadableStream. */
   stream(): ReadableStream<Uint8Array> {
-    const it = this[Symbol.asyncIterator]();
-    return new ReadableStream<Uint8Array>({
-      async pull(ctrl) {
-        const r = await it.next();
-        if (r.done) ctrl.close();
-        else ctrl.enqueue(r.value);
-      },
-      async cancel() {
-        await it.return?.();
-      },
-    });
+    return readableStream(this[Symbol.asyncIterator]());
   }
 
   /** Ends the download early. */
@@ -614,17 +604,7 @@ export class BackupDownload implements AsyncIterable<Uint8Array> {
 
   /** The backup as a web ReadableStream (pipe it to a file with stream.Readable.fromWeb). */
   stream(): ReadableStream<Uint8Array> {
-    const it = this[Symbol.asyncIterator]();
-    return new ReadableStream<Uint8Array>({
-      async pull(ctrl) {
-        const r = await it.next();
-        if (r.done) ctrl.close();
-        else ctrl.enqueue(r.value);
-      },
-      async cancel() {
-        await it.return?.();
-      },
-    });
+    return readableStream(this[Symbol.asyncIterator]());
   }
 
   /** Ends the backup early; the node stops it and frees its copy of the catalog. */
@@ -632,6 +612,20 @@ export class BackupDownload implements AsyncIterable<Uint8Array> {
     this.used = true;
     await this.resp.body?.cancel().catch(() => {});
   }
+}
+
+/** readableStream reads it as a web ReadableStream, a chunk a pull; cancelling it ends it. */
+function readableStream(it: AsyncIterator<Uint8Array>): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      const r = await it.next();
+      if (r.done) ctrl.close();
+      else ctrl.enqueue(r.value);
+    },
+    async cancel() {
+      await it.return?.();
+    },
+  });
 }
 
 function headerNumber(v: string | null): number {
