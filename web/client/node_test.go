@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/web/client"
 	"github.com/leasehold/leasehold/web/client/synthetic"
 )
@@ -172,26 +173,8 @@ func (tr *transport) leaseCalls() []time.Time {
 	return append([]time.Time(nil), tr.leases...)
 }
 
-// logBuffer collects a worker's logs, shown when the test fails.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testLogger(t *testing.T) (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
+func testLogger(t *testing.T) (*slog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("worker log:\n%s", buf)
