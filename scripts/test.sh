@@ -3,7 +3,9 @@
 # the tests need when it is missing (curl and jq for the scripts, Chromium
 # for the dashboard's browser tests, promtool for the shipped alert
 # rules), then runs gofmt, go vet, the alert rules' unit tests, go test
-# -race over every package, and the scripts that drive the real binary.
+# -race over every package, the TypeScript client's tests (their answers
+# checked against web/openapi.json), and the scripts that drive the real
+# binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,8 +64,13 @@ go test -race -count=1 -timeout 15m ./...
 
 echo "test: the TypeScript client (clients/typescript) against a real leasehold serve"
 go build -o "${TMPDIR:-/tmp}/leasehold-ts-bin" ./cmd/leasehold
+# Every answer its tests get is recorded (test/node.mjs) and checked
+# against web/openapi.json, as the Go tests' answers are.
+ts_record=$(mktemp -d)
 (cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline >/dev/null &&
-	LEASEHOLD_BIN="${TMPDIR:-/tmp}/leasehold-ts-bin" npm test)
+	LEASEHOLD_API_RECORD="$ts_record" LEASEHOLD_BIN="${TMPDIR:-/tmp}/leasehold-ts-bin" npm test)
+go run ./internal/nodetest/apicheck "$ts_record"
+rm -rf "$ts_record"
 
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh

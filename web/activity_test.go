@@ -2,42 +2,26 @@ package web_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // jsonLog collects a node's JSON log lines, safe for the server's
 // goroutines.
-type jsonLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *jsonLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *jsonLog) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type jsonLog struct{ syncbuf.Buffer }
 
 // lines are the log lines whose message starts with prefix.
 func (l *jsonLog) lines(t *testing.T, prefix string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(l.text()))
+	sc := bufio.NewScanner(strings.NewReader(l.String()))
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -55,7 +39,7 @@ func (l *jsonLog) one(t *testing.T, prefix string) map[string]any {
 	t.Helper()
 	ls := l.lines(t, prefix)
 	if len(ls) != 1 {
-		t.Fatalf("%d log lines %q, want 1; the log:\n%s", len(ls), prefix, l.text())
+		t.Fatalf("%d log lines %q, want 1; the log:\n%s", len(ls), prefix, l.String())
 	}
 	return ls[0]
 }
@@ -91,7 +75,7 @@ func TestOperatorLog(t *testing.T) {
 	}
 	writes := logs.lines(t, "admin write")
 	if len(writes) != 5 {
-		t.Fatalf("%d admin write lines, want 5 (group, plan, 2 nodes, pause):\n%s", len(writes), logs.text())
+		t.Fatalf("%d admin write lines, want 5 (group, plan, 2 nodes, pause):\n%s", len(writes), logs.String())
 	}
 	wantFields(t, writes[0], map[string]any{"level": "INFO", "who": "admin", "method": "PUT", "route": "/api/v1/groups/:name", "name": "g", "status": 201})
 	wantFields(t, writes[4], map[string]any{"who": "admin", "route": "/api/v1/nodes/:id/pause", "id": "2", "status": 200})
@@ -141,7 +125,7 @@ func TestOperatorLog(t *testing.T) {
 	w.j("POST", fmt.Sprintf("/ranges/%d/finish", rid), w.w1, fb(w.fence, `,"headers":1`))
 	ls := logs.lines(t, "holder calls refused")
 	if len(ls) != 2 {
-		t.Fatalf("%d refusal lines after a minute, want 2:\n%s", len(ls), logs.text())
+		t.Fatalf("%d refusal lines after a minute, want 2:\n%s", len(ls), logs.String())
 	}
 	wantFields(t, ls[1], map[string]any{"who": "w1", "refused": 5, "since_s": 61, "route": "POST /api/v1/ranges/:id/finish"})
 	if got := w.metric(`leasehold_holder_calls_refused_total{code="lease_lost"}`); got != 6 {
@@ -167,8 +151,8 @@ func TestOperatorLog(t *testing.T) {
 	}
 
 	for _, secret := range []string{w.admin, w.w1, w.w2} {
-		if strings.Contains(logs.text(), secret) {
-			t.Fatalf("a token reached the log:\n%s", logs.text())
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("a token reached the log:\n%s", logs.String())
 		}
 	}
 }

@@ -11,31 +11,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/web"
 )
-
-// logBuffer is a node's log, kept to be searched.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // authWorld: a node whose log is captured, group g held by w1 with a range
 // in work, w2 (paused, holding nothing), a victim node to pause and a
@@ -43,14 +25,14 @@ func (l *logBuffer) String() string {
 type authWorld struct {
 	*fuzzNode
 	echo     *echo.Echo
-	log      *logBuffer
+	log      *syncbuf.Buffer
 	w2, gone string
 	victim2  int64
 	tokens   map[string]string // every token the node made, by whose
 }
 
 func newAuthWorld(t *testing.T) *authWorld {
-	lb := &logBuffer{}
+	lb := &syncbuf.Buffer{}
 	n, srv := slowNode(t, web.Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	fn := &fuzzNode{node: n, api: n.URL + "/api/v1", admin: n.AdminToken, client: &http.Client{Timeout: fuzzAnswerTimeout}}
 	fn.view = openCatalogView(t, n.DataDir)

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -479,7 +480,7 @@ func TestFleetTakeoverLogLine(t *testing.T) {
 	opts.Port = natstest.FreePort(t)
 	s := natstest.Start(t, opts)
 	a := fleetJoin(t, s.ClientURL(), "node-a")
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	b := fleetJoin(t, s.ClientURL(), "node-b", &logs)
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.moved", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
@@ -511,24 +512,6 @@ func TestFleetTakeoverLogLine(t *testing.T) {
 	if len(lines) != 1 || lines[0]["group"] != "alt.moved" || lines[0]["from"] != "node-a" || lines[0]["claim_rev"] != float64(rev) {
 		t.Fatalf("b's takeover lines %v; want one naming alt.moved, node-a and the claim's revision %d\n%s", lines, rev, logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer several goroutines may write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestFleetNATSUnreachable(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestHelpEverywhere asks every command, admin noun and admin verb for -h:
@@ -172,7 +173,7 @@ func TestInterruptExitCode(t *testing.T) {
 	admin(t, n, "groups", "create", "alt.wait")
 	admin(t, n, "groups", "tail", "alt.wait", "100")
 	cmd := exec.Command(bin, "admin", "--url", n.URL, "--token", n.AdminToken, "wait", "--every", "20ms")
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

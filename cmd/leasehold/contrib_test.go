@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // contribFiles are the shipped alert rules and Grafana dashboard, whose
@@ -37,7 +39,7 @@ var metricName = regexp.MustCompile(`\b(?:leasehold|process|go)_[a-z0-9_]+`)
 func TestContribMetricsExist(t *testing.T) {
 	t.Setenv("LEASEHOLD_LOG_FORMAT", "json")
 	dir := t.TempDir()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	m := NewMain(io.Discard, &stderr)
 	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
 		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s"}); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // freePorts returns n loopback ports free a moment ago.
@@ -50,7 +52,7 @@ func TestRollingStart(t *testing.T) {
 	names := []string{"node-a", "node-b", "node-c"}
 	type node struct {
 		m    *Main
-		log  *syncBuffer
+		log  *syncbuf.Buffer
 		url  string
 		done chan error
 	}
@@ -73,7 +75,7 @@ func TestRollingStart(t *testing.T) {
 				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
 			}
 		}
-		n := &node{log: &syncBuffer{}, done: make(chan error, 1)}
+		n := &node{log: &syncbuf.Buffer{}, done: make(chan error, 1)}
 		n.m = NewMain(io.Discard, n.log)
 		if err := n.m.ParseFlags([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--name", names[i],
 			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),

@@ -4,32 +4,14 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/web/client"
 	"github.com/leasehold/leasehold/web/client/synthetic"
 )
-
-// syncBuffer is a buffer two goroutines may write and read.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWorkerCommand runs `leasehold worker` over a few groups until they
 // are done, then `leasehold worker --verify`.
@@ -45,7 +27,7 @@ func TestWorkerCommand(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- runWorker(ctx, []string{"--url", n.URL, "--token", token, "--capacity", "2", "--snapshot-every", "1ns"}, &logs, &logs)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,9 +18,15 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/web/client"
 	"github.com/leasehold/leasehold/web/client/synthetic"
 )
+
+// TestMain checks every answer the client's tests get from a real node
+// against web/openapi.json (nodetest.RunRecorded): the client's calls
+// must meet only answers the description names.
+func TestMain(m *testing.M) { os.Exit(nodetest.RunRecorded(m)) }
 
 // env is a real node (SQLite in a temp dir, echo on a loopback port) and an
 // admin client of it.
@@ -166,26 +173,8 @@ func (tr *transport) leaseCalls() []time.Time {
 	return append([]time.Time(nil), tr.leases...)
 }
 
-// logBuffer collects a worker's logs, shown when the test fails.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testLogger(t *testing.T) (*slog.Logger, *logBuffer) {
-	buf := &logBuffer{}
+func testLogger(t *testing.T) (*slog.Logger, *syncbuf.Buffer) {
+	buf := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("worker log:\n%s", buf)

@@ -229,6 +229,15 @@ export class Client {
     return this.must("GET", "/api/v1/openapi.json", undefined, signal);
   }
 
+  /**
+   * The node's metrics (GET /metrics, no auth) as Prometheus text; read
+   * them with parseMetrics. Retried like a JSON call.
+   */
+  async metrics(signal?: AbortSignal): Promise<string> {
+    const resp = await this.send({ method: "GET", path: "/metrics", headers: { Accept: "text/plain" }, signal });
+    return resp.text();
+  }
+
   // ---- admin (admin token) ----
 
   /** Registers a worker node; the answer's token is shown only here. ConflictError if the name exists. */
@@ -322,6 +331,21 @@ export class Client {
   /** Downloads a group's stored snapshot from byte offset on; null when it has none. */
   getGroupSnapshot(name: string, o: { offset?: number; signal?: AbortSignal } = {}): Promise<SnapshotDownload | null> {
     return SnapshotDownload.open(this, `/api/v1/groups/${enc(name)}/snapshot`, o.offset ?? 0, o.signal);
+  }
+
+  /**
+   * Starts a consistent backup of the node (GET /api/v1/backup, admin
+   * token): a tar stream of the catalog as of one commit, the window
+   * snapshot files it records and, last, manifest.json with every file's
+   * size and sha-256 (what `leasehold backup DIR` writes and `leasehold
+   * restore` reads). The answer is not buffered: read the returned
+   * BackupDownload once, as chunks or with stream(), or close() it. Tried
+   * once, never retried (a backup is one stream). ConflictError while
+   * another backup runs; ForbiddenError with a node token.
+   */
+  async backup(signal?: AbortSignal): Promise<BackupDownload> {
+    const resp = await this.send({ method: "GET", path: "/api/v1/backup", headers: { Accept: "application/x-tar" }, signal, once: true });
+    return new BackupDownload(resp, signal);
   }
 
   // ---- worker (node token) ----
@@ -525,17 +549,7 @@ export class SnapshotDownload implements AsyncIterable<Uint8Array> {
 
   /** The download as a web ReadableStream. */
   stream(): ReadableStream<Uint8Array> {
-    const it = this[Symbol.asyncIterator]();
-    return new ReadableStream<Uint8Array>({
-      async pull(ctrl) {
-        const r = await it.next();
-        if (r.done) ctrl.close();
-        else ctrl.enqueue(r.value);
-      },
-      async cancel() {
-        await it.return?.();
-      },
-    });
+    return readableStream(this[Symbol.asyncIterator]());
   }
 
   /** Ends the download early. */
@@ -544,6 +558,120 @@ export class SnapshotDownload implements AsyncIterable<Uint8Array> {
     await this.resp?.body?.cancel().catch(() => {});
     this.resp = null;
   }
+}
+
+/**
+ * A backup as it streams from the node: the tar bytes, as an async
+ * iterable of chunks (or a ReadableStream with stream()), read once. A
+ * stream the node stops (a file it could not read) or a connection that
+ * breaks ends in an error on the last read, never as if whole: a tar
+ * without manifest.json at its end is not a backup.
+ */
+export class BackupDownload implements AsyncIterable<Uint8Array> {
+  /** Bytes of the files in the backup (X-Backup-Bytes; the tar is a little longer), -1 if not sent. */
+  readonly bytes: number;
+  /** How many files the backup holds, manifest.json not counted (X-Backup-Files), -1 if not sent. */
+  readonly files: number;
+  /** The file name the node suggests (leasehold-<catalog id>-<unix time>.tar), "" if none. */
+  readonly filename: string;
+  /** Tar bytes read so far. */
+  position = 0;
+
+  private used = false;
+
+  constructor(
+    private readonly resp: Response,
+    private readonly signal?: AbortSignal,
+  ) {
+    this.bytes = headerNumber(resp.headers.get("X-Backup-Bytes"));
+    this.files = headerNumber(resp.headers.get("X-Backup-Files"));
+    this.filename = /filename="([^"]*)"/.exec(resp.headers.get("Content-Disposition") ?? "")?.[1] ?? "";
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    if (this.used) throw new Error("a BackupDownload is read once");
+    this.used = true;
+    try {
+      for await (const chunk of this.resp.body as unknown as AsyncIterable<Uint8Array>) {
+        this.position += chunk.length;
+        yield chunk;
+      }
+    } catch (e) {
+      if (this.signal?.aborted) throw this.signal.reason;
+      throw makeError("unprocessable", `the backup stream broke off at byte ${this.position} (the node stopped it, its log says why, or the connection broke): ${describe(e)}`, this.resp.status, "GET /api/v1/backup", e);
+    }
+  }
+
+  /** The backup as a web ReadableStream (pipe it to a file with stream.Readable.fromWeb). */
+  stream(): ReadableStream<Uint8Array> {
+    return readableStream(this[Symbol.asyncIterator]());
+  }
+
+  /** Ends the backup early; the node stops it and frees its copy of the catalog. */
+  async close(): Promise<void> {
+    this.used = true;
+    await this.resp.body?.cancel().catch(() => {});
+  }
+}
+
+/** readableStream reads it as a web ReadableStream, a chunk a pull; cancelling it ends it. */
+function readableStream(it: AsyncIterator<Uint8Array>): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      const r = await it.next();
+      if (r.done) ctrl.close();
+      else ctrl.enqueue(r.value);
+    },
+    async cancel() {
+      await it.return?.();
+    },
+  });
+}
+
+function headerNumber(v: string | null): number {
+  const n = v === null || v === "" ? NaN : Number(v);
+  return Number.isFinite(n) ? n : -1;
+}
+
+/** One sample of a Prometheus text exposition. */
+export interface MetricSample {
+  /** The sample's name, with any _bucket, _sum, _count or _total suffix. */
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/**
+ * parseMetrics reads Prometheus text (what metrics() returns) into its
+ * samples, in order; comments (# HELP, # TYPE) are skipped. Throws
+ * InternalError on a line it cannot read.
+ */
+export function parseMetrics(text: string): MetricSample[] {
+  const out: MetricSample[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$/.exec(line);
+    if (!m) throw new InternalError("internal", `not a Prometheus sample: ${line}`);
+    const labels: Record<string, string> = {};
+    const re = /\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?/gy;
+    const body = m[2] ?? "";
+    let l: RegExpExecArray | null;
+    let end = 0;
+    while (end < body.length && (l = re.exec(body)) !== null) {
+      labels[l[1]!] = l[2]!.replace(/\\(["\\n])/g, (_, c: string) => (c === "n" ? "\n" : c));
+      end = re.lastIndex;
+    }
+    if (body.slice(end).trim() !== "") throw new InternalError("internal", `bad labels in a Prometheus sample: ${line}`);
+    const v = m[3]!;
+    out.push({ name: m[1]!, labels, value: v === "+Inf" ? Infinity : v === "-Inf" ? -Infinity : Number(v) });
+  }
+  return out;
+}
+
+/** metricValue is the value of the first sample named name whose labels include labels, or undefined. */
+export function metricValue(samples: MetricSample[], name: string, labels: Record<string, string> = {}): number | undefined {
+  return samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
 }
 
 function totalSize(resp: Response, offset: number): number {

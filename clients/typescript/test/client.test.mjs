@@ -3,15 +3,21 @@
 // connection.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { gzipSync, gunzipSync } from "node:zlib";
 
 import {
   Client, LeaseholdError, BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, LeaseLostError,
-  ConflictError, UnprocessableError, TooLargeError, UnavailableError,
+  ConflictError, UnprocessableError, TooLargeError, UnavailableError, parseMetrics, metricValue,
 } from "../dist/index.js";
-import { startNode } from "./node.mjs";
+import { startNode, waitFor } from "./node.mjs";
 
 let node, admin;
 before(async () => {
@@ -258,6 +264,97 @@ test("a download cut in the middle resumes with a Range request", async () => {
     assert.equal(proxy.cuts(), 1, "the proxy cut the download");
     assert.equal(dl.resumes, 1, "and the client resumed it");
     assert.ok(got.equals(gz), "the resumed download is the snapshot, byte for byte");
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("metrics come as Prometheus text, without a token, and count what the node did", async (t) => {
+  const admin = await ownNode(t);
+  const anon = new Client({ url: admin.url });
+  const before = parseMetrics(await anon.metrics());
+  assert.equal(metricValue(before, "leasehold_build_info"), 1);
+  assert.equal(metricValue(before, "leasehold_leases_granted_total"), 0);
+  assert.equal(metricValue(before, "leasehold_range_failures_total", { outcome: "failed" }), 0);
+
+  await admin.putGroup("ts.metrics", { range_size: 100, start: 1 });
+  await admin.planTail("ts.metrics", 300);
+  const w = admin.withToken((await admin.registerNode({ name: "ts-metrics-w" })).token);
+  const g = await w.lease();
+  const r = await w.next(g.group.id, g.fence);
+  await w.finish(r.id, g.fence, 42);
+
+  const text = await anon.metrics();
+  assert.match(text, /^# HELP leasehold_leases_granted_total /m);
+  const after = parseMetrics(text);
+  assert.equal(metricValue(after, "leasehold_leases_granted_total"), 1);
+  assert.equal(metricValue(after, "leasehold_ranges_finished_total"), 1);
+  assert.equal(metricValue(after, "leasehold_headers_indexed_total"), 42);
+  assert.equal(metricValue(after, "leasehold_http_requests_total", { method: "POST", route: "/api/v1/leases", status: "200" }), 1);
+  // The catalog's gauges are read again at most every 2 s: poll them.
+  await waitFor("the range gauges to count the finished range", async () => {
+    const m = parseMetrics(await anon.metrics());
+    return metricValue(m, "leasehold_ranges", { status: "done" }) === 1 && metricValue(m, "leasehold_ranges", { status: "leased" }) === 0 &&
+      metricValue(m, "leasehold_ranges", { status: "planned" }) === 2;
+  });
+});
+
+test("a backup streams as a tar of the catalog and its windows, manifest last, for the admin token only", async (t) => {
+  const admin = await ownNode(t);
+  await admin.putGroup("ts.backup", { range_size: 100, start: 1 });
+  await admin.planTail("ts.backup", 300);
+  const gz = gzipSync(Buffer.from(Array.from({ length: 100000 }, (_, i) => `id ${i}\n`).join("")), { level: 0 });
+  await admin.putGroupSnapshot("ts.backup", 101, gz, { gzip: true });
+  const reg = await admin.registerNode({ name: "ts-backup-w" });
+  await rejects(admin.withToken(reg.token).backup(), ForbiddenError, "forbidden");
+  await rejects(new Client({ url: admin.url }).backup(), UnauthorizedError, "unauthorized");
+
+  const dir = mkdtempSync(join(tmpdir(), "leasehold-ts-backup-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const b = await admin.backup();
+  assert.equal(b.files, 2, "the catalog and one window");
+  assert.match(b.filename, /^leasehold-.+-\d+\.tar$/);
+  await pipeline(Readable.fromWeb(b.stream()), createWriteStream(join(dir, "backup.tar")));
+  assert.equal(b.position, statSync(join(dir, "backup.tar")).size);
+  assert.ok(b.position > b.bytes, "the tar carries every file's bytes");
+
+  const names = execFileSync("tar", ["-tf", "backup.tar"], { cwd: dir, encoding: "utf8" }).trim().split("\n");
+  assert.equal(names.at(-1), "manifest.json", "the manifest comes last");
+  execFileSync("tar", ["-xf", "backup.tar"], { cwd: dir });
+  const m = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8"));
+  assert.equal(m.files.length, b.files);
+  assert.equal(m.files[0].path, "catalog.db");
+  assert.equal(m.files.reduce((n, f) => n + f.size, 0), b.bytes);
+  for (const f of m.files) {
+    const got = readFileSync(join(dir, f.path));
+    assert.equal(got.length, f.size, f.path);
+    assert.equal(createHash("sha256").update(got).digest("hex"), f.sha256, f.path);
+  }
+  assert.ok(readFileSync(join(dir, m.files[1].path)).equals(gz), "the window is the one stored");
+
+  // A backup closed early is stopped: the next one runs.
+  const early = await admin.backup();
+  await early.close();
+  const again = await waitFor("a backup after one closed early", async () => {
+    try {
+      return await admin.backup();
+    } catch (e) {
+      if (e instanceof ConflictError) return null;
+      throw e;
+    }
+  });
+  let n = 0;
+  for await (const c of again) n += c.length;
+  assert.equal(again.files, 2);
+  assert.ok(n > again.bytes, `the second backup streamed whole: ${n} tar bytes for ${again.bytes} bytes of files`);
+
+  // A stream cut in the middle is an error, never a short backup.
+  const proxy = await cutProxy(admin.url, 200000);
+  try {
+    const via = new Client({ url: proxy.url, token: admin.token });
+    const cut = await via.backup();
+    await rejects(collect(cut), UnprocessableError, "unprocessable");
+    assert.equal(proxy.cuts(), 1);
   } finally {
     await proxy.close();
   }
