@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,6 +173,82 @@ func TestNodesDeleteAsksOnTerminal(t *testing.T) {
 			}
 			if _, err := w.Heartbeat(ctx, g.Group.ID, g.Fence); err != nil {
 				t.Errorf("w1's lease after %q: %v, want it still held", c.answer, err)
+			}
+		})
+	}
+}
+
+// TestSnapshotPutAsksOnTerminal: `snapshot put` of a window that would
+// make a done range be indexed again, run on a real terminal, asks a
+// question naming how many done ranges and that they would be indexed
+// again; "y" stores the window, from which the next lease plans the
+// range again; "n" stores nothing and the range stays done.
+func TestSnapshotPutAsksOnTerminal(t *testing.T) {
+	for _, c := range []struct {
+		name, answer string
+		stored       bool
+	}{
+		{"Yes", "y\n", true},
+		{"No", "n\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := nodetest.Start(t, nodetest.Options{})
+			ctx := context.Background()
+			admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
+			admin(t, n, "groups", "tail", "alt.x", "300")
+			w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+			g, err := w.Lease(ctx)
+			if err != nil || g == nil {
+				t.Fatalf("lease: %v, %v", g, err)
+			}
+			r, err := w.Next(ctx, g.Group.ID, g.Fence)
+			if err != nil || r == nil {
+				t.Fatalf("next: %v, %v", r, err)
+			}
+			if _, err := w.Finish(ctx, r.ID, g.Fence, 3); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Release(ctx, g.Group.ID, g.Fence); err != nil {
+				t.Fatal(err)
+			}
+			window := filepath.Join(t.TempDir(), "w.gz")
+			if err := os.WriteFile(window, gzipped(t, []byte("a window")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			const question = "Store it anyway? [y/N] "
+			screen, stdout, code := onTerminal(t, question, c.answer,
+				"snapshot", "put", "--url", n.URL, "--token", n.AdminToken, "--next", "1", "alt.x", window)
+			if want := "makes 1 done range(s) of group " + fmt.Sprint(g.Group.ID) + " be indexed again (rule 2); force the upload to do it\r\n" + question; !strings.Contains(screen, want) {
+				t.Errorf("the terminal showed %q, want the question %q", screen, want)
+			}
+			// Rule 2 plans the done range again when the group is next
+			// taken with the window stored.
+			if g, err = w.Lease(ctx); err != nil || g == nil {
+				t.Fatalf("lease after the answer: %v, %v", g, err)
+			}
+			done, err := client.New(n.URL, n.AdminToken).AllRanges(ctx, "alt.x", "done")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := client.New(n.URL, n.AdminToken).Group(ctx, "alt.x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.stored {
+				if code != 0 || !strings.HasPrefix(stdout, "snapshot of alt.x stored: next 1,") {
+					t.Errorf("after %q: exit %d, stdout %q, want 0 and the window stored", c.answer, code, stdout)
+				}
+				if len(done) != 0 || d.Snapshot == nil || d.Snapshot.Next != 1 {
+					t.Errorf("after %q: done ranges %v, snapshot %+v; want the range planned again from the window at 1", c.answer, done, d.Snapshot)
+				}
+				return
+			}
+			if code != 1 || stdout != "" || !strings.Contains(screen, "\r\nleasehold: ") || !strings.Contains(screen, "(run it again with --force)") {
+				t.Errorf("after %q: exit %d, stdout %q, terminal %q; want exit 1, nothing stored, the refusal with --force", c.answer, code, stdout, screen)
+			}
+			if len(done) != 1 || d.Snapshot != nil {
+				t.Errorf("after %q: done ranges %v, snapshot %+v; want the range kept done and no window", c.answer, done, d.Snapshot)
 			}
 		})
 	}
