@@ -99,6 +99,17 @@ func (p *page) shot(name string) {
 	p.t.Logf("screenshot: %s", path)
 }
 
+// signIn opens a tab on node n's dashboard signed in with its admin
+// token.
+func signIn(t *testing.T, ctx context.Context, n *nodetest.Node) *page {
+	t.Helper()
+	p := &page{t: t, ctx: ctx, url: n.URL}
+	p.do("sign in", chromedp.Navigate(n.URL+"/signin"), chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), n.AdminToken), chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitVisible(chromedp.CSS(`#count-groups`)))
+	return p
+}
+
 // TestDashboardTroubleInBrowser drives, in headless Chromium, a node
 // with trouble of every kind the dashboard shows first: two groups
 // quarantined (q1, q2), one with a failed range (f), one whose holder
@@ -141,10 +152,7 @@ func TestDashboardTroubleInBrowser(t *testing.T) {
 	must("create idle", w.j("PUT", "/groups/idle", w.admin, `{"range_size":100}`), 201)
 	clock.Advance(2 * time.Minute) // g's and f's holders are quiet past the TTL
 
-	p := &page{t: t, ctx: ctx, url: w.node.URL}
-	p.do("sign in", chromedp.Navigate(w.node.URL+"/signin"), chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), w.admin), chromedp.Click(chromedp.CSS(`#signin`)),
-		chromedp.WaitVisible(chromedp.CSS(`#count-groups`)))
+	p := signIn(t, ctx, w.node)
 
 	rows := `Array.from(document.querySelectorAll('#groups tbody tr[data-group]')).map(r => r.dataset.group).join(" ")`
 	t.Run("GroupsByState", func(t *testing.T) {

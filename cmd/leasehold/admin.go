@@ -554,7 +554,12 @@ func confirm(stderr io.Writer, question string) bool {
 		return false
 	}
 	fmt.Fprintf(stderr, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		// Ctrl-D ends the input with no newline echoed: what follows
+		// starts a line of its own, not after the question.
+		fmt.Fprintln(stderr)
+	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
 		return true

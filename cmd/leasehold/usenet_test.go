@@ -25,8 +25,18 @@ import (
 
 // TestMain lets a test run `leasehold worker` as a process of its own (this
 // test binary, run again with LEASEHOLD_TEST_WORKER_ARGS), to kill it with
-// SIGKILL.
+// SIGKILL, and any command as the binary's main runs it
+// (LEASEHOLD_TEST_MAIN_ARGS), with a terminal of its own.
 func TestMain(m *testing.M) {
+	if args := os.Getenv("LEASEHOLD_TEST_MAIN_ARGS"); args != "" {
+		var a []string
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Args = append([]string{"leasehold"}, a...)
+		main()
+	}
 	if args := os.Getenv("LEASEHOLD_TEST_WORKER_ARGS"); args != "" {
 		var a []string
 		if err := json.Unmarshal([]byte(args), &a); err != nil {
