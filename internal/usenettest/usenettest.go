@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,45 @@ func (s *Server) NewGroups(ctx context.Context, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// ExpireFirst removes the first n articles of group from the server and
+// waits until GROUP's low mark is above them, as on a server whose
+// oldest articles have expired: ctlinnd cancel of each (their
+// message-ids read with OVER), then expireover of that group (run as
+// news) drops them from the overview, which is where INN's GROUP reads
+// the low mark.
+func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
+	c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
+	defer c.Close()
+	hs, _, err := c.Overview(ctx, group, 1, n)
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		if out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", h.MessageID).CombinedOutput(); err != nil {
+			return fmt.Errorf("ctlinnd cancel %s: %v: %s", h.MessageID, err, out)
+		}
+	}
+	expireover := filepath.Join(filepath.Dir(s.ctlinnd), "expireover")
+	// Only this group (-f - reads the groups from stdin): expireover
+	// over every group rewrites indexes other tests are reading and
+	// posting to, and they see their groups empty.
+	cmd := exec.CommandContext(ctx, "su", "-s", "/bin/sh", "news", "-c", expireover+" -f -")
+	cmd.Stdin = strings.NewReader(group + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("expireover: %v: %s", err, out)
+	}
+	for {
+		gi, err := c.Group(ctx, group)
+		if err == nil && gi.Low > n {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("group %s: low mark %d after expiring 1..%d (%v)", group, gi.Low, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Article is one article to post.

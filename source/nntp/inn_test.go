@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,14 +131,7 @@ func TestTLSAgainstINN(t *testing.T) {
 	if err != nil || !cfg.TLS {
 		t.Fatalf("ParseURL: %+v, %v", cfg, err)
 	}
-	pem, err := os.ReadFile(s.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		t.Fatalf("no certificate in %s", s.CAFile)
-	}
+	roots := testRoots(t, s.CAFile)
 	trusted := cfg
 	trusted.Password, trusted.Connections = pw, 1
 	trusted.TLSConfig = &tls.Config{RootCAs: roots}
