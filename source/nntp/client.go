@@ -107,6 +107,9 @@ func New(cfg Config) *Client {
 	return &Client{cfg: cfg, slots: make(chan struct{}, cfg.Connections), idle: make(chan *conn, cfg.Connections)}
 }
 
+// Addr is the server's host:port.
+func (c *Client) Addr() string { return c.cfg.Addr }
+
 // Close closes the idle connections; those in use close when given back.
 func (c *Client) Close() error {
 	c.mu.Lock()
