@@ -77,7 +77,11 @@ CREATE TABLE groups (
     flapped_at       INTEGER,
     marks_low     INTEGER,
     marks_high    INTEGER,
-    marks_at      INTEGER
+    marks_at      INTEGER,
+    -- 1 when the group was created without a start: the first water marks
+    -- reported before anything is planned move the start up to the low
+    -- mark (version 11).
+    start_from_low INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active, unquarantined group

@@ -18,7 +18,10 @@
 # chooses the port. NNTPS (TLS from the first byte) is served by an nnrpd
 # daemon on INN_TLS_PORT (default 11563), with a certificate for
 # 127.0.0.1 signed by a CA made here: LEASEHOLD_TEST_NNTPS names the
-# address and LEASEHOLD_TEST_NNTPS_CA the CA's certificate. Facts behind the steps: inn2's own set-up fails on a
+# address and LEASEHOLD_TEST_NNTPS_CA the CA's certificate. The same
+# certificate makes the plain port offer STARTTLS (nnrpd lists it after
+# MODE READER, once inn.conf names tlscertfile and tlskeyfile), which the
+# STARTTLS tests use. Facts behind the steps: inn2's own set-up fails on a
 # host without a domain (so domain: is set and dpkg --configure -a run),
 # and its init script is refused without an init system (so innd -f is
 # started here, detached). A login for AUTHINFO tests is made:

@@ -53,8 +53,8 @@ const (
 var (
 	qGroupByName = wq(`SELECT ` + groupColumns + ` FROM groups g WHERE g.name = ?`)
 	qGroupByID   = wq(`SELECT ` + groupColumns + ` FROM groups g WHERE g.id = ?`)
-	qGroupInsert = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?5 - 1, ?5, ?6, ?6, ?6)`)
+	qGroupInsert = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at,
+		start_from_low) VALUES (?1, ?2, ?3, ?4, ?5, ?5 - 1, ?5, ?6, ?6, ?6, ?7)`)
 	qLeaseInsert = wq(`INSERT INTO group_leases (group_id) VALUES (?)`)
 	qGroupUpdate = wq(`UPDATE groups SET priority = ?, active = ?, range_size = ?, updated_at = ? WHERE id = ?`)
 	qRangeInsert = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, priority, updated_at) VALUES (?1, ?2, ?3, ?2, ?4, ?5)`)
@@ -86,7 +86,8 @@ func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) 
 		if s.Start != nil {
 			start = *s.Start
 		}
-		res, err := tx.exec(qGroupInsert, name, pri, active, size, start, ms(tx.now))
+		// Without a start given, the source's low mark sets it (rule 11).
+		res, err := tx.exec(qGroupInsert, name, pri, active, size, start, ms(tx.now), s.Start == nil)
 		if err != nil {
 			return g, false, mapError(err, "creating a group")
 		}

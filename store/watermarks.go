@@ -13,8 +13,19 @@ import (
 // EventGroupMarks is a group's water marks changed (rule 11).
 const EventGroupMarks = "group_marks"
 
+// EventGroupStarted is a group created without a start given its start
+// by the first water marks reported: their low mark.
+const EventGroupStarted = "group_started"
+
 var (
 	qMarksSet = wq(`UPDATE groups SET marks_low = ?2, marks_high = ?3, marks_at = ?4 WHERE id = ?1`)
+	// A group created without a start and not planned yet (no range, the
+	// tail and floor where creation put them) starts at the low mark
+	// instead, when that is higher: one conditional write, so a report
+	// after anything is planned never moves it.
+	qStartFromLow = wq(`UPDATE groups SET start_id = ?2, tail_end = ?2 - 1, history_floor = ?2, updated_at = ?3
+		WHERE id = ?1 AND start_from_low = 1 AND ?2 > start_id AND tail_end = start_id - 1 AND history_floor = start_id
+		AND NOT EXISTS (SELECT 1 FROM ranges WHERE group_id = ?1)`)
 	// The index groups_marks keeps the order: never reported (NULL) first.
 	qMarksOldest = `SELECT g.id, g.name, g.marks_low, g.marks_high, g.marks_at FROM groups g
 		WHERE g.active = 1 AND g.owned = 1 ORDER BY g.marks_at, g.id LIMIT ?`
@@ -32,7 +43,9 @@ var reportPlanRanges int64 = MaxPlanRanges
 // at or below the tail's end plans nothing. A report that would plan more
 // than MaxPlanRanges plans that many and leaves the rest to the next
 // report, so a group far behind its source is caught up over a few
-// reports instead of refused. Errors: unprocessable (inconsistent marks),
+// reports instead of refused. A group created without a start and not
+// planned yet starts at low when low is above its start: ids below low
+// have expired at the source. Errors: unprocessable (inconsistent marks),
 // not found.
 func (tx *Tx) ReportWatermarks(groupID, low, high int64) (int64, error) {
 	if low < 0 || high < -1 || low > high+1 {
@@ -52,6 +65,9 @@ func (tx *Tx) ReportWatermarks(groupID, low, high int64) (int64, error) {
 			return 0, err
 		}
 	}
+	if g, err = tx.startFromLow(g, low); err != nil {
+		return 0, err
+	}
 	if high <= g.TailEnd {
 		return 0, nil
 	}
@@ -61,6 +77,25 @@ func (tx *Tx) ReportWatermarks(groupID, low, high int64) (int64, error) {
 		upTo = g.TailEnd + reportPlanRanges*g.RangeSize
 	}
 	return tx.PlanTail(groupID, upTo)
+}
+
+// startFromLow moves the start of g up to low when g was created without
+// a start and nothing is planned yet, and returns the group as it is now.
+func (tx *Tx) startFromLow(g leasehold.Group, low int64) (leasehold.Group, error) {
+	if low <= g.Start || g.TailEnd != g.Start-1 || g.HistoryFloor != g.Start {
+		return g, nil // cheap checks first; the write checks them all again
+	}
+	res, err := tx.exec(qStartFromLow, g.ID, low, ms(tx.now))
+	if err != nil {
+		return g, mapError(err, "starting a group at its low mark")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return g, nil
+	}
+	if err := tx.event(EventGroupStarted, g.ID, 0, 0, map[string]any{"from": g.Start, "start": low}); err != nil {
+		return g, err
+	}
+	return tx.Group(g.ID)
 }
 
 // Watermarks lists up to limit active groups this node owns, those whose

@@ -66,3 +66,90 @@ func TestWatermarksSeek(t *testing.T) {
 		t.Errorf("plan of the watermarks listing: %q, want one walk of groups_marks", p)
 	}
 }
+
+// TestStartFromLow: a group created without a start is planned from the
+// low mark its source first reports (ids below it have expired), once:
+// later reports never move it, whatever their low, and the same report
+// twice plans nothing more. A group given a start keeps it; so does one
+// planned by hand before any report; a low at or below the start, or an
+// empty group's marks, move nothing and plan nothing.
+func TestStartFromLow(t *testing.T) {
+	db := openTest(t, "", Options{})
+	ctx := context.Background()
+	size, one := int64(10), int64(1)
+	create := func(name string, start *int64) int64 {
+		var id int64
+		must(t, db.Write(ctx, func(tx *Tx) error {
+			g, _, err := tx.PutGroup(name, GroupSpec{RangeSize: &size, Start: start})
+			id = g.ID
+			return err
+		}))
+		return id
+	}
+	report := func(id, low, high int64) int64 {
+		t.Helper()
+		var n int64
+		must(t, db.Write(ctx, func(tx *Tx) error {
+			var err error
+			n, err = tx.ReportWatermarks(id, low, high)
+			return err
+		}))
+		return n
+	}
+	check := func(name string, start, floor, tail, firstRange int64) {
+		t.Helper()
+		g, err := db.GroupByName(ctx, name)
+		if err != nil || g.Start != start || g.HistoryFloor != floor || g.TailEnd != tail {
+			t.Errorf("%s: start %d, floor %d, tail %d, %v; want %d, %d, %d", name, g.Start, g.HistoryFloor, g.TailEnd, err, start, floor, tail)
+		}
+		var lo int64
+		err = db.r.QueryRow(`SELECT min(start_id) FROM ranges WHERE group_id = ?`, g.ID).Scan(&lo)
+		if err != nil || lo != firstRange {
+			t.Errorf("%s: the first range starts at %d, %v; want %d", name, lo, err, firstRange)
+		}
+	}
+
+	t.Run("NoStart", func(t *testing.T) {
+		id := create("alt.expired", nil)
+		if n := report(id, 0, -1); n != 0 { // an empty group: nothing yet
+			t.Fatalf("an empty group's marks planned %d ranges", n)
+		}
+		if n := report(id, 501, 545); n != 5 {
+			t.Fatalf("the first marks 501..545 planned %d ranges, want 5 (501..545 in tens)", n)
+		}
+		check("alt.expired", 501, 501, 545, 501)
+		if n := report(id, 501, 545); n != 0 {
+			t.Errorf("the same report again planned %d ranges", n)
+		}
+		if n := report(id, 540, 560); n != 2 {
+			t.Errorf("marks 540..560 planned %d ranges, want 2 (546..560)", n)
+		}
+		check("alt.expired", 501, 501, 560, 501)
+	})
+	t.Run("StartGiven", func(t *testing.T) {
+		id := create("alt.given", &one)
+		if n := report(id, 501, 545); n != 55 {
+			t.Fatalf("marks 501..545 of a group given start 1 planned %d ranges, want 55 (1..545)", n)
+		}
+		check("alt.given", 1, 1, 545, 1)
+	})
+	t.Run("PlannedByHand", func(t *testing.T) {
+		id := create("alt.byhand", nil)
+		must(t, db.Write(ctx, func(tx *Tx) error { _, err := tx.PlanTail(id, 20); return err }))
+		if n := report(id, 501, 545); n != 53 {
+			t.Fatalf("marks 501..545 after a plan to 20 planned %d ranges, want 53 (21..545)", n)
+		}
+		check("alt.byhand", 1, 1, 545, 1)
+	})
+	t.Run("LowAtStart", func(t *testing.T) {
+		id := create("alt.whole", nil)
+		if n := report(id, 1, 25); n != 3 {
+			t.Fatalf("marks 1..25 planned %d ranges, want 3", n)
+		}
+		check("alt.whole", 1, 1, 25, 1)
+		if n := report(id, 900, 950); n != 93 {
+			t.Errorf("a later low does not move a planned group: marks 900..950 planned %d ranges, want 93 (26..950)", n)
+		}
+		check("alt.whole", 1, 1, 950, 1)
+	})
+}

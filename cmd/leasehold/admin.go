@@ -331,7 +331,7 @@ type groupSpecFlags struct {
 func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
 	var spec groupSpecFlags
 	spec.register(fs)
-	fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (0: the node's default)")
+	fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (not given: the low water mark a worker first reports for the group, else 1)")
 	fs.BoolVar(&spec.inactive, "inactive", false, "create the group inactive")
 	return func(ctx context.Context, args []string) error { return a.putGroup(ctx, fs, &spec, args) }
 }

@@ -40,9 +40,15 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			return err
 		}
 	}
+	if f.startTLS {
+		if cfg.TLS {
+			return usageError(errors.New("worker: --source-starttls is for nntp:// sources; nntps:// speaks TLS from the first byte"))
+		}
+		cfg.StartTLS = true
+	}
 	if f.caFile != "" {
-		if !cfg.TLS {
-			return usageError(errors.New("worker: --source-ca-file is for nntps:// sources"))
+		if !cfg.TLS && !cfg.StartTLS {
+			return usageError(errors.New("worker: --source-ca-file is for nntps:// sources or --source-starttls"))
 		}
 		if cfg.TLSConfig, err = sourceTLS(f.caFile); err != nil {
 			return err
@@ -82,7 +88,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if f.snapshotEvery <= 0 {
 		w.SnapshotInterval = -1
 	}
-	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "user", cfg.User,
+	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "starttls", cfg.StartTLS, "user", cfg.User,
 		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out)
 	var wg sync.WaitGroup
 	markCtx, stopMarks := context.WithCancel(ctx)

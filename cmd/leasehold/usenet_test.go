@@ -244,21 +244,7 @@ func TestUsenetWorkerLogin(t *testing.T) {
 	defer cancel()
 	prefix := fmt.Sprintf("lh.login.t%d", time.Now().UnixNano())
 	good, refused := prefix+".good", prefix+".refused"
-	if err := s.NewGroups(ctx, good, refused); err != nil {
-		t.Fatal(err)
-	}
-	src := nntp.New(nntp.Config{Addr: s.Addr, User: s.User, Password: pw, Connections: 1})
-	defer src.Close()
-	if err := usenettest.Post(ctx, src, usenettest.Generated(good, 6, 3)); err != nil {
-		t.Fatal(err)
-	}
-	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
-	for _, g := range []string{good, refused} {
-		admin(t, n, "groups", "create", g, "--range-size", "10")
-	}
-	admin(t, n, "groups", "tail", refused, "10") // a refused login reports no water marks
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
-	c := client.New(n.URL, n.AdminToken)
+	n, token, c := goodAndRefused(t, ctx, s, good, refused)
 	source := "nntp://" + s.User + "@" + s.Addr
 
 	work := func(name string, done func() bool, extra ...string) string {
@@ -294,14 +280,7 @@ func TestUsenetWorkerLogin(t *testing.T) {
 	if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs = work("the password from a file", func() bool {
-		d, err := c.Group(ctx, good)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.High != nil && d.TailEnd == *d.High && d.Ranges[leasehold.StatusDone] > 0 &&
-			d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased]+d.Ranges[leasehold.StatusFailed] == 0
-	}, "--source-password-file", file)
+	logs = work("the password from a file", caughtUp(t, ctx, c, good, 0), "--source-password-file", file)
 	if strings.Contains(logs, pw) {
 		t.Errorf("the worker logged the password:\n%s", logs)
 	}
@@ -371,15 +350,160 @@ func TestUsenetWorkerTLS(t *testing.T) {
 		t.Errorf("--source-ca-file with no certificate: %v; want it refused", err)
 	}
 
-	logs := workUntil(t, ctx, "nntps with the server's CA", func() bool {
+	logs := workUntil(t, ctx, "nntps with the server's CA", caughtUp(t, ctx, c, g, 0), append(base, "--source", "nntps://"+s.User+"@"+s.TLSAddr, "--source-ca-file", s.CAFile)...)
+	if !strings.Contains(logs, "tls=true") || strings.Contains(logs, pw) {
+		t.Errorf("the worker's log: want tls=true and no password:\n%s", logs)
+	}
+}
+
+// TestUsenetWorkerStartTLS: `leasehold worker --source nntp://user@…
+// --source-starttls` upgrades INN's plain port with STARTTLS, logs in
+// over TLS and indexes a group, trusting the server's CA from
+// --source-ca-file; without that CA the certificate does not verify and
+// the range fails at its first attempt saying so (no plaintext
+// fallback); --source-starttls with nntps:// is refused.
+func TestUsenetWorkerStartTLS(t *testing.T) {
+	s := usenettest.Find(t)
+	pw, err := s.Password()
+	if err != nil || s.User == "" || s.CAFile == "" {
+		t.Fatalf("the test login and CA: %+v, %v (scripts/inn.sh start makes them)", s, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("lh.starttls.t%d", time.Now().UnixNano())
+	good, untrusted := prefix+".good", prefix+".untrusted"
+	n, token, c := goodAndRefused(t, ctx, s, good, untrusted)
+	t.Setenv("LEASEHOLD_SOURCE_PASSWORD", pw)
+	source := "nntp://" + s.User + "@" + s.Addr
+	base := []string{"--url", n.URL, "--token", token, "--out", filepath.Join(t.TempDir(), "out.jsonl"), "--capacity", "1",
+		"--watermark-every", "200ms", "--source-starttls"}
+
+	var stderr bytes.Buffer
+	if err := runWorker(ctx, append(base, "--source", "nntps://"+s.User+"@"+s.TLSAddr), &stderr, &stderr); err == nil || !strings.Contains(err.Error(), "--source-starttls") {
+		t.Errorf("--source-starttls with nntps://: %v; want a usage error", err)
+	}
+
+	logs := workUntil(t, ctx, "STARTTLS without the server's CA", func() bool {
+		rs, err := c.AllRanges(ctx, untrusted, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rs) == 1 && rs[0].Status == leasehold.StatusFailed
+	}, append(base, "--source", source)...)
+	rs, err := c.AllRanges(ctx, untrusted, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Attempts != 1 || rs[0].LastError == nil || !strings.Contains(*rs[0].LastError, "certificate") {
+		t.Errorf("the range read from an unverified server: %+v; want failed at its first attempt, naming the certificate", rs[0])
+	}
+	if strings.Contains(logs, pw) {
+		t.Errorf("the worker logged the password:\n%s", logs)
+	}
+
+	logs = workUntil(t, ctx, "STARTTLS with the server's CA", caughtUp(t, ctx, c, good, 0), append(base, "--source", source, "--source-ca-file", s.CAFile)...)
+	if !strings.Contains(logs, "starttls=true") || strings.Contains(logs, pw) {
+		t.Errorf("the worker's log: want starttls=true and no password:\n%s", logs)
+	}
+}
+
+// TestUsenetWorkerStartsAtLowMark: a group whose oldest articles have
+// expired at the news server (INN: cancelled, then expireover, so GROUP
+// answers a low mark above 1) is planned from that low mark when the
+// operator gave no --start: its first range starts there and everything
+// planned is done. A group given --start 1 is planned from 1, the
+// expired articles' ranges finishing empty.
+func TestUsenetWorkerStartsAtLowMark(t *testing.T) {
+	s := usenettest.Find(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("lh.low.t%d", time.Now().UnixNano())
+	fromLow, fromOne := prefix+".a", prefix+".b"
+	if err := s.NewGroups(ctx, fromLow, fromOne); err != nil {
+		t.Fatal(err)
+	}
+	src := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer src.Close()
+	const expired = 12
+	for _, g := range []string{fromLow, fromOne} {
+		if err := usenettest.Post(ctx, src, usenettest.Generated(g, 10, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ExpireFirst(ctx, g, expired); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gi, err := src.Group(ctx, fromLow)
+	if err != nil || gi.Low != expired+1 || gi.High != 30 {
+		t.Fatalf("GROUP %s: %+v, %v; want low %d, high 30", fromLow, gi, err, expired+1)
+	}
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
+	admin(t, n, "groups", "create", fromLow, "--range-size", "5")
+	admin(t, n, "groups", "create", fromOne, "--range-size", "5", "--start", "1")
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	c := client.New(n.URL, n.AdminToken)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	a, b := caughtUp(t, ctx, c, fromLow, 30), caughtUp(t, ctx, c, fromOne, 30)
+	workUntil(t, ctx, "groups with expired articles", func() bool { return a() && b() },
+		"--url", n.URL, "--token", token, "--source", "nntp://"+s.Addr, "--out", out, "--capacity", "2", "--watermark-every", "200ms")
+
+	for _, want := range []struct {
+		group             string
+		start, firstRange int64
+		ranges            int
+	}{
+		{fromLow, expired + 1, expired + 1, 4}, // 13..17, 18..22, 23..27, 28..30
+		{fromOne, 1, 1, 6},
+	} {
+		d, err := c.Group(ctx, want.group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := c.AllRanges(ctx, want.group, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Start != want.start || d.HistoryFloor != want.start || len(rs) != want.ranges || rs[0].Start != want.firstRange {
+			t.Errorf("%s: start %d, floor %d, %d ranges from %d; want start and floor %d, %d ranges from %d",
+				want.group, d.Start, d.HistoryFloor, len(rs), rs[0].Start, want.start, want.ranges, want.firstRange)
+		}
+	}
+}
+
+// goodAndRefused makes groups good and refused in the INN and a node
+// with both: good with 6 generated files posted to it, refused with its
+// tail planned to 10 by hand (a worker the server refuses reports no
+// water marks). It returns the node, a worker node's token and an admin
+// client.
+func goodAndRefused(t *testing.T, ctx context.Context, s *usenettest.Server, good, refused string) (*nodetest.Node, string, *client.Client) {
+	t.Helper()
+	if err := s.NewGroups(ctx, good, refused); err != nil {
+		t.Fatal(err)
+	}
+	src := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer src.Close()
+	if err := usenettest.Post(ctx, src, usenettest.Generated(good, 6, 3)); err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
+	for _, g := range []string{good, refused} {
+		admin(t, n, "groups", "create", g, "--range-size", "10")
+	}
+	admin(t, n, "groups", "tail", refused, "10")
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	return n, token, client.New(n.URL, n.AdminToken)
+}
+
+// caughtUp says whether group g has its tail planned up to the high mark
+// reported (high, when above 0; any above 0 otherwise) and every range
+// done.
+func caughtUp(t *testing.T, ctx context.Context, c *client.Client, g string, high int64) func() bool {
+	return func() bool {
 		d, err := c.Group(ctx, g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.High != nil && *d.High > 0 && d.TailEnd == *d.High && d.Ranges[leasehold.StatusDone] > 0 &&
+		return d.High != nil && *d.High > 0 && (high == 0 || *d.High == high) && d.TailEnd == *d.High && d.Ranges[leasehold.StatusDone] > 0 &&
 			d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased]+d.Ranges[leasehold.StatusFailed] == 0
-	}, append(base, "--source", "nntps://"+s.User+"@"+s.TLSAddr, "--source-ca-file", s.CAFile)...)
-	if !strings.Contains(logs, "tls=true") || strings.Contains(logs, pw) {
-		t.Errorf("the worker's log: want tls=true and no password:\n%s", logs)
 	}
 }

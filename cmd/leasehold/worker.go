@@ -20,7 +20,7 @@ import (
 
 const workerUsage = `Usage:
   leasehold worker [--url U] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
-  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--connections N] [--watermark-every D]
+  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D]
   leasehold worker --verify [--url U] [--admin-token T | --data DIR]
 
 The first runs the pull loop over the built-in synthetic source until
@@ -35,7 +35,10 @@ writes every complete file to --out: JSON lines, or with sqlite:FILE a
 table binaries upserted by key. A takeover may write a file twice (the
 SQLite table keeps one row). The password of user@ is read from
 --source-password-file or $LEASEHOLD_SOURCE_PASSWORD, never from the
-command line.
+command line. --source-starttls upgrades an nntp:// connection with
+STARTTLS before logging in; a server that does not offer it, or refuses
+it, fails the worker's ranges with the reason (no plaintext fallback).
+--source-ca-file adds a CA for nntps:// and STARTTLS.
 
 --verify checks, with the admin token, that every group's stored
 synthetic window equals the window of one uninterrupted pass over its
@@ -52,6 +55,7 @@ type workerFlags struct {
 	verify                                 bool
 
 	source, passwordFile, caFile, out string
+	startTLS                          bool
 	connections, markGroups           int
 	batch                             int64
 	markEvery                         time.Duration
@@ -77,7 +81,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.data, "data", "./data", "the node's data directory, for admin.token (--verify)")
 	fs.StringVar(&f.source, "source", "synthetic", "what to index: synthetic, or a news server nntp://[user@]host[:port] or nntps://…")
 	fs.StringVar(&f.passwordFile, "source-password-file", "", "a file whose first line is the news server's password (else $LEASEHOLD_SOURCE_PASSWORD)")
-	fs.StringVar(&f.caFile, "source-ca-file", "", "PEM certificates of CAs to trust for nntps://, besides the system's (a news server with a CA of its own)")
+	fs.StringVar(&f.caFile, "source-ca-file", "", "PEM certificates of CAs to trust for nntps:// or --source-starttls, besides the system's (a news server with a CA of its own)")
+	fs.BoolVar(&f.startTLS, "source-starttls", false, "upgrade the nntp:// connection with STARTTLS before anything else, the login above all; a server that will not is an error, never plain text")
 	fs.IntVar(&f.connections, "connections", 4, "most connections to the news server at once")
 	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")

@@ -23,7 +23,12 @@ type Config struct {
 	Addr string
 	// TLS connects with TLS from the start (nntps); ServerName is checked
 	// against the certificate (the host of Addr when empty).
-	TLS       bool
+	TLS bool
+	// StartTLS upgrades a plain connection with STARTTLS (RFC 4642)
+	// before anything else is asked, AUTHINFO above all; a server that
+	// does not offer it or refuses it is an error (ErrStartTLS), never a
+	// plaintext session. TLSConfig and ServerName serve both ways.
+	StartTLS  bool
 	TLSConfig *tls.Config
 	// User, when set, logs in with AUTHINFO USER/PASS with Password.
 	User     string
@@ -101,6 +106,9 @@ func New(cfg Config) *Client {
 	}
 	return &Client{cfg: cfg, slots: make(chan struct{}, cfg.Connections), idle: make(chan *conn, cfg.Connections)}
 }
+
+// Addr is the server's host:port.
+func (c *Client) Addr() string { return c.cfg.Addr }
 
 // Close closes the idle connections; those in use close when given back.
 func (c *Client) Close() error {
@@ -310,7 +318,8 @@ func (c *Client) drop(cn *conn) {
 	<-c.slots
 }
 
-// dial connects, reads the greeting, switches to reader mode and logs in.
+// dial connects, reads the greeting, upgrades to TLS when StartTLS asks
+// for it, switches to reader mode and logs in.
 func (c *Client) dial(ctx context.Context) (*conn, error) {
 	d := net.Dialer{Timeout: c.cfg.Timeout}
 	nc, err := d.DialContext(ctx, "tcp", c.cfg.Addr)
@@ -318,14 +327,7 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	if c.cfg.TLS {
-		tc := c.cfg.TLSConfig.Clone()
-		if tc == nil {
-			tc = &tls.Config{}
-		}
-		if tc.ServerName == "" {
-			tc.ServerName, _, _ = net.SplitHostPort(c.cfg.Addr)
-		}
-		nc = tls.Client(nc, tc)
+		nc = tls.Client(nc, c.tlsConfig())
 	}
 	cn := &conn{nc: nc, tp: textproto.NewConn(nc)}
 	err = cn.run(ctx, c.cfg.Timeout, func(cn *conn) error {
@@ -336,36 +338,137 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		if code != StatusReadyPosting && code != StatusReadyNoPosting {
 			return &StatusError{Command: "greeting", Code: code, Text: text}
 		}
-		// MODE READER: servers without it answer 5xx and read anyway.
-		if code, text, err = cn.cmd("MODE READER"); err != nil {
-			return err
-		}
-		if code == StatusUnavailable || code == StatusPermission {
-			return &StatusError{Command: "MODE READER", Code: code, Text: text}
-		}
-		if c.cfg.User == "" {
-			return nil
-		}
-		if code, text, err = cn.cmd("AUTHINFO USER %s", c.cfg.User); err != nil {
-			return err
-		}
-		if code == StatusPasswordNeeded {
-			// The command is sent without going through cmd's formatting
-			// of errors: the password must not reach a message.
-			if code, text, err = cn.cmd("AUTHINFO PASS %s", c.cfg.Password); err != nil {
-				return errors.New("nntp: AUTHINFO PASS: connection failed")
+		reader := false
+		if c.cfg.StartTLS {
+			if reader, err = cn.startTLS(c.tlsConfig()); err != nil {
+				return err
 			}
 		}
-		if code != StatusAuthAccepted {
-			return &StatusError{Command: "AUTHINFO", Code: code, Text: text}
+		if !reader {
+			if err := cn.modeReader(); err != nil {
+				return err
+			}
 		}
-		return nil
+		return c.login(cn)
 	})
 	if err != nil {
-		nc.Close()
+		cn.nc.Close()
 		return nil, err
 	}
 	return cn, nil
+}
+
+// tlsConfig is the configured TLS settings with the server name taken
+// from Addr when none is set.
+func (c *Client) tlsConfig() *tls.Config {
+	tc := c.cfg.TLSConfig.Clone()
+	if tc == nil {
+		tc = &tls.Config{}
+	}
+	if tc.ServerName == "" {
+		tc.ServerName, _, _ = net.SplitHostPort(c.cfg.Addr)
+	}
+	return tc
+}
+
+// login sends AUTHINFO USER/PASS when a user is configured.
+func (c *Client) login(cn *conn) error {
+	if c.cfg.User == "" {
+		return nil
+	}
+	code, text, err := cn.cmd("AUTHINFO USER %s", c.cfg.User)
+	if err != nil {
+		return err
+	}
+	if code == StatusPasswordNeeded {
+		// The command is sent without going through cmd's formatting
+		// of errors: the password must not reach a message.
+		if code, text, err = cn.cmd("AUTHINFO PASS %s", c.cfg.Password); err != nil {
+			return errors.New("nntp: AUTHINFO PASS: connection failed")
+		}
+	}
+	if code != StatusAuthAccepted {
+		return &StatusError{Command: "AUTHINFO", Code: code, Text: text}
+	}
+	return nil
+}
+
+// modeReader sends MODE READER: servers without it answer 5xx and read
+// anyway.
+func (cn *conn) modeReader() error {
+	code, text, err := cn.cmd("MODE READER")
+	if err != nil {
+		return err
+	}
+	if code == StatusUnavailable || code == StatusPermission {
+		return &StatusError{Command: "MODE READER", Code: code, Text: text}
+	}
+	return nil
+}
+
+// startTLS upgrades the connection with STARTTLS and reports whether MODE
+// READER was sent on the way. A mode-switching server may offer STARTTLS
+// in reader mode only (INN: innd answers until MODE READER hands the
+// connection to nnrpd, which offers it), so when the first CAPABILITIES
+// does not list it, MODE READER is sent and CAPABILITIES asked again.
+// Not offered, or refused: ErrStartTLS, which is permanent.
+func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
+	caps, err := cn.capabilities()
+	if err != nil {
+		return false, err
+	}
+	if !caps["STARTTLS"] {
+		if err := cn.modeReader(); err != nil {
+			return false, err
+		}
+		reader = true
+		if caps, err = cn.capabilities(); err != nil {
+			return reader, err
+		}
+		if !caps["STARTTLS"] {
+			return reader, fmt.Errorf("%w: STARTTLS is not in its CAPABILITIES", ErrStartTLS)
+		}
+	}
+	code, text, err := cn.cmd("STARTTLS")
+	if err != nil {
+		return reader, err
+	}
+	if code != StatusContinueTLS {
+		return reader, fmt.Errorf("%w: STARTTLS answered %d %s", ErrStartTLS, code, clip(text))
+	}
+	if cn.tp.R.Buffered() > 0 {
+		// Bytes after 382 and before the handshake were not sent over
+		// TLS: taking them as answers would let a man in the middle
+		// speak for the server (the STARTTLS injection attacks).
+		return reader, &protocolError{errors.New("nntp: STARTTLS: the server sent data before the TLS handshake")}
+	}
+	tlsConn := tls.Client(cn.nc, tc)
+	if err := tlsConn.Handshake(); err != nil {
+		return reader, fmt.Errorf("nntp: STARTTLS: %w", err)
+	}
+	// RFC 4642: what was learnt before TLS is forgotten; nothing is kept
+	// but the reader mode, which the server keeps.
+	cn.nc, cn.tp = tlsConn, textproto.NewConn(tlsConn)
+	return reader, nil
+}
+
+// capabilities asks CAPABILITIES and returns the capability labels it
+// lists, upper-cased; a server without the command (RFC 977) lists none.
+func (cn *conn) capabilities() (map[string]bool, error) {
+	code, _, err := cn.cmd("CAPABILITIES")
+	if err != nil {
+		return nil, err
+	}
+	caps := map[string]bool{}
+	if code != StatusCapabilities {
+		return caps, nil
+	}
+	err = cn.lines(func(line []byte) {
+		if f := strings.Fields(string(line)); len(f) > 0 {
+			caps[strings.ToUpper(f[0])] = true
+		}
+	})
+	return caps, err
 }
 
 // conn is one connection and the group it has selected.

@@ -1,14 +1,14 @@
 package nntp_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,14 +131,7 @@ func TestTLSAgainstINN(t *testing.T) {
 	if err != nil || !cfg.TLS {
 		t.Fatalf("ParseURL: %+v, %v", cfg, err)
 	}
-	pem, err := os.ReadFile(s.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		t.Fatalf("no certificate in %s", s.CAFile)
-	}
+	roots := testRoots(t, s.CAFile)
 	trusted := cfg
 	trusted.Password, trusted.Connections = pw, 1
 	trusted.TLSConfig = &tls.Config{RootCAs: roots}
@@ -172,15 +165,57 @@ type proxy struct {
 	// cutAfter, when above 0, cuts the next connection after that many
 	// bytes from the server (once).
 	cutAfter atomic.Int64
-	wg       sync.WaitGroup
+	// rewrite, when set, is given each line the server sends and each
+	// line the client sends; what it returns is relayed instead (nil
+	// drops the line). A rewriting proxy relays whole lines only, so
+	// tests that rewrite do not upgrade to TLS through it.
+	rewrite func(fromServer bool, line []byte) []byte
+	// sent is every byte the clients sent, as it crossed the wire.
+	mu   sync.Mutex
+	sent bytes.Buffer
+	wg   sync.WaitGroup
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+// clientSent is what the clients have sent so far, as on the wire.
+func (p *proxy) clientSent() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent.String()
+}
+
+// Write records what a client sent.
+func (p *proxy) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent.Write(b)
+}
+
+// copyLines relays src to dst line by line through the rewrite.
+func (p *proxy) copyLines(dst io.Writer, src io.Reader, fromServer bool) {
+	r := bufio.NewReader(src)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			if out := p.rewrite(fromServer, line); out != nil {
+				if _, werr := dst.Write(out); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// newProxy relays to target; rewrite, when not nil, rewrites the lines
+// (see proxy.rewrite).
+func newProxy(t *testing.T, target string, rewrite func(fromServer bool, line []byte) []byte) *proxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target}
+	p := &proxy{ln: ln, target: target, rewrite: rewrite}
 	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
 	p.wg.Go(func() {
 		for {
@@ -207,9 +242,18 @@ func (p *proxy) relay(cn net.Conn) {
 	}
 	cut := p.cutAfter.Swap(0)
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, cn); done <- struct{}{} }()
 	go func() {
-		if cut > 0 {
+		if p.rewrite != nil {
+			p.copyLines(up, io.TeeReader(cn, p), false)
+		} else {
+			io.Copy(up, io.TeeReader(cn, p))
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		if p.rewrite != nil {
+			p.copyLines(cn, up, true)
+		} else if cut > 0 {
 			io.CopyN(cn, up, cut)
 		} else {
 			io.Copy(cn, up)
@@ -223,7 +267,7 @@ func (p *proxy) relay(cn net.Conn) {
 // dropped and the batch read whole again on a new one.
 func TestReconnect(t *testing.T) {
 	s, prefix := fixture(t)
-	p := newProxy(t, s.Addr)
+	p := newProxy(t, s.Addr, nil)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 1})
 	defer c.Close()
 	ctx := context.Background()
@@ -249,7 +293,7 @@ func TestReconnect(t *testing.T) {
 // TestConnectionCap: however many callers, at most Connections are open.
 func TestConnectionCap(t *testing.T) {
 	s, prefix := fixture(t)
-	p := newProxy(t, s.Addr)
+	p := newProxy(t, s.Addr, nil)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 2})
 	defer c.Close()
 	var wg sync.WaitGroup

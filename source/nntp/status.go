@@ -1,6 +1,7 @@
 // Package nntp is the news-server client of leasehold's Usenet worker: a
-// pool of at most N connections to one server (plain or TLS), each set up
-// with MODE READER and, when a user is given, AUTHINFO USER/PASS; GROUP
+// pool of at most N connections to one server (plain, TLS, or plain
+// upgraded with STARTTLS), each set up with MODE READER and, when a user
+// is given, AUTHINFO USER/PASS (over TLS when STARTTLS is asked for); GROUP
 // for a group's water marks; OVER (or XOVER, for servers without it) for a
 // span of article numbers, parsed into Headers; and POST, for tests and
 // demos that fill a server. It is built on net/textproto.
@@ -21,6 +22,7 @@ import (
 
 // Status codes of RFC 3977 and RFC 4643 that the client acts on.
 const (
+	StatusCapabilities   = 101
 	StatusReadyPosting   = 200 // greeting and MODE READER: posting allowed
 	StatusReadyNoPosting = 201 // greeting and MODE READER: no posting
 	StatusGroupSelected  = 211
@@ -28,6 +30,7 @@ const (
 	StatusArticlePosted  = 240
 	StatusAuthAccepted   = 281
 	StatusSendArticle    = 340
+	StatusContinueTLS    = 382 // STARTTLS: begin the TLS negotiation
 	StatusPasswordNeeded = 381
 	StatusUnavailable    = 400 // service temporarily unavailable
 	StatusNoSuchGroup    = 411
@@ -100,14 +103,20 @@ func (e *StatusError) Permanent() bool {
 }
 
 // Permanent reports whether err is, or wraps, a StatusError whose answer
-// asking again cannot change, or a server certificate that does not verify
-// (nntps:// to a server the trusted CAs do not vouch for: the operator
-// gives its CA, or the right host name).
+// asking again cannot change, a server certificate that does not verify
+// (TLS to a server the trusted CAs do not vouch for: the operator gives
+// its CA, or the right host name), or a server that will not start TLS
+// when StartTLS asked for it.
 func Permanent(err error) bool {
 	var se *StatusError
 	var cert *tls.CertificateVerificationError
-	return errors.As(err, &se) && se.Permanent() || errors.As(err, &cert)
+	return errors.As(err, &se) && se.Permanent() || errors.As(err, &cert) || errors.Is(err, ErrStartTLS)
 }
+
+// ErrStartTLS is a server that does not offer STARTTLS in its
+// CAPABILITIES, or refuses it, when Config.StartTLS asks for it: the
+// session is not carried on in plain text.
+var ErrStartTLS = errors.New("nntp: the server will not start TLS")
 
 // ErrNoSuchGroup matches (errors.Is) the StatusError of a group the server
 // does not carry.
