@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/web/client"
 )
 
@@ -64,14 +65,14 @@ func onTerminal(t *testing.T, prompt, answer string, args ...string) (screen, st
 	b, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), "LEASEHOLD_TEST_MAIN_ARGS="+string(b))
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = theirs, &out, theirs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	theirs.Close() // the command holds the terminal now
-	var shown syncBuffer
+	var shown syncbuf.Buffer
 	read := make(chan struct{})
 	go func() {
 		io.Copy(&shown, ours) // ends with EIO once the command exits
