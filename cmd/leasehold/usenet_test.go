@@ -179,8 +179,12 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	// One uninterrupted pass: each group read whole into a new window.
 	want := map[string]binaries.File{}
 	var wantLines int
+	// Read over a new connection: an nnrpd connection open while the
+	// groups were made can go on answering a new group as empty.
+	fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer fresh.Close()
 	for g, high := range wantHigh {
-		hs, _, err := src.Overview(ctx, g, 1, high)
+		hs, _, err := fresh.Overview(ctx, g, 1, high)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +198,7 @@ func TestUsenetWorkerKilled(t *testing.T) {
 		for _, f := range files {
 			names = append(names, f.Name+" "+f.Poster)
 		}
-		if exp := usenettest.Complete(prefix)[g]; g == b && !slices.Equal(names, exp) || g == a && !slices.Equal(names[:len(exp)], exp) {
+		if exp := usenettest.Complete(prefix)[g]; g == b && !slices.Equal(names, exp) || g == a && (len(names) < len(exp) || !slices.Equal(names[:len(exp)], exp)) {
 			t.Errorf("uninterrupted pass of %s: %q, want %q first", g, names, exp)
 		}
 	}
