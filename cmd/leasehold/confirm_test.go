@@ -125,15 +125,8 @@ func TestNodesDeleteAsksOnTerminal(t *testing.T) {
 		{"EOF", "\x04", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := nodetest.Start(t, nodetest.Options{})
+			n, w, g := leasedByW1(t)
 			ctx := context.Background()
-			admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
-			admin(t, n, "groups", "tail", "alt.x", "300")
-			w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
-			g, err := w.Lease(ctx)
-			if err != nil || g == nil {
-				t.Fatalf("lease: %v, %v", g, err)
-			}
 
 			const question = "Delete it anyway? [y/N] "
 			screen, stdout, code := onTerminal(t, question, c.answer,
@@ -193,15 +186,8 @@ func TestSnapshotPutAsksOnTerminal(t *testing.T) {
 		{"No", "n\n", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			n := nodetest.Start(t, nodetest.Options{})
+			n, w, g := leasedByW1(t)
 			ctx := context.Background()
-			admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
-			admin(t, n, "groups", "tail", "alt.x", "300")
-			w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
-			g, err := w.Lease(ctx)
-			if err != nil || g == nil {
-				t.Fatalf("lease: %v, %v", g, err)
-			}
 			r, err := w.Next(ctx, g.Group.ID, g.Fence)
 			if err != nil || r == nil {
 				t.Fatalf("next: %v, %v", r, err)
@@ -253,4 +239,19 @@ func TestSnapshotPutAsksOnTerminal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leasedByW1 starts a node with group alt.x planned to 300 in ranges of
+// 100 and leased by worker w1.
+func leasedByW1(t *testing.T) (*nodetest.Node, *client.Client, *client.Grant) {
+	t.Helper()
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
+	admin(t, n, "groups", "tail", "alt.x", "300")
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+	g, err := w.Lease(context.Background())
+	if err != nil || g == nil {
+		t.Fatalf("lease: %v, %v", g, err)
+	}
+	return n, w, g
 }
