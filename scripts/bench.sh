@@ -18,7 +18,12 @@
 #   6. what operators poll at scale (scripts/bench-poll.sh): findings, the
 #      dashboard's overview, a prefix search, /metrics, and 10 open
 #      dashboards' CPU, at 1,000,000 groups with 10,000,000 ranges, unless
-#      BENCH_POLL_GROUPS is set to another count or to "" to skip.
+#      BENCH_POLL_GROUPS is set to another count or to "" to skip;
+#   7. peer sync (scripts/bench-peers.sh): a joining node's catch-up of a
+#      peer's 1,000,000 groups (target under 60 s), and the events one
+#      node folds a second, alone and while it serves 16 workers of its
+#      own, unless BENCH_CATCHUP_GROUPS is set to another count or to ""
+#      to skip.
 # Environment: BENCH_SIZES (groups, default "1000 100000 1000000"),
 # BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32);
 # bench-worker.sh also reads BENCH_WORKER_SECONDS and BENCH_WORKER_GROUPS.
@@ -30,6 +35,7 @@ workers=${BENCH_WORKERS:-32}
 snap_sizes=${BENCH_SNAPSHOT_MIB-1024 4096}
 worker_counts=${BENCH_WORKER_COUNTS-1 4 16}
 poll_groups=${BENCH_POLL_GROUPS-1000000}
+catchup_groups=${BENCH_CATCHUP_GROUPS-1000000}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
 pid=""
 cleanup() {
@@ -149,6 +155,11 @@ fi
 if [ -n "$poll_groups" ]; then
 	echo
 	BENCH_POLL_GROUPS=$poll_groups LEASEHOLD_BIN=$tmp/leasehold BENCHLOAD_BIN=$tmp/benchload bash "$root/scripts/bench-poll.sh"
+fi
+
+if [ -n "$catchup_groups" ]; then
+	echo
+	BENCH_CATCHUP_GROUPS=$catchup_groups bash "$root/scripts/bench-peers.sh"
 fi
 
 echo

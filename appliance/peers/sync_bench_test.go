@@ -26,11 +26,15 @@ import (
 // server runs), to say what that costs the events stream. "fold-after"
 // is the fleet's ceiling: a second node folds nothing while the cycles
 // run, then folds all their events at once, alone on the machine; it
-// reports the events one node folds a second.
+// reports the events one node folds a second. "fold-serving" is the same
+// while the folding node serves 16 workers of its own at full speed over
+// 1,000 groups of its own: it reports the events folded a second and the
+// node's own cycles a second meanwhile (with the cycles alone on that
+// node as its baseline, "b-alone-cycles/s").
 //
 //	go test -run '^$' -bench PeerSync -benchtime 5000x ./appliance/peers
 func BenchmarkPeerSync(b *testing.B) {
-	for _, mode := range []string{"alone", "publish", "publish,sync", "publish+fold", "fold-after"} {
+	for _, mode := range []string{"alone", "publish", "publish,sync", "publish+fold", "fold-after", "fold-serving"} {
 		b.Run("peer="+mode, func(b *testing.B) { benchPeerSync(b, mode) })
 	}
 }
@@ -67,25 +71,7 @@ func benchPeerSync(b *testing.B, mode string) {
 
 	a := dumpOpen(b, "node-a", b.TempDir())
 	c := a.app.Coordinator
-	size := int64(10)
-	for i := range 1000 {
-		name := fmt.Sprintf("bench.%04d", i)
-		if _, _, err := c.PutGroup(ctx, name, store.GroupSpec{RangeSize: &size}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.PlanTail(ctx, name, 1000); err != nil { // 100 ranges a group
-			b.Fatal(err)
-		}
-	}
-	const workers = 16
-	var nodes []int64
-	for i := range workers {
-		n, err := c.RegisterNode(ctx, appliance.NodeSpec{Name: fmt.Sprintf("w%02d", i)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		nodes = append(nodes, n.ID)
-	}
+	nodes := benchLoad(b, c, "bench.")
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -101,6 +87,10 @@ func benchPeerSync(b *testing.B, mode string) {
 	var bNode *dumpNode
 	foldCtx, stopFold := context.WithCancel(runCtx)
 	var foldDone sync.WaitGroup
+	serving := mode == "fold-serving"
+	if serving {
+		mode = "fold-after"
+	}
 	if mode == "publish+fold" || mode == "fold-after" {
 		bNode = dumpOpen(b, "node-b", b.TempDir())
 		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
@@ -160,12 +150,99 @@ func benchPeerSync(b *testing.B, mode string) {
 	left.Store(int64(b.N))
 	b.ResetTimer()
 	start := time.Now()
+	runCycles(b, c, nodes, func() bool { return left.Add(-1) >= 0 })
+	took := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took.Seconds(), "cycles/s")
+	if pub != nil {
+		// The publisher drains, then the folder catches up.
+		drain()
+		drained := time.Since(start)
+		b.ReportMetric(float64(pub.Sent()-sent0)/drained.Seconds(), "events-published/s")
+		b.ReportMetric((drained - took).Seconds(), "s-publish-behind")
+	}
+	if mode == "fold-after" {
+		events := pub.Sent() - sent0
+		var bNodes []int64
+		var bCycles atomic.Int64
+		var folding atomic.Bool
+		if serving {
+			// node-b's own load, first alone for a baseline, then beside
+			// the fold; its groups are its own (not the folded ones).
+			bNodes = benchLoad(b, bNode.app.Coordinator, "bench-b.")
+			t0 := time.Now()
+			runCycles(b, bNode.app.Coordinator, bNodes, func() bool { return time.Since(t0) < 3*time.Second && bCycles.Add(1) > 0 })
+			b.ReportMetric(float64(bCycles.Load())/time.Since(t0).Seconds(), "b-alone-cycles/s")
+			bCycles.Store(0)
+			folding.Store(true)
+		}
+		var served sync.WaitGroup
+		if serving {
+			served.Add(1)
+			go func() {
+				defer served.Done()
+				runCycles(b, bNode.app.Coordinator, bNodes, func() bool { return folding.Load() && bCycles.Add(1) > 0 })
+			}()
+		}
+		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
+		again, stopAgain := context.WithCancel(runCtx)
+		defer stopAgain()
+		folder.Start(again)
+		foldDone.Add(1)
+		go func(done <-chan struct{}) { defer foldDone.Done(); <-done }(folder.Done())
+		foldStart := time.Now()
+		caughtUp()
+		folded := time.Since(foldStart)
+		folding.Store(false)
+		served.Wait()
+		b.ReportMetric(float64(events)/folded.Seconds(), "events-folded/s")
+		if serving {
+			b.ReportMetric(float64(bCycles.Load())/folded.Seconds(), "b-cycles/s")
+		}
+	} else if folder != nil {
+		caughtUp()
+		b.ReportMetric((time.Since(start) - took).Seconds(), "s-fold-behind")
+	}
+}
+
+// benchLoad gives a node 1,000 groups of 100 planned ranges, named from
+// prefix (a fleet's group names are shared, so each node's own differ),
+// and 16 registered workers, and returns the workers' ids.
+func benchLoad(b *testing.B, c *appliance.Coordinator, prefix string) []int64 {
+	ctx := context.Background()
+	size := int64(10)
+	for i := range 1000 {
+		name := fmt.Sprintf("%s%04d", prefix, i)
+		if _, _, err := c.PutGroup(ctx, name, store.GroupSpec{RangeSize: &size}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.PlanTail(ctx, name, 1000); err != nil { // 100 ranges a group
+			b.Fatal(err)
+		}
+	}
+	const workers = 16
+	var nodes []int64
+	for i := range workers {
+		n, err := c.RegisterNode(ctx, appliance.NodeSpec{Name: fmt.Sprintf("w%02d", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, n.ID)
+	}
+	return nodes
+}
+
+// runCycles runs the four-call lease cycle (lease, next, finish, release)
+// on every worker at once while more says so, and returns when all have
+// stopped.
+func runCycles(b *testing.B, c *appliance.Coordinator, nodes []int64, more func() bool) {
+	ctx := context.Background()
 	var cw sync.WaitGroup
 	for _, node := range nodes {
 		cw.Add(1)
 		go func() {
 			defer cw.Done()
-			for left.Add(-1) >= 0 {
+			for more() {
 				g, err := c.Lease(ctx, node)
 				if err != nil || g == nil {
 					b.Errorf("lease: %v, %v", g, err)
@@ -188,29 +265,4 @@ func benchPeerSync(b *testing.B, mode string) {
 		}()
 	}
 	cw.Wait()
-	took := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/took.Seconds(), "cycles/s")
-	if pub != nil {
-		// The publisher drains, then the folder catches up.
-		drain()
-		drained := time.Since(start)
-		b.ReportMetric(float64(pub.Sent()-sent0)/drained.Seconds(), "events-published/s")
-		b.ReportMetric((drained - took).Seconds(), "s-publish-behind")
-	}
-	if mode == "fold-after" {
-		events := pub.Sent() - sent0
-		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
-		again, stopAgain := context.WithCancel(runCtx)
-		defer stopAgain()
-		folder.Start(again)
-		foldDone.Add(1)
-		go func(done <-chan struct{}) { defer foldDone.Done(); <-done }(folder.Done())
-		foldStart := time.Now()
-		caughtUp()
-		b.ReportMetric(float64(events)/time.Since(foldStart).Seconds(), "events-folded/s")
-	} else if folder != nil {
-		caughtUp()
-		b.ReportMetric((time.Since(start) - took).Seconds(), "s-fold-behind")
-	}
 }
