@@ -58,60 +58,6 @@ func TestServeHelpNamesEveryVariable(t *testing.T) {
 	}
 }
 
-// TestCompletion checks the scripts name every command, noun and verb,
-// and that bash completes from them.
-func TestCompletion(t *testing.T) {
-	scripts := map[string]string{}
-	for _, sh := range shells {
-		var out bytes.Buffer
-		if err := run(context.Background(), []string{"completion", sh}, &out, &out); err != nil {
-			t.Fatalf("completion %s: %v", sh, err)
-		}
-		scripts[sh] = out.String()
-		for _, c := range commands {
-			if !strings.Contains(out.String(), c.name) {
-				t.Errorf("%s completion lacks %s", sh, c.name)
-			}
-		}
-		for _, v := range adminVerbs {
-			if !strings.Contains(out.String(), strings.TrimSpace("admin "+v.noun+" "+v.verb)) {
-				t.Errorf("%s completion lacks admin %s %s", sh, v.noun, v.verb)
-			}
-		}
-	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash to run the bash script")
-	}
-	file := filepath.Join(t.TempDir(), "c.bash")
-	os.WriteFile(file, []byte(scripts["bash"]), 0o600)
-	for line, want := range map[string]string{
-		"leasehold ''":                               "serve worker snapshot admin backup restore healthcheck completion version help",
-		"leasehold admin nodes ''":                   "list register pause resume delete",
-		"leasehold admin --url x nodes register --c": "--capacity",
-		"leasehold snapshot put --f":                 "--force",
-		"leasehold serve --nats-s":                   "--nats-secret-file",
-	} {
-		words := strings.Fields(line)
-		script := "source " + file + "; COMP_WORDS=(" + line + "); COMP_CWORD=" + string(rune('0'+len(words)-1)) + `; _leasehold; echo "${COMPREPLY[*]}"`
-		out, err := exec.Command(bash, "-c", script).CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != want {
-			t.Errorf("bash completes %q to %q (%v), want %q", line, out, err, want)
-		}
-	}
-	for _, sh := range []string{"zsh", "fish"} {
-		if path, err := exec.LookPath(sh); err == nil {
-			file := filepath.Join(t.TempDir(), "c."+sh)
-			os.WriteFile(file, []byte(scripts[sh]), 0o600)
-			if out, err := exec.Command(path, "-n", file).CombinedOutput(); err != nil {
-				t.Errorf("%s -n: %v\n%s", sh, err, out)
-			}
-		} else {
-			t.Logf("no %s here: its script is checked for words only", sh)
-		}
-	}
-}
-
 func TestHealthcheck(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
 	var out bytes.Buffer

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -64,7 +65,6 @@ func completionTree(ctx context.Context) (map[string][]string, error) {
 		add("", c.name)
 		switch {
 		case c.name == "admin":
-			add("admin", flagsOf(ctx, "admin", "-h")...)
 			for _, v := range adminVerbs {
 				path := strings.TrimSpace("admin " + v.noun + " " + v.verb)
 				add("admin", v.noun)
@@ -73,6 +73,9 @@ func completionTree(ctx context.Context) (map[string][]string, error) {
 				}
 				add(path, flagsOf(ctx, append(strings.Fields(path), "-h")...)...)
 			}
+			// Before the noun only the operator's flags are taken; admin -h
+			// names them in its usage line, where flagsOf does not look.
+			add("admin", operatorFlags()...)
 		case c.name == "completion":
 			add(c.name, c.words...)
 		case len(c.words) > 0:
@@ -86,6 +89,15 @@ func completionTree(ctx context.Context) (map[string][]string, error) {
 	}
 	add("", "help")
 	return tree, nil
+}
+
+// operatorFlags are the flags every operator command takes, as --name.
+func operatorFlags() []string {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	newOperator().flags(fs)
+	var flags []string
+	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, "--"+f.Name) })
+	return flags
 }
 
 var flagLine = regexp.MustCompile(`(?m)^\s+(--?[a-z][a-z0-9-]*)`)
@@ -167,7 +179,14 @@ _leasehold() {
 	done
 	compadd -- ${=lh_words[${key:-.}]}
 }
-compdef _leasehold leasehold
+# Autoloaded from $fpath, this file is _leasehold's body: its first call
+# only defines the function, so it must complete too, or the first Tab
+# offers nothing. Sourced, it registers the function with compinit.
+if [[ $funcstack[1] == _leasehold ]]; then
+	_leasehold "$@"
+else
+	compdef _leasehold leasehold
+fi
 `
 
 func writeZsh(w io.Writer, tree map[string][]string) error {

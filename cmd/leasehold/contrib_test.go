@@ -40,7 +40,7 @@ func TestContribMetricsExist(t *testing.T) {
 	t.Setenv("LEASEHOLD_LOG_FORMAT", "json")
 	dir := t.TempDir()
 	var stderr syncbuf.Buffer
-	m := NewMain(io.Discard, &stderr)
+	m := newTestMain(t, io.Discard, &stderr)
 	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
 		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s"}); err != nil {
 		t.Fatal(err)

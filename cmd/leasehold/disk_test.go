@@ -49,7 +49,7 @@ type diskNode struct {
 
 func startDiskNode(t *testing.T, data string) *diskNode {
 	t.Helper()
-	m := NewMain(io.Discard, io.Discard)
+	m := newTestMain(t, io.Discard, io.Discard)
 	if err := m.ParseFlags([]string{"--data", data, "--listen", "127.0.0.1:0", "--history-min-free-bytes", "0", "--log-level", "error", "--nats", "off"}); err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +316,16 @@ func TestFullDisk(t *testing.T) {
 				wantRefusal(t, c.method+" "+c.path, a, map[int]string{507: "no_space", 503: "unavailable"}, "")
 			}
 			acked[c.path] = a.status < 300
+		}
+	})
+	t.Run("Backup507", func(t *testing.T) {
+		// The catalog's copy is written beside the catalog, on the full
+		// disk: the backup is refused before a byte is sent, and what was
+		// written of the copy is removed.
+		a := n.call("GET", "/api/v1/backup", n.admin, nil)
+		wantRefusal(t, "backup", a, map[int]string{507: "no_space"}, "full")
+		if left, _ := filepath.Glob(filepath.Join(data, "backup-*")); len(left) > 0 {
+			t.Fatalf("the refused backup left %v", left)
 		}
 	})
 	t.Run("RecoversWhenFreed", func(t *testing.T) {

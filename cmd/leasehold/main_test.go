@@ -15,14 +15,23 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/nodetest"
 )
+
+// newTestMain is NewMain for a test that serves: its API answers are
+// recorded, to be checked against web/openapi.json as Start's are.
+func newTestMain(t *testing.T, stdout, stderr io.Writer) *Main {
+	m := NewMain(stdout, stderr)
+	m.wrapHTTP = nodetest.Recording(t)
+	return m
+}
 
 // TestServe runs the real Main on :0, talks to it, and stops it the way
 // SIGTERM does (its context ends).
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	var stderr bytes.Buffer
-	m := NewMain(io.Discard, &stderr) // read only after Run returns
+	m := newTestMain(t, io.Discard, &stderr) // read only after Run returns
 	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--lease-ttl", "5s", "--nats", "off"}); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +85,7 @@ func TestServeFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	m := NewMain(io.Discard, &stderr) // read only after Run returns
+	m := newTestMain(t, io.Discard, &stderr) // read only after Run returns
 	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
 		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s", "--log-level", "debug", "--nats-secret-file", secret}); err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ func TestRollingStart(t *testing.T) {
 			}
 		}
 		n := &node{log: &syncbuf.Buffer{}, done: make(chan error, 1)}
-		n.m = NewMain(io.Discard, n.log)
+		n.m = newTestMain(t, io.Discard, n.log)
 		if err := n.m.ParseFlags([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--name", names[i],
 			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
 			"--nats-routes", strings.Join(others, ","), "--nats-secret-file", secret, "--claim-ttl", "4s"}); err != nil {

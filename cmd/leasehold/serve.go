@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,6 +56,10 @@ type Main struct {
 	StreamMaxBytes    byteSize
 
 	stdout, stderr io.Writer
+
+	// wrapHTTP, when set, wraps the HTTP handler: the tests record the
+	// API's answers through it (nodetest.Recording).
+	wrapHTTP func(http.Handler) http.Handler
 
 	mu    sync.Mutex
 	addr  net.Addr
@@ -333,7 +338,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	defer ln.Close() // when serving never starts; Serve closes it otherwise
 
-	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log}
+	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP}
 	if fleet != nil {
 		opts.Peers = fleet.Peers
 	}

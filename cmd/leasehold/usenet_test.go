@@ -26,7 +26,9 @@ import (
 // TestMain lets a test run `leasehold worker` as a process of its own (this
 // test binary, run again with LEASEHOLD_TEST_WORKER_ARGS), to kill it with
 // SIGKILL, and any command as the binary's main runs it
-// (LEASEHOLD_TEST_MAIN_ARGS), with a terminal of its own.
+// (LEASEHOLD_TEST_MAIN_ARGS), with a terminal of its own. Otherwise it
+// runs the tests recorded (nodetest.RunRecorded): every answer the CLI
+// gets from a node is checked against web/openapi.json.
 func TestMain(m *testing.M) {
 	if args := os.Getenv("LEASEHOLD_TEST_MAIN_ARGS"); args != "" {
 		var a []string
@@ -51,7 +53,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(nodetest.RunRecorded(m))
 }
 
 // startWorkerProcess runs `leasehold worker args…` as a child process

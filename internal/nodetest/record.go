@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"testing"
 )
 
 // RecordEnv names a directory. When it is set, every node Start makes
@@ -52,6 +53,24 @@ func newRecorder(dir string) (*recorder, error) {
 		return nil, err
 	}
 	return &recorder{f: f, enc: json.NewEncoder(f)}, nil
+}
+
+// Recording returns a wrapper for web.Options.WrapFunc that records what
+// a server answers, as Start's nodes are recorded, for a node a test runs
+// by other means (the command's own serve); nil when RecordEnv is not
+// set. The record is closed when t ends.
+func Recording(t testing.TB) func(http.Handler) http.Handler {
+	t.Helper()
+	d := os.Getenv(RecordEnv)
+	if d == "" {
+		return nil
+	}
+	rec, err := newRecorder(d)
+	if err != nil {
+		t.Fatalf("nodetest: recording the API: %v", err)
+	}
+	t.Cleanup(rec.close)
+	return rec.wrap
 }
 
 func (rec *recorder) close() {
