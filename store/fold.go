@@ -96,6 +96,7 @@ var (
 	qLeaseSnapNext     = wq(`SELECT snapshot_next FROM group_leases WHERE group_id = ?`)
 	qPeerRebuilt       = wq(`UPDATE peers SET rebuilds = rebuilds + 1, updated_at = ?2 WHERE name = ?1`)
 	qPeerNodeNames     = wq(`SELECT name FROM peer_nodes WHERE origin = ?`)
+	qGroupMirrored     = wq(`SELECT EXISTS (SELECT 1 FROM peer_groups WHERE group_id = ?)`)
 
 	qOutboxSent  = wq(`UPDATE events SET sent = 1 WHERE sent = 0 AND id <= ?`)
 	qOutboxPrune = wq(`DELETE FROM events WHERE id <= min(?1, (SELECT min(id) FROM events) + ?2) AND sent = 1`)
@@ -234,6 +235,66 @@ func unreplayable(group string, err error) error {
 		return err // the catalog cannot write now: tried again
 	}
 	return leasehold.Wrap(leasehold.KindInvalid, err, "replaying an earlier owner's plan of group %s: %v", group, err)
+}
+
+// OwnPlanLost reports whether a plan this node made of a group (high: a
+// tail planned up to it; low: history planned down to it) is missing from
+// its own state of the group. Plans never shrink while a node owns a
+// group, so one is missing only when the node made it under an earlier
+// claim, lost the group before the stream took the event, folded the new
+// owner's state (which drops the ranges outside that owner's plan), and
+// won the group back before the event went out (ReplayOwnPlan). A group
+// mirrored here (a peer's: its plan goes out as a late plan) or gone is
+// not this node's to plan.
+func (db *DB) OwnPlanLost(ctx context.Context, groupID int64, high, low *int64) (bool, error) {
+	var tail, floor int64
+	var mirrored bool
+	err := db.queryRow(ctx, `SELECT g.tail_end, g.history_floor, EXISTS (SELECT 1 FROM peer_groups p WHERE p.group_id = g.id)
+		FROM groups g WHERE g.id = ?`, groupID).Scan(&tail, &floor, &mirrored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, mapError(err, "reading a group's plan")
+	}
+	return !mirrored && planBeyond(tail, floor, high, low), nil
+}
+
+func planBeyond(tail, floor int64, high, low *int64) bool {
+	return (high != nil && *high > tail) || (low != nil && *low < floor)
+}
+
+// ReplayOwnPlan plans again, in this node's own state of a group, a plan
+// it made and acknowledged under an earlier claim that the state no
+// longer carries (OwnPlanLost), as every other node replays a late plan:
+// the ranges come back planned, and this node's workers do them again
+// (what was done in them went with the old claim's window). Sent with the
+// state as it is, the event would tell no node of the plan, and the
+// finishes acknowledged in it would be lost. Reports whether anything was
+// planned; the same checks as OwnPlanLost, made again inside the write.
+func (tx *Tx) ReplayOwnPlan(groupID int64, high, low *int64) (bool, error) {
+	g, err := tx.Group(groupID)
+	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var mirrored bool
+	if err := tx.queryRow(qGroupMirrored, groupID).Scan(&mirrored); err != nil {
+		return false, mapError(err, "reading a group's plan")
+	}
+	if mirrored || !planBeyond(g.TailEnd, g.HistoryFloor, high, low) {
+		return false, nil
+	}
+	tail, floor := g.TailEnd, g.HistoryFloor
+	if high != nil {
+		tail = max(tail, *high)
+	}
+	if low != nil {
+		floor = min(floor, *low)
+	}
+	return true, tx.replayPlans(groupID, tail, floor)
 }
 
 // ReplayLatePlan replays one plan an earlier owner of the group made and

@@ -678,3 +678,94 @@ func TestFoldBulkSeeded(t *testing.T) {
 	c := foldJoin(t, url, "node-c", t.TempDir())
 	foldConverge(t, a.dumpNode, c.dumpNode, true, 30*time.Second)
 }
+
+// TestPublishReplaysOwnLostPlan: a node plans a tail under its claim, is
+// cut off before the stream takes the event, folds the new owner's state
+// (which drops its ranges past that owner's plan), and wins the group back
+// before the event goes out (the fleet fault run's 26 finishes at claim
+// TTL 4 s: a pause, then a partition, then the group back). The publisher
+// plans the lost tail again in the node's own state, so the fleet learns
+// of it and the ranges are done again; sent with the state as it was, the
+// plan and the finishes in it were lost to every node.
+func TestPublishReplaysOwnLostPlan(t *testing.T) {
+	s := natstest.Server(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	js := natstest.Connect(t, url)
+	foldSetUp(t, js)
+	records, err := js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dumpOpen(t, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	publishA := func() func() {
+		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
+		pub.Start(ctx)
+		return pub.Stop
+	}
+	tailAt := func(n *dumpNode) int64 {
+		g, err := n.app.DB.GroupByName(ctx, "g")
+		if err != nil {
+			return -1
+		}
+		return g.TailEnd
+	}
+
+	dumpWork(t, a, "g", 100, 1000, 0)
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
+	stop := publishA()
+	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(b.dumpNode) == 1000 })
+	stop()
+
+	// A plans past 1000 under claim 1; the event stays in its outbox.
+	if _, err := a.app.Coordinator.PlanTail(ctx, "g", 1500); err != nil {
+		t.Fatal(err)
+	}
+	// B wins claim 2, and A takes B's state, losing its own plan.
+	mustDo(t, b.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
+	gb, err := b.app.DB.GroupByName(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, ranges, _, err := b.app.DB.OwnState(ctx, gb.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error {
+		id, ok, err := tx.FoldGroup("node-b", state, 5)
+		if err != nil || !ok {
+			return fmt.Errorf("a folding b's newer claim: taken %v, %v", ok, err)
+		}
+		return tx.FoldRanges(id, ranges)
+	}))
+	if got := tailAt(a); got != 1000 {
+		t.Fatalf("a's tail after taking b's state is %d, want 1000", got)
+	}
+	// A wins the group back (claim 3) before its outbox goes out.
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
+
+	defer publishA()()
+	claimEventually(t, 20*time.Second, "a plans its lost tail again and b folds it", func() bool {
+		return tailAt(a) == 1500 && tailAt(b.dumpNode) == 1500
+	})
+	for _, n := range []*dumpNode{a, b.dumpNode} {
+		g, err := n.app.DB.GroupByName(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := n.app.DB.Ranges(ctx, g.ID, "", 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var planned []string
+		for _, r := range rs {
+			if r.Start > 1000 {
+				planned = append(planned, fmt.Sprintf("%d:%s", r.Start, r.Status))
+			}
+		}
+		if want := "[1001:planned 1101:planned 1201:planned 1301:planned 1401:planned]"; fmt.Sprint(planned) != want {
+			t.Errorf("%s has %v past 1000, want %s", n.name, planned, want)
+		}
+	}
+}

@@ -157,6 +157,9 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	if err != nil || len(events) == 0 {
 		return 0, err
 	}
+	if err := p.replayOwnPlans(ctx, events); err != nil {
+		return 0, err
+	}
 	msgs, snapshots, err := p.messages(ctx, events)
 	if err != nil {
 		return 0, err
@@ -326,23 +329,73 @@ func (p *Publisher) latePlan(ctx context.Context, e leasehold.Event) (*LatePlan,
 	if err != nil || name == "" {
 		return nil, err
 	}
+	high, low, err := planOf(e)
+	if err != nil || (high == nil && low == nil) {
+		return nil, err
+	}
+	return &LatePlan{Group: name, High: high, Low: low}, nil
+}
+
+// planOf is the plan a tail or history event made: the tail's new end
+// (high), or the history's new floor (low).
+func planOf(e leasehold.Event) (high, low *int64, err error) {
 	var body struct {
 		High *int64 `json:"high"`
 		Low  *int64 `json:"low"`
 	}
 	if err := json.Unmarshal(e.Body, &body); err != nil {
-		return nil, fmt.Errorf("reading event %d: %w", e.ID, err)
+		return nil, nil, fmt.Errorf("reading event %d: %w", e.ID, err)
 	}
-	late := &LatePlan{Group: name}
 	if e.Kind == store.EventTailPlanned {
-		late.High = body.High
-	} else {
-		late.Low = body.Low
+		return body.High, nil, nil
 	}
-	if late.High == nil && late.Low == nil {
-		return nil, nil
+	return nil, body.Low, nil
+}
+
+// replayOwnPlans plans again, in this node's own state, the plans among
+// events that the state of their group no longer carries: the node made
+// them under an earlier claim, lost the group before the stream took them
+// (cut off, or paused, with the outbox stuck behind an election), folded
+// the new owner's state, and won the group back before they went out
+// (store.Tx.ReplayOwnPlan). Sent with the state as it is now, they would
+// tell no node of the plan, and the finishes this node acknowledged in it
+// would be lost to the fleet; replayed, the ranges are done again. One read
+// a plan event; a write only for a lost plan, which is rare. A plan that
+// cannot be replayed is logged and passed over, as the fold does, so one
+// group never stops the outbox.
+func (p *Publisher) replayOwnPlans(ctx context.Context, events []leasehold.Event) error {
+	for _, e := range events {
+		if e.GroupID == nil || (e.Kind != store.EventTailPlanned && e.Kind != store.EventHistoryPlanned) {
+			continue
+		}
+		high, low, err := planOf(e)
+		if err != nil {
+			return err
+		}
+		lost, err := p.db.OwnPlanLost(ctx, *e.GroupID, high, low)
+		if err != nil || !lost {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var replayed bool
+		err = p.db.Write(ctx, func(tx *store.Tx) error {
+			var err error
+			replayed, err = tx.ReplayOwnPlan(*e.GroupID, high, low)
+			return err
+		})
+		switch {
+		case leasehold.ErrorKind(err) == leasehold.KindInvalid:
+			p.log.Warn("peers: a plan this node made under an earlier claim cannot be planned again", "group_id", *e.GroupID, "event", e.ID, "err", err)
+		case err != nil:
+			return err
+		case replayed:
+			p.log.Info("peers: planned again a plan this node made under an earlier claim, lost from its state before the stream took it; its ranges are done again",
+				"group_id", *e.GroupID, "event", e.ID, "kind", e.Kind)
+		}
 	}
-	return late, nil
+	return nil
 }
 
 // movesNode reports whether an event of kind changes its node's state: the
