@@ -42,7 +42,8 @@ type Config struct {
 	SnapshotMaxAge time.Duration
 	// NowFunc is the clock (default time.Now).
 	NowFunc func() time.Time
-	// Store tunes the catalog (synchronous mode, group commit).
+	// Store tunes the catalog (synchronous mode, group commit); its
+	// AttemptLimitFunc is the Recorder's RangesFailedAtLimit.
 	Store store.Options
 	// Recorder is told what the node did once it is committed (the
 	// metrics' counters); nil tells nobody.
@@ -67,6 +68,15 @@ type Recorder interface {
 	// GroupQuarantined is a group quarantined because its window would
 	// not load (rule 10).
 	GroupQuarantined()
+	// RangesFailedAtLimit are ranges a write of this node's catalog
+	// failed because they had used up their attempts (rule 10): on a
+	// release, a takeover, a node deleted, a window dropped, a group
+	// disowned or a range passed over by next — every path but a
+	// worker's own fail, told by RangeFailed. ctx is the write's: a
+	// request's, when a request caused it. Only the node whose write
+	// failed a range is told; a peer folding that range's state is not,
+	// so a fleet counts each failure once.
+	RangesFailedAtLimit(ctx context.Context, failed []leasehold.Range)
 }
 
 // NoRecorder is told everything and keeps nothing.
@@ -76,6 +86,8 @@ func (NoRecorder) LeaseGranted(bool)   {}
 func (NoRecorder) RangeFinished(int64) {}
 func (NoRecorder) RangeFailed(bool)    {}
 func (NoRecorder) GroupQuarantined()   {}
+
+func (NoRecorder) RangesFailedAtLimit(context.Context, []leasehold.Range) {}
 
 // Defaults.
 const (
@@ -134,6 +146,7 @@ func Open(cfg Config) (*Appliance, error) {
 		cfg.Recorder = NoRecorder{}
 	}
 	cfg.Store.NowFunc = cfg.NowFunc
+	cfg.Store.AttemptLimitFunc = cfg.Recorder.RangesFailedAtLimit
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, dirError(cfg.DataDir, err)
 	}

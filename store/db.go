@@ -44,6 +44,14 @@ type Options struct {
 	BatchFunc func(size int)
 	// Readers is the size of the reader pool (default 4).
 	Readers int
+	// AttemptLimitFunc, if set, is told of the ranges a write failed
+	// because they had used up their attempts (rule 10) — on a release, a
+	// takeover, a node deleted, a window dropped, a group disowned or a
+	// range passed over by next — once that write has committed, on the
+	// writer's caller's goroutine with the write's context, before Write
+	// returns. A write rolled back tells nothing. A worker failing its own
+	// range is not told here: that call answers with the range.
+	AttemptLimitFunc func(ctx context.Context, failed []leasehold.Range)
 	// NoOutbox is for a node running alone (serve --nats off): no change
 	// is written to the outbox, which only peer sync reads, so every
 	// write is cheaper and the outbox does not grow without bound. Open
@@ -96,6 +104,9 @@ type write struct {
 	fn    func(*Tx) error
 	done  chan error
 	after []func()
+	// atLimit are the ranges fn failed at the attempt limit, for
+	// Options.AttemptLimitFunc.
+	atLimit []leasehold.Range
 }
 
 // Open opens (creating if needed) the catalog at path, migrates it to
@@ -310,6 +321,9 @@ func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
 		for _, f := range w.after {
 			f()
 		}
+		if len(w.atLimit) > 0 && db.opts.AttemptLimitFunc != nil {
+			db.opts.AttemptLimitFunc(ctx, w.atLimit)
+		}
 	}
 	return err
 }
@@ -430,7 +444,7 @@ func (db *DB) runOne(tx *Tx, w *write) (err error) {
 			err = leasehold.Wrap(leasehold.KindInternal, fmt.Errorf("panic in write: %v\n%s", p, debug.Stack()), "internal error")
 		}
 		if err != nil {
-			w.after = nil
+			w.after, w.atLimit = nil, nil
 			if _, rerr := tx.exec(qRollbackTo); rerr != nil {
 				err = errors.Join(err, rerr)
 			}

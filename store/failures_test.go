@@ -22,8 +22,16 @@ type failWorld struct {
 
 func newFailWorld(t *testing.T, groups ...string) *failWorld {
 	t.Helper()
+	return newFailWorldWith(t, Options{}, groups...)
+}
+
+// newFailWorldWith is newFailWorld on a catalog opened with o (its clock
+// the world's).
+func newFailWorldWith(t *testing.T, o Options, groups ...string) *failWorld {
+	t.Helper()
 	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	w := &failWorld{t: t, db: openTest(t, "", Options{NowFunc: clock.Now}), clock: clock, gids: map[string]int64{}}
+	o.NowFunc = clock.Now
+	w := &failWorld{t: t, db: openTest(t, "", o), clock: clock, gids: map[string]int64{}}
 	must(t, w.db.Write(context.Background(), func(tx *Tx) error {
 		n, err := tx.CreateNode(NewNode{Name: "w", TokenHash: []byte("w"), PriorityMin: -10, PriorityMax: 10, Capacity: 8})
 		if err != nil {
@@ -342,4 +350,102 @@ func TestFoldFailures(t *testing.T) {
 	if folded, err := peer.GroupByID(ctx, id); err != nil || folded.Quarantine != nil {
 		t.Errorf("folded group after the lift: %+v, %v", folded.Quarantine, err)
 	}
+}
+
+// TestAttemptLimitTold: every write that fails a range because it used up
+// its attempts tells Options.AttemptLimitFunc of it once it commits, with
+// the write's context and the range as failed; a write rolled back tells
+// nothing, and neither does a worker failing its own range (its call
+// answers with it).
+func TestAttemptLimitTold(t *testing.T) {
+	type callerKey struct{}
+	type told struct {
+		caller any
+		ranges []leasehold.Range
+	}
+	open := func(t *testing.T) (*failWorld, *[]told, context.Context) {
+		var calls []told
+		w := newFailWorldWith(t, Options{AttemptLimitFunc: func(ctx context.Context, failed []leasehold.Range) {
+			calls = append(calls, told{ctx.Value(callerKey{}), failed})
+		}}, "g")
+		return w, &calls, context.WithValue(context.Background(), callerKey{}, "the caller")
+	}
+	// leasedAtLimit leases g's first range to w and marks it leased
+	// failMaxAttempts times.
+	leasedAtLimit := func(w *failWorld) (*leasehold.Grant, *leasehold.Range) {
+		g := w.lease()
+		r := w.next(g.Group.ID, g.Fence)
+		must(w.t, w.db.rawExec(`UPDATE ranges SET attempts = ? WHERE id = ?`, failMaxAttempts, r.ID))
+		return g, r
+	}
+	wantTold := func(t *testing.T, calls []told, rangeID int64) {
+		t.Helper()
+		if len(calls) != 1 || len(calls[0].ranges) != 1 {
+			t.Fatalf("told %+v, want range %d once", calls, rangeID)
+		}
+		c := calls[0]
+		if r := c.ranges[0]; r.ID != rangeID || r.Status != leasehold.StatusFailed || r.Attempts != failMaxAttempts || c.caller != "the caller" {
+			t.Errorf("told range %d %s after %d attempts, by %v; want range %d failed after %d, by the caller",
+				r.ID, r.Status, r.Attempts, c.caller, rangeID, failMaxAttempts)
+		}
+	}
+
+	t.Run("Release", func(t *testing.T) {
+		w, calls, ctx := open(t)
+		g, r := leasedAtLimit(w)
+		must(t, w.db.Write(ctx, func(tx *Tx) error { return tx.Release(g.Group.ID, w.node, g.Fence, failMaxAttempts) }))
+		wantTold(t, *calls, r.ID)
+	})
+	t.Run("Disown", func(t *testing.T) {
+		w, calls, ctx := open(t)
+		_, r := leasedAtLimit(w)
+		must(t, w.db.Write(ctx, func(tx *Tx) error { return tx.DisownGroup("g", failMaxAttempts) }))
+		wantTold(t, *calls, r.ID)
+	})
+	t.Run("NextPassesOver", func(t *testing.T) {
+		w, calls, ctx := open(t)
+		g := w.lease()
+		first := w.next(g.Group.ID, g.Fence)
+		must(t, w.db.rawExec(`UPDATE ranges SET status = 'planned', node_id = NULL, attempts = ? WHERE id = ?`, failMaxAttempts, first.ID))
+		var r *leasehold.Range
+		must(t, w.db.Write(ctx, func(tx *Tx) error {
+			var err error
+			r, err = tx.NextRange(g.Group.ID, w.node, g.Fence, -10, 10, 0, failMaxAttempts)
+			return err
+		}))
+		if r == nil || r.ID == first.ID {
+			t.Fatalf("next = %+v, want a range after %d", r, first.ID)
+		}
+		wantTold(t, *calls, first.ID)
+	})
+	t.Run("RolledBack", func(t *testing.T) {
+		w, calls, ctx := open(t)
+		g, r := leasedAtLimit(w)
+		undone := errors.New("undone")
+		err := w.db.Write(ctx, func(tx *Tx) error {
+			if err := tx.Release(g.Group.ID, w.node, g.Fence, failMaxAttempts); err != nil {
+				return err
+			}
+			return undone
+		})
+		if !errors.Is(err, undone) {
+			t.Fatalf("write: %v, want it undone", err)
+		}
+		if len(*calls) != 0 {
+			t.Errorf("told %+v of a write rolled back", *calls)
+		}
+		if stored, err := w.db.Range(context.Background(), r.ID); err != nil || stored.Status != leasehold.StatusLeased {
+			t.Errorf("range after the rollback: %+v, %v; want it leased still", stored, err)
+		}
+	})
+	t.Run("WorkerFail", func(t *testing.T) {
+		w, calls, _ := open(t)
+		g, r := leasedAtLimit(w)
+		if got, err := w.fail(r.ID, g.Fence, "timeout", true); err != nil || got.Status != leasehold.StatusFailed {
+			t.Fatalf("fail: %+v, %v; want it failed", got, err)
+		}
+		if len(*calls) != 0 {
+			t.Errorf("told %+v of a worker's own failure", *calls)
+		}
+	})
 }

@@ -400,11 +400,29 @@ func (tx *Tx) replanReturning(q *query, groupID int64, args ...any) (int64, erro
 		return 0, mapError(err, "replanning")
 	}
 	for _, id := range failed {
-		if err := tx.event(EventRangeFailed, groupID, id, 0, map[string]any{"reason": "max attempts"}); err != nil {
+		if err := tx.failedAtLimit(groupID, id); err != nil {
 			return 0, err
 		}
 	}
 	return n, nil
+}
+
+// failedAtLimit records a range this write failed because it had used up
+// its attempts (rule 10): the event of the finding, and the range as it
+// now is, kept for Options.AttemptLimitFunc once the write commits, so the
+// operator hears of it whichever write it was.
+func (tx *Tx) failedAtLimit(groupID, rangeID int64) error {
+	r, err := scanRange(tx.queryRow(qRangeByID, rangeID))
+	if err != nil {
+		return mapError(err, "failing a range")
+	}
+	if err := tx.event(EventRangeFailed, groupID, rangeID, 0, map[string]any{"reason": "max attempts", "attempts": r.Attempts}); err != nil {
+		return err
+	}
+	if tx.cur != nil {
+		tx.cur.atLimit = append(tx.cur.atLimit, r)
+	}
+	return nil
 }
 
 // holder checks rule 6 for a holder call and counts it as a heartbeat. It
@@ -506,7 +524,7 @@ func (tx *Tx) NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, m
 			if _, err := tx.exec(qRangeFail, now, id); err != nil {
 				return nil, mapError(err, "failing a range")
 			}
-			if err := tx.event(EventRangeFailed, groupID, id, 0, map[string]any{"reason": "max attempts", "attempts": attempts}); err != nil {
+			if err := tx.failedAtLimit(groupID, id); err != nil {
 				return nil, err
 			}
 			if _, err := tx.exec(qGroupUrgent, groupID); err != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -34,8 +35,46 @@ func who(c echo.Context) string {
 
 // note puts a log line's entry on the dashboard's timeline.
 func (s *Server) note(c echo.Context, kind, group, detail string, bad bool) {
-	s.timeline.add(timelineEntry{At: s.app.Watchman.Now(), Kind: kind, Group: group, Who: who(c),
-		Remote: c.Request().RemoteAddr, Detail: detail, Bad: bad})
+	s.noteBy(who(c), c.Request().RemoteAddr, kind, group, detail, bad)
+}
+
+// noteBy is note for an entry that may have no request behind it.
+func (s *Server) noteBy(who, remote, kind, group, detail string, bad bool) {
+	s.timeline.add(timelineEntry{At: s.app.Watchman.Now(), Kind: kind, Group: group, Who: who,
+		Remote: remote, Detail: detail, Bad: bad})
+}
+
+// requestKey holds a request's echo.Context in its context.Context, for
+// what the store tells after a write that request caused (a range failed
+// at the attempt limit): it is told on the request's goroutine before the
+// write returns to the handler, so the echo.Context is still the
+// request's.
+type requestKey struct{}
+
+// rememberRequest puts a writing request's echo.Context in its context;
+// reads write no ranges, and are spared the copy of their request.
+func rememberRequest(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); writeMethod(r.Method) {
+			c.SetRequest(r.WithContext(context.WithValue(r.Context(), requestKey{}, c)))
+		}
+		return next(c)
+	}
+}
+
+// fleetCaller is who the operator's log names for a write no request on
+// this node's API made: a claim lost or won anew, a peer's newer claim
+// folded, an admin write a peer forwarded.
+const fleetCaller = "fleet"
+
+// callerOf is who made the write of ctx, where from and by which route:
+// the request's, or the fleet with neither.
+func callerOf(ctx context.Context) (name, remote, route string) {
+	c, ok := ctx.Value(requestKey{}).(echo.Context)
+	if !ok {
+		return fleetCaller, "", ""
+	}
+	return who(c), c.Request().RemoteAddr, c.Request().Method + " " + c.Path()
 }
 
 // logTakeover is the line of a lease that took a group from a quiet
@@ -68,8 +107,8 @@ func snapshotNext(s *leasehold.Snapshot) any {
 
 // nameOfGroup is the group's name for a log line, its id when it cannot be
 // read.
-func (s *Server) nameOfGroup(c echo.Context, id int64) any {
-	g, err := s.app.Coordinator.GroupByID(c.Request().Context(), id)
+func (s *Server) nameOfGroup(ctx context.Context, id int64) any {
+	g, err := s.app.Coordinator.GroupByID(ctx, id)
 	if err != nil {
 		return id
 	}
@@ -85,17 +124,39 @@ func (s *Server) logRangeFailed(c echo.Context, r leasehold.Range, text string, 
 		kind, detail = entryRangeFailed, fmt.Sprintf("range %d (%d … %d) failed until an operator retries it, after %d attempt(s)%s: %s",
 			r.ID, r.Start, r.End, r.Attempts, map[bool]string{true: "", false: ", no retry asked"}[retry], text)
 	}
-	group := s.nameOfGroup(c, r.GroupID)
+	group := s.nameOfGroup(c.Request().Context(), r.GroupID)
 	s.note(c, kind, fmt.Sprint(group), detail, true)
 	s.log.Warn(msg, append([]any{
 		"group", group, "range", r.ID, "start", r.Start, "end", r.End, "next", r.Next,
 		"status", r.Status, "attempts", r.Attempts, "retry", retry, "error", text}, caller(c)...)...)
 }
 
+// logRangesAtLimit are the lines of ranges a write failed because they
+// had used up their attempts (rule 10), whichever write it was: a
+// release, a takeover, next passing a range over, a node deleted, a
+// window dropped, a group disowned. The write's caller is named when a
+// request made it, the fleet when none did.
+func (s *Server) logRangesAtLimit(ctx context.Context, failed []leasehold.Range) {
+	by, remote, route := callerOf(ctx)
+	limit := s.app.Config.MaxAttempts
+	for _, r := range failed {
+		group := s.nameOfGroup(ctx, r.GroupID)
+		s.noteBy(by, remote, entryRangeFailed, fmt.Sprint(group), fmt.Sprintf(
+			"range %d (%d … %d) failed after %d attempt(s), at the attempt limit (%d): an operator must retry it; it resumes at %d",
+			r.ID, r.Start, r.End, r.Attempts, limit, r.Next), true)
+		line := []any{"group", group, "range", r.ID, "start", r.Start, "end", r.End, "next", r.Next,
+			"status", r.Status, "attempts", r.Attempts, "max_attempts", limit, "reason", "max attempts", "who", by}
+		if route != "" {
+			line = append(line, "remote", remote, "route", route)
+		}
+		s.log.Warn("range failed at the attempt limit: failed until an operator retries it", line...)
+	}
+}
+
 // logQuarantine is the line of a group quarantined by a release with a
 // window error (rule 10).
 func (s *Server) logQuarantine(c echo.Context, groupID, fence int64, text string) {
-	group := s.nameOfGroup(c, groupID)
+	group := s.nameOfGroup(c.Request().Context(), groupID)
 	s.note(c, entryQuarantine, fmt.Sprint(group), "quarantined: its window would not load: "+text, true)
 	s.log.Warn("group quarantined: its window would not load; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another",
 		append([]any{"group", group, "group_id", groupID, "fence", fence, "error", text}, caller(c)...)...)
@@ -219,7 +280,7 @@ func sinceSeconds(from, now time.Time) float64 {
 	return now.Sub(from).Round(time.Second).Seconds()
 }
 
-// adminWrite says whether a request to an admin route writes.
-func adminWrite(method string) bool {
+// writeMethod says whether a request with method writes (a read is GET or HEAD).
+func writeMethod(method string) bool {
 	return method != http.MethodGet && method != http.MethodHead
 }

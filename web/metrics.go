@@ -22,7 +22,8 @@ import (
 
 // Metrics are the node's Prometheus metrics. Make them before the
 // appliance, so its Recorder (leases, finishes, failures, quarantines)
-// and the store's batch sizes report into them. Every gauge is read
+// and the store's batch sizes report into them; the first server on them
+// logs the ranges failed at the attempt limit that they count. Every gauge is read
 // without counting the catalog (tallies, seeks), so a scrape costs the
 // same at a million groups as at ten.
 type Metrics struct {
@@ -44,6 +45,11 @@ type Metrics struct {
 	// watch is the watchman's collector, counted again by each scrape;
 	// the first server on these Metrics sets it.
 	watch atomic.Pointer[watchCollector]
+	// operator is the server whose operator's log (its log and timeline)
+	// tells of ranges failed at the attempt limit: the appliance is made
+	// with these Metrics as its Recorder before any server exists, so the
+	// first server on them sets it, as it sets watch.
+	operator atomic.Pointer[Server]
 }
 
 // refusedCodes are the answers that refuse a holder call (a lease lost,
@@ -79,7 +85,7 @@ func NewMetrics() *Metrics {
 			Name: "leasehold_headers_indexed_total", Help: "Headers indexed, as holders report them when they finish a range.",
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leasehold_range_failures_total", Help: "Ranges a worker failed with its error (rule 10), by outcome: retried (planned again) or failed (for good).",
+			Name: "leasehold_range_failures_total", Help: "Ranges failed (rule 10), by outcome: retried (a worker's failure, planned again) or failed (for good: by a worker, or at the attempt limit).",
 		}, []string{"outcome"}),
 		quarantines: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_quarantines_total", Help: "Groups quarantined because a worker could not load their window (rule 10).",
@@ -160,6 +166,17 @@ func (m *Metrics) RangeFailed(failed bool) {
 		m.failures.WithLabelValues("failed").Inc()
 	} else {
 		m.failures.WithLabelValues("retried").Inc()
+	}
+}
+
+// RangesFailedAtLimit counts ranges a write failed because they had used
+// up their attempts as failed, and has the operator's log tell of each
+// (appliance.Recorder). The worker's own fail is counted by RangeFailed,
+// never here, so no failure is counted twice.
+func (m *Metrics) RangesFailedAtLimit(ctx context.Context, failed []leasehold.Range) {
+	m.failures.WithLabelValues("failed").Add(float64(len(failed)))
+	if s := m.operator.Load(); s != nil {
+		s.logRangesAtLimit(ctx, failed)
 	}
 }
 

@@ -87,12 +87,14 @@ func New(app *appliance.Appliance, o Options) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.metrics.middleware, recoverPanics(s.log), s.deadlines)
+	e.Use(s.metrics.middleware, recoverPanics(s.log), s.deadlines, rememberRequest)
 	s.echo = e
-	// A second server on the same Metrics keeps the first one's gauges.
+	// A second server on the same Metrics keeps the first one's gauges,
+	// and the first one's operator's log.
 	if wc := newWatchCollector(app.Watchman, s.log); s.metrics.reg.Register(wc) == nil {
 		s.metrics.watch.Store(wc)
 	}
+	s.metrics.operator.CompareAndSwap(nil, s)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -102,7 +104,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	const v1 = "/api/v1"
 	// Admin writes are logged once answered (who, from where, what).
 	admin := func(method, path string, h echo.HandlerFunc) {
-		if adminWrite(method) {
+		if writeMethod(method) {
 			e.Add(method, v1+path, h, s.requireAdmin, s.auditAdmin(""))
 			return
 		}

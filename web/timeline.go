@@ -23,7 +23,9 @@ import (
 //     of the recent ones for someone at the dashboard. A restart empties
 //     it, and the overview says since when it holds entries.
 //
-// Each node of a fleet shows what its own API saw, as its log does.
+// Each node of a fleet shows what its own API saw, and the ranges its own
+// writes failed at the attempt limit whatever caused them (a claim lost),
+// as its log does.
 
 // timelineSize bounds the entries kept; the overview shows the newest
 // timelineShown of them.
