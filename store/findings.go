@@ -99,9 +99,9 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 	if err := add(leasehold.FindingRangeFailed, qFindRangeFailed, 0,
 		func(_ time.Duration, attempts int64, lastErr string) string {
 			if lastErr != "" {
-				return fmt.Sprintf("failed after %d attempts: %s; retry it when the cause is fixed", attempts, lastErr)
+				return fmt.Sprintf("failed after %s: %s; retry it when the cause is fixed", attemptsText(attempts), lastErr)
 			}
-			return fmt.Sprintf("failed after %d attempts: retry it when the cause is fixed", attempts)
+			return fmt.Sprintf("failed after %s: retry it when the cause is fixed", attemptsText(attempts))
 		}); err != nil {
 		return nil, err
 	}
@@ -197,4 +197,12 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 		out[c.kind] = n
 	}
 	return out, nil
+}
+
+// attemptsText is a count of attempts in words: "1 attempt", "3 attempts".
+func attemptsText(n int64) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
 }
