@@ -569,8 +569,12 @@ func (tx *Tx) OwnGroup(name string, claimRev uint64, maxAttempts int64) error {
 		if err := tx.endLease(id, maxAttempts, "claim won anew"); err != nil {
 			return err
 		}
-		_, err = tx.exec(qGroupClaimRev, id, claimRev)
-		return mapError(err, "owning a group")
+		if _, err = tx.exec(qGroupClaimRev, id, claimRev); err != nil {
+			return mapError(err, "owning a group")
+		}
+		// Told, as any ownership change is: peers learn the new claim,
+		// and its first state carries the whole group (the publisher).
+		return tx.event(EventGroupOwned, id, 0, 0, map[string]any{"claim_rev": claimRev, "anew": true})
 	}
 	var start int64
 	if err := tx.queryRow(qGroupAdopt, id, claimRev).Scan(&start); err != nil {

@@ -769,3 +769,94 @@ func TestPublishReplaysOwnLostPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishWholeStateOnNewClaim: a peer's copy of a group that lost
+// ranges (it folded a newer owner's state with a shorter plan) gets them
+// back from the first state published under the claim the node wins next,
+// although they were done before and are not touched since (the long
+// fault run of 2026-12-06: the final owner's copy had a hole where two
+// acknowledged finishes were, and the nodes disagreed).
+func TestPublishWholeStateOnNewClaim(t *testing.T) {
+	t.Run("DisownedFirst", func(t *testing.T) { publishWholeStateOnNewClaim(t, true) })
+	t.Run("WonAnew", func(t *testing.T) { publishWholeStateOnNewClaim(t, false) })
+}
+
+func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
+	s := natstest.Server(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	js := natstest.Connect(t, url)
+	foldSetUp(t, js)
+	records, err := js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := dumpOpen(t, "node-a", t.TempDir())
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	publishA := func() func() {
+		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
+		pub.Start(ctx)
+		return pub.Stop
+	}
+	rangesOf := func(n *dumpNode) string {
+		g, err := n.app.DB.GroupByName(ctx, "g")
+		if err != nil {
+			return err.Error()
+		}
+		rs, err := n.app.DB.Ranges(ctx, g.ID, "", 0, 100)
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%d:%s", r.Start, r.Status))
+		}
+		return fmt.Sprintf("tail %d %v", g.TailEnd, out)
+	}
+
+	// A owns g (claim 1) with 10 ranges, 3 done; B folds them.
+	dumpWork(t, a, "g", 100, 1000, 3)
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
+	stop := publishA()
+	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return rangesOf(b.dumpNode) == rangesOf(a) })
+	stop()
+
+	// B folds a third node's state under claim 2 with a plan of 500:
+	// the ranges past it go from B's copy.
+	ga, err := a.app.DB.GroupByName(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, _, _, err := a.app.DB.OwnState(ctx, ga.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state.ClaimRev, state.TailEnd = 2, 500
+	mustDo(t, b.app.DB.Write(ctx, func(tx *store.Tx) error {
+		_, ok, err := tx.FoldGroup("node-c", state, 5)
+		if err == nil && !ok {
+			err = fmt.Errorf("b did not take claim 2's state")
+		}
+		return err
+	}))
+	if got := rangesOf(b.dumpNode); got != "tail 500 [1:done 101:done 201:done 301:planned 401:planned]" {
+		t.Fatalf("b after claim 2's state: %s", got)
+	}
+
+	// A wins the group back (claim 3), having lost it in between or not
+	// yet told of the loss: its first state under claim 3 brings B every
+	// range again.
+	if disownFirst {
+		mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.DisownGroup("g", 5) }))
+	}
+	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
+	defer publishA()()
+	want := rangesOf(a)
+	deadline := time.Now().Add(20 * time.Second)
+	for rangesOf(b.dumpNode) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("b's copy is %s, a's %s", rangesOf(b.dumpNode), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

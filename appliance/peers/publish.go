@@ -244,6 +244,18 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 		if _, ok := first[*e.GroupID]; !ok {
 			first[*e.GroupID] = e.At
 		}
+		if e.Kind == store.EventGroupOwned || e.Kind == store.EventGroupAdopted {
+			// The first state under a claim this node has just won
+			// carries every range of the group, not only those changed
+			// in the batch: a peer's copy may have lost some, or never
+			// had them. A peer folding a newer claim drops the ranges
+			// outside that owner's plan, and when the group comes back
+			// with a longer plan, ranges done before it changed hands
+			// and untouched since would otherwise stay missing there
+			// (the long fault run of 2026-12-06: two finishes lost, and
+			// the nodes disagreeing, at one peer).
+			first[*e.GroupID] = time.Time{}
+		}
 		last[*e.GroupID] = i
 	}
 	subject := SubjectPrefix + p.node
