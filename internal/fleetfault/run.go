@@ -445,14 +445,17 @@ func (r *run) plan(ctx context.Context, g int) {
 		if want <= high {
 			continue
 		}
-		high = want
+		// high moves only once a node has taken the plan: a plan every
+		// node refused (503 while the streams elect) is asked again on
+		// the next tick, or the group's work would end with its plan and
+		// the run fault a fleet with less and less to do.
 		for range r.nodes {
 			n := r.nodes[turn%len(r.nodes)]
 			turn++
-			c := Call{Node: n.Name, Worker: "planner", Group: name, Kind: KindPlan, Next: high}
+			c := Call{Node: n.Name, Worker: "planner", Group: name, Kind: KindPlan, Next: want}
 			cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
 			c.Sent = r.since()
-			_, err := r.admin[n.Name].PlanTail(cctx, name, high)
+			_, err := r.admin[n.Name].PlanTail(cctx, name, want)
 			c.Recv = r.since()
 			cancel()
 			c.Status = http.StatusOK
@@ -460,6 +463,9 @@ func (r *run) plan(ctx context.Context, g int) {
 				c.Status, c.Err = statusOf(err), shortErr(err)
 			}
 			r.hist.Add(c)
+			if err == nil {
+				high = want
+			}
 			if err == nil || ctx.Err() != nil {
 				break
 			}
