@@ -289,12 +289,12 @@ func (tx *Tx) ReplayOwnPlan(groupID int64, high, low *int64) (bool, error) {
 	}
 	tail, floor := g.TailEnd, g.HistoryFloor
 	if high != nil {
-		tail = max(tail, *high)
+		tail = *high
 	}
 	if low != nil {
-		floor = min(floor, *low)
+		floor = *low
 	}
-	return true, tx.replayPlans(groupID, tail, floor)
+	return true, tx.replayPlans(groupID, tail, floor) // plans only past what is planned
 }
 
 // ReplayLatePlan replays one plan an earlier owner of the group made and

@@ -554,6 +554,81 @@ func TestPublishRecordIncarnation(t *testing.T) {
 	}
 }
 
+// publishPair is node A, publishing to a stream node B folds: the set-up of
+// the tests of what A publishes after a group changes hands.
+type publishPair struct {
+	a *dumpNode
+	b *foldPeer
+	// publishA starts A's publisher and returns its stop.
+	publishA func() func()
+}
+
+func newPublishPair(t *testing.T) publishPair {
+	s := natstest.Server(t)
+	url := s.ClientURL()
+	js := natstest.Connect(t, url)
+	foldSetUp(t, js)
+	records, err := js.KeyValue(context.Background(), PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := publishPair{a: dumpOpen(t, "node-a", t.TempDir()), b: foldJoin(t, url, "node-b", t.TempDir())}
+	p.publishA = func() func() {
+		pub := NewPublisher(js, p.a.app.DB, "node-a", records, claimQuiet)
+		pub.Start(context.Background())
+		return pub.Stop
+	}
+	return p
+}
+
+// tailAt is the tail of group g at n, -1 where n has no such group.
+func tailAt(n *dumpNode) int64 {
+	g, err := n.app.DB.GroupByName(context.Background(), "g")
+	if err != nil {
+		return -1
+	}
+	return g.TailEnd
+}
+
+// ownedByAFoldedByB gives A group g (ranges of 100 to 1,000, done the
+// first done of them) under claim 1 and waits until B has folded it.
+func (p publishPair) ownedByAFoldedByB(t *testing.T, done int) {
+	t.Helper()
+	dumpWork(t, p.a, "g", 100, 1000, done)
+	mustDo(t, p.a.app.DB.Write(context.Background(), func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
+	stop := p.publishA()
+	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(p.b.dumpNode) == tailAt(p.a) })
+	stop()
+}
+
+// aPlansThenTakesBsClaim has A plan g's tail to 1,500 (the event left in
+// its outbox), then B win claim 2 and A's catalog take B's state before A
+// publishes the plan. It returns B's id of the group.
+func (p publishPair) aPlansThenTakesBsClaim(t *testing.T) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := p.a.app.Coordinator.PlanTail(ctx, "g", 1500); err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, p.b.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
+	gb, err := p.b.app.DB.GroupByName(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, ranges, _, err := p.b.app.DB.OwnState(ctx, gb.ID, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustDo(t, p.a.app.DB.Write(ctx, func(tx *store.Tx) error {
+		id, ok, err := tx.FoldGroup("node-b", state, 5)
+		if err != nil || !ok {
+			return fmt.Errorf("a folding b's newer claim: taken %v, %v", ok, err)
+		}
+		return tx.FoldRanges(id, ranges)
+	}))
+	return gb.ID
+}
+
 // TestFoldLatePlan: A plans a group's tail while it owns the group, and
 // its catalog takes B's newer claim on the group before A's publisher
 // sends the plan (the stream could not take A's events meanwhile). A's
@@ -561,57 +636,11 @@ func TestPublishRecordIncarnation(t *testing.T) {
 // and B, the owner now, plans the same ranges: an acknowledged plan (and
 // the finishes in it, done again) is not lost with A's claim.
 func TestFoldLatePlan(t *testing.T) {
-	s := natstest.Server(t)
-	url := s.ClientURL()
 	ctx := context.Background()
-	js := natstest.Connect(t, url)
-	foldSetUp(t, js)
-	records, err := js.KeyValue(ctx, PublishedBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := dumpOpen(t, "node-a", t.TempDir())
-	b := foldJoin(t, url, "node-b", t.TempDir())
-	publishA := func() func() {
-		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
-		pub.Start(ctx)
-		return pub.Stop
-	}
-	tailAt := func(n *dumpNode) int64 {
-		g, err := n.app.DB.GroupByName(ctx, "g")
-		if err != nil {
-			return -1
-		}
-		return g.TailEnd
-	}
-
-	dumpWork(t, a, "g", 100, 1000, 0)
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
-	stop := publishA()
-	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(b.dumpNode) == 1000 })
-	stop()
-
-	if _, err := a.app.Coordinator.PlanTail(ctx, "g", 1500); err != nil {
-		t.Fatal(err)
-	}
-	// B wins the claim anew and A's catalog takes B's state before A
-	// publishes its plan.
-	mustDo(t, b.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
-	gb, err := b.app.DB.GroupByName(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, ranges, _, err := b.app.DB.OwnState(ctx, gb.ID, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error {
-		id, ok, err := tx.FoldGroup("node-b", state, 5)
-		if err != nil || !ok {
-			return fmt.Errorf("a folding b's newer claim: taken %v, %v", ok, err)
-		}
-		return tx.FoldRanges(id, ranges)
-	}))
+	p := newPublishPair(t)
+	a, b := p.a, p.b
+	p.ownedByAFoldedByB(t, 0)
+	gbID := p.aPlansThenTakesBsClaim(t)
 
 	// A's own ranges past B's plan went with A's state: B's replay of the
 	// plan comes back to A and plans them in the same place again.
@@ -636,9 +665,9 @@ func TestFoldLatePlan(t *testing.T) {
 		return tx.ReplayLatePlan("g", &high, nil)
 	}))
 
-	defer publishA()()
+	defer p.publishA()()
 	claimEventually(t, 20*time.Second, "b, the owner, plans a's late tail", func() bool { return tailAt(b.dumpNode) == 1500 })
-	rs, err := b.app.DB.Ranges(ctx, gb.ID, "", 0, 100)
+	rs, err := b.app.DB.Ranges(ctx, gbID, "", 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,64 +717,20 @@ func TestFoldBulkSeeded(t *testing.T) {
 // of it and the ranges are done again; sent with the state as it was, the
 // plan and the finishes in it were lost to every node.
 func TestPublishReplaysOwnLostPlan(t *testing.T) {
-	s := natstest.Server(t)
-	url := s.ClientURL()
 	ctx := context.Background()
-	js := natstest.Connect(t, url)
-	foldSetUp(t, js)
-	records, err := js.KeyValue(ctx, PublishedBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := dumpOpen(t, "node-a", t.TempDir())
-	b := foldJoin(t, url, "node-b", t.TempDir())
-	publishA := func() func() {
-		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
-		pub.Start(ctx)
-		return pub.Stop
-	}
-	tailAt := func(n *dumpNode) int64 {
-		g, err := n.app.DB.GroupByName(ctx, "g")
-		if err != nil {
-			return -1
-		}
-		return g.TailEnd
-	}
-
-	dumpWork(t, a, "g", 100, 1000, 0)
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
-	stop := publishA()
-	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(b.dumpNode) == 1000 })
-	stop()
-
-	// A plans past 1000 under claim 1; the event stays in its outbox.
-	if _, err := a.app.Coordinator.PlanTail(ctx, "g", 1500); err != nil {
-		t.Fatal(err)
-	}
-	// B wins claim 2, and A takes B's state, losing its own plan.
-	mustDo(t, b.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
-	gb, err := b.app.DB.GroupByName(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	state, ranges, _, err := b.app.DB.OwnState(ctx, gb.ID, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error {
-		id, ok, err := tx.FoldGroup("node-b", state, 5)
-		if err != nil || !ok {
-			return fmt.Errorf("a folding b's newer claim: taken %v, %v", ok, err)
-		}
-		return tx.FoldRanges(id, ranges)
-	}))
+	p := newPublishPair(t)
+	a, b := p.a, p.b
+	p.ownedByAFoldedByB(t, 0)
+	// A plans past 1000 under claim 1, B wins claim 2, and A takes B's
+	// state, losing its own plan.
+	p.aPlansThenTakesBsClaim(t)
 	if got := tailAt(a); got != 1000 {
 		t.Fatalf("a's tail after taking b's state is %d, want 1000", got)
 	}
 	// A wins the group back (claim 3) before its outbox goes out.
 	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
 
-	defer publishA()()
+	defer p.publishA()()
 	claimEventually(t, 20*time.Second, "a plans its lost tail again and b folds it", func() bool {
 		return tailAt(a) == 1500 && tailAt(b.dumpNode) == 1500
 	})
@@ -782,22 +767,9 @@ func TestPublishWholeStateOnNewClaim(t *testing.T) {
 }
 
 func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
-	s := natstest.Server(t)
-	url := s.ClientURL()
 	ctx := context.Background()
-	js := natstest.Connect(t, url)
-	foldSetUp(t, js)
-	records, err := js.KeyValue(ctx, PublishedBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := dumpOpen(t, "node-a", t.TempDir())
-	b := foldJoin(t, url, "node-b", t.TempDir())
-	publishA := func() func() {
-		pub := NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
-		pub.Start(ctx)
-		return pub.Stop
-	}
+	p := newPublishPair(t)
+	a, b := p.a, p.b
 	rangesOf := func(n *dumpNode) string {
 		g, err := n.app.DB.GroupByName(ctx, "g")
 		if err != nil {
@@ -815,11 +787,8 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 	}
 
 	// A owns g (claim 1) with 10 ranges, 3 done; B folds them.
-	dumpWork(t, a, "g", 100, 1000, 3)
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
-	stop := publishA()
-	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return rangesOf(b.dumpNode) == rangesOf(a) })
-	stop()
+	p.ownedByAFoldedByB(t, 3)
+	claimEventually(t, 20*time.Second, "b folds a's ranges", func() bool { return rangesOf(b.dumpNode) == rangesOf(a) })
 
 	// B folds a third node's state under claim 2 with a plan of 500:
 	// the ranges past it go from B's copy.
@@ -850,7 +819,7 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 		mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.DisownGroup("g", 5) }))
 	}
 	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
-	defer publishA()()
+	defer p.publishA()()
 	want := rangesOf(a)
 	deadline := time.Now().Add(20 * time.Second)
 	for rangesOf(b.dumpNode) != want {
