@@ -41,7 +41,11 @@ type Config struct {
 	// Attempts is how often a command is tried on a dropped connection;
 	// 0 means 3.
 	Attempts int
-	Logger   *slog.Logger
+	// NoCompress keeps connections uncompressed. By default a server
+	// that lists COMPRESS DEFLATE in its CAPABILITIES (RFC 8054) is
+	// asked for it once logged in; a refusal reads uncompressed.
+	NoCompress bool
+	Logger     *slog.Logger
 }
 
 // ParseURL reads nntp://[user@]host[:port] (port 119) or
@@ -88,6 +92,9 @@ type Client struct {
 	// useXOVER is set once the server answered OVER 500.
 	useXOVER bool
 	closed   bool
+	// compressAnswer is the server's answer to the last COMPRESS
+	// DEFLATE, or why it was not asked.
+	compressAnswer string
 }
 
 // New returns a client of the server in cfg; it dials when first used.
@@ -349,7 +356,13 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 				return err
 			}
 		}
-		return c.login(cn)
+		if err := c.login(cn); err != nil {
+			return err
+		}
+		if c.cfg.NoCompress {
+			return nil
+		}
+		return c.compress(cn)
 	})
 	if err != nil {
 		cn.nc.Close()
@@ -417,7 +430,7 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if !caps["STARTTLS"] {
+	if _, ok := caps["STARTTLS"]; !ok {
 		if err := cn.modeReader(); err != nil {
 			return false, err
 		}
@@ -425,7 +438,7 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 		if caps, err = cn.capabilities(); err != nil {
 			return reader, err
 		}
-		if !caps["STARTTLS"] {
+		if _, ok := caps["STARTTLS"]; !ok {
 			return reader, fmt.Errorf("%w: STARTTLS is not in its CAPABILITIES", ErrStartTLS)
 		}
 	}
@@ -453,29 +466,37 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 }
 
 // capabilities asks CAPABILITIES and returns the capability labels it
-// lists, upper-cased; a server without the command (RFC 977) lists none.
-func (cn *conn) capabilities() (map[string]bool, error) {
+// lists, upper-cased, each with its arguments (upper-cased too); a
+// server without the command (RFC 977) lists none.
+func (cn *conn) capabilities() (map[string][]string, error) {
 	code, _, err := cn.cmd("CAPABILITIES")
 	if err != nil {
 		return nil, err
 	}
-	caps := map[string]bool{}
+	caps := map[string][]string{}
 	if code != StatusCapabilities {
 		return caps, nil
 	}
 	err = cn.lines(func(line []byte) {
-		if f := strings.Fields(string(line)); len(f) > 0 {
-			caps[strings.ToUpper(f[0])] = true
+		if f := strings.Fields(strings.ToUpper(string(line))); len(f) > 0 && len(caps) < maxCapabilities {
+			caps[f[0]] = f[1:]
 		}
 	})
 	return caps, err
 }
 
-// conn is one connection and the group it has selected.
+// maxCapabilities bounds what a server's CAPABILITIES may make the
+// client keep.
+const maxCapabilities = 64
+
+// conn is one connection and the group it has selected. nc is the
+// network connection (plain or TLS), which deadlines and Close act on;
+// tp reads and writes through the compression when it is on.
 type conn struct {
-	nc       net.Conn
-	tp       *textproto.Conn
-	selected string
+	nc         net.Conn
+	tp         *textproto.Conn
+	selected   string
+	compressed bool
 }
 
 // run runs f with the connection's deadline set from timeout and ctx, and
