@@ -133,6 +133,57 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	}
 }
 
+// Cancel removes the articles numbered numbers from group, as a server
+// whose articles were cancelled or expired here and there: ctlinnd cancel
+// of each (its message-id read with OVER), then expireover of that group
+// (as news), and waits until OVER of each number answers nothing.
+func (s *Server) Cancel(ctx context.Context, group string, numbers ...int64) error {
+	c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
+	defer c.Close()
+	for _, n := range numbers {
+		hs, _, err := c.Overview(ctx, group, n, n)
+		if err != nil {
+			return err
+		}
+		for _, h := range hs {
+			if out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", h.MessageID).CombinedOutput(); err != nil {
+				return fmt.Errorf("ctlinnd cancel %s: %v: %s", h.MessageID, err, out)
+			}
+		}
+	}
+	expireover := filepath.Join(filepath.Dir(s.ctlinnd), "expireover")
+	cmd := exec.CommandContext(ctx, "su", "-s", "/bin/sh", "news", "-c", expireover+" -f -")
+	cmd.Stdin = strings.NewReader(group + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("expireover: %v: %s", err, out)
+	}
+	for _, n := range numbers {
+		for {
+			// A new connection each time: an nnrpd may keep the
+			// overview it opened before expireover.
+			fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
+			hs, _, err := fresh.Overview(ctx, group, n, n)
+			fresh.Close()
+			if err == nil && len(hs) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("group %s: article %d still there after cancelling it (%v)", group, n, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Dated is an article with a Date header of its own, as POST sends it:
+// how tests put articles at chosen times (INN takes dates up to its
+// artcutoff, 10 days, in the past).
+func (a Article) Dated(date time.Time) []byte {
+	return fmt.Appendf(nil, "From: %s\r\nNewsgroups: %s\r\nSubject: %s\r\nDate: %s\r\n\r\n%s\r\n",
+		a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z), a.Body)
+}
+
 // Article is one article to post.
 type Article struct {
 	Group, From, Subject, Body string

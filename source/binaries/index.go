@@ -3,6 +3,7 @@ package binaries
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -10,6 +11,38 @@ import (
 // OverviewSource is where headers come from: a news server's OVER.
 type OverviewSource interface {
 	Overview(ctx context.Context, group string, lo, hi int64) ([]nntp.Header, int, error)
+}
+
+// PipelinedSource is an OverviewSource that reads a whole span in
+// batches, asking for the next while one is handled (nntp.Client
+// pipelines OVER); the Indexer uses it when its source has it.
+type PipelinedSource interface {
+	Overviews(ctx context.Context, group string, lo, end, batch int64) iter.Seq2[nntp.Batch, error]
+}
+
+// batches reads lo..end of group in batches: pipelined when the source
+// can, else one Overview a batch.
+func (ix *Indexer) batches(ctx context.Context, group string, lo, end, batch int64) iter.Seq2[nntp.Batch, error] {
+	if p, ok := ix.Source.(PipelinedSource); ok {
+		return p.Overviews(ctx, group, lo, end, batch)
+	}
+	return func(yield func(nntp.Batch, error) bool) {
+		for lo <= end {
+			if err := ctx.Err(); err != nil {
+				yield(nntp.Batch{}, context.Cause(ctx))
+				return
+			}
+			hi := end
+			if end-lo >= batch {
+				hi = lo + batch - 1
+			}
+			hs, skipped, err := ix.Source.Overview(ctx, group, lo, hi)
+			if !yield(nntp.Batch{Lo: lo, Hi: hi, Headers: hs, Skipped: skipped}, err) || err != nil || hi == end {
+				return
+			}
+			lo = hi + 1
+		}
+	}
 }
 
 // Sink takes the files that completed, before the progress past them is
@@ -39,32 +72,23 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		batch = 1000
 	}
 	var headers int64
-	for lo := next; lo <= end; {
-		if err := ctx.Err(); err != nil {
-			return context.Cause(ctx)
-		}
-		hi := end
-		if end-lo >= batch {
-			hi = lo + batch - 1
-		}
-		hs, _, err := ix.Source.Overview(ctx, w.Group, lo, hi)
+	for b, err := range ix.batches(ctx, w.Group, next, end, batch) {
 		if err != nil {
 			return err
 		}
-		done := w.Add(lo, hi, hs)
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		done := w.Add(b.Lo, b.Hi, b.Headers)
 		if len(done) > 0 {
 			if err := ix.Sink.Write(ctx, done); err != nil {
 				return fmt.Errorf("binaries: writing %d complete files: %w", len(done), err)
 			}
 		}
-		headers += int64(len(hs))
+		headers += int64(len(b.Headers))
 		if progress != nil {
-			progress(hi+1, headers)
+			progress(b.Hi+1, headers)
 		}
-		if hi == end {
-			break
-		}
-		lo = hi + 1
 	}
 	return nil
 }

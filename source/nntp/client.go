@@ -89,9 +89,10 @@ type Client struct {
 	slots chan struct{} // one token a connection that may be open
 	idle  chan *conn    // connections open and free
 	mu    sync.Mutex
-	// useXOVER is set once the server answered OVER 500.
-	useXOVER bool
-	closed   bool
+	// useXOVER is set once the server answered OVER 500; overKnown once
+	// it answered OVER (or XOVER) at all, so reads may pipeline.
+	useXOVER, overKnown bool
+	closed              bool
 	// compressAnswer is the server's answer to the last COMPRESS
 	// DEFLATE, or why it was not asked.
 	compressAnswer string
@@ -185,10 +186,12 @@ func (c *Client) Overview(ctx context.Context, group string, lo, hi int64) ([]He
 		case err != nil:
 			return err
 		case code == StatusNoArticles || code == StatusNoCurrent:
+			c.knowOver()
 			return nil
 		case code != StatusOverview:
 			return &StatusError{Command: cmd, Code: code, Text: text}
 		}
+		c.knowOver()
 		return cn.lines(func(line []byte) {
 			h, err := ParseOverview(line)
 			if err != nil {
@@ -199,6 +202,13 @@ func (c *Client) Overview(ctx context.Context, group string, lo, hi int64) ([]He
 		})
 	})
 	return hs, skipped, err
+}
+
+// knowOver notes that the server answers the overview command in use.
+func (c *Client) knowOver() {
+	c.mu.Lock()
+	c.overKnown = true
+	c.mu.Unlock()
 }
 
 // Post posts an article (headers, a blank line, the body; lines ending
@@ -239,7 +249,7 @@ func (c *Client) with(ctx context.Context, f func(*conn) error) error {
 
 func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) error) error {
 	var last error
-	for attempt := range attempts {
+	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			pause := time.Duration(attempt) * 200 * time.Millisecond
 			c.cfg.Logger.Warn("nntp connection failed; trying again", "server", c.cfg.Addr, "attempt", attempt+1, "err", last)
@@ -265,7 +275,8 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 		}
 		err = cn.run(ctx, c.cfg.Timeout, f)
 		var se *StatusError
-		if err == nil || errors.As(err, &se) {
+		var stopped *stoppedInStep
+		if err == nil || errors.As(err, &se) || errors.As(err, &stopped) {
 			c.put(cn)
 			return err
 		}
@@ -273,7 +284,16 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		if errors.Is(err, errStopped) {
+			return err // the caller broke off a pipelined read
+		}
 		last = err
+		var progress *progressError
+		if errors.As(err, &progress) {
+			// The read got somewhere before the connection failed: a
+			// fresh count of attempts, the next one at once.
+			last, attempt = progress.err, -1
+		}
 	}
 	return fmt.Errorf("nntp: %s: %d attempts: %w", c.cfg.Addr, attempts, last)
 }
