@@ -54,7 +54,12 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			return err
 		}
 	}
+	start, err := nntp.ParseStart(f.start)
+	if err != nil {
+		return usageError(fmt.Errorf("worker: --start: %v", err))
+	}
 	cfg.Connections = f.connections
+	cfg.NoCompress = !f.compress
 	cfg.Logger = log
 	src := nntp.New(cfg)
 	defer src.Close()
@@ -89,10 +94,10 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		w.SnapshotInterval = -1
 	}
 	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "starttls", cfg.StartTLS, "user", cfg.User,
-		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out)
+		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out, "start", start, "compress", f.compress)
 	var wg sync.WaitGroup
 	markCtx, stopMarks := context.WithCancel(ctx)
-	wg.Go(func() { reportMarks(markCtx, c, src, f.markEvery, f.markGroups, log) })
+	wg.Go(func() { reportMarks(markCtx, c, src, f.markEvery, f.markGroups, start, log) })
 	err = w.Run(ctx)
 	stopMarks()
 	wg.Wait()
@@ -143,8 +148,10 @@ func sourcePassword(file string) (string, error) {
 
 // reportMarks reads the water marks of the node's groups whose marks are
 // oldest, up to groups at a time, every interval, and reports them, so
-// the node plans their tails (rule 11). It runs until ctx ends.
-func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every time.Duration, groups int, log *slog.Logger) {
+// the node plans their tails (rule 11). A group's first report carries
+// where start says it begins as its low mark, which the node starts a
+// group created without a start at. It runs until ctx ends.
+func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every time.Duration, groups int, start nntp.Start, log *slog.Logger) {
 	if every <= 0 || groups <= 0 {
 		return
 	}
@@ -164,6 +171,15 @@ func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every 
 			low, high := gi.Low, gi.High
 			if gi.Count == 0 && high < low {
 				low = high + 1
+			}
+			if g.Low == nil && start != (nntp.Start{}) {
+				if low, err = src.StartOf(ctx, gi, start, time.Now()); err != nil {
+					if ctx.Err() == nil {
+						log.Warn("finding where a new group starts failed", "group", g.Name, "start", start, "err", err)
+					}
+					continue
+				}
+				log.Info("a new group starts", "group", g.Name, "start", start, "article", low, "low", gi.Low, "high", high)
 			}
 			n, err := c.ReportWatermarks(ctx, g.Name, low, high)
 			switch {

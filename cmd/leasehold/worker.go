@@ -20,7 +20,7 @@ import (
 
 const workerUsage = `Usage:
   leasehold worker [--url U] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
-  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D]
+  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D] [--start low|last:N|days:N]
   leasehold worker --verify [--url U] [--admin-token T | --data DIR]
 
 The first runs the pull loop over the built-in synthetic source until
@@ -38,7 +38,11 @@ SQLite table keeps one row). The password of user@ is read from
 command line. --source-starttls upgrades an nntp:// connection with
 STARTTLS before logging in; a server that does not offer it, or refuses
 it, fails the worker's ranges with the reason (no plaintext fallback).
---source-ca-file adds a CA for nntps:// and STARTTLS.
+--source-ca-file adds a CA for nntps:// and STARTTLS. --start says where a
+group whose water marks were never reported starts: the server's low mark,
+its last N articles, or its articles of the last N days; its first report
+carries that start as its low mark. OVER is pipelined, and compressed
+(COMPRESS DEFLATE) when the server offers it.
 
 --verify checks, with the admin token, that every group's stored
 synthetic window equals the window of one uninterrupted pass over its
@@ -55,7 +59,8 @@ type workerFlags struct {
 	verify                                 bool
 
 	source, passwordFile, caFile, out string
-	startTLS                          bool
+	startTLS, compress                bool
+	start                             string
 	connections, markGroups           int
 	batch                             int64
 	markEvery                         time.Duration
@@ -84,6 +89,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.caFile, "source-ca-file", "", "PEM certificates of CAs to trust for nntps:// or --source-starttls, besides the system's (a news server with a CA of its own)")
 	fs.BoolVar(&f.startTLS, "source-starttls", false, "upgrade the nntp:// connection with STARTTLS before anything else, the login above all; a server that will not is an error, never plain text")
 	fs.IntVar(&f.connections, "connections", 4, "most connections to the news server at once")
+	fs.StringVar(&f.start, "start", "low", "where a group never read before starts: low (the server's low mark), last:N (its last N articles) or days:N (articles posted in the last N days, found by the articles' dates)")
+	fs.BoolVar(&f.compress, "source-compress", true, "ask the news server for COMPRESS DEFLATE (RFC 8054) when it offers it; a refusal reads uncompressed")
 	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
 	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")

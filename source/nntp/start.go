@@ -60,7 +60,7 @@ func (s Start) String() string {
 func (c *Client) StartOf(ctx context.Context, gi GroupInfo, s Start, now time.Time) (int64, error) {
 	low, high := gi.Low, gi.High
 	if gi.Count == 0 || high < low {
-		return low, nil
+		return min(low, high+1), nil
 	}
 	switch {
 	case s.Last > 0:
