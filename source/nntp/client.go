@@ -585,6 +585,10 @@ func (cn *conn) group(name string) (GroupInfo, error) {
 	return gi, nil
 }
 
+// maxLine bounds one line of a multi-line answer (an overview line is a
+// few hundred bytes; a long References header some kilobytes).
+const maxLine = 1 << 20
+
 // lines reads a multi-line answer up to its ".", undoing dot-stuffing.
 func (cn *conn) lines(f func([]byte)) error {
 	r := cn.tp.R
@@ -598,6 +602,11 @@ func (cn *conn) lines(f func([]byte)) error {
 			return err
 		}
 		if isPrefix || long != nil {
+			if len(long)+len(line) > maxLine {
+				// A compressed connection makes a huge line cheap to
+				// send: it is refused, not held.
+				return &protocolError{fmt.Errorf("nntp: a line of an answer is longer than %d bytes", maxLine)}
+			}
 			long = append(long, line...)
 			if isPrefix {
 				continue
