@@ -377,3 +377,23 @@ func TestOverviewsXOVERFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestOverviewLineBounded: an answer line longer than 1 MiB (cheap for a
+// server to send compressed) is refused as out of step, not held: the
+// read fails after its attempts instead of growing without end.
+func TestOverviewLineBounded(t *testing.T) {
+	s, group := wireGroup(t, 3, nil)
+	huge := append(bytes.Repeat([]byte("x"), 2<<20), '\r', '\n')
+	p := newProxy(t, s.Addr, func(fromServer bool, line []byte) []byte {
+		if fromServer && bytes.HasPrefix(line, []byte("2\t")) {
+			return huge
+		}
+		return line
+	})
+	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 1, Attempts: 2})
+	defer c.Close()
+	hs, _, err := c.Overview(context.Background(), group, 1, 3)
+	if err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("an overview line of 2 MiB: %d headers, %v; want refused", len(hs), err)
+	}
+}
