@@ -107,6 +107,25 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	if err != nil {
 		return err
 	}
+	if err := s.cancel(ctx, group, hs); err != nil {
+		return err
+	}
+	for {
+		gi, err := c.Group(ctx, group)
+		if err == nil && gi.Low > n {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("group %s: low mark %d after expiring 1..%d (%v)", group, gi.Low, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cancel removes the articles hs of group: ctlinnd cancel of each by its
+// message-id, then expireover of that group (run as news), which drops
+// them from the overview, where INN's GROUP and OVER read.
+func (s *Server) cancel(ctx context.Context, group string, hs []nntp.Header) error {
 	for _, h := range hs {
 		if out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", h.MessageID).CombinedOutput(); err != nil {
 			return fmt.Errorf("ctlinnd cancel %s: %v: %s", h.MessageID, err, out)
@@ -121,16 +140,7 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("expireover: %v: %s", err, out)
 	}
-	for {
-		gi, err := c.Group(ctx, group)
-		if err == nil && gi.Low > n {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("group %s: low mark %d after expiring 1..%d (%v)", group, gi.Low, n, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return nil
 }
 
 // Cancel removes the articles numbered numbers from group, as a server
@@ -140,22 +150,16 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 func (s *Server) Cancel(ctx context.Context, group string, numbers ...int64) error {
 	c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
 	defer c.Close()
+	var hs []nntp.Header
 	for _, n := range numbers {
-		hs, _, err := c.Overview(ctx, group, n, n)
+		h, _, err := c.Overview(ctx, group, n, n)
 		if err != nil {
 			return err
 		}
-		for _, h := range hs {
-			if out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", h.MessageID).CombinedOutput(); err != nil {
-				return fmt.Errorf("ctlinnd cancel %s: %v: %s", h.MessageID, err, out)
-			}
-		}
+		hs = append(hs, h...)
 	}
-	expireover := filepath.Join(filepath.Dir(s.ctlinnd), "expireover")
-	cmd := exec.CommandContext(ctx, "su", "-s", "/bin/sh", "news", "-c", expireover+" -f -")
-	cmd.Stdin = strings.NewReader(group + "\n")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("expireover: %v: %s", err, out)
+	if err := s.cancel(ctx, group, hs); err != nil {
+		return err
 	}
 	for _, n := range numbers {
 		for {

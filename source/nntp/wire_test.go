@@ -355,12 +355,7 @@ func TestOverviewsResume(t *testing.T) {
 // alone, then reads everything with XOVER, pipelined.
 func TestOverviewsXOVERFallback(t *testing.T) {
 	s, group := wireGroup(t, 15, nil)
-	p := newProxy(t, s.Addr, func(fromServer bool, line []byte) []byte {
-		if !fromServer && bytes.HasPrefix(line, []byte("OVER ")) {
-			return append([]byte("OVEX "), line[len("OVER "):]...)
-		}
-		return line
-	})
+	p := newProxy(t, s.Addr, withoutOVER)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 1})
 	defer c.Close()
 	got := pipelined(t, c, group, 1, 15, 4)
