@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,10 +47,19 @@ type ServerConfig struct {
 	ClusterListen string
 	// Routes are the other servers' route URLs, nats://host:port.
 	Routes []string
-	// Secret, if set, is the fleet's shared secret: clients must present it
-	// as their token, and routes, both ways, as the password of user
-	// RouteUser. Empty leaves both ports open to anyone who reaches them.
+	// Secret, if set, is the fleet's shared secret: routes, both ways,
+	// present it as the password of user RouteUser, and clients as their
+	// token unless ClientToken is set. Empty leaves the route port open to
+	// anyone who reaches it (--nats-insecure).
 	Secret string
+	// ClientToken, if set, is the token clients must present instead of
+	// Secret: a node without a fleet secret still closes its client port
+	// with a token of its own (LocalSecret). With neither, the client port
+	// is open, which only tests do.
+	ClientToken string
+	// TLS, if set, makes the client port and the routes speak TLS only and
+	// ask each peer for a certificate the CA signed.
+	TLS *TLS
 	// Logger receives the server's warnings and errors.
 	Logger *slog.Logger
 }
@@ -143,8 +153,20 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	} else if len(routes) > 0 {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-routes needs --nats-cluster-listen: routes join a cluster this server does not listen for")
 	}
-	if cfg.Secret != "" {
-		opts.Authorization = cfg.Secret
+	if cfg.TLS != nil {
+		clientTLS, err := cfg.TLS.serverConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts.TLSConfig, opts.TLSVerify = clientTLS, true
+		if cfg.ClusterListen != "" {
+			if opts.Cluster.TLSConfig, err = cfg.TLS.serverConfig(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if token := cmp.Or(cfg.ClientToken, cfg.Secret); token != "" {
+		opts.Authorization = token
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

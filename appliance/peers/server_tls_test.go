@@ -1,0 +1,160 @@
+package peers
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+)
+
+// TestServerClientToken: a server given no fleet secret but the node's own
+// token (a node alone, as serve runs it by default) refuses a client with
+// no credentials or another token, and takes one with the token.
+func TestServerClientToken(t *testing.T) {
+	const token = "node-own-token-0123456789"
+	s := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClientToken: token})
+	for _, opt := range []nats.Option{nil, nats.Token("another-token-0123456789")} {
+		opts := []nats.Option{nats.Timeout(2 * time.Second)}
+		if opt != nil {
+			opts = append(opts, opt)
+		}
+		nc, err := nats.Connect(s.ClientURL(), opts...)
+		if err == nil {
+			nc.Close()
+			t.Fatal("a client without the node's token was let in")
+		}
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Fatalf("a client without the node's token: %v, want an authorization violation", err)
+		}
+	}
+	nc, err := nats.Connect(s.ClientURL(), nats.Token(token), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("a client with the node's token: %v", err)
+	}
+	nc.Close()
+}
+
+// TestLocalSecret: the node's own NATS token is made once, 0600, and read
+// back the same on every start; a file holding no usable secret is an
+// error, not a fresh secret nobody asked for.
+func TestLocalSecret(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	first, err := LocalSecret(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, LocalSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Fatalf("%s is %v, want 0600", LocalSecretFile, got)
+	}
+	if len(first) < 40 {
+		t.Fatalf("secret %d bytes, want 32 random bytes in base64", len(first))
+	}
+	again, err := LocalSecret(dir)
+	if err != nil || again != first {
+		t.Fatalf("second start read %q, %v; want the first start's secret", again, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("data dir holds %d files, want only %s (no temporary file left)", len(entries), LocalSecretFile)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LocalSecretFile), []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LocalSecret(dir); err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Fatalf("a short secret file: %v, want an error saying to delete it", err)
+	}
+}
+
+// tlsClient is a client TLS config trusting ca, presenting cert/key if
+// given.
+func tlsClient(t *testing.T, ca, cert, key string) *tls.Config {
+	t.Helper()
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cert != "" {
+		kp, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Certificates = []tls.Certificate{kp}
+	}
+	return c
+}
+
+// TestServerTLS: servers given the fleet's certificates route to each
+// other over TLS and take a client that presents a certificate the CA
+// signed; a client in clear, or over TLS without a certificate, is
+// refused, and a server whose certificate another CA signed never routes
+// in, even knowing the secret.
+func TestServerTLS(t *testing.T) {
+	const secret = "fleet-secret-0123456789"
+	certs := natstest.MakeCerts(t, "fleet-ca", "node-a", "node-b")
+	other := natstest.MakeCerts(t, "other-ca", "node-x")
+	tlsOf := func(c natstest.Certs, n string) *TLS {
+		return &TLS{CertFile: c.Cert[n], KeyFile: c.Key[n], CAFile: c.CA}
+	}
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))}
+	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[0],
+		Routes: []string{"nats://" + addrs[1]}, Secret: secret, TLS: tlsOf(certs, "node-a")})
+	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
+		Routes: []string{"nats://" + addrs[0]}, Secret: secret, TLS: tlsOf(certs, "node-b")})
+	claimEventually(t, 20*time.Second, "the two servers route to each other over TLS", func() bool {
+		return a.NumRoutes() > 0 && b.NumRoutes() > 0
+	})
+
+	for name, opt := range map[string]nats.Option{
+		"InClear":       nil,
+		"NoClientCert":  nats.Secure(tlsClient(t, certs.CA, "", "")),
+		"OtherCAClient": nats.Secure(tlsClient(t, certs.CA, other.Cert["node-x"], other.Key["node-x"])),
+	} {
+		opts := []nats.Option{nats.Token(secret), nats.Timeout(2 * time.Second)}
+		if opt != nil {
+			opts = append(opts, opt)
+		}
+		if nc, err := nats.Connect(a.ClientURL(), opts...); err == nil {
+			nc.Close()
+			t.Fatalf("%s: a client was let in", name)
+		}
+	}
+	nc, err := nats.Connect(a.ClientURL(), nats.Token(secret), nats.Timeout(2*time.Second),
+		nats.Secure(tlsClient(t, certs.CA, certs.Cert["node-b"], certs.Key["node-b"])))
+	if err != nil {
+		t.Fatalf("a client with the fleet's certificate: %v", err)
+	}
+	if !nc.TLSRequired() {
+		t.Fatal("the server does not require TLS of its clients")
+	}
+	nc.Close()
+
+	before := a.NumRoutes()
+	stranger := serverStart(t, ServerConfig{Name: "node-x", Dir: t.TempDir(), Listen: "127.0.0.1:0",
+		ClusterListen: fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), Routes: []string{"nats://" + addrs[0]},
+		Secret: secret, TLS: tlsOf(other, "node-x")})
+	claimThroughout(t, 2*time.Second, 50*time.Millisecond, func() error {
+		if got := stranger.NumRoutes(); got != 0 {
+			return fmt.Errorf("a server with another CA's certificate has %d routes into the fleet", got)
+		}
+		if got := a.NumRoutes(); got != before {
+			return fmt.Errorf("node-a's routes went from %d to %d with a stranger knocking", before, got)
+		}
+		return nil
+	})
+}
