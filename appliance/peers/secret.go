@@ -30,13 +30,13 @@ func LocalSecret(dataDir string) (string, error) {
 		return s, err
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return "", leasehold.Wrap(leasehold.KindInvalid, err, "data dir %s: %v", dataDir, err)
+		return "", leasehold.Wrap(leasehold.KindInvalid, err, "data dir %s is not usable: %v", dataDir, err)
 	}
 	b := make([]byte, 32)
 	rand.Read(b)
 	tmp, err := os.CreateTemp(dataDir, ".nats.secret-*")
 	if err != nil {
-		return "", leasehold.Wrap(leasehold.KindInvalid, err, "data dir %s: %v", dataDir, err)
+		return "", leasehold.Wrap(leasehold.KindInvalid, err, "data dir %s is not usable: %v", dataDir, err)
 	}
 	defer os.Remove(tmp.Name())
 	// CreateTemp makes the file 0600; the secret is written and synced
@@ -65,7 +65,7 @@ func readLocalSecret(path string) (string, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
-		return "", leasehold.Wrap(leasehold.KindInvalid, err, "%s: %v", path, err)
+		return "", leasehold.Wrap(leasehold.KindInvalid, err, "data dir %s is not usable: %v", filepath.Dir(path), err)
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) < 16 {
