@@ -277,13 +277,80 @@ type serverLogger struct {
 	log   *slog.Logger
 	once  sync.Once
 	fatal chan serverFatal
+
+	// refused is, by remote host, when a refused client or route was last
+	// logged and how many were refused since: one line a remote a
+	// minute, so that knocking on the port cannot fill the log.
+	mu      sync.Mutex
+	refused map[string]*refusals
 }
+
+// refusals are a remote's refused connections since its last log line.
+type refusals struct {
+	logged time.Time
+	since  int
+}
+
+// refusedLogEvery is how often a remote's refused connections are logged.
+const refusedLogEvery = time.Minute
+
+// refusedRemotes bounds the remotes remembered; past it, those not logged
+// within refusedLogEvery are forgotten, and if still too many knock at
+// once the rest share one line.
+const refusedRemotes = 4096
 
 func (l *serverLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Debugf(format string, v ...any)  {}
-func (l *serverLogger) Tracef(format string, v ...any)  {}
+func (l *serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "authentication error") || strings.Contains(msg, "Authorization Violation") {
+		l.refusedConn(msg, time.Now())
+		return
+	}
+	l.log.Error(msg)
+}
+
+// refusedConn logs a connection NATS refused (nats-server's line, the
+// token in it redacted by the server), at most once a refusedLogEvery
+// for each remote host, with the count refused since the last line.
+func (l *serverLogger) refusedConn(msg string, now time.Time) {
+	remote, _, _ := strings.Cut(msg, " ")
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		remote = host
+	}
+	l.mu.Lock()
+	if l.refused == nil {
+		l.refused = map[string]*refusals{}
+	}
+	r := l.refused[remote]
+	if r == nil {
+		if len(l.refused) >= refusedRemotes {
+			for k, o := range l.refused {
+				if now.Sub(o.logged) >= refusedLogEvery {
+					delete(l.refused, k)
+				}
+			}
+		}
+		if len(l.refused) >= refusedRemotes {
+			remote = "others"
+		}
+		if r = l.refused[remote]; r == nil {
+			r = &refusals{}
+			l.refused[remote] = r
+		}
+	}
+	r.since++
+	if !r.logged.IsZero() && now.Sub(r.logged) < refusedLogEvery {
+		l.mu.Unlock()
+		return
+	}
+	n := r.since
+	r.logged, r.since = now, 0
+	l.mu.Unlock()
+	l.log.Warn("NATS refused a connection without valid credentials", "remote", remote, "refused", n, "detail", msg)
+}
+func (l *serverLogger) Debugf(format string, v ...any) {}
+func (l *serverLogger) Tracef(format string, v ...any) {}
 
 // Fatalf logs at error and hands the first fatal error to StartServer; it
 // never exits the process as nats-server's own logger does.

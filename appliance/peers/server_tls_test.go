@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestServerClientToken: a server given no fleet secret but the node's own
@@ -157,4 +159,35 @@ func TestServerTLS(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestServerRefusedLogged: a client refused for want of the token is
+// logged, as a warning naming its remote and never the token it tried;
+// one remote knocking again and again gets one line a minute, not one a
+// knock, so the port cannot be used to fill the node's log.
+func TestServerRefusedLogged(t *testing.T) {
+	var buf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClientToken: "node-own-token-0123456789", Logger: log})
+	for range 5 {
+		if nc, err := nats.Connect(s.ClientURL(), nats.Token("guessed-token-0123456789"), nats.Timeout(2*time.Second)); err == nil {
+			nc.Close()
+			t.Fatal("a client with a wrong token was let in")
+		}
+	}
+	claimEventually(t, 5*time.Second, "the refusal is logged", func() bool {
+		return strings.Contains(buf.String(), "NATS refused a connection")
+	})
+	lines := strings.Count(buf.String(), "NATS refused a connection")
+	if lines != 1 || !strings.Contains(buf.String(), "remote=127.0.0.1") || strings.Contains(buf.String(), "guessed-token") {
+		t.Fatalf("%d lines for 5 refusals from one remote, want 1 naming the remote and not the token:\n%s", lines, buf.String())
+	}
+	// A minute on, the remote's next refusal is logged with the count.
+	l := &serverLogger{log: log}
+	l.refusedConn("10.0.0.9:1234 - cid:1 - authentication error", time.Unix(0, 0))
+	l.refusedConn("10.0.0.9:1235 - cid:2 - authentication error", time.Unix(10, 0))
+	l.refusedConn("10.0.0.9:1236 - cid:3 - authentication error", time.Unix(61, 0))
+	if got := strings.Count(buf.String(), "remote=10.0.0.9"); got != 2 || !strings.Contains(buf.String(), "remote=10.0.0.9 refused=2") {
+		t.Fatalf("refusals a minute apart: %d lines, want 2, the second counting 2:\n%s", got, buf.String())
+	}
 }
