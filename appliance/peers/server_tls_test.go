@@ -191,3 +191,24 @@ func TestServerRefusedLogged(t *testing.T) {
 		t.Fatalf("refusals a minute apart: %d lines, want 2, the second counting 2:\n%s", got, buf.String())
 	}
 }
+
+// TestServerInsecureRoutes is --nats-insecure on a fleet: no shared
+// secret, so the routes are open and two nodes with tokens of their own
+// cluster, while each one's client port still asks for its own token.
+func TestServerInsecureRoutes(t *testing.T) {
+	addrs := []string{fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))}
+	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[0],
+		Routes: []string{"nats://" + addrs[1]}, ClientToken: "token-of-node-a-0123456789"})
+	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
+		Routes: []string{"nats://" + addrs[0]}, ClientToken: "token-of-node-b-0123456789"})
+	claimEventually(t, 20*time.Second, "the two servers route to each other", func() bool {
+		return a.NumRoutes() > 0 && b.NumRoutes() > 0
+	})
+	// Only a's port: a client would otherwise go on to b, which a's INFO
+	// advertises, and be let in there with b's token.
+	if nc, err := nats.Connect(a.ClientURL(), nats.Token("token-of-node-b-0123456789"), nats.Timeout(2*time.Second),
+		nats.IgnoreDiscoveredServers(), nats.DontRandomize()); err == nil {
+		nc.Close()
+		t.Fatal("node-a's client port took node-b's token")
+	}
+}
