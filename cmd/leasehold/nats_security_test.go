@@ -13,32 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
-
-// logBuffer is a node's log a test reads while the node runs.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serveNATS runs serve with args on a free HTTP port and NATS client port
 // until the test ends, and waits until it has joined its fleet. It
@@ -83,7 +65,7 @@ func serveNATS(t *testing.T, log io.Writer, args ...string) (string, string) {
 // naming the peer it says it comes from.
 func TestServeNATSClosedByDefault(t *testing.T) {
 	dir := t.TempDir()
-	var log logBuffer
+	var log syncbuf.Buffer
 	url, natsAddr := serveNATS(t, &log, "--data", dir, "--name", "node-a")
 
 	fi, err := os.Stat(filepath.Join(dir, "nats.secret"))
@@ -181,7 +163,7 @@ func TestServeNATSClosedByDefault(t *testing.T) {
 // own connection (which verifies the server against the CA) joins.
 func TestServeNATSTLS(t *testing.T) {
 	certs := natstest.MakeCerts(t, "fleet-ca", "node-a")
-	var log logBuffer
+	var log syncbuf.Buffer
 	_, natsAddr := serveNATS(t, &log, "--data", t.TempDir(), "--name", "node-a",
 		"--nats-tls-cert", certs.Cert["node-a"], "--nats-tls-key", certs.Key["node-a"], "--nats-tls-ca", certs.CA)
 
