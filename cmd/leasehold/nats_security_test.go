@@ -151,6 +151,9 @@ func TestServeNATSClosedByDefault(t *testing.T) {
 			line = l
 		}
 	}
+	if !strings.Contains(log.String(), "nats_auth="+filepath.Join(dir, "nats.secret")) {
+		t.Errorf("the serving line does not say NATS asks for %s:\n%s", filepath.Join(dir, "nats.secret"), log.String())
+	}
 	for _, want := range []string{"op=put_group", "group=carried", "peer=node-b", "life=life-b1", "subject=leasehold.admin.node-a"} {
 		if !strings.Contains(line, want) {
 			t.Fatalf("carried admin write logged as %q, want it to name %s; log:\n%s", line, want, log.String())

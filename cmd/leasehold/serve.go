@@ -65,6 +65,9 @@ type Main struct {
 	// API's answers through it (nodetest.Recording).
 	wrapHTTP func(http.Handler) http.Handler
 
+	// natsAuth says where the NATS credentials come from, for the log.
+	natsAuth string
+
 	mu    sync.Mutex
 	addr  net.Addr
 	ready chan struct{}
@@ -374,7 +377,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("leasehold serving", "version", Version, "url", listenURL(ln.Addr()), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
-		"name", m.Name, "nats", natsURL)
+		"name", m.Name, "nats", natsURL, "nats_auth", m.natsAuth)
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -458,10 +461,22 @@ func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 	// fleet's secret it asks for the node's own token (the node is its
 	// only client), made on the first start as admin.token is.
 	var token string
-	if m.NATS == "" && secret == "" {
+	switch {
+	case secret != "":
+		m.natsAuth = "--nats-secret-file " + m.NATSSecretFile
+	case m.NATS == "":
 		if token, err = peers.LocalSecret(m.DataDir); err != nil {
 			return nil, err
 		}
+		m.natsAuth, _ = filepath.Abs(filepath.Join(m.DataDir, peers.LocalSecretFile))
+		if m.NATSClusterListen != "" {
+			m.natsAuth += ", routes open (--nats-insecure)"
+		}
+	default:
+		m.natsAuth = "none (--nats-insecure)"
+	}
+	if m.natsTLS() != nil {
+		m.natsAuth += ", TLS"
 	}
 	if m.ClaimTTL < peers.ClaimTTLFloor {
 		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", peers.ClaimTTLFloor)
