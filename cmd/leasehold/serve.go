@@ -375,9 +375,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if fleet != nil {
 		natsURL = "joining"
 	}
-	log.Info("leasehold serving", "version", Version, "url", listenURL(ln.Addr()), "data", m.DataDir,
+	serving := []any{"version", Version, "url", listenURL(ln.Addr()), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
-		"name", m.Name, "nats", natsURL, "nats_auth", m.natsAuth)
+		"name", m.Name, "nats", natsURL}
+	if m.natsAuth != "" {
+		serving = append(serving, "nats_auth", m.natsAuth)
+	}
+	log.Info("leasehold serving", serving...)
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
