@@ -16,7 +16,7 @@ var serveFlagGroups = []struct {
 }{
 	{"The node", []string{"data", "listen", "admin-token", "name"}},
 	{"Leasing and windows", []string{"lease-ttl", "max-attempts", "snapshot-max-bytes", "snapshot-max-age", "history-min-free-bytes", "node-unseen"}},
-	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
+	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
 	{"Logging and stopping", []string{"log-level", "log-format", "shutdown-timeout"}},
 	{"Measuring (not for production)", []string{"synchronous", "no-group-commit"}},
 }
