@@ -373,6 +373,13 @@ func TestServeTLSBadStart(t *testing.T) {
 			}
 		})
 	}
+	// A bad --trusted-proxy is a bad flag value: the flag's usage, then
+	// the line.
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--trusted-proxy", "10.0.0/8"}, io.Discard, &stderr)
+	if code := exitCode(err, &stderr); code != 2 || !strings.Contains(err.Error(), "want a CIDR") {
+		t.Fatalf("--trusted-proxy 10.0.0/8: exit %d, %v", code, err)
+	}
 }
 
 // signin signs in to the dashboard at u through hc, with extra headers,
@@ -448,5 +455,27 @@ func TestSessionCookieSecure(t *testing.T) {
 				t.Fatalf("Secure %v, HSTS %v; want both %v", got, hsts, tc.secure)
 			}
 		})
+	}
+}
+
+// TestTrustedProxyFlag: repeated and comma-separated values add up, and
+// the flag replaces $LEASEHOLD_TRUSTED_PROXY as every flag replaces its
+// variable.
+func TestTrustedProxyFlag(t *testing.T) {
+	t.Setenv("LEASEHOLD_TRUSTED_PROXY", "10.0.0.0/8")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "10.0.0.0/8"},
+		{[]string{"--trusted-proxy", "192.168.0.1,fd00::/8", "--trusted-proxy", "172.16.9.9/12"}, "192.168.0.1/32,fd00::/8,172.16.0.0/12"},
+	} {
+		m := NewMain(io.Discard, io.Discard)
+		if err := m.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.TrustedProxies.String(); got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.args, got, tc.want)
+		}
 	}
 }
