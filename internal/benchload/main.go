@@ -368,7 +368,7 @@ func steady(c *caller, tok string, lat func(string, time.Duration), ranges *atom
 // (commits) from the node's /metrics.
 func commitStats(url string) ([2]float64, error) {
 	var out [2]float64
-	resp, err := http.Get(strings.TrimRight(url, "/") + "/metrics")
+	resp, err := newCaller(url, 1).client.Get(strings.TrimRight(url, "/") + "/metrics")
 	if err != nil {
 		return out, err
 	}
