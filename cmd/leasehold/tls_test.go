@@ -12,11 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/web/client"
 )
 
@@ -64,29 +64,11 @@ func (p *testPKI) leaf(ca, cn string) (cert, key string) {
 	return filepath.Join(p.dir, cn+".pem"), filepath.Join(p.dir, cn+".key")
 }
 
-// lockedBuffer is a log that the node writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startNode runs Main with args (and --data, --listen :0, --nats off)
 // until the test ends; its log is returned.
-func startNode(t *testing.T, prepare func(*Main), args ...string) (*Main, *lockedBuffer) {
+func startNode(t *testing.T, prepare func(*Main), args ...string) (*Main, *syncbuf.Buffer) {
 	t.Helper()
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	m := newTestMain(t, io.Discard, log)
 	args = append([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats", "off"}, args...)
 	if err := m.ParseFlags(args); err != nil {
@@ -143,7 +125,7 @@ func servedName(t *testing.T, hc *http.Client, u string) (string, error) {
 }
 
 // waitServed polls until the node serves the certificate named cn.
-func waitServed(t *testing.T, hc *http.Client, u, cn string, log *lockedBuffer) {
+func waitServed(t *testing.T, hc *http.Client, u, cn string, log *syncbuf.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -180,17 +162,9 @@ func install(t *testing.T, cert, key, toCert, toKey string) {
 // is served without a restart; a pair that does not match is refused
 // with a warning and the last good one stays.
 func TestServeTLSRotation(t *testing.T) {
-	pki := newPKI(t)
-	ca := pki.ca("ca")
-	first, firstKey := pki.leaf("ca", "first")
-	second, secondKey := pki.leaf("ca", "second")
-	certFile, keyFile := filepath.Join(t.TempDir(), "node.pem"), filepath.Join(t.TempDir(), "node.key")
-	install(t, first, firstKey, certFile, keyFile)
-
-	m, log := startNode(t, func(m *Main) { m.certEvery = 100 * time.Millisecond }, "--tls-cert", certFile, "--tls-key", keyFile)
-	u := "https://" + m.Addr().String()
-	hc := httpsClient(t, ca, "", "")
-	waitServed(t, hc, u, "first", log)
+	r := startRotating(t, 100*time.Millisecond)
+	m, log, u, hc := r.m, r.log, r.url, r.hc
+	first, second, secondKey, certFile, keyFile := r.first, r.second, r.secondKey, r.certFile, r.keyFile
 
 	// Nothing is answered in clear.
 	if resp, err := http.Get("http://" + m.Addr().String() + "/healthz"); err == nil {
@@ -223,21 +197,41 @@ func TestServeTLSRotation(t *testing.T) {
 // TestServeTLSSighup reads the pair again on SIGHUP, without waiting for
 // the files to be looked at.
 func TestServeTLSSighup(t *testing.T) {
-	pki := newPKI(t)
-	ca := pki.ca("ca")
-	first, firstKey := pki.leaf("ca", "first")
-	second, secondKey := pki.leaf("ca", "second")
-	certFile, keyFile := filepath.Join(t.TempDir(), "node.pem"), filepath.Join(t.TempDir(), "node.key")
-	install(t, first, firstKey, certFile, keyFile)
-	m, log := startNode(t, func(m *Main) { m.certEvery = time.Hour }, "--tls-cert", certFile, "--tls-key", keyFile)
-	u := "https://" + m.Addr().String()
-	hc := httpsClient(t, ca, "", "")
-	waitServed(t, hc, u, "first", log)
-	install(t, second, secondKey, certFile, keyFile)
+	r := startRotating(t, time.Hour)
+	install(t, r.second, r.secondKey, r.certFile, r.keyFile)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitServed(t, hc, u, "second", log)
+	waitServed(t, r.hc, r.url, "second", r.log)
+}
+
+// rotating is a node serving the certificate "first" from files that a
+// test may replace, and "second", the renewal it may put there.
+type rotating struct {
+	m                        *Main
+	log                      *syncbuf.Buffer
+	url                      string
+	hc                       *http.Client
+	first, second, secondKey string
+	certFile, keyFile        string
+}
+
+// startRotating starts a node that looks at its certificate files every
+// `every`, once it serves "first".
+func startRotating(t *testing.T, every time.Duration) *rotating {
+	t.Helper()
+	pki := newPKI(t)
+	ca := pki.ca("ca")
+	r := &rotating{certFile: filepath.Join(t.TempDir(), "node.pem"), keyFile: filepath.Join(t.TempDir(), "node.key")}
+	var firstKey string
+	r.first, firstKey = pki.leaf("ca", "first")
+	r.second, r.secondKey = pki.leaf("ca", "second")
+	install(t, r.first, firstKey, r.certFile, r.keyFile)
+	r.m, r.log = startNode(t, func(m *Main) { m.certEvery = every }, "--tls-cert", r.certFile, "--tls-key", r.keyFile)
+	r.url = "https://" + r.m.Addr().String()
+	r.hc = httpsClient(t, ca, "", "")
+	waitServed(t, r.hc, r.url, "first", r.log)
+	return r
 }
 
 // TestServeTLSClients: a client without the node's CA is refused; the
@@ -271,6 +265,14 @@ func TestServeTLSClients(t *testing.T) {
 	t.Setenv("LEASEHOLD_CA_FILE", "")
 	if err := runHealthcheck(context.Background(), []string{"--url", u, "-q"}, &out, &out); err == nil {
 		t.Fatal("healthcheck without the CA got through")
+	}
+
+	// The worker: its node client is the one --verify uses.
+	if err := runWorker(context.Background(), []string{"--verify", "--url", u, "--admin-token", token}, &out, &out); err == nil {
+		t.Fatal("worker without the CA got through")
+	}
+	if err := runWorker(context.Background(), []string{"--verify", "--url", u, "--admin-token", token, "--ca-file", ca}, &out, &out); err != nil {
+		t.Fatalf("worker with --ca-file: %v", err)
 	}
 
 	// The image's healthcheck: the local node, which must serve the
