@@ -59,7 +59,17 @@ type Main struct {
 	StreamMaxAge                       time.Duration
 	StreamMaxBytes                     byteSize
 
+	// TLSCert and TLSKey make the node serve HTTPS only; TLSClientCA
+	// also asks clients for a certificate that CA signed.
+	TLSCert, TLSKey, TLSClientCA string
+	// TrustedProxies may tell the node, in X-Forwarded-Proto, that a
+	// browser came over HTTPS.
+	TrustedProxies proxyList
+
 	stdout, stderr io.Writer
+
+	// certEvery is how often the TLS files are looked at for a change.
+	certEvery time.Duration
 
 	// wrapHTTP, when set, wraps the HTTP handler: the tests record the
 	// API's answers through it (nodetest.Recording).
@@ -82,7 +92,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", LogFormat: "text", ShutdownTimeout: 30 * time.Second,
 		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
 		StreamMaxAge: 24 * time.Hour, StreamMaxBytes: 1 << 30,
-		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
+		stdout: stdout, stderr: stderr, ready: make(chan struct{}), certEvery: 2 * time.Second,
 	}
 }
 
@@ -119,6 +129,10 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
+	fs.StringVar(&m.TLSCert, "tls-cert", m.TLSCert, "serve HTTPS only, with this certificate (PEM, the chain after it); read again on SIGHUP and when it changes on disk")
+	fs.StringVar(&m.TLSKey, "tls-key", m.TLSKey, "the private key (PEM) of --tls-cert")
+	fs.StringVar(&m.TLSClientCA, "tls-client-ca", m.TLSClientCA, "ask every client for a certificate signed by a CA in this file (PEM), and refuse those without one")
+	fs.Var(&m.TrustedProxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-Proto: https is believed (the dashboard cookie is then Secure, with HSTS); repeat it or separate with commas")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -128,6 +142,7 @@ func (m *Main) ParseFlags(args []string) error {
 			}
 		}
 	})
+	m.TrustedProxies.fromEnv = len(m.TrustedProxies.list) > 0
 	if envErr != nil {
 		return usageError(envErr)
 	}
@@ -152,6 +167,9 @@ func (m *Main) ParseFlags(args []string) error {
 		return usageError(fmt.Errorf("--data must name a directory"))
 	}
 	if _, err := parseLevel(m.LogLevel); err != nil {
+		return usageError(err)
+	}
+	if err := m.checkTLSFlags(); err != nil {
 		return usageError(err)
 	}
 	return usageError(m.checkFleetFlags())
@@ -314,6 +332,12 @@ func (m *Main) Run(ctx context.Context) error {
 	// falls back to slog's default, which is left alone.
 	log := slog.New(m.logHandler(level))
 
+	// Certificates are read first: a wrong path is refused before anything
+	// is opened or changed.
+	certs, err := m.loadCertificates(log)
+	if err != nil {
+		return usageError(err)
+	}
 	metrics := web.NewMetrics()
 	metrics.SetVersion(Version)
 	fleet, err := m.newFleet(log)
@@ -357,8 +381,10 @@ func (m *Main) Run(ctx context.Context) error {
 		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
 	defer ln.Close() // when serving never starts; Serve closes it otherwise
+	ln, stopCerts := m.serveTLS(ctx, ln, certs)
+	defer stopCerts()
 
-	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP}
+	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP, TrustedProxies: m.TrustedProxies.list}
 	if fleet != nil {
 		opts.Peers = fleet.Peers
 	}
@@ -375,7 +401,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if fleet != nil {
 		natsURL = "joining"
 	}
-	serving := []any{"version", Version, "url", listenURL(ln.Addr()), "data", m.DataDir,
+	serving := []any{"version", Version, "url", m.url(ln.Addr()), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
 		"name", m.Name, "nats", natsURL}
 	if m.natsAuth != "" {

@@ -69,7 +69,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	defer sink.Close()
 
-	c := client.New(f.url, f.token)
+	c := f.client(f.token)
 	ix := &binaries.Indexer{Source: src, Sink: sink, Batch: f.batch}
 	w := &client.Worker{
 		Client:       c,

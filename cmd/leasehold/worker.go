@@ -3,6 +3,7 @@ package main
 import (
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -61,6 +62,8 @@ type workerFlags struct {
 	source, passwordFile, caFile, out string
 	startTLS, compress                bool
 	start                             string
+	node                              clientTLS // how the node is reached over https
+	nodeTLS                           *tls.Config
 	connections, markGroups           int
 	batch                             int64
 	markEvery                         time.Duration
@@ -95,18 +98,23 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
 	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")
 	fs.StringVar(&f.out, "out", "", "where complete binaries go: FILE.jsonl, or sqlite:FILE (news server sources)")
+	f.node.flags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("worker: unexpected arguments %q", fs.Args()))
 	}
+	var err error
+	if f.nodeTLS, err = f.node.config(); err != nil {
+		return err
+	}
 	if f.verify {
 		token, err := adminToken(f.adminToken, f.data)
 		if err != nil {
 			return err
 		}
-		return verifyWindows(ctx, client.New(f.url, token), stdout)
+		return verifyWindows(ctx, f.client(token), stdout)
 	}
 	if f.token == "" {
 		f.token = os.Getenv("LEASEHOLD_TOKEN")
@@ -130,7 +138,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	capacity.Store(int64(f.capacity))
 	src := synthetic.Source{Rate: f.rate}
 	w := &client.Worker{
-		Client:       client.New(f.url, f.token),
+		Client:       f.client(f.token),
 		CapacityFunc: func() int { return int(capacity.Load()) },
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			return synthetic.NewWindow(g.Name)
@@ -244,4 +252,12 @@ func verifyWindow(ctx context.Context, c *client.Client, d *leasehold.GroupDetai
 		return fmt.Sprintf("stored window (next %d) %v; uninterrupted %v", sr.Next, got, want), nil
 	}
 	return "", nil
+}
+
+// client is a client of the node with token, speaking https as
+// --ca-file, --client-cert and --client-key say.
+func (f *workerFlags) client(token string) *client.Client {
+	c := client.New(f.url, token)
+	c.TLSConfig = f.nodeTLS
+	return c
 }
