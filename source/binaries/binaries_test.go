@@ -14,32 +14,6 @@ import (
 	"github.com/leasehold/leasehold/source/nntp"
 )
 
-func TestParseSubject(t *testing.T) {
-	for _, c := range []struct {
-		subject     string
-		name, norm  string
-		part, total int
-		ok          bool
-	}{
-		{`[1/12] - "file.rar" yEnc (1/3)`, "file.rar", `[1/12] - "file.rar" yEnc (/3)`, 1, 3, true},
-		{`[1/12] - "file.rar" yEnc (3/3)`, "file.rar", `[1/12] - "file.rar" yEnc (/3)`, 3, 3, true},
-		{`Linux ISO disc (3/50)`, "Linux ISO disc", `Linux ISO disc (/50)`, 3, 50, true},
-		{`"notes.txt" yEnc`, "notes.txt", `"notes.txt" yEnc`, 1, 1, true},
-		{`My (great) holiday - "a.jpg" yEnc (01/10)`, "a.jpg", `My (great) holiday - "a.jpg" yEnc (/10)`, 1, 10, true},
-		{`[2/5] - holiday pictures yEnc (2/7)`, "holiday pictures", `[2/5] - holiday pictures yEnc (/7)`, 2, 7, true},
-		{`what is a good newsreader?`, "", "", 0, 0, false},
-		{`Re: parts (1/2) please`, "Re: parts", `Re: parts (/2) please`, 1, 2, true},
-		{`too many (5/3)`, "", "", 0, 0, false},
-		{`zero (0/0)`, "", "", 0, 0, false},
-		{`negative (-1/3)`, "", "", 0, 0, false},
-	} {
-		p, ok := ParseSubject(c.subject)
-		if ok != c.ok || ok && (p.Name != c.name || p.Normalised != c.norm || p.Number != c.part || p.Total != c.total) {
-			t.Errorf("%q: got %+v, %v; want %q %q %d/%d %v", c.subject, p, ok, c.name, c.norm, c.part, c.total, c.ok)
-		}
-	}
-}
-
 // headers makes articles 1..n: files of parts parts by posters
 // interleaved, every sixth article a plain text one, some parts missing,
 // and a slow file whose ten parts come 110 articles apart.

@@ -175,7 +175,7 @@ func (w *Window) sweepTo(n int64) {
 // take adds one header to its file and returns the file if that completed
 // it.
 func (w *Window) take(h nntp.Header) *File {
-	p, ok := ParseSubject(h.Subject)
+	r := ReadSubject(h.Subject); p, ok := Part{Name: r.Name, Normalised: r.FileSubject, Number: r.Part, Total: r.Total}, r.IsPart
 	if !ok || p.Number == 0 {
 		w.NotFiles++
 		return nil
@@ -297,4 +297,11 @@ func (w *Window) OpenFiles() []File {
 	}
 	slices.SortFunc(out, func(a, b File) int { return cmp.Compare(a.Key, b.Key) })
 	return out
+}
+
+type Part struct {
+	Name       string
+	Normalised string
+	Number     int
+	Total      int
 }
