@@ -189,11 +189,12 @@ func Fixed(prefix string) []Article {
 }
 
 // Complete is the complete files an indexer must find in the fixed set,
-// by group: name and poster (Bob's holiday.rar twice, once as reposted;
-// Dave's disc, missing a part, never).
+// by group: name and poster, sorted (Bob's holiday.rar once: his repost
+// has the same subject, so it is a second copy of each part; Dave's
+// disc, missing a part, is written incomplete).
 func Complete(prefix string) map[string][]string {
 	return map[string][]string{
-		prefix + ".a": {"holiday.rar " + Bob, "holiday.rar " + Alice, "holiday.par2 " + Alice, "song.mp3 " + Erin, "holiday.rar " + Bob},
+		prefix + ".a": {"holiday.par2 " + Alice, "holiday.rar " + Alice, "holiday.rar " + Bob, "song.mp3 " + Erin},
 		prefix + ".b": {"notes.txt " + Frank, "vacation photos " + Grace},
 	}
 }
