@@ -416,7 +416,7 @@ func (w *Window) take(h nntp.Header, ch *changes) {
 		return
 	}
 	groups, article := crossPosts(w.Group, h)
-	key := digest("file", h.From, rd.FileSubject)
+	key := digest("file", groups[0], h.From, rd.FileSubject)
 	f := w.files[key]
 	if f == nil {
 		f = &fileState{File: File{Type: "file", Key: key, Group: groups[0], Groups: groups, Poster: h.From,
@@ -482,7 +482,7 @@ func (w *Window) joinRelease(f *fileState, rd Reading) string {
 	var key string
 	var total *int
 	if rd.HasFile {
-		key = digest("release", f.Poster, rd.KeySubject, strconv.Itoa(rd.Files))
+		key = digest("release", f.Group, f.Poster, rd.KeySubject, strconv.Itoa(rd.Files))
 		total = ptr(rd.Files)
 	} else {
 		key = digest("release", f.Key)
