@@ -133,7 +133,8 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	}
 }
 
-// Article is one article to post.
+// Article is one article to post: Group may name several groups,
+// comma-separated (a cross-post).
 type Article struct {
 	Group, From, Subject, Body string
 }
@@ -227,7 +228,9 @@ func Post(ctx context.Context, c *nntp.Client, articles []Article) error {
 		if err := c.Post(ctx, a.Bytes()); err != nil {
 			return fmt.Errorf("posting %q to %s: %w", a.Subject, a.Group, err)
 		}
-		want[a.Group]++
+		for _, g := range strings.Split(a.Group, ",") {
+			want[g]++
+		}
 	}
 	for g, n := range want {
 		for {
