@@ -110,8 +110,8 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	admin(t, n, "groups", "tail", missing, "10") // the server cannot report it
 	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
 	dir := t.TempDir()
-	out := filepath.Join(dir, "binaries.jsonl")
-	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://" + s.Addr, "--out", out,
+	out, nzbs := filepath.Join(dir, "binaries.jsonl"), filepath.Join(dir, "nzb")
+	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://" + s.Addr, "--out", out, "--nzb", nzbs,
 		"--capacity", "2", "--connections", "2", "--batch", "5", "--snapshot-every", "1ns", "--watermark-every", "200ms", "--log-level", "debug"}
 	log := filepath.Join(dir, "worker.log")
 	worker := startWorkerProcess(t, log, args...)
@@ -198,6 +198,26 @@ func TestUsenetWorkerKilled(t *testing.T) {
 		}
 	}
 	sameRecords(t, got, want)
+	// Each NZB is the one an uninterrupted pass makes of its release.
+	nzbCount := 0
+	for k, r := range got.Releases {
+		if r.NZB == nil {
+			continue
+		}
+		nzbCount++
+		var files []binaries.File
+		for _, f := range want.Files {
+			if f.Release == k {
+				files = append(files, f)
+			}
+		}
+		if body, err := os.ReadFile(filepath.Join(nzbs, *r.NZB)); err != nil || !bytes.Equal(body, binaries.NZB(want.Releases[k], files)) {
+			t.Errorf("the NZB of %s (%s): %v\n%s\nwant\n%s", k, r.Name, err, body, binaries.NZB(want.Releases[k], files))
+		}
+	}
+	if nzbCount < len(got.Releases)-1 {
+		t.Errorf("%d NZBs for %d releases", nzbCount, len(got.Releases))
+	}
 	var disc []binaries.File
 	for _, f := range got.Files {
 		if strings.Contains(f.Name, "Linux ISO") {
