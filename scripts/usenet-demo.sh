@@ -170,8 +170,8 @@ step "incomplete files written:"
 jq -r 'select(.type == "file" and .complete == false) | "  \(.name) by \(.poster): \(.parts) of \(.total) parts"' "$tmp/killed.final"
 jq -e -s '[.[] | select(.type == "file" and .name == "mix.ten.bin" and .complete == false and .parts == 9)] | length == 1' "$tmp/killed.final" >/dev/null ||
 	{ echo "usenet-demo: the 10-part file missing a part was not written incomplete" >&2; exit 1; }
-jq -e -s '[.[] | select(.type == "release" and .complete and (.poster | test("mix.example")))] | length == 5' "$tmp/killed.final" >/dev/null ||
-	{ echo "usenet-demo: the mix's five complete releases are not all complete" >&2; exit 1; }
+jq -e -s '[.[] | select(.type == "release" and .complete and (.poster | test("mix.example")))] | length == 4' "$tmp/killed.final" >/dev/null ||
+	{ echo "usenet-demo: the mix's four complete releases are not all complete" >&2; exit 1; }
 
 # NZBGet reads from an nnrpd of its own: it never sends MODE READER, and
 # innd takes 127.0.0.1 for a peer.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/leasehold/leasehold/source/binaries"
 )
@@ -40,7 +41,7 @@ type subjectLine struct {
 
 // runUsenet is `leasehold usenet subject`.
 func runUsenet(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
 		fmt.Fprint(stderr, usenetUsage)
 		if len(args) == 0 {
 			return usageError(errors.New("usenet: subject?"))
