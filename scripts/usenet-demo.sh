@@ -192,11 +192,13 @@ for nzb in $(jq -r 'select(.type == "release" and .complete and (.poster | test(
 		-o ParCheck=force -o ParRepair=yes -o Unpack=no -o DirectRename=no -o FileNaming=article -o CrcCheck=yes \
 		"$tmp/nzb-killed/$nzb" >>"$tmp/nzbget.out" 2>&1
 done
+# Every posted file must be among the downloaded ones, byte for byte (by
+# content: NZBGet may spell a name with other characters).
+find "$get/dst" "$get/inter" -type f -exec sha256sum {} + 2>/dev/null | awk '{ print $1 }' | sort -u >"$tmp/downloaded.sums"
 rebuilt=0
 for f in "$tmp"/posted/*; do
-	name=$(basename "$f")
-	got=$(find "$get/dst" "$get/inter" -type f -name "$name" 2>/dev/null | head -n 1)
-	[ -n "$got" ] && cmp -s "$f" "$got" || { echo "usenet-demo: NZBGet did not rebuild $name byte for byte" >&2; tail -n 30 "$get/nzbget.log" >&2; exit 1; }
+	sum=$(sha256sum "$f" | awk '{ print $1 }')
+	grep -qx "$sum" "$tmp/downloaded.sums" || { echo "usenet-demo: NZBGet did not rebuild $(basename "$f") byte for byte" >&2; tail -n 30 "$get/nzbget.log" >&2; exit 1; }
 	rebuilt=$((rebuilt + 1))
 done
 step "NZBGet rebuilt all $rebuilt complete files of the mix byte for byte"

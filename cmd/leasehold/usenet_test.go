@@ -215,8 +215,9 @@ func TestUsenetWorkerKilled(t *testing.T) {
 			t.Errorf("the NZB of %s (%s): %v\n%s\nwant\n%s", k, r.Name, err, body, binaries.NZB(want.Releases[k], files))
 		}
 	}
-	if nzbCount < len(got.Releases)-1 {
-		t.Errorf("%d NZBs for %d releases", nzbCount, len(got.Releases))
+	onDisk, _ := filepath.Glob(filepath.Join(nzbs, "*", "*.nzb"))
+	if nzbCount < len(got.Releases)-1 || len(onDisk) != nzbCount {
+		t.Errorf("%d NZBs named by %d releases, %d on disk: want one a release, no other", nzbCount, len(got.Releases), len(onDisk))
 	}
 	var disc []binaries.File
 	for _, f := range got.Files {

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,7 +42,10 @@ func NewNZBWriter(dir string) (*NZBWriter, error) {
 func NZBPath(group, key string) string { return group + "/" + key + ".nzb" }
 
 // Write writes the NZB of each update's release that is complete or has
-// a file written incomplete, and sets the release's NZB to its path.
+// a file written incomplete, and sets the release's NZB to its path. A
+// release that is neither (a file written incomplete before a takeover
+// was completed by its replay) has its NZB removed, so the NZBs are
+// those of its last records, as one uninterrupted pass leaves them.
 func (n *NZBWriter) Write(updates []Update) error {
 	for i := range updates {
 		u := &updates[i]
@@ -49,13 +53,16 @@ func (n *NZBWriter) Write(updates []Update) error {
 		for _, f := range u.Files {
 			due = due || !f.Complete
 		}
-		if !due || len(u.Files) == 0 {
-			continue
-		}
 		if !safeGroup(u.Release.Group) {
 			return fmt.Errorf("binaries: group %q cannot name a directory", u.Release.Group)
 		}
 		rel := NZBPath(u.Release.Group, u.Release.Key)
+		if !due || len(u.Files) == 0 {
+			if err := os.Remove(filepath.Join(n.Dir, filepath.FromSlash(rel))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			continue
+		}
 		if err := n.write(filepath.Join(n.Dir, filepath.FromSlash(rel)), NZB(u.Release, u.Files)); err != nil {
 			return err
 		}

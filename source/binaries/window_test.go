@@ -487,3 +487,30 @@ func TestNZB(t *testing.T) {
 		t.Error("a file taken for the NZB directory")
 	}
 }
+
+// TestNZBRemovedWhenNotDue: an NZB written for a release while one of its
+// files was incomplete (a takeover's tail end came early) is removed when
+// a later record of the release has neither a complete release nor an
+// incomplete file, as one uninterrupted pass would never have written it.
+func TestNZBRemovedWhenNotDue(t *testing.T) {
+	n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(num int64, file, p int) nntp.Header {
+		return nntp.Header{Number: num, Subject: fmt.Sprintf(`post [%d/2] - "f%d.bin" yEnc (%d/2)`, file, file, p), From: "p", MessageID: fmt.Sprintf("<%d@p>", num), Bytes: 10}
+	}
+	w := NewWindow("alt.binaries.lh.rec.n")
+	ups := append(w.Add(1, 1, []nntp.Header{part(1, 1, 1)}), w.Flush()...) // f1 written incomplete
+	if err := n.Write(ups); err != nil || ups[0].Release.NZB == nil {
+		t.Fatalf("%v, %+v: want an NZB for the release with an incomplete file", err, ups)
+	}
+	path := filepath.Join(n.Dir, *ups[0].Release.NZB)
+	ups = w.Add(2, 2, []nntp.Header{part(2, 1, 2)}) // f1 complete, f2 not yet seen
+	if err := n.Write(ups); err != nil || ups[0].Release.NZB != nil || ups[0].Release.Complete {
+		t.Fatalf("%v, %+v", err, ups)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the NZB of a release neither complete nor with an incomplete file is still there: %v", err)
+	}
+}
