@@ -31,10 +31,11 @@ func FuzzReadSubject(f *testing.F) {
 			return
 		}
 		old := "(" + strconv.Itoa(r.Part) + "/" + strconv.Itoa(r.Total) + ")"
-		i := strings.LastIndex(subject, old)
-		if i < 0 {
-			return // a yEnc single part, or a counter with spaces in it
+		ms := parenCounter.FindAllStringIndex(subject, -1)
+		if len(ms) == 0 || subject[ms[len(ms)-1][0]:ms[len(ms)-1][1]] != old {
+			return // a yEnc single part, a [k/n] one, or a counter with spaces in it
 		}
+		i := ms[len(ms)-1][0]
 		last := "(" + strconv.Itoa(r.Total) + "/" + strconv.Itoa(r.Total) + ")"
 		other := subject[:i] + last + subject[i+len(old):]
 		if j := strings.LastIndex(subject[:i], old); j >= 0 && strings.TrimSpace(subject[j+len(old):i]) == "" {

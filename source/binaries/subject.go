@@ -58,8 +58,10 @@ const maxSubject = 2048
 var (
 	// parenCounter is a (k/n) part counter, with spaces allowed inside.
 	parenCounter = regexp.MustCompile(`\(\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\)`)
-	// fileCounter is a [k/n], (k/n) or "File k of n".
-	fileCounter = regexp.MustCompile(`(?i)\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]|\(\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\)|\bfile\s+(\d{1,6})\s+of\s+(\d{1,6})\b`)
+	// bracketCounter is a [k/n] and fileOf a "File k of n": with the
+	// (k/n) counters, the file counters.
+	bracketCounter = regexp.MustCompile(`\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]`)
+	fileOf         = regexp.MustCompile(`(?i)\bfile\s+(\d{1,6})\s+of\s+(\d{1,6})\b`)
 	// bracketTail is a [k/n] that ends the subject, only a size after it.
 	bracketTail = regexp.MustCompile(`(?i)\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]\s*(?:[\d.,]+\s*[kmg]?b?)?\s*$`)
 	// entity is an HTML entity as posters' tools write them, "#34;" too.
@@ -151,22 +153,16 @@ func ReadSubject(subject string) Reading {
 	// The file counter: a counter before the name (the last one), else
 	// one after a bracketed name ([name.mkv]-[1/3]); never the part
 	// counter (taken out of u already).
-	fcs := fileCounter.FindAllStringSubmatchIndex(u, -1)
+	fcs := fileCounters(u)
 	fileLo, fileHi := -1, -1
 	take := func(m []int) bool {
-		for g := 2; g < len(m); g += 4 {
-			if m[g] < 0 {
-				continue
-			}
-			k, n := atoi(u[m[g]:m[g+1]]), atoi(u[m[g+2]:m[g+3]])
-			if n < 1 || n > MaxParts || k > n {
-				return false
-			}
-			r.HasFile, r.File, r.Files = true, k, n
-			fileLo, fileHi = m[0], m[1]
-			return true
+		k, n := atoi(u[m[2]:m[3]]), atoi(u[m[4]:m[5]])
+		if n < 1 || n > MaxParts || k > n {
+			return false
 		}
-		return false
+		r.HasFile, r.File, r.Files = true, k, n
+		fileLo, fileHi = m[0], m[1]
+		return true
 	}
 	if nameLo >= 0 {
 		for i := len(fcs) - 1; i >= 0; i-- {
@@ -248,6 +244,23 @@ func ReadSubject(subject string) Reading {
 	}
 	r.KeySubject = yencSize.ReplaceAllString(blank(spans...), "yEnc")
 	return r
+}
+
+// fileCounters are the [k/n], (k/n) and "File k of n" of s in order,
+// each as the indexes of the match, k and n.
+func fileCounters(s string) [][]int {
+	var out [][]int
+	if strings.IndexByte(s, '[') >= 0 {
+		out = append(out, bracketCounter.FindAllStringSubmatchIndex(s, -1)...)
+	}
+	if strings.IndexByte(s, '(') >= 0 {
+		out = append(out, parenCounter.FindAllStringSubmatchIndex(s, -1)...)
+	}
+	if containsFold(s, "file") {
+		out = append(out, fileOf.FindAllStringSubmatchIndex(s, -1)...)
+	}
+	slices.SortFunc(out, func(a, b []int) int { return cmp.Compare(a[0], b[0]) })
+	return out
 }
 
 // span is the bytes lo..hi of a subject.

@@ -440,31 +440,34 @@ func (w *Window) take(h nntp.Header, ch *changes) {
 		f.Subject, f.Name, f.SubjectPart = rd.Subject, rd.Name, rd.Part
 	}
 	seg := Segment{Number: rd.Part, Article: article, MessageID: h.MessageID, Bytes: h.Bytes}
+	date := posted(h.Date)
 	i, found := slices.BinarySearchFunc(f.Segments, rd.Part, func(s Segment, n int) int { return cmp.Compare(s.Number, n) })
 	switch {
 	case !found:
 		f.Segments = slices.Insert(f.Segments, i, seg)
-		f.Dates = slices.Insert(f.Dates, i, posted(h.Date))
+		f.Dates = slices.Insert(f.Dates, i, date)
 		f.Bytes += seg.Bytes
 		f.Parts = len(f.Segments)
+		if f.Posted == "" || earlier(date, f.Posted) {
+			f.Posted = date
+		}
 	case article < f.Segments[i].Article:
 		// A second copy of a part: the lowest article number wins, so
-		// every read order keeps the same one.
+		// every read order keeps the same one, and posted is the earliest
+		// of the winning copies' dates.
 		w.Copies++
 		f.Bytes += seg.Bytes - f.Segments[i].Bytes
 		f.Segments[i] = seg
-		f.Dates[i] = posted(h.Date)
+		f.Dates[i] = date
+		f.Posted = f.Dates[0]
+		for _, d := range f.Dates[1:] {
+			if earlier(d, f.Posted) {
+				f.Posted = d
+			}
+		}
 	default:
 		w.Copies++
 		return
-	}
-	// posted is the earliest of the winning copies' dates, so every read
-	// order gives the same.
-	f.Posted = f.Dates[0]
-	for _, d := range f.Dates[1:] {
-		if earlier(d, f.Posted) {
-			f.Posted = d
-		}
 	}
 	wasComplete := f.Complete
 	f.Complete = f.Total != nil && f.Parts >= *f.Total
@@ -641,9 +644,13 @@ func ptr(v int) *int { return &v }
 // posted is an article's date as RFC 3339 in UTC, or as the server gave
 // it when it does not parse.
 func posted(date string) string {
-	t, err := mail.ParseDate(date)
+	// The form nearly every server gives first: one parse, not the
+	// dozen layouts mail.ParseDate may try.
+	t, err := time.Parse("Mon, _2 Jan 2006 15:04:05 -0700", date)
 	if err != nil {
-		return date
+		if t, err = mail.ParseDate(date); err != nil {
+			return date
+		}
 	}
 	return t.UTC().Format(time.RFC3339)
 }
@@ -651,6 +658,9 @@ func posted(date string) string {
 // earlier reports whether date a is before b (RFC 3339 strings compare
 // as times; one that does not parse sorts after those that do).
 func earlier(a, b string) bool {
+	if utcSecond(a) && utcSecond(b) {
+		return a < b // the form posted writes sorts as text
+	}
 	ta, ea := time.Parse(time.RFC3339, a)
 	tb, eb := time.Parse(time.RFC3339, b)
 	switch {
@@ -662,6 +672,12 @@ func earlier(a, b string) bool {
 		return false
 	}
 	return a < b
+}
+
+// utcSecond reports whether s has the form posted writes,
+// 2006-01-02T15:04:05Z.
+func utcSecond(s string) bool {
+	return len(s) == 20 && s[4] == '-' && s[10] == 'T' && s[19] == 'Z'
 }
 
 // mark records lo..hi as read.
