@@ -38,6 +38,9 @@ type Indexer struct {
 	TailEnd func(ctx context.Context, group string) (int64, error)
 }
 
+// retrySpans is the most OVERs a range asks for missing articles.
+const retrySpans = 16
+
 // Index reads articles next..end of the window's group: first the
 // missing articles of earlier ranges again, then each batch's overview
 // into w, what it changes to the sink, and then progress(batch end+1,
@@ -51,15 +54,19 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		batch = 1000
 	}
 	if ix.RetryMissing > 0 && len(w.Missing) > 0 {
+		// A bounded number of OVERs a range, each over missing numbers
+		// near each other: a server with many cancelled articles costs a
+		// few requests, not one a gap.
+		spans := w.MissingSpans(batch, retrySpans)
 		var again []nntp.Header
-		for _, s := range w.MissingRuns() {
+		for _, s := range spans {
 			hs, _, err := ix.Source.Overview(ctx, w.Group, s.Lo, s.Hi)
 			if err != nil {
 				return err
 			}
 			again = append(again, hs...)
 		}
-		if err := ix.write(ctx, w.Retry(again, ix.RetryMissing)); err != nil {
+		if err := ix.write(ctx, w.Retry(spans, again, ix.RetryMissing)); err != nil {
 			return err
 		}
 	}

@@ -258,8 +258,10 @@ func (w *Window) Skipped(lo, hi int64, headers []nntp.Header) {
 	}
 }
 
-// MissingRuns are the missing article numbers as runs, in order.
-func (w *Window) MissingRuns() []Span {
+// MissingSpans are the spans of article numbers to ask again: runs of
+// missing numbers less than gap apart joined (one OVER for a scatter of
+// cancelled articles), at most most of them, lowest first.
+func (w *Window) MissingSpans(gap int64, most int) []Span {
 	ns := make([]int64, 0, len(w.Missing))
 	for n := range w.Missing {
 		ns = append(ns, n)
@@ -267,19 +269,22 @@ func (w *Window) MissingRuns() []Span {
 	slices.Sort(ns)
 	var out []Span
 	for _, n := range ns {
-		if len(out) > 0 && out[len(out)-1].Hi+1 == n {
+		if len(out) > 0 && n-out[len(out)-1].Hi <= gap {
 			out[len(out)-1].Hi = n
 			continue
+		}
+		if len(out) == most {
+			break
 		}
 		out = append(out, Span{n, n})
 	}
 	return out
 }
 
-// Retry takes the headers an OVER asked again gave for missing
-// articles, and counts one more try for those still missing; one asked
-// limit times is given up (Lost).
-func (w *Window) Retry(headers []nntp.Header, limit int) []Update {
+// Retry takes the headers an OVER asked again over spans gave for
+// missing articles, and counts one more try for those of spans still
+// missing; one asked limit times is given up (Lost).
+func (w *Window) Retry(spans []Span, headers []nntp.Header, limit int) []Update {
 	var ch changes
 	for _, h := range headers {
 		if _, ok := w.Missing[h.Number]; !ok {
@@ -291,6 +296,9 @@ func (w *Window) Retry(headers []nntp.Header, limit int) []Update {
 		w.take(h, &ch)
 	}
 	for n, tries := range w.Missing {
+		if !slices.ContainsFunc(spans, func(s Span) bool { return s.Lo <= n && n <= s.Hi }) {
+			continue
+		}
 		if tries+1 >= limit {
 			delete(w.Missing, n)
 			w.Lost++

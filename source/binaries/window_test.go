@@ -297,20 +297,23 @@ func TestRetryMissing(t *testing.T) {
 		t.Fatalf("wrote %+v", ups)
 	}
 	w.Skipped(1, 5, skipped)
-	if runs := w.MissingRuns(); !reflect.DeepEqual(runs, []Span{{3, 3}}) {
+	if runs := w.MissingSpans(10, 16); !reflect.DeepEqual(runs, []Span{{3, 3}}) {
 		t.Fatalf("missing %v, want 3", runs)
 	}
-	ups := w.Retry([]nntp.Header{hs[2]}, 3)
+	ups := w.Retry([]Span{{3, 3}}, []nntp.Header{hs[2]}, 3)
 	if len(ups) != 1 || !ups[0].Files[0].Complete || len(w.Missing) != 0 || w.Retried != 1 {
 		t.Errorf("the retried article: %+v, missing %v", ups, w.Missing)
 	}
-	w.Add(6, 9, []nntp.Header{{Number: 6, Subject: "a"}, {Number: 9, Subject: "b"}})
-	w.Skipped(6, 9, []nntp.Header{{Number: 6}, {Number: 9}})
-	for i := 0; i < 3; i++ {
-		w.Retry(nil, 3)
+	w.Add(6, 100, []nntp.Header{{Number: 6, Subject: "a"}, {Number: 9, Subject: "b"}, {Number: 99, Subject: "c"}, {Number: 100, Subject: "d"}})
+	w.Skipped(6, 100, []nntp.Header{{Number: 6}, {Number: 9}, {Number: 99}, {Number: 100}})
+	if spans := w.MissingSpans(10, 1); !reflect.DeepEqual(spans, []Span{{7, 98}}) {
+		t.Fatalf("spans %v, want 7..98 (gaps under 10 joined, one span asked)", spans)
 	}
-	if len(w.Missing) != 0 || w.Lost != 2 {
-		t.Errorf("after three tries: missing %v, lost %d; want none, 2", w.Missing, w.Lost)
+	for i := 0; i < 3; i++ {
+		w.Retry([]Span{{7, 8}}, nil, 3) // only 7 and 8 asked
+	}
+	if len(w.Missing) != 89 || w.Lost != 2 || w.Missing[10] != 0 {
+		t.Errorf("after three tries of 7..8: %d missing, lost %d; want 89 (10..98) untouched, 2 lost", len(w.Missing), w.Lost)
 	}
 }
 
