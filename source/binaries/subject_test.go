@@ -46,8 +46,9 @@ func intOr(p *int) int {
 }
 
 // TestReadSubjectTable reads the subjects of SABnzbd's, NZBGet's and
-// NewsFlash's own tests and checks each reading; it logs how many read
-// right by source.
+// NewsFlash's own tests and NNTmux's regex examples (its stored subjects
+// have the part counter after yEnc taken off) and checks each reading;
+// it logs how many read right by source.
 func TestReadSubjectTable(t *testing.T) {
 	right, all := map[string]int{}, map[string]int{}
 	for _, c := range loadSubjects(t) {
