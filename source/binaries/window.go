@@ -756,11 +756,22 @@ func (w *Window) Save(out io.Writer) error {
 // of another version or a malformed one is refused and leaves w as it was.
 func (w *Window) Load(in io.Reader) error {
 	var f windowFile
-	if err := json.NewDecoder(in).Decode(&f); err != nil {
+	data, err := io.ReadAll(in)
+	if err == nil {
+		err = json.Unmarshal(data, &f)
+	}
+	if err != nil {
 		return fmt.Errorf("binaries: load window: %w", err)
 	}
+	if f.Version == 1 {
+		var v1 windowV1
+		if err := json.Unmarshal(data, &v1); err != nil {
+			return fmt.Errorf("binaries: load window: %w", err)
+		}
+		return w.loadV1(f, v1)
+	}
 	if f.Version != 2 {
-		return fmt.Errorf("binaries: load window: version %d, this worker reads version 2 (files and releases)", f.Version)
+		return fmt.Errorf("binaries: load window: version %d, this worker reads versions 1 and 2", f.Version)
 	}
 	if w.Group != "" && f.Group != w.Group {
 		return fmt.Errorf("binaries: load window: the window of group %q, not %q", f.Group, w.Group)
@@ -808,6 +819,43 @@ func (w *Window) Load(in io.Reader) error {
 		*p = f.Counts[k]
 	}
 	*w = nw
+	return nil
+}
+
+// windowV1 is what version 1 (before files and releases) adds to
+// windowFile: its counts and open files.
+type windowV1 struct {
+	Headers   int64             `json:"headers"`
+	NotFiles  int64             `json:"not_files"`
+	Completed int64             `json:"completed"`
+	Expired   int64             `json:"expired"`
+	Open      []json.RawMessage `json:"open"`
+}
+
+// loadV1 takes a window saved before files and releases: its spans read
+// and counts go on; its open files, keyed by a subject form this version
+// no longer makes, are counted expired (their later parts start files of
+// their own, written incomplete). Like Load, it changes nothing when
+// refused.
+func (w *Window) loadV1(f windowFile, v1 windowV1) error {
+	read := make([]Span, len(f.Read))
+	for i, s := range f.Read {
+		read[i] = Span{s[0], s[1]}
+		if s[0] > s[1] || i > 0 && read[i-1].Hi+1 >= s[0] {
+			return fmt.Errorf("binaries: load window: read spans out of order at %d", i)
+		}
+	}
+	if w.Group != "" && f.Group != w.Group {
+		return fmt.Errorf("binaries: load window: the window of group %q, not %q", f.Group, w.Group)
+	}
+	nw := NewWindow(f.Group)
+	nw.MaxDistance, nw.MaxOpen, nw.Read, nw.Top = f.MaxDistance, f.MaxOpen, read, f.Top
+	if w.IncompleteAfter > 0 {
+		nw.IncompleteAfter = w.IncompleteAfter
+	}
+	nw.Headers, nw.NotFiles, nw.Completed = v1.Headers, v1.NotFiles, v1.Completed
+	nw.Expired = v1.Expired + int64(len(v1.Open))
+	*w = *nw
 	return nil
 }
 

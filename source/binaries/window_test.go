@@ -327,7 +327,8 @@ func TestLoadRefuses(t *testing.T) {
 	}{
 		"OtherGroup": {"alt.b", snap},
 		"NotJSON":    {"alt.a", []byte("{")},
-		"Version1":   {"alt.a", []byte(`{"version":1,"group":"alt.a"}`)},
+		"Version3":   {"alt.a", []byte(`{"version":3,"group":"alt.a"}`)},
+		"Version1Of": {"alt.a", []byte(`{"version":1,"group":"alt.b"}`)},
 		"Spans":      {"alt.a", []byte(`{"version":2,"group":"alt.a","read":[[5,9],[1,2]]}`)},
 		"NoRelease":  {"alt.a", bytes.Replace(snap, []byte(`"releases":[{`), []byte(`"releases":[],"x":[{`), 1)},
 	} {
@@ -336,6 +337,35 @@ func TestLoadRefuses(t *testing.T) {
 		before := saved(t, into)
 		if err := into.Load(bytes.NewReader(c.body)); err == nil || !bytes.Equal(saved(t, into), before) {
 			t.Errorf("%s: %v, want refused and the window kept", name, err)
+		}
+	}
+}
+
+// TestLoadVersion1: a window saved before files and releases (by the
+// worker of the release before) loads: its spans read and counts go on,
+// its open file is counted expired, and a later part of that file
+// starts a file of its own, written incomplete at the tail's end.
+func TestLoadVersion1(t *testing.T) {
+	raw, err := os.ReadFile("testdata/window-v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWindow("alt.binaries.lh.rec.v1")
+	if err := w.Load(bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Covered(1) || !w.Covered(5) || w.Covered(6) || w.Top != 5 || w.Headers != 4 || w.Completed != 1 || w.Expired != 1 {
+		t.Fatalf("the version 1 window: read %v, top %d, headers %d, completed %d, expired %d", w.Read, w.Top, w.Headers, w.Completed, w.Expired)
+	}
+	out := newRecords()
+	out.take(w.Add(6, 6, []nntp.Header{{Number: 6, Subject: `"b.bin" yEnc (2/3)`, From: "p", MessageID: "<6@p>", Bytes: 10}}))
+	out.take(w.Flush())
+	if len(out.Files) != 1 {
+		t.Fatalf("%d files, want b.bin's later part written incomplete", len(out.Files))
+	}
+	for _, f := range out.Files {
+		if f.Name != "b.bin" || f.Complete || f.Parts != 1 {
+			t.Errorf("%+v", f)
 		}
 	}
 }
