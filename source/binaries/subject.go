@@ -71,9 +71,6 @@ var (
 	// trailingYenc is a "yEnc" (and size) that ends the text before a
 	// part counter, with the empty quotes and dashes around it.
 	trailingYenc = regexp.MustCompile(`(?i)(?:[\s"-]*\byenc(?:\s+\d+)?)?[\s"-]*$`)
-	// extension is a file name's extension: 1-5 letters or digits, at
-	// least one a letter, or three digits (.001).
-	extension = regexp.MustCompile(`\.(?:[0-9]{0,4}[A-Za-z][A-Za-z0-9]{0,4}|\d{3})$`)
 )
 
 // ReadSubject reads a subject (rules 1 and 2 of USENET.md). It never
@@ -246,6 +243,40 @@ func ReadSubject(subject string) Reading {
 	return r
 }
 
+// hasExtension reports whether a name ends in an extension: a dot, then
+// up to four digits, a letter and up to four letters or digits (.mkv,
+// .r71, .par2), or three digits (.001).
+func hasExtension(name string) bool {
+	dot := strings.LastIndexByte(name, '.')
+	if dot < 0 || dot == len(name)-1 {
+		return false
+	}
+	ext := name[dot+1:]
+	digits, i := 0, 0
+	for i < len(ext) && ext[i] >= '0' && ext[i] <= '9' {
+		digits++
+		i++
+	}
+	if i == len(ext) {
+		return digits == 3
+	}
+	if digits > 4 || !isLetter(ext[i]) {
+		return false
+	}
+	rest := ext[i+1:]
+	if len(rest) > 4 {
+		return false
+	}
+	for j := 0; j < len(rest); j++ {
+		if !isLetter(rest[j]) && (rest[j] < '0' || rest[j] > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
 // fileCounters are the [k/n], (k/n) and "File k of n" of s in order,
 // each as the indexes of the match, k and n.
 func fileCounters(s string) [][]int {
@@ -316,7 +347,7 @@ func quotedName(s string, ext bool) (lo, hi int, ok bool) {
 		}
 		b += a
 		inner := strings.TrimSpace(s[a:b])
-		if inner != "" && (!ext || extension.MatchString(inner)) {
+		if inner != "" && (!ext || hasExtension(inner)) {
 			lo = a + strings.Index(s[a:b], inner)
 			return lo, lo + len(inner), true
 		}
@@ -351,7 +382,7 @@ func bracketName(s string) (lo, hi int, last string, ok bool) {
 			if j := strings.LastIndexByte(inner, '/'); j >= 0 {
 				inner = strings.TrimSpace(inner[j+1:])
 			}
-			if inner != "" && extension.MatchString(inner) && !strings.ContainsAny(inner, `"`) {
+			if inner != "" && hasExtension(inner) && !strings.ContainsAny(inner, `"`) {
 				return start, i, inner, true
 			}
 		}
