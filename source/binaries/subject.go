@@ -66,8 +66,6 @@ var (
 	bracketTail = regexp.MustCompile(`(?i)\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]\s*(?:[\d.,]+\s*[kmg]?b?)?\s*$`)
 	// entity is an HTML entity as posters' tools write them, "#34;" too.
 	entity = regexp.MustCompile(`&?#(\d{1,5});|&(quot|amp|lt|gt|apos);`)
-	// yencSize is "yEnc" and the file size after it.
-	yencSize = regexp.MustCompile(`(?i)\byenc\s+\d+`)
 	// trailingYenc is a "yEnc" (and size) that ends the text before a
 	// part counter, with the empty quotes and dashes around it.
 	trailingYenc = regexp.MustCompile(`(?i)(?:[\s"-]*\byenc(?:\s+\d+)?)?[\s"-]*$`)
@@ -239,9 +237,55 @@ func ReadSubject(subject string) Reading {
 	if nameLo >= 0 && nameHi > nameLo {
 		spans = append(spans, span{at(nameLo), at(nameHi)})
 	}
-	r.KeySubject = yencSize.ReplaceAllString(blank(spans...), "yEnc")
+	r.KeySubject = dropYencSize(blank(spans...))
 	return r
 }
+
+// dropYencSize writes each "yEnc" of s (any case, a word) as "yEnc" and
+// drops the file size after it: the files of a post differ in size.
+func dropYencSize(s string) string {
+	var b strings.Builder
+	for {
+		i := indexFold(s, "yenc")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + 4
+		if i > 0 && isWordByte(s[i-1]) || end < len(s) && isWordByte(s[end]) {
+			b.WriteString(s[:end])
+			s = s[end:]
+			continue
+		}
+		j := end
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		b.WriteString(s[:i])
+		b.WriteString("yEnc")
+		if k > j && (k == len(s) || !isWordByte(s[k])) {
+			s = s[k:]
+		} else {
+			s = s[end:]
+		}
+	}
+}
+
+// indexFold is strings.Index of an ASCII lower-case sub, any case in s.
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isWordByte(c byte) bool { return isLetter(c) || c >= '0' && c <= '9' || c == '_' }
 
 // hasExtension reports whether a name ends in an extension: a dot, then
 // up to four digits, a letter and up to four letters or digits (.mkv,
