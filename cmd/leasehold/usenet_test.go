@@ -83,10 +83,11 @@ func startWorkerProcess(t *testing.T, log string, args ...string) *exec.Cmd {
 // TestUsenetWorkerKilled indexes a real INN's groups through a real node
 // with `leasehold worker --source nntp://…`: nothing is planned by hand
 // (the worker reports the water marks), the worker is killed with kill -9
-// in the middle of a group and started again, and the complete files it
-// wrote (the last line of each key) equal one uninterrupted pass over the
-// same articles; no incomplete file is written; a group the server does not
-// carry fails its range with the server's answer.
+// in the middle of a group and started again, and the file and release
+// records it wrote (the last line of each key) and its NZBs equal one
+// uninterrupted pass over the same articles; the file missing a part is
+// written once, incomplete; a group the server does not carry fails its
+// range with the server's answer.
 func TestUsenetWorkerKilled(t *testing.T) {
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
