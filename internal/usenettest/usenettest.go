@@ -133,6 +133,16 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	}
 }
 
+// Cancel removes the article with Message-ID id from the server
+// (ctlinnd cancel): its number is skipped in OVER answers from then on.
+func (s *Server) Cancel(ctx context.Context, id string) error {
+	out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", id).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctlinnd cancel %s: %v: %s", id, err, out)
+	}
+	return nil
+}
+
 // Article is one article to post: Group may name several groups,
 // comma-separated (a cross-post).
 type Article struct {

@@ -134,3 +134,72 @@ func TestBackfillAfterForwardINN(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryMissingINN cancels part 5 of a 10-part yEnc file in INN, so
+// OVER skips its number: the worker asks for it again over the next
+// ranges (--retry-missing 2), then counts it lost, and the file is
+// written incomplete with the 9 parts there are.
+func TestRetryMissingINN(t *testing.T) {
+	s := usenettest.Find(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g := fmt.Sprintf("alt.binaries.lh.rec.retry%d", time.Now().UnixNano())
+	if err := s.NewGroups(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	src := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer src.Close()
+	arts := usenettest.YEncArticles(g, "r <r@lh.example>", "retry", []usenettest.File{{Name: "retry.bin", Data: bytes.Repeat([]byte("x"), 1000)}}, 100)
+	for i := 0; i < 6; i++ {
+		arts = append(arts, usenettest.Article{Group: g, From: "chat <c@lh.example>", Subject: "chat", Body: "hello"})
+	}
+	if err := usenettest.Post(ctx, src, arts); err != nil {
+		t.Fatal(err)
+	}
+	fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer fresh.Close()
+	hs, _, err := fresh.Overview(ctx, g, 5, 5)
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("OVER 5: %v, %v", hs, err)
+	}
+	if err := s.Cancel(ctx, hs[0].MessageID); err != nil {
+		t.Fatal(err)
+	}
+	reader := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+	defer reader.Close()
+	for {
+		hs, _, err := reader.Overview(ctx, g, 4, 6)
+		if err == nil && len(hs) == 2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("article 5 still answered after the cancel: %v, %v", hs, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ups []Update
+	sink := sinkFunc(func(_ context.Context, u []Update) error { ups = append(ups, u...); return nil })
+	ix := &Indexer{Source: reader, Sink: sink, Batch: 100, RetryMissing: 2}
+	w := NewWindow(g)
+	w.IncompleteAfter = 3
+	for _, r := range [][2]int64{{1, 7}, {8, 12}, {13, 16}} {
+		if err := ix.Index(ctx, w, r[0], r[1], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := newRecords()
+	out.take(ups)
+	var f File
+	for _, x := range out.Files {
+		f = x
+	}
+	if w.Lost != 1 || len(w.Missing) != 0 || len(out.Files) != 1 || f.Complete || f.Parts != 9 || *f.Total != 10 {
+		t.Errorf("lost %d, missing %v, files %+v; want article 5 lost after 2 tries and retry.bin written with 9 of 10 parts", w.Lost, w.Missing, out.Files)
+	}
+}
+
+// sinkFunc is a Sink that hands the updates to a function (the test's
+// own record keeping).
+type sinkFunc func(context.Context, []Update) error
+
+func (f sinkFunc) Write(ctx context.Context, u []Update) error { return f(ctx, u) }
