@@ -58,6 +58,19 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if err != nil {
 		return usageError(fmt.Errorf("worker: --start: %v", err))
 	}
+	if f.incompleteAfter < 0 {
+		return usageError(errors.New("worker: --incomplete-after must be 0 or more"))
+	}
+	if f.retryMissing < 0 || f.retryMissing > 100 {
+		return usageError(errors.New("worker: --retry-missing must be 0 to 100"))
+	}
+	// The NZB directory is proved writable before anything is leased.
+	var nzbs *binaries.NZBWriter
+	if f.nzb != "" {
+		if nzbs, err = binaries.NewNZBWriter(f.nzb); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
 	cfg.Connections = f.connections
 	cfg.NoCompress = !f.compress
 	cfg.Logger = log
@@ -70,12 +83,21 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	defer sink.Close()
 
 	c := f.client(f.token)
-	ix := &binaries.Indexer{Source: src, Sink: sink, Batch: f.batch}
+	ix := &binaries.Indexer{Source: src, Sink: sink, NZB: nzbs, Batch: f.batch, RetryMissing: f.retryMissing,
+		TailEnd: func(ctx context.Context, group string) (int64, error) {
+			gi, err := src.Group(ctx, group)
+			if err != nil {
+				return 0, err
+			}
+			return gi.High, nil
+		}}
 	w := &client.Worker{
 		Client:       c,
 		CapacityFunc: func() int { return f.capacity },
 		NewWindowFunc: func(g leasehold.Group) client.Window {
-			return binaries.NewWindow(g.Name)
+			w := binaries.NewWindow(g.Name)
+			w.IncompleteAfter = f.incompleteAfter
+			return w
 		},
 		IndexFunc: func(ctx context.Context, g *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
 			err := ix.Index(ctx, win.(*binaries.Window), r.Next, r.End, progress)
@@ -94,7 +116,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		w.SnapshotInterval = -1
 	}
 	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "starttls", cfg.StartTLS, "user", cfg.User,
-		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out, "start", start, "compress", f.compress)
+		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out, "nzb", f.nzb, "start", start, "compress", f.compress)
 	var wg sync.WaitGroup
 	markCtx, stopMarks := context.WithCancel(ctx)
 	wg.Go(func() { reportMarks(markCtx, c, src, f.markEvery, f.markGroups, start, log) })

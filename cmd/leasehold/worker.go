@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/web/client"
 	"github.com/leasehold/leasehold/web/client/synthetic"
 )
@@ -67,6 +68,10 @@ type workerFlags struct {
 	connections, markGroups           int
 	batch                             int64
 	markEvery                         time.Duration
+	// The Usenet worker's records (USENET.md).
+	nzb             string
+	incompleteAfter int64
+	retryMissing    int
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -97,7 +102,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
 	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")
-	fs.StringVar(&f.out, "out", "", "where complete binaries go: FILE.jsonl, or sqlite:FILE (news server sources)")
+	fs.StringVar(&f.out, "out", "", "where file and release records go: FILE.jsonl, or sqlite:FILE (news server sources)")
+	fs.StringVar(&f.nzb, "nzb", "", "write an NZB of each release under this directory, DIR/<group>/<release key>.nzb (news server sources)")
+	fs.Int64Var(&f.incompleteAfter, "incomplete-after", binaries.DefaultIncompleteAfter, "write a file incomplete once the group was read this many articles past its last part (0: only at the end of the tail)")
+	fs.IntVar(&f.retryMissing, "retry-missing", 3, "ask an article a server's OVER skipped again this many times, over later ranges, before its part counts as lost (0: never)")
 	f.node.flags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -188,7 +188,18 @@ func (a Article) Dated(date time.Time) []byte {
 		a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z), a.Body)
 }
 
-// Article is one article to post.
+// CancelID removes the article with Message-ID id from the server
+// (ctlinnd cancel): its number is skipped in OVER answers from then on.
+func (s *Server) CancelID(ctx context.Context, id string) error {
+	out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", id).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctlinnd cancel %s: %v: %s", id, err, out)
+	}
+	return nil
+}
+
+// Article is one article to post: Group may name several groups,
+// comma-separated (a cross-post).
 type Article struct {
 	Group, From, Subject, Body string
 }
@@ -244,11 +255,12 @@ func Fixed(prefix string) []Article {
 }
 
 // Complete is the complete files an indexer must find in the fixed set,
-// by group: name and poster (Bob's holiday.rar twice, once as reposted;
-// Dave's disc, missing a part, never).
+// by group: name and poster, sorted (Bob's holiday.rar once: his repost
+// has the same subject, so it is a second copy of each part; Dave's
+// disc, missing a part, is written incomplete).
 func Complete(prefix string) map[string][]string {
 	return map[string][]string{
-		prefix + ".a": {"holiday.rar " + Bob, "holiday.rar " + Alice, "holiday.par2 " + Alice, "song.mp3 " + Erin, "holiday.rar " + Bob},
+		prefix + ".a": {"holiday.par2 " + Alice, "holiday.rar " + Alice, "holiday.rar " + Bob, "song.mp3 " + Erin},
 		prefix + ".b": {"notes.txt " + Frank, "vacation photos " + Grace},
 	}
 }
@@ -281,7 +293,9 @@ func Post(ctx context.Context, c *nntp.Client, articles []Article) error {
 		if err := c.Post(ctx, a.Bytes()); err != nil {
 			return fmt.Errorf("posting %q to %s: %w", a.Subject, a.Group, err)
 		}
-		want[a.Group]++
+		for _, g := range strings.Split(a.Group, ",") {
+			want[g]++
+		}
 	}
 	for g, n := range want {
 		for {
