@@ -104,6 +104,8 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		}
 	}
 	var headers int64
+	var last []Update // the last batch's records, written once the source is let go
+	reached := false
 	for b, err := range ix.batches(ctx, w.Group, next, end, batch) {
 		if err != nil {
 			return err
@@ -115,25 +117,39 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		if ix.RetryMissing > 0 {
 			w.Skipped(b.Lo, b.Hi, b.Headers)
 		}
+		headers += int64(len(b.Headers))
 		if b.Hi == end {
-			ups = append(ups, w.Due()...)
-		}
-		if b.Hi == end && ix.TailEnd != nil {
-			tail, err := ix.TailEnd(ctx, w.Group)
-			if err != nil {
-				return err
-			}
-			if end >= tail {
-				ups = append(ups, w.Flush()...)
-			}
+			// The pipelined read holds its connection until the loop
+			// ends: the tail's end is asked after it, so a source of
+			// one connection never waits on itself.
+			last = append(ups, w.Due()...)
+			reached = true
+			break
 		}
 		if err := ix.write(ctx, ups); err != nil {
 			return err
 		}
-		headers += int64(len(b.Headers))
 		if progress != nil {
 			progress(b.Hi+1, headers)
 		}
+	}
+	if !reached {
+		return nil
+	}
+	if ix.TailEnd != nil {
+		tail, err := ix.TailEnd(ctx, w.Group)
+		if err != nil {
+			return err
+		}
+		if end >= tail {
+			last = append(last, w.Flush()...)
+		}
+	}
+	if err := ix.write(ctx, last); err != nil {
+		return err
+	}
+	if progress != nil {
+		progress(end+1, headers)
 	}
 	return nil
 }
