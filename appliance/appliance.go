@@ -160,7 +160,7 @@ func Open(cfg Config) (*Appliance, error) {
 	// The catalog and windows are 0600, but a data dir open to others
 	// lets them list it, and an operator who made it so should hear.
 	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		cfg.Logger.Warn("the data dir is open to other users: chmod 700 it", "data", cfg.DataDir, "mode", fi.Mode().Perm().String())
+		cfg.Logger.Warn("the data dir is open to other users: chmod 700 it", "data", cfg.DataDir, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, dirError(cfg.DataDir, err)

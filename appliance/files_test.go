@@ -87,7 +87,7 @@ func TestDataFilesOwnerOnly(t *testing.T) {
 		}
 		app, logs := open(dir)
 		defer app.Close()
-		if !strings.Contains(logs, "open to other users") || !strings.Contains(logs, "drwxr-xr-x") {
+		if !strings.Contains(logs, "open to other users") || !strings.Contains(logs, "mode=0755") {
 			t.Errorf("no warning naming the mode of a 0755 data dir: %q", logs)
 		}
 		for _, f := range []string{"catalog.db", "catalog.db-wal", "catalog.db-shm"} {

@@ -27,7 +27,7 @@ var (
 		WHERE id = ?1 AND start_from_low = 1 AND ?2 > start_id AND tail_end = start_id - 1 AND history_floor = start_id
 		AND NOT EXISTS (SELECT 1 FROM ranges WHERE group_id = ?1)`)
 	// The group's planned ranges, counted no further than the bound: a
-	// walk of ranges_planned as long as the bound at most.
+	// seek of the group's planned ranges in an index, as long as the bound at most.
 	qPlannedUpTo = wq(`SELECT count(*) FROM (SELECT 1 FROM ranges WHERE group_id = ? AND status = 'planned' LIMIT ?)`)
 	// The index groups_marks keeps the order: never reported (NULL) first.
 	qMarksOldest = `SELECT g.id, g.name, g.marks_low, g.marks_high, g.marks_at FROM groups g

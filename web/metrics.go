@@ -203,6 +203,11 @@ func (m *Metrics) holderCallRefused(code leasehold.Kind) {
 
 var _ appliance.Recorder = (*Metrics)(nil)
 
+// Handler serves a scrape of these metrics, as GET /metrics does: for a
+// program that serves them elsewhere, and for tests of parts (the
+// connection cap) that report into them without a server.
+func (m *Metrics) Handler() http.Handler { return m.handler() }
+
 // handler serves a scrape: the watchman's counts are refreshed under the
 // scrape's own request, then the registry gathered.
 func (m *Metrics) handler() http.Handler {

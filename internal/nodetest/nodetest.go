@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func Start(t testing.TB, o Options) *Node {
 		app.Close()
 		t.Fatalf("nodetest: listen: %v", err)
 	}
-	wo := web.Options{AdminToken: token, Metrics: metrics, Logger: log, SnapshotUploadTimeout: o.SnapshotUploadTimeout}
+	wo := web.Options{AdminToken: token, AdminTokenFile: filepath.Join(dir, "admin.token"), Metrics: metrics, Logger: log, SnapshotUploadTimeout: o.SnapshotUploadTimeout}
 	var rec *recorder
 	if d := os.Getenv(RecordEnv); d != "" {
 		if rec, err = newRecorder(d); err != nil {
