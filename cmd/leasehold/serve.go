@@ -61,6 +61,8 @@ type Main struct {
 	StreamMaxBytes    byteSize
 
 	stdout, stderr io.Writer
+	// adminTokenValue is the admin token given, once read.
+	adminTokenValue string
 
 	// wrapHTTP, when set, wraps the HTTP handler: the tests record the
 	// API's answers through it (nodetest.Recording).
@@ -314,6 +316,10 @@ func (m *Main) Run(ctx context.Context) error {
 	// falls back to slog's default, which is left alone.
 	log := slog.New(m.logHandler(level))
 
+	// A token given and refused stops the node before anything is made.
+	if err := m.givenAdminToken(log); err != nil {
+		return usageError(err)
+	}
 	metrics := web.NewMetrics()
 	metrics.SetVersion(Version)
 	fleet, err := m.newFleet(log)
@@ -337,7 +343,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.app = app
 	defer app.Close()
-	token, tokenFile, err := m.adminToken(log)
+	token, tokenFile, err := m.adminToken()
 	if err != nil {
 		return usageError(err)
 	}
@@ -419,35 +425,52 @@ func (m *Main) Run(ctx context.Context) error {
 // protects nothing.
 const adminTokenMin = 16
 
-// adminToken is the node's admin token and the file it is kept in ("" when
-// given by --admin-token or its variable): --admin-token-file's first line,
-// or <data>/admin.token, made there on first start. A token under
-// adminTokenMin bytes is refused.
-func (m *Main) adminToken(log *slog.Logger) (token, file string, err error) {
+// givenAdminToken reads the admin token given by --admin-token (or its
+// variable) or --admin-token-file, and refuses one under adminTokenMin
+// bytes; "" when none is given (the data dir's admin.token is used).
+func (m *Main) givenAdminToken(log *slog.Logger) error {
 	switch {
 	case m.AdminToken != "":
-		token = m.AdminToken
+		m.adminTokenValue = m.AdminToken
 	case m.AdminTokenFile != "":
 		b, err := os.ReadFile(m.AdminTokenFile)
 		if err != nil {
-			return "", "", fmt.Errorf("--admin-token-file: %w", err)
+			return fmt.Errorf("--admin-token-file: %w", err)
 		}
 		line, _, _ := strings.Cut(string(b), "\n")
-		token, file = strings.TrimSpace(line), m.AdminTokenFile
-		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			log.Warn("the admin token file can be read by other users: chmod 600 it", "file", file, "mode", fi.Mode().Perm().String())
+		m.adminTokenValue = strings.TrimSpace(line)
+		if fi, err := os.Stat(m.AdminTokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the admin token file can be read by other users: chmod 600 it", "file", m.AdminTokenFile, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 		}
 	default:
-		file = filepath.Join(m.DataDir, "admin.token")
-		if token, err = appliance.AdminToken(m.DataDir, ""); err != nil {
-			return "", "", err
-		}
+		return nil
 	}
+	return checkAdminToken(m.adminTokenValue)
+}
+
+func checkAdminToken(token string) error {
 	if len(token) < adminTokenMin {
-		return "", "", fmt.Errorf("the admin token is %d bytes, want at least %d (for example: head -c 32 /dev/urandom | base64 > admin.token, then --admin-token-file admin.token)",
+		return fmt.Errorf("the admin token is %d bytes, want at least %d (for example: head -c 32 /dev/urandom | base64 > admin.token, then --admin-token-file admin.token)",
 			len(token), adminTokenMin)
 	}
-	return token, file, nil
+	return nil
+}
+
+// adminToken is the node's admin token and the file it is kept in ("" when
+// given by --admin-token or its variable): the one givenAdminToken read,
+// or <data>/admin.token, made there on first start.
+func (m *Main) adminToken() (token, file string, err error) {
+	switch {
+	case m.AdminToken != "":
+		return m.adminTokenValue, "", nil
+	case m.AdminTokenFile != "":
+		return m.adminTokenValue, m.AdminTokenFile, nil
+	}
+	file = filepath.Join(m.DataDir, "admin.token")
+	if token, err = appliance.AdminToken(m.DataDir, ""); err != nil {
+		return "", "", err
+	}
+	return token, file, checkAdminToken(token)
 }
 
 // limitConnections caps the HTTP listener's connections, at once and
