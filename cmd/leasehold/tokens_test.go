@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
@@ -39,7 +40,11 @@ func TestServeAdminTokenRefused(t *testing.T) {
 			}
 			args := append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats", "off"}, c.args...)
 			var stdout, stderr bytes.Buffer
-			code := exitCode(run(context.Background(), args, &stdout, &stderr), &stderr)
+			// A node that took the token would serve until stopped: give
+			// it a while, then stop it (exit 0, and the test fails).
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			code := exitCode(run(ctx, args, &stdout, &stderr), &stderr)
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], c.msg) {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and one line naming %q", code, stderr.String(), c.msg)
