@@ -56,8 +56,20 @@ func (a *adminToken) rotate() (string, error) {
 	return token, nil
 }
 
+// noBody refuses a rotation sent with a body: the call takes none, and
+// a client that sends one means something this node does not do.
+func noBody(c echo.Context) error {
+	if c.Request().ContentLength != 0 {
+		return leasehold.Errorf(leasehold.KindInvalid, "this call takes no body")
+	}
+	return nil
+}
+
 // rotateAdminToken answers POST /api/v1/admin/token.
 func (s *Server) rotateAdminToken(c echo.Context) error {
+	if err := noBody(c); err != nil {
+		return err
+	}
 	token, err := s.admin.rotate()
 	if err != nil {
 		return err
@@ -97,6 +109,9 @@ func (s *Server) requireAdminOrSelf(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) rotateNodeToken(c echo.Context) error {
 	id, err := pathID(c, "id")
 	if err != nil {
+		return err
+	}
+	if err := noBody(c); err != nil {
 		return err
 	}
 	token, err := s.app.Coordinator.RotateNodeToken(c.Request().Context(), id)
