@@ -31,6 +31,9 @@ type Config struct {
 	MaxAttempts int64
 	// SnapshotMaxBytes is the largest snapshot accepted.
 	SnapshotMaxBytes int64
+	// SnapshotMaxExpandedBytes is the most a gzip snapshot may expand to:
+	// an upload checked as whole gzip past it is refused as too large.
+	SnapshotMaxExpandedBytes int64
 	// HistoryMinFreeBytes: below this much free space on the data disk only
 	// tail work is leased. 0 turns the cap off.
 	HistoryMinFreeBytes int64
@@ -94,6 +97,10 @@ const (
 	DefaultLeaseTTL         = 60 * time.Second
 	DefaultMaxAttempts      = 5
 	DefaultSnapshotMaxBytes = 64 << 30
+	// DefaultSnapshotMaxExpandedBytes is generous for a window (a worker
+	// holds its window in memory) and finite: 1 MB of gzip can say 1 GiB,
+	// and checking a snapshot costs a node CPU for every byte it expands.
+	DefaultSnapshotMaxExpandedBytes = 16 << 30
 )
 
 // Appliance is a running node's behaviour over its catalog.
@@ -130,7 +137,10 @@ func Open(cfg Config) (*Appliance, error) {
 	if cfg.SnapshotMaxBytes == 0 {
 		cfg.SnapshotMaxBytes = DefaultSnapshotMaxBytes
 	}
-	if cfg.SnapshotMaxBytes < 0 || cfg.HistoryMinFreeBytes < 0 {
+	if cfg.SnapshotMaxExpandedBytes == 0 {
+		cfg.SnapshotMaxExpandedBytes = DefaultSnapshotMaxExpandedBytes
+	}
+	if cfg.SnapshotMaxBytes < 0 || cfg.SnapshotMaxExpandedBytes < 0 || cfg.HistoryMinFreeBytes < 0 {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "byte sizes must not be negative")
 	}
 	if cfg.NodeUnseen == 0 {
@@ -147,6 +157,11 @@ func Open(cfg Config) (*Appliance, error) {
 	}
 	cfg.Store.NowFunc = cfg.NowFunc
 	cfg.Store.AttemptLimitFunc = cfg.Recorder.RangesFailedAtLimit
+	// The catalog and windows are 0600, but a data dir open to others
+	// lets them list it, and an operator who made it so should hear.
+	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		cfg.Logger.Warn("the data dir is open to other users: chmod 700 it", "data", cfg.DataDir, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, dirError(cfg.DataDir, err)
 	}
@@ -170,6 +185,7 @@ func Open(cfg Config) (*Appliance, error) {
 		db.Close()
 		return nil, dirError(cfg.DataDir, err)
 	}
+	snaps.maxExpanded = cfg.SnapshotMaxExpandedBytes
 	a.Snapshots = snaps
 	fleet, alone := cfg.Fleet, cfg.Fleet == nil
 	if alone {
@@ -267,22 +283,32 @@ func AdminToken(dataDir, given string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return t, WriteAdminToken(path, t)
+}
+
+// WriteAdminToken replaces the file at path with token, mode 0600: a new
+// file beside it, fsynced and renamed over it, the directory fsynced, so
+// the file holds the old token or the new one, whole, whatever happens.
+// Errors: unavailable (the directory cannot be written).
+func WriteAdminToken(path, token string) error {
+	dir := filepath.Dir(path)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return "", dirError(dataDir, err)
+		return dirError(dir, err)
 	}
-	_, werr := f.WriteString(t + "\n")
+	_, werr := f.WriteString(token + "\n")
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		os.Remove(tmp)
-		return "", dirError(dataDir, err)
+		return dirError(dir, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", dirError(dataDir, err)
+		os.Remove(tmp)
+		return dirError(dir, err)
 	}
-	return t, syncDir(dataDir)
+	return syncDir(dir)
 }
 
 // probeWritable checks that the data dir takes a new file with size bytes

@@ -156,6 +156,19 @@ func (c *Coordinator) RegisterNode(ctx context.Context, s NodeSpec) (leasehold.N
 	return n, err
 }
 
+// RotateNodeToken gives node id a new token and returns it; the old one
+// is refused from then on. Errors: not found.
+func (c *Coordinator) RotateNodeToken(ctx context.Context, id int64) (string, error) {
+	token, err := NewToken("lhn_")
+	if err != nil {
+		return "", leasehold.Wrap(leasehold.KindInternal, err, "making a token")
+	}
+	if err := c.db.Write(ctx, func(tx *store.Tx) error { return tx.SetNodeToken(id, HashToken(token)) }); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
 // NodeAuth is the node a bearer token belongs to, as AuthNode finds it.
 type NodeAuth = store.NodeAuth
 

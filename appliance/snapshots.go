@@ -38,15 +38,17 @@ type Snapshots struct {
 	dir      string
 	db       *store.DB
 	maxBytes int64
-	now      func() time.Time
-	log      *slog.Logger
-	seq      atomic.Int64
+	// maxExpanded is the most a gzip upload may expand to.
+	maxExpanded int64
+	now         func() time.Time
+	log         *slog.Logger
+	seq         atomic.Int64
 	// fence is rule 6 in a fleet: a snapshot is recorded only under this
 	// node's claim on its group, an operator's upload too.
 	fence fence
 
 	mu        sync.Mutex
-	uploading map[int64]bool
+	uploading map[int64]*uploadSlot
 	// pins counts backups under way; while there is one, a file the
 	// catalog stopped pointing at waits in unpinned for the backup to end,
 	// since the backup's copy of the catalog may still point at it.
@@ -116,6 +118,19 @@ type Upload struct {
 	// upload. The web checks a gzip body is whole with it, after the
 	// digest, so a wrong digest is told first, and the body is hashed once.
 	VerifyFunc func() error
+	// StopFunc, if set, cuts the body off: it is called from another
+	// goroutine when the uploader has lost the group (its fence moved) and
+	// another upload of the group asks for the slot. The body's reads must
+	// then fail soon. Without it, such an upload keeps its slot to the end.
+	StopFunc func()
+}
+
+// uploadSlot is the one upload of a group under way: who sends it, how
+// to cut it off, and a channel closed once it has let the slot go.
+type uploadSlot struct {
+	node, fence int64
+	stop        func()
+	done        chan struct{}
 }
 
 const copyBuffer = 1 << 20
@@ -124,7 +139,7 @@ func openSnapshots(dir string, db *store.DB, maxBytes int64, now func() time.Tim
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Snapshots{dir: dir, db: db, maxBytes: maxBytes, now: now, log: log, uploading: map[int64]bool{}}
+	s := &Snapshots{dir: dir, db: db, maxBytes: maxBytes, now: now, log: log, uploading: map[int64]*uploadSlot{}}
 	// Part of appliance.Open, before any context exists: the sweep of what
 	// a crash left is local files and one catalog read, and must finish
 	// before uploads are taken.
@@ -138,6 +153,9 @@ func openSnapshots(dir string, db *store.DB, maxBytes int64, now func() time.Tim
 
 // MaxBytes is the largest snapshot accepted, as sent and as stored.
 func (s *Snapshots) MaxBytes() int64 { return s.maxBytes }
+
+// MaxExpandedBytes is the most a gzip upload may expand to.
+func (s *Snapshots) MaxExpandedBytes() int64 { return s.maxExpanded }
 
 // UploadGroup finds the named group for an operator's upload (an Upload
 // with NodeID 0). A peer's group takes snapshots at its owner only: a copy
@@ -206,18 +224,11 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	if u.Next < 0 {
 		return snap, leasehold.Errorf(leasehold.KindInvalid, "next must be 0 or more")
 	}
-	s.mu.Lock()
-	if s.uploading[u.GroupID] {
-		s.mu.Unlock()
-		return snap, leasehold.Errorf(leasehold.KindConflict, "a snapshot of group %d is being uploaded already", u.GroupID)
+	slot := &uploadSlot{node: u.NodeID, fence: u.Fence, stop: u.StopFunc, done: make(chan struct{})}
+	if err := s.takeSlot(ctx, u.GroupID, slot); err != nil {
+		return snap, err
 	}
-	s.uploading[u.GroupID] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.uploading, u.GroupID)
-		s.mu.Unlock()
-	}()
+	defer s.freeSlot(u.GroupID, slot)
 
 	// Refuse early, before reading gigabytes, if the caller cannot write;
 	// the record below checks again inside the transaction.
@@ -307,6 +318,48 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		return leasehold.Snapshot{}, err
 	}
 	return snap, nil
+}
+
+// takeSlot makes slot the group's one upload under way. An upload by a
+// holder whose fence has moved since it began (it released the group,
+// or lost it) could never be recorded, so it does not keep the slot: it
+// is cut off and the slot taken once it lets go. Any other upload under
+// way is a conflict.
+func (s *Snapshots) takeSlot(ctx context.Context, groupID int64, slot *uploadSlot) error {
+	for {
+		s.mu.Lock()
+		cur := s.uploading[groupID]
+		if cur == nil {
+			s.uploading[groupID] = slot
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		busy := leasehold.Errorf(leasehold.KindConflict, "a snapshot of group %d is being uploaded already", groupID)
+		if cur.node == 0 || cur.stop == nil {
+			return busy
+		}
+		if err := s.db.CheckHolder(ctx, groupID, cur.node, cur.fence); !errors.Is(err, leasehold.ErrLeaseLost) {
+			return busy
+		}
+		s.log.Info("cutting off a snapshot upload by a former holder of the group", "group", groupID, "node", cur.node, "fence", cur.fence)
+		cur.stop()
+		select {
+		case <-cur.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// freeSlot lets the group's upload slot go, if slot still has it.
+func (s *Snapshots) freeSlot(groupID int64, slot *uploadSlot) {
+	s.mu.Lock()
+	if s.uploading[groupID] == slot {
+		delete(s.uploading, groupID)
+	}
+	s.mu.Unlock()
+	close(slot.done)
 }
 
 // undoesWork refuses an operator's upload that would plan done ranges

@@ -16,7 +16,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -109,6 +111,31 @@ type write struct {
 	atLimit []leasehold.Range
 }
 
+// ownerOnly makes the catalog a file only its owner reads (0600) before
+// SQLite opens it: SQLite creates a catalog 0644 and gives its -wal and
+// -shm files the catalog's mode, and the catalog holds the node tokens'
+// hashes and every group. A catalog made by an older binary, and its
+// -wal and -shm, are narrowed to 0600 too.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return mapError(err, "creating the catalog")
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+			return mapError(err, "making the catalog readable by its owner only")
+		}
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the catalog at path, migrates it to
 // leasehold.SchemaVersion and starts the writer. A catalog written by a
 // newer binary is refused with an unavailable error.
@@ -130,6 +157,9 @@ func Open(path string, o Options) (*DB, error) {
 	}
 	if o.Readers <= 0 {
 		o.Readers = 4
+	}
+	if err := ownerOnly(path); err != nil {
+		return nil, err
 	}
 	base := "file:" + (&url.URL{Path: path}).EscapedPath()
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"

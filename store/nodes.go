@@ -35,6 +35,7 @@ var (
 	qNodeByID   = wq(`SELECT ` + nodeColumns + ` FROM nodes n WHERE n.id = ?`)
 	qNodePause  = wq(`UPDATE nodes SET paused = ?, paused_by = ?, paused_at = ? WHERE id = ?`)
 	qNodeDelete = wq(`DELETE FROM nodes WHERE id = ?`)
+	qNodeToken  = wq(`UPDATE nodes SET token_hash = ? WHERE id = ?`)
 	qNodeSeen   = wq(`UPDATE nodes SET last_seen_at = ?1 WHERE id = ?2 AND (last_seen_at IS NULL OR last_seen_at < ?1 - 1000)`)
 	qNodeHeld   = wq(`SELECT group_id FROM group_leases WHERE node_id = ?`)
 )
@@ -135,6 +136,24 @@ func (tx *Tx) DeleteNode(id int64, maxAttempts int64, force bool) error {
 	tx.db.nodeGen.Add(1)
 	tx.AfterCommit(func() { tx.db.nodeGen.Add(1); tx.db.seen.Delete(id) })
 	return tx.event(EventNodeDeleted, 0, 0, id, map[string]any{"name": n.Name})
+}
+
+// SetNodeToken gives a node a new token (its hash): the old one is
+// refused once this commits. Remembered authentications end with the
+// commit, as at a deletion. The hash stays here: peers never hold a
+// node's token or its hash, so there is nothing to send them. Errors:
+// not found.
+func (tx *Tx) SetNodeToken(id int64, hash []byte) error {
+	res, err := tx.exec(qNodeToken, hash, id)
+	if err != nil {
+		return mapError(err, "changing a node's token")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return leasehold.Errorf(leasehold.KindNotFound, "node %d not found", id)
+	}
+	tx.db.nodeGen.Add(1)
+	tx.AfterCommit(func() { tx.db.nodeGen.Add(1) })
+	return nil
 }
 
 // TouchNode records that the node was seen now (at most once a second).

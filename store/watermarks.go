@@ -26,15 +26,27 @@ var (
 	qStartFromLow = wq(`UPDATE groups SET start_id = ?2, tail_end = ?2 - 1, history_floor = ?2, updated_at = ?3
 		WHERE id = ?1 AND start_from_low = 1 AND ?2 > start_id AND tail_end = start_id - 1 AND history_floor = start_id
 		AND NOT EXISTS (SELECT 1 FROM ranges WHERE group_id = ?1)`)
+	// The group's planned ranges, counted no further than the bound: a
+	// seek of the group's planned ranges in an index, as long as the bound at most.
+	qPlannedUpTo = wq(`SELECT count(*) FROM (SELECT 1 FROM ranges WHERE group_id = ? AND status = 'planned' LIMIT ?)`)
 	// The index groups_marks keeps the order: never reported (NULL) first.
 	qMarksOldest = `SELECT g.id, g.name, g.marks_low, g.marks_high, g.marks_at FROM groups g
 		WHERE g.active = 1 AND g.owned = 1 ORDER BY g.marks_at, g.id LIMIT ?`
 )
 
-// reportPlanRanges is the most ranges one report plans (a variable so a
-// test can see the rest planned by the next reports without planning
-// MaxPlanRanges).
-var reportPlanRanges int64 = MaxPlanRanges
+// reportPlanRanges is the most ranges one report plans, and
+// reportBacklogRanges the most planned ranges (not leased yet) a report
+// tops a group up to: the rest of a source's tail is planned by later
+// reports, as workers lease and finish what is planned. Variables so a
+// test can see the bounds without planning thousands of ranges.
+var (
+	reportPlanRanges    int64 = MaxPlanRanges
+	reportBacklogRanges int64 = ReportBacklogRanges
+)
+
+// ReportBacklogRanges is how many planned ranges a water mark report
+// tops a group up to, at most.
+const ReportBacklogRanges = 1000
 
 // ReportWatermarks records the water marks the group's source reports
 // (low ≤ high+1, both 0 or more; an empty group has low = high+1) and
@@ -71,10 +83,22 @@ func (tx *Tx) ReportWatermarks(groupID, low, high int64) (int64, error) {
 	if high <= g.TailEnd {
 		return 0, nil
 	}
-	// At most reportPlanRanges ranges a report, counted without overflow.
+	// At most reportPlanRanges ranges a report, and no more than tops the
+	// group's planned ranges up to reportBacklogRanges, counted without
+	// overflow: any worker may report any group of its kinds, and reports
+	// repeated must not pile up ranges nobody leases.
+	room := reportPlanRanges
+	var waiting int64
+	if err := tx.queryRow(qPlannedUpTo, groupID, reportBacklogRanges).Scan(&waiting); err != nil {
+		return 0, mapError(err, "counting the planned ranges")
+	}
+	room = min(room, reportBacklogRanges-waiting)
+	if room <= 0 {
+		return 0, nil
+	}
 	upTo := high
-	if rangeCount(g.TailEnd+1, high, g.RangeSize) > reportPlanRanges {
-		upTo = g.TailEnd + reportPlanRanges*g.RangeSize
+	if rangeCount(g.TailEnd+1, high, g.RangeSize) > room {
+		upTo = g.TailEnd + room*g.RangeSize
 	}
 	return tx.PlanTail(groupID, upTo)
 }

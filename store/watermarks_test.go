@@ -153,3 +153,43 @@ func TestStartFromLow(t *testing.T) {
 		check("alt.whole", 1, 1, 950, 1)
 	})
 }
+
+// TestReportWatermarksBacklog: reports, however often repeated, plan no
+// more than tops the group's planned ranges up to reportBacklogRanges;
+// ranges leased make room for as many more.
+func TestReportWatermarksBacklog(t *testing.T) {
+	defer func(n, b int64) { reportPlanRanges, reportBacklogRanges = n, b }(reportPlanRanges, reportBacklogRanges)
+	reportPlanRanges, reportBacklogRanges = 100, 5
+	db := openTest(t, "", Options{})
+	ctx := context.Background()
+	size := int64(10)
+	var id int64
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		g, _, err := tx.PutGroup("alt.flood", GroupSpec{RangeSize: &size})
+		id = g.ID
+		return err
+	}))
+	report := func() int64 {
+		t.Helper()
+		var n int64
+		must(t, db.Write(ctx, func(tx *Tx) error {
+			var err error
+			n, err = tx.ReportWatermarks(id, 1, 1<<40)
+			return err
+		}))
+		return n
+	}
+	for i, want := range []int64{5, 0, 0} {
+		if n := report(); n != want {
+			t.Fatalf("report %d of a far high: %d planned, want %d", i+1, n, want)
+		}
+	}
+	must(t, db.rawExec(`UPDATE ranges SET status = 'leased' WHERE id IN (SELECT id FROM ranges WHERE group_id = ? ORDER BY start_id LIMIT 2)`, id))
+	if n := report(); n != 2 {
+		t.Fatalf("report after 2 ranges were leased: %d planned, want 2", n)
+	}
+	p := plan(t, db, qPlannedUpTo.sql, id, reportBacklogRanges)
+	if !strings.Contains(strings.Join(p, " "), "SEARCH ranges USING COVERING INDEX") {
+		t.Errorf("plan of the planned count: %q, want a seek of the group's planned ranges in an index", p)
+	}
+}

@@ -35,7 +35,7 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		if t == "" {
 			return errNoToken
 		}
-		if appliance.TokenEqual(t, s.admin) {
+		if s.admin.is(t) {
 			return next(c)
 		}
 		if _, err := s.app.Coordinator.AuthNode(c.Request().Context(), t); err == nil {
@@ -43,6 +43,7 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		} else if !errors.Is(err, leasehold.ErrUnauthorized) {
 			return err
 		}
+		s.authFailed(c, authAdmin)
 		return errWrongToken
 	}
 }
@@ -63,9 +64,10 @@ func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
 		if !errors.Is(err, leasehold.ErrUnauthorized) {
 			return err
 		}
-		if appliance.TokenEqual(t, s.admin) {
+		if s.admin.is(t) {
 			return leasehold.Errorf(leasehold.KindForbidden, "this endpoint takes a node's token, not the admin token")
 		}
+		s.authFailed(c, authNode)
 		return errWrongToken
 	}
 }

@@ -95,6 +95,11 @@ func (w *authWorld) routes() []route {
 		{"POST", "/api/v1/nodes/:id/pause", fmt.Sprintf("/api/v1/nodes/%d/pause", w.victim), `{"by":"alice"}`, 200, 403, false},
 		{"POST", "/api/v1/nodes/:id/resume", fmt.Sprintf("/api/v1/nodes/%d/resume", w.victim), "", 200, 403, false},
 		{"DELETE", "/api/v1/nodes/:id", fmt.Sprintf("/api/v1/nodes/%d", w.victim2), "", 204, 403, false},
+		// Rotations that pass auth and then fail, so the tokens stay:
+		// no such node (a node token other than its own is forbidden),
+		// and a body where the call takes none.
+		{"POST", "/api/v1/nodes/:id/token", "/api/v1/nodes/999999/token", "", 404, 403, false},
+		{"POST", "/api/v1/admin/token", "/api/v1/admin/token", `{"x":1}`, 400, 403, false},
 		{"PUT", "/api/v1/groups/:name", "/api/v1/groups/m", `{}`, 201, 403, false},
 		{"GET", "/api/v1/groups", "/api/v1/groups", "", 200, 403, false},
 		{"GET", "/api/v1/groups/:name", "/api/v1/groups/g", "", 200, 403, false},

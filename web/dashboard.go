@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/dustin/go-humanize"
 	"github.com/labstack/echo/v4"
@@ -75,6 +76,14 @@ func (s *sessions) valid(id string) bool {
 	return ok
 }
 
+// endAll signs every browser out (the admin token they signed in with
+// was replaced).
+func (s *sessions) endAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.m)
+}
+
 func (s *sessions) end(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,6 +123,7 @@ const fleetStatusKey = "leasehold.fleet"
 
 func (s *Server) mountDashboard(e *echo.Echo) {
 	d := &dashboard{s: s, sessions: sessions{m: map[string]time.Time{}, now: s.app.Watchman.Now}, pages: map[string]*template.Template{}}
+	s.admin.endSessionsFunc = d.sessions.endAll
 	funcs := template.FuncMap{
 		"ago":        ago,
 		"stamp":      stamp,
@@ -257,7 +267,8 @@ func (d *dashboard) signinForm(c echo.Context) error {
 }
 
 func (d *dashboard) signin(c echo.Context) error {
-	if !appliance.TokenEqual(c.FormValue("token"), d.s.admin) {
+	if !d.s.admin.is(c.FormValue("token")) {
+		d.s.authFailed(c, authDashboard)
 		return d.render(c, http.StatusUnauthorized, "signin", "Sign in", "That is not the admin token.")
 	}
 	id, err := d.sessions.create()
@@ -513,10 +524,13 @@ func (d *dashboard) retry(c echo.Context) error {
 
 // back is where an action sends the browser after it: the form's back
 // field when it is a path on this node (never an open redirect), else
-// the overview.
+// the overview. A control character is refused too: browsers drop tabs
+// and newlines from a Location, so "/\t/evil.example" would become
+// "//evil.example".
 func back(c echo.Context) string {
 	b := c.FormValue("back")
-	if !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.Contains(b, "\\") {
+	if !strings.HasPrefix(b, "/") || strings.HasPrefix(b, "//") || strings.Contains(b, "\\") ||
+		strings.ContainsFunc(b, unicode.IsControl) {
 		return "/"
 	}
 	return b

@@ -550,3 +550,29 @@ func TestFleetPageInBrowser(t *testing.T) {
 	}
 	t.Logf("fleet screenshot: %s (%d bytes)", path, len(shot))
 }
+
+// TestDashboardBackRefusesControls: a back address with a control
+// character (a browser drops a tab or a newline, and "/\t/evil.example"
+// becomes "//evil.example") is not followed: the action goes to the
+// overview instead.
+func TestDashboardBackRefusesControls(t *testing.T) {
+	w := newWorld(t, nodetest.Options{})
+	if a := w.j("PUT", "/groups/free", w.admin, `{"range_size":100}`); a.status != 201 {
+		t.Fatalf("create group: %d %s", a.status, a.body)
+	}
+	b := signedIn(t, w.node.URL, w.admin)
+	for _, c := range []struct{ back, want string }{
+		{"/groups/free", "/groups/free"},
+		{"/\t/evil.example/x", "/"},
+		{"/\n/evil.example/x", "/"},
+		{"/\r/evil.example/x", "/"},
+		{"/\x00/evil.example/x", "/"},
+		{"/\x7f/evil.example/x", "/"},
+		{"//evil.example/", "/"},
+	} {
+		r := b.do("POST", "/groups/free/window/drop", w.node.URL, url.Values{"back": {c.back}})
+		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != c.want {
+			t.Errorf("back=%q: %d to %q, want 303 to %q", c.back, r.StatusCode, r.Header.Get("Location"), c.want)
+		}
+	}
+}

@@ -41,6 +41,9 @@ type Metrics struct {
 	snapshot    *prometheus.CounterVec // bytes by direction: in, out
 	refused     *prometheus.CounterVec // holder calls by error code
 	build       *prometheus.GaugeVec
+	connRefused *prometheus.CounterVec // connections over a cap, by reason
+	connOpen    prometheus.Gauge
+	authFailed  *prometheus.CounterVec // refused tokens and sign-ins, by kind
 
 	// watch is the watchman's collector, counted again by each scrape;
 	// the first server on these Metrics sets it.
@@ -109,9 +112,12 @@ func NewMetrics() *Metrics {
 	for _, k := range refusedCodes {
 		m.refused.WithLabelValues(string(k))
 	}
+	m.connRefused, m.connOpen = newConnectionMetrics()
+	m.authFailed = newAuthFailureMetric()
 	m.SetVersion("")
 	m.reg.MustRegister(m.requests, m.latency, m.batch, m.leases, m.takeovers,
 		m.finished, m.headers, m.failures, m.quarantines, m.snapshot, m.refused, m.build,
+		m.connRefused, m.connOpen, m.authFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -197,6 +203,11 @@ func (m *Metrics) holderCallRefused(code leasehold.Kind) {
 
 var _ appliance.Recorder = (*Metrics)(nil)
 
+// Handler serves a scrape of these metrics, as GET /metrics does: for a
+// program that serves them elsewhere, and for tests of parts (the
+// connection cap) that report into them without a server.
+func (m *Metrics) Handler() http.Handler { return m.handler() }
+
 // handler serves a scrape: the watchman's counts are refreshed under the
 // scrape's own request, then the registry gathered.
 func (m *Metrics) handler() http.Handler {
@@ -221,11 +232,24 @@ func (m *Metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		method := c.Request().Method
+		method := methodLabel(c.Request().Method)
 		m.requests.WithLabelValues(method, route, strconv.Itoa(c.Response().Status)).Inc()
 		m.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// methodLabel is the method as a label value: one of HTTP's methods, or
+// "other". Go takes any token as a method, and a label a client chooses
+// freely grows the series without bound (and every scrape with them).
+// Routes need no such guard: c.Path() is a registered pattern or "".
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // recentBacklog is how old a backlog count the gauges and the dashboard

@@ -23,8 +23,11 @@ import (
 type Options struct {
 	// AdminToken is the token of the admin endpoints.
 	AdminToken string
-	Metrics    *Metrics
-	Logger     *slog.Logger
+	// AdminTokenFile, when set, is the file the admin token is kept in:
+	// POST /api/v1/admin/token replaces it (0600) before it answers.
+	AdminTokenFile string
+	Metrics        *Metrics
+	Logger         *slog.Logger
 	// Peers, when set, answers GET /api/v1/peers (peer sync runs); without
 	// it the node answers that it runs alone.
 	Peers func(context.Context) (leasehold.FleetStatus, error)
@@ -37,6 +40,9 @@ type Options struct {
 	// believed: a browser that reached such a proxy over HTTPS gets a
 	// Secure cookie and HSTS, as one served with TLS does.
 	TrustedProxies []netip.Prefix
+	// SnapshotUploadTimeout is how long a whole snapshot upload may take,
+	// however steadily it trickles in.
+	SnapshotUploadTimeout time.Duration
 	// WrapFunc, when set, wraps the server's handler (the tests record
 	// every answer to check it against the OpenAPI description).
 	WrapFunc func(http.Handler) http.Handler
@@ -47,18 +53,22 @@ type Server struct {
 	app     *appliance.Appliance
 	echo    *echo.Echo
 	http    *http.Server
-	admin   string
+	admin   *adminToken
 	metrics *Metrics
 	log     *slog.Logger
 	peers   func(context.Context) (leasehold.FleetStatus, error)
 	refused refusals
 	// trustedProxies may say a request came over HTTPS (overHTTPS).
 	trustedProxies []netip.Prefix
+	// authFails rate-limits the log of failed authentication.
+	authFails authFailures
 	// timeline is the operator's log as the dashboard shows it.
 	timeline *timeline
 
 	jsonRead   time.Duration // how long a JSON request may take to arrive
 	streamIdle time.Duration // how long a snapshot stream may stall
+	// uploadTotal is how long a whole snapshot upload may take.
+	uploadTotal time.Duration
 }
 
 // Timeouts against slow clients. A JSON request must arrive whole within
@@ -69,6 +79,9 @@ const (
 	jsonReadTimeout   = 30 * time.Second
 	streamIdleTimeout = 60 * time.Second
 	idleTimeout       = 120 * time.Second
+	// DefaultSnapshotUploadTimeout lets the largest default snapshot
+	// (64 GiB) arrive at about 20 MB/s.
+	DefaultSnapshotUploadTimeout = time.Hour
 )
 
 // New builds the server and its routes.
@@ -88,8 +101,11 @@ func New(app *appliance.Appliance, o Options) *Server {
 	if o.StreamIdleTimeout <= 0 {
 		o.StreamIdleTimeout = streamIdleTimeout
 	}
-	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
-		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, refused: refusals{nodes: map[int64]*refusalSum{}},
+	if o.SnapshotUploadTimeout <= 0 {
+		o.SnapshotUploadTimeout = DefaultSnapshotUploadTimeout
+	}
+	s := &Server{app: app, admin: &adminToken{token: o.AdminToken, file: o.AdminTokenFile}, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
+		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, uploadTotal: o.SnapshotUploadTimeout, refused: refusals{nodes: map[int64]*refusalSum{}},
 		timeline: newTimeline(app.Watchman.Now()), trustedProxies: o.TrustedProxies}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -123,6 +139,9 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodPost, "/nodes/:id/pause", s.pauseNode)
 	admin(http.MethodPost, "/nodes/:id/resume", s.resumeNode)
 	admin(http.MethodDelete, "/nodes/:id", s.deleteNode)
+	admin(http.MethodPost, "/admin/token", s.rotateAdminToken)
+	// A node may change its own token; the admin any node's.
+	e.Add(http.MethodPost, v1+"/nodes/:id/token", s.rotateNodeToken, s.requireAdminOrSelf, s.auditAdmin(""))
 	admin(http.MethodPut, "/groups/:name", s.putGroup)
 	admin(http.MethodGet, "/groups", s.listGroups)
 	admin(http.MethodGet, "/groups/:name", s.getGroup)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -77,7 +78,8 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, for
 		isGzip = true
 	}
 	rc := http.NewResponseController(c.Response().Writer)
-	idle := &idleReader{r: http.MaxBytesReader(c.Response().Writer, r.Body, limit), rc: rc, idle: s.streamIdle}
+	idle := &idleReader{r: http.MaxBytesReader(c.Response().Writer, r.Body, limit), rc: rc, idle: s.streamIdle,
+		until: time.Now().Add(s.uploadTotal), total: s.uploadTotal}
 	idle.extend()
 	// Every byte received counts, stored or not: the metric is what the
 	// network carried.
@@ -88,14 +90,14 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, for
 	if isGzip {
 		// Stored as sent, so it must be whole: a truncated or corrupt
 		// stream is refused and the old window kept.
-		check := newGzipCheck(received)
+		check := newGzipCheck(received, s.app.Snapshots.MaxExpandedBytes())
 		defer check.Close()
 		body = check
 		verify = check.verify
 	}
 	snap, err := s.app.Snapshots.Put(r.Context(), appliance.Upload{
 		GroupID: groupID, NodeID: nodeID, Fence: fence, Next: next, Body: body, Gzip: isGzip, Digest: digest,
-		VerifyFunc: verify, Force: force,
+		VerifyFunc: verify, Force: force, StopFunc: idle.stop,
 	})
 	if err != nil {
 		return err
@@ -252,17 +254,27 @@ type gzipCheck struct {
 	done   chan error
 	result error
 	ended  bool
+	// maxExpanded is the most the stream may expand to.
+	maxExpanded int64
 }
 
 var errUploadEnded = errors.New("the upload ended")
 
-func newGzipCheck(r io.Reader) *gzipCheck {
+// errExpandsTooFar stops the decompressor of an upload that expands past
+// the limit: a gzip bomb costs the node no more than the limit's worth.
+var errExpandsTooFar = errors.New("expands past the limit")
+
+func newGzipCheck(r io.Reader, maxExpanded int64) *gzipCheck {
 	pr, pw := io.Pipe()
-	g := &gzipCheck{r: r, pw: pw, done: make(chan error, 1)}
+	g := &gzipCheck{r: r, pw: pw, done: make(chan error, 1), maxExpanded: maxExpanded}
 	go func() {
 		zr, err := gzip.NewReader(pr)
 		if err == nil {
-			_, err = io.Copy(io.Discard, zr)
+			var n int64
+			n, err = io.Copy(io.Discard, io.LimitReader(zr, maxExpanded+1))
+			if err == nil && n > maxExpanded {
+				err = errExpandsTooFar
+			}
 		}
 		// A stream that fails early fails the writes still to come.
 		pr.CloseWithError(cmp.Or(err, io.ErrClosedPipe))
@@ -290,6 +302,9 @@ func (g *gzipCheck) Read(p []byte) (int, error) {
 // verify is the verdict on the whole body, for appliance.Upload.VerifyFunc.
 func (g *gzipCheck) verify() error {
 	g.finish()
+	if errors.Is(g.result, errExpandsTooFar) {
+		return leasehold.Errorf(leasehold.KindTooLarge, "the snapshot expands past the limit of %d bytes", g.maxExpanded)
+	}
 	if g.result != nil {
 		return notWholeGzip(g.result)
 	}
@@ -319,21 +334,45 @@ func notWholeGzip(err error) error {
 
 // idleReader lifts the request's read deadline and keeps pushing it out
 // while bytes arrive, so a big upload may take its time but a stalled one
-// is cut off.
+// is cut off; no further than until, so an upload trickled a byte at a
+// time ends too. stop cuts it off at once, from another goroutine.
 type idleReader struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	idle time.Duration
-	last time.Time
+	r       io.Reader
+	rc      *http.ResponseController
+	idle    time.Duration
+	until   time.Time
+	total   time.Duration // until, as the operator set it, for the error
+	last    time.Time
+	stopped atomic.Bool
 }
 
 func (i *idleReader) extend() {
 	i.last = time.Now()
-	_ = i.rc.SetReadDeadline(i.last.Add(i.idle))
+	if i.stopped.Load() {
+		return
+	}
+	d := i.last.Add(i.idle)
+	if i.until.Before(d) {
+		d = i.until
+	}
+	_ = i.rc.SetReadDeadline(d)
+}
+
+// stop cuts the upload off: the read under way fails now, and every one
+// after it (Upload.StopFunc).
+func (i *idleReader) stop() {
+	i.stopped.Store(true)
+	_ = i.rc.SetReadDeadline(time.Now())
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
+	switch {
+	case i.stopped.Load():
+		return n, leasehold.Errorf(leasehold.KindLeaseLost, "the upload was cut off: the group changed hands while it was sent")
+	case err != nil && !time.Now().Before(i.until):
+		return n, leasehold.Errorf(leasehold.KindInvalid, "the upload took longer than the %v a snapshot upload may take", i.total)
+	}
 	if time.Since(i.last) > extendEvery(i.idle) {
 		i.extend()
 	}

@@ -48,5 +48,19 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]int64{"planned": n})
+	// A report plans a bounded number of ranges (the group's planned
+	// ranges are topped up to store.ReportBacklogRanges): capped tells the
+	// worker the tail is not planned up to high yet, and later reports
+	// plan the rest as ranges are leased.
+	g, err := s.app.Coordinator.Group(c.Request().Context(), name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, watermarkReport{Planned: n, Capped: g.TailEnd < *req.High})
+}
+
+// watermarkReport is the answer to a water mark report.
+type watermarkReport struct {
+	Planned int64 `json:"planned"`
+	Capped  bool  `json:"capped"`
 }

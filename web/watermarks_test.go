@@ -124,3 +124,30 @@ func TestWatermarks(t *testing.T) {
 		t.Errorf("limit 0: %d, want 400", a.status)
 	}
 }
+
+// TestWatermarkFlood: a worker reporting a far high mark again and again
+// (any worker may report any group it can read) plans no more than tops
+// the group's planned ranges up to the bound, and the answer says the
+// tail was capped; the data dir does not grow with the reports.
+func TestWatermarkFlood(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	w := &world{api: api{t, n.URL + "/api/v1"}, node: n, admin: n.AdminToken}
+	if a := w.j("PUT", "/groups/ga", w.admin, `{"range_size":1,"start":1}`); a.status != 201 {
+		t.Fatalf("create ga: %d %s", a.status, a.body)
+	}
+	w.w1 = w.j("POST", "/nodes", w.admin, `{"name":"w1"}`).json(t)["token"].(string)
+	for i, want := range []int64{1000, 0, 0} {
+		a := w.j("POST", "/groups/ga/watermark", w.w1, `{"low":1,"high":4611686018427387904}`)
+		if a.status != 200 || num(a.json(t), "planned") != want || a.json(t)["capped"] != true {
+			t.Fatalf("report %d: %d %s, want planned %d, capped", i+1, a.status, a.body, want)
+		}
+	}
+	g := w.j("GET", "/groups/ga", w.admin, "").json(t)
+	if p := num(g, "ranges", "planned"); p != 1000 {
+		t.Errorf("ga has %d planned ranges after three reports, want 1000", p)
+	}
+	// Marks the tail reaches are not capped.
+	if a := w.j("POST", "/groups/ga/watermark", w.w1, `{"low":1,"high":500}`); a.status != 200 || a.json(t)["capped"] != false {
+		t.Errorf("a report within the tail: %d %s, want capped false", a.status, a.body)
+	}
+}

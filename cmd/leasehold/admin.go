@@ -263,10 +263,12 @@ var adminVerbs = []adminVerb{
 	{"nodes", "pause", "ID|NAME [--by WHO]", "", (*adminCmd).nodesPause},
 	{"nodes", "resume", "ID|NAME [--by WHO]", "", (*adminCmd).nodesResume},
 	{"nodes", "delete", "ID|NAME [--force]", "asks first on a terminal when the node holds groups", (*adminCmd).nodesDelete},
+	{"nodes", "rotate-token", "ID|NAME [-q]", "a new token for the node; the old one is refused at once", (*adminCmd).nodesRotateToken},
 	{"ranges", "retry", "ID", "plan a failed range again", noFlags((*adminCmd).rangesRetry)},
 	{"rules", "show", "", "the rules workers index by", noFlags((*adminCmd).rulesShow)},
 	{"rules", "put", "FILE|-", "store new rules from FILE (- is stdin)", noFlags((*adminCmd).rulesPut)},
 	{"findings", "", "", "what is stuck, and the backlog", noFlags((*adminCmd).findings)},
+	{"rotate-token", "", "[-q]", "a new admin token; the old one and every dashboard session are refused at once", (*adminCmd).rotateAdminToken},
 	{"wait", "", "[--timeout D] [--every D]", "until every active group is done and released", (*adminCmd).waitVerb},
 }
 
@@ -487,6 +489,53 @@ func (a *adminCmd) nodesRegister(fs *flag.FlagSet) verbFunc {
 			return a.printJSON(n)
 		}
 		fmt.Fprintf(a.stdout, "node %s registered (id %d, capacity %d)\ntoken: %s\n(the token is shown only now)\n", n.Name, n.ID, n.Capacity, n.Token)
+		return nil
+	}
+}
+
+func (a *adminCmd) nodesRotateToken(fs *flag.FlagSet) verbFunc {
+	quiet := fs.Bool("q", false, "print only the token")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args, "ID|NAME"); err != nil {
+			return err
+		}
+		id, err := a.nodeID(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		token, err := a.c.RotateNodeToken(ctx, id)
+		switch {
+		case err != nil:
+			return err
+		case *quiet:
+			fmt.Fprintln(a.stdout, token)
+			return nil
+		case a.op.json:
+			return a.printJSON(map[string]any{"id": id, "token": token})
+		}
+		fmt.Fprintf(a.stdout, "node %s has a new token; its old one is refused from now on\ntoken: %s\n(the token is shown only now)\n", args[0], token)
+		return nil
+	}
+}
+
+func (a *adminCmd) rotateAdminToken(fs *flag.FlagSet) verbFunc {
+	quiet := fs.Bool("q", false, "print only the token")
+	return func(ctx context.Context, args []string) error {
+		if err := wantArgs(args); err != nil {
+			return err
+		}
+		token, err := a.c.RotateAdminToken(ctx)
+		switch {
+		case err != nil:
+			return err
+		case *quiet:
+			fmt.Fprintln(a.stdout, token)
+			return nil
+		case a.op.json:
+			return a.printJSON(map[string]string{"token": token})
+		}
+		fmt.Fprintf(a.stdout, "the node has a new admin token; the old one and every dashboard session are refused from now on\n"+
+			"token: %s\n(a node keeping its token in <data>/admin.token or --admin-token-file has written it there)\n", token)
 		return nil
 	}
 }

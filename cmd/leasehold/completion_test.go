@@ -75,7 +75,7 @@ func completionCases() map[string][]string {
 		"leasehold serve --nats-s":                     {"--nats-secret-file"},
 		"leasehold completion ":                        {"bash", "zsh", "fish"},
 		"leasehold admin wait --ev":                    {"--every"},
-		"leasehold admin --url http://127.0.0.1:1 r":   {"ranges", "rules"},
+		"leasehold admin --url http://127.0.0.1:1 r":   {"ranges", "rotate-token", "rules"},
 		"leasehold healthcheck --u":                    {"--url"},
 		"leasehold admin groups unquarantine --outpu":  {"--output"},
 	}

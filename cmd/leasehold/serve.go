@@ -30,6 +30,11 @@ type Main struct {
 	Listen              string
 	LeaseTTL            time.Duration
 	AdminToken          string
+	AdminTokenFile      string
+	MaxConnections      int
+	MaxConnsPerRemote   int
+	SnapshotMaxExpanded byteSize
+	UploadTimeout       time.Duration
 	SnapshotMaxBytes    byteSize
 	MaxAttempts         int64
 	HistoryMinFreeBytes byteSize
@@ -67,6 +72,8 @@ type Main struct {
 	TrustedProxies proxyList
 
 	stdout, stderr io.Writer
+	// adminTokenValue is the admin token given, once read.
+	adminTokenValue string
 
 	// certEvery is how often the TLS files are looked at for a change.
 	certEvery time.Duration
@@ -89,6 +96,8 @@ func NewMain(stdout, stderr io.Writer) *Main {
 	return &Main{
 		DataDir: "./data", Listen: "127.0.0.1:8080", LeaseTTL: appliance.DefaultLeaseTTL,
 		SnapshotMaxBytes: appliance.DefaultSnapshotMaxBytes, MaxAttempts: appliance.DefaultMaxAttempts,
+		MaxConnections: web.DefaultMaxConnections(), MaxConnsPerRemote: web.DefaultMaxConnectionsPerRemote,
+		SnapshotMaxExpanded: appliance.DefaultSnapshotMaxExpandedBytes, UploadTimeout: web.DefaultSnapshotUploadTimeout,
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", LogFormat: "text", ShutdownTimeout: 30 * time.Second,
 		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
 		StreamMaxAge: 24 * time.Hour, StreamMaxBytes: 1 << 30,
@@ -105,7 +114,12 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "data directory: catalog, snapshots, admin token")
 	fs.StringVar(&m.Listen, "listen", m.Listen, "address to serve HTTP on")
 	fs.DurationVar(&m.LeaseTTL, "lease-ttl", m.LeaseTTL, "how long a holder may be quiet before its group is taken over")
-	fs.StringVar(&m.AdminToken, "admin-token", m.AdminToken, "admin token (default: generated into <data>/admin.token)")
+	fs.StringVar(&m.AdminToken, "admin-token", m.AdminToken, "admin token (default: generated into <data>/admin.token); every user on the host sees it in ps: prefer --admin-token-file")
+	fs.StringVar(&m.AdminTokenFile, "admin-token-file", m.AdminTokenFile, "a file holding the admin token (its first line, at least 16 bytes); rotation replaces it")
+	fs.IntVar(&m.MaxConnections, "max-connections", m.MaxConnections, "most HTTP connections open at once; more are closed as soon as accepted (default: half the open-file limit, at most 4096)")
+	fs.IntVar(&m.MaxConnsPerRemote, "max-connections-per-remote", m.MaxConnsPerRemote, "most HTTP connections open at once from one IP address")
+	fs.Var(&m.SnapshotMaxExpanded, "snapshot-max-expanded-bytes", "most a gzip snapshot upload may expand to (bytes, or with KiB/MiB/GiB/TiB)")
+	fs.DurationVar(&m.UploadTimeout, "snapshot-upload-timeout", m.UploadTimeout, "how long a whole snapshot upload may take, however steadily it trickles in")
 	fs.Var(&m.SnapshotMaxBytes, "snapshot-max-bytes", "largest snapshot accepted (bytes, or with KiB/MiB/GiB/TiB)")
 	fs.Int64Var(&m.MaxAttempts, "max-attempts", m.MaxAttempts, "a range leased this many times without finishing is failed")
 	fs.Var(&m.HistoryMinFreeBytes, "history-min-free-bytes", "below this much free space on the data disk only tail work is leased (0: off)")
@@ -159,6 +173,14 @@ func (m *Main) ParseFlags(args []string) error {
 		return usageError(fmt.Errorf("--max-attempts must be at least 1"))
 	case m.SnapshotMaxBytes < 1:
 		return usageError(fmt.Errorf("--snapshot-max-bytes must be positive"))
+	case m.SnapshotMaxExpanded < 1:
+		return usageError(fmt.Errorf("--snapshot-max-expanded-bytes must be positive"))
+	case m.UploadTimeout <= 0:
+		return usageError(fmt.Errorf("--snapshot-upload-timeout must be positive"))
+	case m.MaxConnections < 1 || m.MaxConnsPerRemote < 1:
+		return usageError(fmt.Errorf("--max-connections and --max-connections-per-remote must be at least 1"))
+	case m.AdminToken != "" && m.AdminTokenFile != "":
+		return usageError(fmt.Errorf("give the admin token by --admin-token or --admin-token-file, not both"))
 	case m.Synchronous != "FULL" && m.Synchronous != "NORMAL":
 		return usageError(fmt.Errorf("--synchronous must be FULL or NORMAL"))
 	case m.LogFormat != "text" && m.LogFormat != "json":
@@ -338,6 +360,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return usageError(err)
 	}
+	// A token given and refused stops the node before anything is made.
+	if err := m.givenAdminToken(log); err != nil {
+		return usageError(err)
+	}
 	metrics := web.NewMetrics()
 	metrics.SetVersion(Version)
 	fleet, err := m.newFleet(log)
@@ -350,7 +376,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	app, err := appliance.Open(appliance.Config{
 		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
-		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
+		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), SnapshotMaxExpandedBytes: int64(m.SnapshotMaxExpanded), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
 		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
 		Store: store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch,
 			NoOutbox: m.NATS == "off"},
@@ -361,7 +387,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.app = app
 	defer app.Close()
-	token, err := appliance.AdminToken(m.DataDir, m.AdminToken)
+	token, tokenFile, err := m.adminToken()
 	if err != nil {
 		return usageError(err)
 	}
@@ -381,10 +407,12 @@ func (m *Main) Run(ctx context.Context) error {
 		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
 	defer ln.Close() // when serving never starts; Serve closes it otherwise
+	ln = m.limitConnections(ln, metrics)
 	ln, stopCerts := m.serveTLS(ctx, ln, certs)
 	defer stopCerts()
 
-	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP, TrustedProxies: m.TrustedProxies.list}
+	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
+		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
 	if fleet != nil {
 		opts.Peers = fleet.Peers
 	}
@@ -394,8 +422,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.mu.Unlock()
 
 	tokenFrom := "--admin-token"
-	if m.AdminToken == "" {
-		tokenFrom, _ = filepath.Abs(filepath.Join(m.DataDir, "admin.token"))
+	if tokenFile != "" {
+		tokenFrom, _ = filepath.Abs(tokenFile)
 	}
 	natsURL := "off"
 	if fleet != nil {
@@ -449,6 +477,65 @@ func (m *Main) natsTLS() *peers.TLS {
 		return nil
 	}
 	return &peers.TLS{CertFile: m.NATSTLSCert, KeyFile: m.NATSTLSKey, CAFile: m.NATSTLSCA}
+}
+
+// adminTokenMin is the shortest admin token taken: a guessable one
+// protects nothing.
+const adminTokenMin = 16
+
+// givenAdminToken reads the admin token given by --admin-token (or its
+// variable) or --admin-token-file, and refuses one under adminTokenMin
+// bytes; "" when none is given (the data dir's admin.token is used).
+func (m *Main) givenAdminToken(log *slog.Logger) error {
+	switch {
+	case m.AdminToken != "":
+		m.adminTokenValue = m.AdminToken
+	case m.AdminTokenFile != "":
+		b, err := os.ReadFile(m.AdminTokenFile)
+		if err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		m.adminTokenValue = strings.TrimSpace(line)
+		if fi, err := os.Stat(m.AdminTokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("the admin token file can be read by other users: chmod 600 it", "file", m.AdminTokenFile, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+		}
+	default:
+		return nil
+	}
+	return checkAdminToken(m.adminTokenValue)
+}
+
+func checkAdminToken(token string) error {
+	if len(token) < adminTokenMin {
+		return fmt.Errorf("the admin token is %d bytes, want at least %d (for example: head -c 32 /dev/urandom | base64 > admin.token, then --admin-token-file admin.token)",
+			len(token), adminTokenMin)
+	}
+	return nil
+}
+
+// adminToken is the node's admin token and the file it is kept in ("" when
+// given by --admin-token or its variable): the one givenAdminToken read,
+// or <data>/admin.token, made there on first start.
+func (m *Main) adminToken() (token, file string, err error) {
+	switch {
+	case m.AdminToken != "":
+		return m.adminTokenValue, "", nil
+	case m.AdminTokenFile != "":
+		return m.adminTokenValue, m.AdminTokenFile, nil
+	}
+	file = filepath.Join(m.DataDir, "admin.token")
+	if token, err = appliance.AdminToken(m.DataDir, ""); err != nil {
+		return "", "", err
+	}
+	return token, file, checkAdminToken(token)
+}
+
+// limitConnections caps the HTTP listener's connections, at once and
+// per remote address (--max-connections, --max-connections-per-remote).
+// It wraps the plain TCP listener: TLS, when on, goes around it.
+func (m *Main) limitConnections(ln net.Listener, metrics *web.Metrics) net.Listener {
+	return web.LimitConnections(ln, m.MaxConnections, m.MaxConnsPerRemote, metrics)
 }
 
 // natsSecretMin is the shortest fleet secret taken: a guessable one

@@ -141,7 +141,7 @@ func (e *digestMismatch) Error() string {
 // getInto appends the rest of the snapshot to part and checks the digest
 // of the whole file.
 func getInto(ctx context.Context, c *client.Client, group, part string, bar bool, stderr io.Writer) error {
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}

@@ -248,11 +248,12 @@ func verifyWindow(ctx context.Context, c *client.Client, d *leasehold.GroupDetai
 	if err != nil {
 		return "", fmt.Errorf("verify %s: %w", g.Name, err)
 	}
-	if err := got.Load(gz); err != nil {
+	window := &client.WindowLimit{R: gz, Max: client.DefaultMaxWindowBytes}
+	if err := got.Load(window); err != nil {
 		return "", fmt.Errorf("verify %s: %w", g.Name, err)
 	}
 	// Read to the end: the download checks its sha-256 there.
-	if _, err := io.Copy(io.Discard, gz); err != nil {
+	if _, err := io.Copy(io.Discard, window); err != nil {
 		return "", fmt.Errorf("verify %s: %w", g.Name, err)
 	}
 	want := synthetic.Uninterrupted(g.Name, d.HistoryFloor, d.TailEnd)

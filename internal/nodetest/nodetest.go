@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ type Options struct {
 	// empty means a new t.TempDir().
 	DataDir          string
 	SnapshotMaxBytes int64
+	// SnapshotMaxExpandedBytes bounds what a gzip upload may expand to.
+	SnapshotMaxExpandedBytes int64
+	// SnapshotUploadTimeout bounds how long a whole upload may take.
+	SnapshotUploadTimeout time.Duration
 	// Store tunes the catalog (synchronous mode, group commit).
 	Store store.Options
 	// Logger receives the node's logs; nil discards them unless
@@ -66,7 +71,7 @@ func Start(t testing.TB, o Options) *Node {
 	st.BatchFunc = metrics.ObserveBatch
 	app, err := appliance.Open(appliance.Config{
 		DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
-		SnapshotMaxBytes: o.SnapshotMaxBytes, Store: st, Recorder: metrics, Logger: log,
+		SnapshotMaxBytes: o.SnapshotMaxBytes, SnapshotMaxExpandedBytes: o.SnapshotMaxExpandedBytes, Store: st, Recorder: metrics, Logger: log,
 	})
 	if err != nil {
 		t.Fatalf("nodetest: opening the appliance: %v", err)
@@ -81,7 +86,7 @@ func Start(t testing.TB, o Options) *Node {
 		app.Close()
 		t.Fatalf("nodetest: listen: %v", err)
 	}
-	wo := web.Options{AdminToken: token, Metrics: metrics, Logger: log}
+	wo := web.Options{AdminToken: token, AdminTokenFile: filepath.Join(dir, "admin.token"), Metrics: metrics, Logger: log, SnapshotUploadTimeout: o.SnapshotUploadTimeout}
 	var rec *recorder
 	if d := os.Getenv(RecordEnv); d != "" {
 		if rec, err = newRecorder(d); err != nil {

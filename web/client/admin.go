@@ -78,6 +78,31 @@ func (c *Client) DeleteNode(ctx context.Context, id int64, force bool) error {
 	return err
 }
 
+// RotateNodeToken gives node id a new token and returns it; the old one
+// is refused from then on. The admin token may do it, or the node's own.
+func (c *Client) RotateNodeToken(ctx context.Context, id int64) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/nodes/%d/token", id), nil, &out); err != nil {
+		return "", err
+	}
+	return out.Token, nil
+}
+
+// RotateAdminToken gives the node a new admin token and returns it; the
+// old one and every dashboard session signed in with it are refused from
+// then on, and a node that keeps its token in a file has replaced it.
+func (c *Client) RotateAdminToken(ctx context.Context) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/admin/token", nil, &out); err != nil {
+		return "", err
+	}
+	return out.Token, nil
+}
+
 // GroupSpec creates or updates a group. Nil fields keep the current value
 // (or take the default on creation); Start counts only on creation.
 type GroupSpec struct {

@@ -199,3 +199,39 @@ func TestWorkerBrokenDownloadNotQuarantined(t *testing.T) {
 	waitFor(t, "the group done", func() bool { return e.settled("alt.far") })
 	e.checkWindow("alt.far")
 }
+
+// TestWorkerWindowTooLarge: a window that expands past the worker's
+// MaxWindowBytes does not load, however little gzip it takes (here a
+// real window after 4 MiB of blanks, which JSON allows): the group is
+// released as window_error and quarantined, and the worker holds no
+// more of it than the limit.
+func TestWorkerWindowTooLarge(t *testing.T) {
+	e := start(t, nodetest.Options{})
+	e.group("alt.bomb", 100, 1, 1, 300)
+	var body bytes.Buffer
+	zw := gzip.NewWriter(&body)
+	zw.Write(bytes.Repeat([]byte(" "), 4<<20))
+	if err := synthetic.Uninterrupted("alt.bomb", 1, 100).Save(zw); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	if _, err := e.admin.PutGroupSnapshot(bg, "alt.bomb", 101, &body, client.SnapshotUpload{Gzip: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := e.workerClient("w", 1, nil)
+	w := newWorker(t, c, 1)
+	w.MaxWindowBytes = 1 << 20
+	run(t, w)
+	var q *leasehold.Quarantine
+	waitFor(t, "the group quarantined", func() bool {
+		d, err := e.admin.Group(bg, "alt.bomb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		q = d.Quarantine
+		return q != nil && d.Lease == nil
+	})
+	if q.Node != "w" || !strings.Contains(q.Error, "expands past the limit") {
+		t.Errorf("quarantine = %+v, want w's error naming the limit", q)
+	}
+}

@@ -96,9 +96,51 @@ type Worker struct {
 	// StopTimeout bounds the uploads and releases after Run's context ends.
 	// 0 means 30s.
 	StopTimeout time.Duration
+	// MaxWindowBytes bounds what a downloaded window may expand to: a
+	// window past it will not load (a few bytes of gzip may say gigabytes)
+	// and is released as window_error. 0 means DefaultMaxWindowBytes.
+	MaxWindowBytes int64
 
 	held     atomic.Int64
 	failures atomic.Int64 // holds in a row that ended in failure
+}
+
+// DefaultMaxWindowBytes is as much as a node takes of a gzip snapshot
+// by default (serve --snapshot-max-expanded-bytes).
+const DefaultMaxWindowBytes = 16 << 30
+
+func (w *Worker) maxWindowBytes() int64 {
+	if w.MaxWindowBytes > 0 {
+		return w.MaxWindowBytes
+	}
+	return DefaultMaxWindowBytes
+}
+
+// WindowLimit reads a decompressed window and fails once more than Max
+// bytes come out of R: a window loader given it cannot be made to hold,
+// or to inflate, more than that.
+type WindowLimit struct {
+	R    io.Reader
+	Max  int64
+	read int64
+}
+
+// ErrWindowTooLarge is a window that expands past its limit.
+var ErrWindowTooLarge = errors.New("the window snapshot expands past the limit")
+
+func (l *WindowLimit) Read(p []byte) (int, error) {
+	if l.read > l.Max {
+		return 0, ErrWindowTooLarge
+	}
+	if left := l.Max + 1 - l.read; int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := l.R.Read(p)
+	l.read += int64(n)
+	if l.read > l.Max {
+		return n, fmt.Errorf("%w of %d bytes", ErrWindowTooLarge, l.Max)
+	}
+	return n, err
 }
 
 // Held is how many groups the worker holds now.
@@ -471,11 +513,12 @@ func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
 		if err != nil {
 			return err
 		}
-		if err := h.window.Load(gz); err != nil {
+		window := &WindowLimit{R: gz, Max: h.w.maxWindowBytes()}
+		if err := h.window.Load(window); err != nil {
 			return err
 		}
 		// Read to the end so the download's digest is checked.
-		if _, err := io.Copy(io.Discard, gz); err != nil {
+		if _, err := io.Copy(io.Discard, window); err != nil {
 			return err
 		}
 		return gz.Close()

@@ -8,8 +8,8 @@ import { httpsFetch, type PEM } from "./https.js";
 
 import { InternalError, LeaseholdError, UnavailableError, ConflictError, errorFromAnswer, makeError } from "./errors.js";
 import type {
-  Findings, Fleet, Grant, Group, GroupDetail, GroupSpec, Node, NodeSpec, Range, RangeStatus, RegisteredNode, Rules,
-  Snapshot, Watermark,
+  Findings, Fleet, Grant, Group, GroupDetail, GroupSpec, NewToken, Node, NodeSpec, Range, RangeStatus, RegisteredNode, Rules,
+  Snapshot, Watermark, WatermarkReport,
 } from "./types.js";
 
 /** The node's address when none is given. */
@@ -270,6 +270,22 @@ export class Client {
     await this.json("DELETE", `/api/v1/nodes/${id}${o.force ? "?force=true" : ""}`, undefined, o.signal);
   }
 
+  /**
+   * Gives node id a new token and returns it; the old one is refused from
+   * this answer on. The admin token may do it, or the node's own token.
+   */
+  async rotateNodeToken(id: number, signal?: AbortSignal): Promise<string> {
+    return (await this.must<NewToken>("POST", `/api/v1/nodes/${id}/token`, undefined, signal)).token;
+  }
+
+  /**
+   * Gives the node a new admin token and returns it; the old one and every
+   * dashboard session signed in with it are refused from this answer on.
+   */
+  async rotateAdminToken(signal?: AbortSignal): Promise<string> {
+    return (await this.must<NewToken>("POST", "/api/v1/admin/token", undefined, signal)).token;
+  }
+
   /** Creates (created true) or updates a group. */
   async putGroup(name: string, spec: GroupSpec = {}, signal?: AbortSignal): Promise<{ group: Group; created: boolean }> {
     const resp = await this.send({ method: "PUT", path: `/api/v1/groups/${enc(name)}`, json: spec, signal });
@@ -422,7 +438,7 @@ export class Client {
 
   /** Reports a group's water marks as the source gave them; returns how many ranges the tail planned. */
   async reportWatermark(name: string, low: number, high: number, signal?: AbortSignal): Promise<number> {
-    return (await this.must<{ planned: number }>("POST", `/api/v1/groups/${enc(name)}/watermark`, { low, high }, signal)).planned;
+    return (await this.must<WatermarkReport>("POST", `/api/v1/groups/${enc(name)}/watermark`, { low, high }, signal)).planned;
   }
 
   private async putSnapshotAt(path: string, body: SnapshotSource, o: SnapshotUpload): Promise<Snapshot> {

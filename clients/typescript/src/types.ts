@@ -96,6 +96,18 @@ export interface RegisteredNode extends Node {
   token: string;
 }
 
+/** A token made by a rotation, shown only in its answer. */
+export interface NewToken {
+  token: string;
+}
+
+/** The answer to a water mark report. */
+export interface WatermarkReport {
+  planned: number;
+  /** The tail is not planned up to high yet: later reports plan the rest as ranges are leased. */
+  capped: boolean;
+}
+
 export interface Rules {
   version: number;
   body: unknown;

@@ -19,7 +19,7 @@
 // sent and the group released.
 
 import { createHash } from "node:crypto";
-import { Readable } from "node:stream";
+import { Readable, Transform } from "node:stream";
 import { createGunzip, createGzip } from "node:zlib";
 
 import { Client, delayMs, sleep, type NextRange } from "./client.js";
@@ -89,7 +89,16 @@ export interface WorkerOptions<W extends Window> {
   poll?: { minMs: number; maxMs: number };
   /** Bounds the uploads and releases after run's signal aborts (default 30 s). */
   stopTimeoutMs?: number;
+  /**
+   * The most a downloaded window may expand to (default 16 GiB, what a node
+   * takes by default): a few bytes of gzip may say gigabytes, and a window
+   * past it does not load (released as window_error).
+   */
+  maxWindowBytes?: number;
 }
+
+/** What a window may expand to unless WorkerOptions.maxWindowBytes says otherwise. */
+export const DEFAULT_MAX_WINDOW_BYTES = 16 * 2 ** 30;
 
 type Outcome = "caughtUp" | "stopped" | "failed" | "suspect" | "lost" | "unreadable";
 
@@ -441,13 +450,26 @@ class Hold<W extends Window> {
     const input = Readable.from(source);
     input.on("error", (e) => gunzip.destroy(e));
     input.pipe(gunzip);
+    // The window as it expands, cut off past the limit.
+    const limit = this.w.options.maxWindowBytes ?? DEFAULT_MAX_WINDOW_BYTES;
+    let expanded = 0;
+    const window = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        expanded += chunk.length;
+        if (expanded > limit) done(new Error(`the window snapshot expands past the limit of ${limit} bytes`));
+        else done(null, chunk);
+      },
+    });
+    gunzip.on("error", (e) => window.destroy(e));
+    gunzip.pipe(window);
     try {
-      await this.window.load(gunzip);
+      await this.window.load(window);
       // Read to the end, so the download's length and digest are checked.
-      for await (const _ of gunzip) void _;
+      for await (const _ of window) void _;
     } catch (e) {
       input.destroy();
       gunzip.destroy();
+      window.destroy();
       const out = this.judge(e, "index");
       if (out !== "failed") return out;
       if (downloadErr !== null) {

@@ -50,6 +50,21 @@ test("health, readiness and the description", async () => {
   assert.ok(doc.paths["/api/v1/leases/{group}/next"]);
 });
 
+test("tokens that change", async () => {
+  const reg = await admin.registerNode({ name: "ts-rotate" });
+  const w = new Client({ url: node.url, token: reg.token });
+  await rejects(w.rotateNodeToken(reg.id + 1000), ForbiddenError, "forbidden");
+  await rejects(w.rotateAdminToken(), ForbiddenError, "forbidden");
+  const fresh = await w.rotateNodeToken(reg.id);
+  assert.match(fresh, /^lhn_\S{16,}/);
+  assert.notEqual(fresh, reg.token);
+  await rejects(w.lease(), UnauthorizedError, "unauthorized");
+  assert.equal(await new Client({ url: node.url, token: fresh }).lease(), null);
+  const byAdmin = await admin.rotateNodeToken(reg.id);
+  await rejects(new Client({ url: node.url, token: fresh }).lease(), UnauthorizedError, "unauthorized");
+  assert.equal(await new Client({ url: node.url, token: byAdmin }).lease(), null);
+});
+
 test("admin endpoints", async () => {
   const { group, created } = await admin.putGroup("ts.admin", { range_size: 100, start: 1 });
   assert.equal(created, true);

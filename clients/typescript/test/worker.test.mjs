@@ -143,6 +143,19 @@ test("a window that will not load is released with window_error and quarantined"
   assert.equal((await admin.getGroup("ts.bad")).lease, null);
 });
 
+test("a window that expands past maxWindowBytes does not load: window_error and quarantined", async (t) => {
+  const { admin, client } = await setup(t, [["ts.bomb", 300]]);
+  // A good window after 4 MiB of blanks (JSON allows them): a few kB of gzip.
+  const body = gzipSync(Buffer.concat([Buffer.alloc(4 << 20, " "), Buffer.from(JSON.stringify({ ids: [1, 2, 3] }))]));
+  await admin.putGroupSnapshot("ts.bomb", 101, body, { gzip: true, force: true });
+  let indexed = 0;
+  const w = runWorker(t, { client, maxWindowBytes: 1 << 20, async index() { indexed++; } });
+  const q = await waitFor("the group quarantined", async () => (await admin.getGroup("ts.bomb")).quarantine);
+  await w.stop();
+  assert.match(q.error, /expands past the limit of 1048576 bytes/);
+  assert.equal(indexed, 0);
+});
+
 test("heartbeats keep a long range's lease, and stopping sends the progress and the window and releases", async (t) => {
   const { admin, client } = await setup(t, [["ts.long", 300]], ["--lease-ttl", "1s"]);
   let aborted = false;

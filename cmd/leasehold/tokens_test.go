@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/nodetest"
+)
+
+// TestServeAdminTokenRefused: an admin token under 16 bytes, however it
+// is given, stops serve at the start with one line and exit 2; so do
+// both --admin-token and --admin-token-file, and a file that is not
+// there.
+func TestServeAdminTokenRefused(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("lha_tooshort\n"), 0o600)
+	good := filepath.Join(dir, "good")
+	os.WriteFile(good, []byte("lha_long_enough_for_an_admin\n"), 0o600)
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		msg  string
+	}{
+		{"FlagOneByte", []string{"--admin-token", "x"}, nil, "at least 16"},
+		{"EnvShort", nil, map[string]string{"LEASEHOLD_ADMIN_TOKEN": "lha_tooshort"}, "at least 16"},
+		{"FileShort", []string{"--admin-token-file", short}, nil, "at least 16"},
+		{"FileMissing", []string{"--admin-token-file", filepath.Join(dir, "none")}, nil, "--admin-token-file"},
+		{"Both", []string{"--admin-token-file", good, "--admin-token", "lha_long_enough_for_an_admin"}, nil, "not both"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats", "off"}, c.args...)
+			var stdout, stderr bytes.Buffer
+			// A node that took the token would serve until stopped: give
+			// it a while, then stop it (exit 0, and the test fails).
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			code := exitCode(run(ctx, args, &stdout, &stderr), &stderr)
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], c.msg) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and one line naming %q", code, stderr.String(), c.msg)
+			}
+		})
+	}
+}
+
+// TestAdminRotateToken: `admin nodes rotate-token NAME` and `admin
+// rotate-token` print the new tokens; the old ones are refused at once.
+func TestAdminRotateToken(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	old := strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q"))
+	fresh := strings.TrimSpace(admin(t, n, "nodes", "rotate-token", "w1", "-q"))
+	if !strings.HasPrefix(fresh, "lhn_") || fresh == old {
+		t.Fatalf("rotate-token -q printed %q", fresh)
+	}
+	if out := admin(t, n, "nodes", "rotate-token", "w1"); !strings.Contains(out, "refused from now on") || !strings.Contains(out, "token: lhn_") {
+		t.Errorf("rotate-token: %q", out)
+	}
+	newAdmin := strings.TrimSpace(admin(t, n, "rotate-token", "-q"))
+	if !strings.HasPrefix(newAdmin, "lha_") {
+		t.Fatalf("admin rotate-token -q printed %q", newAdmin)
+	}
+	if _, err := operatorRun(t, n, nil, "nodes", "list"); err == nil {
+		t.Errorf("the old admin token still lists nodes")
+	}
+	b, _ := os.ReadFile(filepath.Join(n.DataDir, "admin.token"))
+	if strings.TrimSpace(string(b)) != newAdmin {
+		t.Errorf("admin.token holds %q, want the new token", b)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := runAdmin(context.Background(), []string{"--url", n.URL, "--data", n.DataDir, "nodes", "list"}, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "w1") {
+		t.Errorf("nodes list with the token from the data dir: %v, %q", err, stdout.String())
+	}
+}
