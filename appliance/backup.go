@@ -336,6 +336,9 @@ func readyForRestore(dataDir string) error {
 	unfinished := false
 	var names []string
 	for _, e := range entries {
+		if e.Name() == LockFile {
+			continue // restore's own hold on the dir
+		}
 		names = append(names, e.Name())
 		if e.Name() == RestoreStaging {
 			unfinished = true

@@ -88,6 +88,11 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := wantArgs(pos, "BACKUP_DIR"); err != nil {
 		return err
 	}
+	lock, err := appliance.LockDataDir(*data)
+	if err != nil {
+		return usageError(err)
+	}
+	defer lock.Release()
 	p := newProgress(stderr, !*quiet)
 	m, err := appliance.Restore(ctx, pos[0], *data, func(stage string, done, total int64) { p.show(stage, done, total) })
 	p.end()

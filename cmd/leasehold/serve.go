@@ -294,6 +294,14 @@ func (m *Main) Run(ctx context.Context) error {
 	// falls back to slog's default, which is left alone.
 	log := slog.New(m.logHandler(level))
 
+	// One process a data dir (rule 14): the lock comes before the fleet's
+	// store, the catalog or the token file is opened.
+	lock, err := appliance.LockDataDir(m.DataDir)
+	if err != nil {
+		return usageError(err)
+	}
+	defer lock.Release()
+
 	metrics := web.NewMetrics()
 	metrics.SetVersion(Version)
 	fleet, err := m.newFleet(log)
