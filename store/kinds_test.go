@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+)
+
+// TestLeaseKinds is rule 12 in the catalog: a node leases only groups of
+// its kinds, free or taken over from a quiet holder; a node of two kinds
+// gets the most urgent of either; a held group's kind does not change.
+func TestLeaseKinds(t *testing.T) {
+	w := newFailWorld(t, "alt.counted")
+	ctx := context.Background()
+	var nntpNode, both int64
+	must(t, w.write(func(tx *Tx) error {
+		g, _, err := tx.PutGroup("alt.binaries.x", GroupSpec{RangeSize: ptr(int64(1000)), Kind: ptr(leasehold.KindNNTP)})
+		if err != nil {
+			return err
+		}
+		w.gids["alt.binaries.x"] = g.ID
+		if _, err := tx.PlanTail(g.ID, 3000); err != nil {
+			return err
+		}
+		n, err := tx.CreateNode(NewNode{Name: "usenet", TokenHash: []byte("u"), PriorityMin: -10, PriorityMax: 10, Capacity: 8, Kinds: []string{leasehold.KindNNTP}})
+		nntpNode = n.ID
+		if err != nil {
+			return err
+		}
+		n, err = tx.CreateNode(NewNode{Name: "both", TokenHash: []byte("b"), PriorityMin: -10, PriorityMax: 10, Capacity: 8, Kinds: []string{"default", leasehold.KindNNTP}})
+		both = n.ID
+		return err
+	}))
+	lease := func(node int64) *leasehold.Grant {
+		t.Helper()
+		var g *leasehold.Grant
+		must(t, w.write(func(tx *Tx) error {
+			var err error
+			g, err = tx.LeaseGroup(LeaseRequest{NodeID: node, TTL: time.Minute, MaxAttempts: failMaxAttempts})
+			return err
+		}))
+		return g
+	}
+	// The default node (w) gets its own group, then nothing: never the
+	// nntp one.
+	if g := lease(w.node); g == nil || g.Group.Name != "alt.counted" || g.Group.Kind != leasehold.DefaultKind {
+		t.Fatalf("default node's first lease = %+v, want alt.counted", g)
+	}
+	if g := lease(w.node); g != nil {
+		t.Fatalf("default node's second lease = %s (kind %s), want none: the rest is nntp", g.Group.Name, g.Group.Kind)
+	}
+	if g := lease(nntpNode); g == nil || g.Group.Name != "alt.binaries.x" {
+		t.Fatalf("nntp node's lease = %+v, want alt.binaries.x", g)
+	}
+	// Both holders go quiet: the node of both kinds may take either over;
+	// the default node still never the nntp group.
+	w.clock.now = w.clock.now.Add(2 * time.Minute)
+	if g := lease(w.node); g == nil || g.Group.Name != "alt.counted" {
+		t.Fatalf("default node's takeover = %+v, want alt.counted back", g)
+	}
+	if g := lease(both); g == nil || g.Group.Name != "alt.binaries.x" || !g.Takeover {
+		t.Fatalf("two-kind node's lease = %+v, want the nntp group taken over", g)
+	}
+	// Held: its kind stays.
+	err := w.write(func(tx *Tx) error {
+		_, _, err := tx.PutGroup("alt.binaries.x", GroupSpec{Kind: ptr("default")})
+		return err
+	})
+	if !errors.Is(err, leasehold.ErrConflict) {
+		t.Fatalf("kind change of a held group: %v, want a conflict", err)
+	}
+	if g, _ := w.db.GroupByName(ctx, "alt.binaries.x"); g.Kind != leasehold.KindNNTP {
+		t.Fatalf("kind after the refused change = %q", g.Kind)
+	}
+	// Bad kinds are refused with nothing written.
+	err = w.write(func(tx *Tx) error {
+		_, err := tx.CreateNode(NewNode{Name: "bad", TokenHash: []byte("x"), Capacity: 1, Kinds: []string{"NNTP"}})
+		return err
+	})
+	if !errors.Is(err, leasehold.ErrInvalid) {
+		t.Fatalf("a node of kind NNTP: %v, want invalid", err)
+	}
+}
+
+// TestLeaseKindsSeek: the lease's choice stays one seek of its lane's
+// index for each kind, at any number of groups of other kinds.
+func TestLeaseKindsSeek(t *testing.T) {
+	db := openTest(t, "", Options{})
+	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
+		t.Fatal(err)
+	}
+	for q, index := range map[*query]string{qChooseFreeTail: "groups_free_tail", qChooseFreeHist: "groups_free_hist"} {
+		p := plan(t, db, q.sql, -10, 10, leasehold.KindNNTP)
+		if len(p) != 1 || !strings.Contains(p[0], "USING INDEX "+index+" (kind=? AND") {
+			t.Errorf("plan of %q: %q, want one seek of %s by kind", q.sql, p, index)
+		}
+	}
+}
