@@ -87,7 +87,8 @@ func TestLeaseKinds(t *testing.T) {
 }
 
 // TestLeaseKindsSeek: the lease's choice stays one seek of its lane's
-// index for each kind, at any number of groups of other kinds.
+// index for each kind, at any number of groups of other kinds, and the
+// takeover choice a walk of the quiet leases.
 func TestLeaseKindsSeek(t *testing.T) {
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
@@ -98,5 +99,10 @@ func TestLeaseKindsSeek(t *testing.T) {
 		if len(p) != 1 || !strings.Contains(p[0], "USING INDEX "+index+" (kind=? AND") {
 			t.Errorf("plan of %q: %q, want one seek of %s by kind", q.sql, p, index)
 		}
+	}
+	// Takeover candidates are walked from the quiet leases, never from a
+	// kind's groups.
+	if p := plan(t, db, qChooseQuiet.sql, 0, -10, -1, 0, 10, `["nntp"]`); len(p) == 0 || !strings.HasPrefix(p[0], "SEARCH l USING INDEX group_leases_heartbeat") {
+		t.Errorf("plan of the takeover choice: %q, want the quiet leases first", p)
 	}
 }

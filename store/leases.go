@@ -43,10 +43,12 @@ var (
 		ORDER BY urgent_hist, free_since, priority, id LIMIT 1`)
 	// Held groups whose holder went quiet: bounded by the leases held, not
 	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part,
-	// ?6 the node's kinds (a JSON array).
+	// ?6 the node's kinds (a JSON array). CROSS JOIN keeps the held leases
+	// the outer loop: the kinds are a filter, never a walk of a kind's
+	// groups.
 	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority, node_id FROM (
 		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority, l.node_id
-		FROM group_leases l JOIN groups g ON g.id = l.group_id
+		FROM group_leases l CROSS JOIN groups g ON g.id = l.group_id
 		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.owned = 1 AND g.quarantine_at IS NULL
 		AND g.kind IN (SELECT value FROM json_each(?6)) AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
 		ORDER BY urgent, heartbeat_at, priority, id LIMIT 1`)
