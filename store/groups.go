@@ -79,6 +79,9 @@ var (
 // creation; a different start on an existing group is a conflict. It
 // reports whether the group was created.
 func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) {
+	if s.Kind != nil && !leasehold.ValidKind(*s.Kind) {
+		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "kind %q is not valid: 1-32 bytes of a-z, 0-9 and -", *s.Kind)
+	}
 	g, err := tx.GroupByName(name)
 	switch {
 	case errors.Is(err, leasehold.ErrNotFound):

@@ -114,6 +114,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodGet, "/nodes", s.listNodes)
 	admin(http.MethodPost, "/nodes/:id/pause", s.pauseNode)
 	admin(http.MethodPost, "/nodes/:id/resume", s.resumeNode)
+	admin(http.MethodPatch, "/nodes/:id", s.changeNode)
 	admin(http.MethodDelete, "/nodes/:id", s.deleteNode)
 	admin(http.MethodPut, "/groups/:name", s.putGroup)
 	admin(http.MethodGet, "/groups", s.listGroups)
