@@ -106,3 +106,48 @@ func TestLeaseKindsSeek(t *testing.T) {
 		t.Errorf("plan of the takeover choice: %q, want the quiet leases first", p)
 	}
 }
+
+// TestKindsTravel: a peer's group keeps its kind and its source error
+// here, and a peer's node its kinds, so after a takeover only a node of
+// the group's kind leases it, and no_worker_for_kind counts the fleet's
+// workers, not only this node's.
+func TestKindsTravel(t *testing.T) {
+	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
+	ctx := context.Background()
+	pg := foldGroup("alt.binaries.far", 3)
+	pg.Kind = leasehold.KindNNTP
+	pg.SourceError = &leasehold.SourceError{Error: "411 No such group", Node: "wa", At: foldStart}
+	foldIn(t, db, "a", pg, foldRanges())
+	g, err := db.GroupByName(ctx, "alt.binaries.far")
+	must(t, err)
+	if g.Kind != leasehold.KindNNTP || g.SourceError == nil || g.SourceError.Error != "411 No such group" {
+		t.Fatalf("a peer's group here: kind %q, source error %+v", g.Kind, g.SourceError)
+	}
+	seen := foldStart
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		return tx.FoldNode("a", leasehold.Node{Name: "usenet", Capacity: 1, LastSeenAt: &seen, Kinds: []string{leasehold.KindNNTP}})
+	}))
+	ns, err := db.PeerNodes(ctx)
+	must(t, err)
+	if len(ns) != 1 || len(ns[0].Kinds) != 1 || ns[0].Kinds[0] != leasehold.KindNNTP {
+		t.Fatalf("a peer's node here: %+v", ns)
+	}
+	// Owned here with open work: the peer's live nntp node counts.
+	must(t, db.rawExec(`UPDATE groups SET owned = 1, urgent_tail = -1`))
+	fs, err := db.Findings(ctx, foldStart, FindingBounds{NodeUnseen: time.Hour})
+	must(t, err)
+	for _, f := range fs {
+		if f.Kind == leasehold.FindingNoWorkerForKind {
+			t.Fatalf("no_worker_for_kind %q with the peer's nntp node live", f.Group)
+		}
+	}
+	fs, err = db.Findings(ctx, foldStart.Add(2*time.Hour), FindingBounds{NodeUnseen: time.Hour})
+	must(t, err)
+	found := false
+	for _, f := range fs {
+		found = found || f.Kind == leasehold.FindingNoWorkerForKind && f.Group == leasehold.KindNNTP
+	}
+	if !found {
+		t.Fatalf("findings with the only nntp node unseen: %+v, want no_worker_for_kind nntp", fs)
+	}
+}
