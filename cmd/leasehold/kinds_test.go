@@ -26,8 +26,12 @@ func TestUsenetWorkerNeedsNNTP(t *testing.T) {
 	// A source nobody listens on: the check comes before any connection.
 	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://127.0.0.1:1", "--out", filepath.Join(t.TempDir(), "out.jsonl")}
 	var out bytes.Buffer
-	err := runWorker(context.Background(), args, &out, &out)
-	if code := exitCode(err, &out); code != 2 || !strings.Contains(err.Error(), "--kinds nntp") || !strings.Contains(err.Error(), "admin nodes kinds") {
+	// A worker that did start is stopped after a while: its exit is then
+	// not 2.
+	refuseCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	err := runWorker(refuseCtx, args, &out, &out)
+	if code := exitCode(err, &out); code != 2 || err == nil || !strings.Contains(err.Error(), "--kinds nntp") || !strings.Contains(err.Error(), "admin nodes kinds") {
 		t.Fatalf("the Usenet worker on a default node: exit %d, %v; want 2 saying how to fix it", code, err)
 	}
 	if got := admin(t, n, "nodes", "kinds", "news1", "nntp"); !strings.Contains(got, "reads kinds nntp") {
@@ -63,8 +67,10 @@ func lineHas(out string, words ...string) bool {
 func TestWorkerURLRefused(t *testing.T) {
 	for _, u := range []string{"127.0.0.1:8080", "localhost", "http://", "ftp://127.0.0.1:8080", "http:///api"} {
 		var out bytes.Buffer
-		err := runWorker(context.Background(), []string{"--url", u, "--token", "x"}, &out, &out)
-		if code := exitCode(err, &out); code != 2 || !strings.Contains(err.Error(), "--url") {
+		ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		err := runWorker(ctx, []string{"--url", u, "--token", "x"}, &out, &out)
+		stop()
+		if code := exitCode(err, &out); code != 2 || err == nil || !strings.Contains(err.Error(), "--url") {
 			t.Errorf("--url %q: exit %d, %v; want 2 naming --url", u, code, err)
 		}
 	}
