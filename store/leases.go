@@ -584,7 +584,8 @@ func (tx *Tx) NodeBand(nodeID int64) (bandMin, bandMax int64, err error) {
 	}
 	var paused bool
 	var capacity int64
-	err = tx.queryRow(qNodeLeaseInfo, nodeID).Scan(&paused, &capacity, &bandMin, &bandMax)
+	var kinds string
+	err = tx.queryRow(qNodeLeaseInfo, nodeID).Scan(&paused, &capacity, &bandMin, &bandMax, &kinds)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", nodeID)
 	}
