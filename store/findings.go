@@ -265,6 +265,16 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 		}
 		out[c.kind] = n
 	}
+	var n int64
+	if err := db.queryRow(ctx, `SELECT count(*) FROM groups WHERE source_errors >= 2`).Scan(&n); err != nil {
+		return nil, mapError(err, "counting findings")
+	}
+	out[leasehold.FindingSourceUnreadable] = n
+	stranded, err := db.kindsWithoutWorker(ctx, now, b.NodeUnseen)
+	if err != nil {
+		return nil, err
+	}
+	out[leasehold.FindingNoWorkerForKind] = int64(len(stranded))
 	return out, nil
 }
 

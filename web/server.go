@@ -7,6 +7,7 @@ package web
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -95,6 +96,11 @@ func New(app *appliance.Appliance, o Options) *Server {
 		s.metrics.watch.Store(wc)
 	}
 	s.metrics.operator.CompareAndSwap(nil, s)
+	// The room left on the data disk, read at scrape time: a disk filling
+	// up is seen before writes fail with 507 (the low-disk alert).
+	s.metrics.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leasehold_data_free_bytes", Help: "Bytes free on the data directory's disk for the node (-1: unreadable).",
+	}, func() float64 { return float64(app.DataFreeBytes()) }))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
