@@ -264,9 +264,6 @@ const (
 	// FindingSourceUnreadable is a group whose last two reports from its
 	// source were errors (rule 13); Detail carries the error.
 	FindingSourceUnreadable = "source_unreadable"
-	// FindingPeerSyncStuck is an outbox this node could not publish to
-	// its fleet for longer than a minute.
-	FindingPeerSyncStuck = "peer_sync_stuck"
 )
 
 // FlapsFinding is how many lease ends in a row with no progress make a
