@@ -667,7 +667,8 @@ func (db *DB) Unsent(ctx context.Context, after int64, limit int) ([]leasehold.E
 // peer_groups p.
 const ownStateColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
 	g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
-	l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at`
+	l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at,
+	g.kind, g.source_error, g.source_error_node, g.source_error_at`
 
 // ownStateFrom joins what ownStateColumns read.
 const ownStateFrom = `FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id`
@@ -680,11 +681,11 @@ func scanOwnState(s scanner) (g PeerGroup, mirrored bool, err error) {
 	var created int64
 	var peer sql.NullString
 	var claimRev int64
-	var qErr, qNode sql.NullString
-	var qAt, low, high, marksAt sql.NullInt64
+	var qErr, qNode, sErr, sNode sql.NullString
+	var qAt, low, high, marksAt, sAt sql.NullInt64
 	err = s.Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
 		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer, &qErr, &qNode, &qAt,
-		&low, &high, &marksAt)
+		&low, &high, &marksAt, &g.Kind, &sErr, &sNode, &sAt)
 	if err != nil || peer.Valid {
 		return g, peer.Valid, err
 	}
@@ -698,9 +699,13 @@ func scanOwnState(s scanner) (g PeerGroup, mirrored bool, err error) {
 	if next.Valid {
 		g.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64)}
 	}
-	// The source's water marks travel with the group (rule 11).
+	// The source's water marks travel with the group (rule 11), and so
+	// do its kind (rule 12) and what its source last said (rule 13).
 	if low.Valid && high.Valid && marksAt.Valid {
 		g.Low, g.High, g.MarksAt = &low.Int64, &high.Int64, fromNullMS(marksAt)
+	}
+	if sAt.Valid {
+		g.SourceError = &leasehold.SourceError{Error: sErr.String, Node: sNode.String, At: fromMS(sAt.Int64)}
 	}
 	return g, false, nil
 }

@@ -123,6 +123,24 @@ func TestKindsTravel(t *testing.T) {
 	if g.Kind != leasehold.KindNNTP || g.SourceError == nil || g.SourceError.Error != "411 No such group" {
 		t.Fatalf("a peer's group here: kind %q, source error %+v", g.Kind, g.SourceError)
 	}
+	// What this node publishes of its own group carries both too.
+	var own int64
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		g, _, err := tx.PutGroup("alt.binaries.own", GroupSpec{Kind: ptr(leasehold.KindNNTP)})
+		own = g.ID
+		if err == nil {
+			_, err = tx.ReportSourceError(own, "usenet", "481 refused")
+		}
+		return err
+	}))
+	if _, err := db.PeerIndexes(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	st, _, _, err := db.OwnState(ctx, own, time.Time{})
+	must(t, err)
+	if st.Kind != leasehold.KindNNTP || st.SourceError == nil || st.SourceError.Error != "481 refused" {
+		t.Fatalf("an own group as published: kind %q, source error %+v", st.Kind, st.SourceError)
+	}
 	seen := foldStart
 	must(t, db.Write(ctx, func(tx *Tx) error {
 		return tx.FoldNode("a", leasehold.Node{Name: "usenet", Capacity: 1, LastSeenAt: &seen, Kinds: []string{leasehold.KindNNTP}})
