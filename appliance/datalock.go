@@ -18,6 +18,9 @@ import (
 // file only names the holder for a second process refused.
 const LockFile = "leasehold.lock"
 
+// ErrDataDirInUse is the cause of LockDataDir's refusal (errors.Is).
+var ErrDataDirInUse = errors.New("data dir in use")
+
 // DataLock is a process's exclusive hold on a data dir.
 type DataLock struct {
 	f *os.File
@@ -42,7 +45,7 @@ func LockDataDir(dir string) (*DataLock, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, leasehold.Errorf(leasehold.KindConflict,
+			return nil, leasehold.Wrap(leasehold.KindConflict, ErrDataDirInUse,
 				"data dir %s is in use by another leasehold process (%s): stop it, or give this one another --data", dir, holder(f))
 		}
 		return nil, dirError(dir, err)

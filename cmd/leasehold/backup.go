@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -88,14 +89,12 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := wantArgs(pos, "BACKUP_DIR"); err != nil {
 		return err
 	}
-	lock, err := appliance.LockDataDir(*data)
-	if err != nil {
-		return usageError(err)
-	}
-	defer lock.Release()
 	p := newProgress(stderr, !*quiet)
 	m, err := appliance.Restore(ctx, pos[0], *data, func(stage string, done, total int64) { p.show(stage, done, total) })
 	p.end()
+	if errors.Is(err, appliance.ErrDataDirInUse) {
+		return usageError(err) // a node runs on it: exit 2, as a second serve
+	}
 	if err != nil {
 		return err
 	}
