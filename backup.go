@@ -18,6 +18,10 @@ const (
 	BackupFormat       = "leasehold-backup"
 	BackupVersion      = 1
 	BackupCatalogName  = "catalog.db"
+	// BackupSignatureName, beside the manifest, holds its HMAC-SHA256 under
+	// a key the operator keeps outside the backup (backup --sign-key-file):
+	// the manifest's sums catch damage, the signature tampering.
+	BackupSignatureName = "manifest.json.hmac"
 )
 
 // BackupManifest is a backup's manifest.json.

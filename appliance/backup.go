@@ -202,18 +202,31 @@ const RestoreStaging = ".restore"
 // backup's bytes it has read for it.
 type RestoreFunc func(stage string, done, total int64)
 
+// RestoreOptions are how Restore goes.
+type RestoreOptions struct {
+	// Progress, if set, is told how far it is.
+	Progress RestoreFunc
+	// VerifyKey, if set, is the key the backup's manifest must be signed
+	// with (SignBackup): an unsigned backup, or one signed otherwise, is
+	// refused before anything else is read.
+	VerifyKey []byte
+}
+
 // Restore restores the backup in dir into dataDir, which must not exist,
 // be empty, or hold only what an unfinished restore left. It checks every
 // file's size and sha-256 against the manifest, and the catalog with
-// SQLite's quick_check and against the snapshots it records, before it
-// writes anything into dataDir; it then copies into dataDir/.restore,
+// SQLite's quick_check, its schema against the one this binary embeds,
+// and against the snapshots it records, before it writes anything into
+// dataDir (a catalog of an older version is checked in the stage, once
+// migrated, and nothing is moved into place unless it passes); it then copies into dataDir/.restore,
 // checking the sums again, fsyncs, and moves the snapshots and then the
 // catalog into place. The catalog's move is the commit: until it, a node
 // refuses to start on dataDir, and a failure removes what was staged.
 // The restored data dir has no admin token: the node makes one on its
 // first start. Errors: not found, unprocessable (a damaged or incomplete
 // backup), conflict (dataDir is in use), no space, internal.
-func Restore(ctx context.Context, dir, dataDir string, progress RestoreFunc) (leasehold.BackupManifest, error) {
+func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (leasehold.BackupManifest, error) {
+	progress := opts.Progress
 	if progress == nil {
 		progress = func(string, int64, int64) {}
 	}
@@ -228,9 +241,14 @@ func Restore(ctx context.Context, dir, dataDir string, progress RestoreFunc) (le
 		}
 		defer lock.Release()
 	}
-	m, err := ReadBackupManifest(dir)
+	m, raw, err := readBackupManifest(dir)
 	if err != nil {
 		return m, err
+	}
+	if opts.VerifyKey != nil {
+		if err := verifyBackup(dir, raw, opts.VerifyKey); err != nil {
+			return m, err
+		}
 	}
 	var total int64
 	for _, f := range m.Files {
@@ -296,6 +314,14 @@ func Restore(ctx context.Context, dir, dataDir string, progress RestoreFunc) (le
 		}
 		done += f.Size
 	}
+	if cf.SchemaVersion < leasehold.SchemaVersion {
+		// Migrated as the node's first start would, then held to the
+		// embedded schema before anything (Reidentify's write) can fire
+		// what it holds on the real catalog.
+		if err := store.CheckSchema(ctx, filepath.Join(stage, leasehold.BackupCatalogName)); err != nil {
+			return m, err
+		}
+	}
 	if err := store.Reidentify(ctx, filepath.Join(stage, leasehold.BackupCatalogName)); err != nil {
 		return m, err
 	}
@@ -322,21 +348,28 @@ func Restore(ctx context.Context, dir, dataDir string, progress RestoreFunc) (le
 // ReadBackupManifest reads and checks dir's manifest. Errors: not found,
 // unprocessable.
 func ReadBackupManifest(dir string) (leasehold.BackupManifest, error) {
+	m, _, err := readBackupManifest(dir)
+	return m, err
+}
+
+// readBackupManifest is ReadBackupManifest with the manifest's bytes, the
+// ones a signature covers.
+func readBackupManifest(dir string) (leasehold.BackupManifest, []byte, error) {
 	var m leasehold.BackupManifest
 	b, err := os.ReadFile(filepath.Join(dir, leasehold.BackupManifestName))
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := os.Stat(dir); serr != nil {
-			return m, leasehold.Wrap(leasehold.KindNotFound, serr, "%v", serr)
+			return m, nil, leasehold.Wrap(leasehold.KindNotFound, serr, "%v", serr)
 		}
-		return m, leasehold.Errorf(leasehold.KindUnprocessable, "%s has no %s: it is not a backup, or its backup did not finish", dir, leasehold.BackupManifestName)
+		return m, nil, leasehold.Errorf(leasehold.KindUnprocessable, "%s has no %s: it is not a backup, or its backup did not finish", dir, leasehold.BackupManifestName)
 	}
 	if err != nil {
-		return m, leasehold.Wrap(leasehold.KindInternal, err, "%v", err)
+		return m, nil, leasehold.Wrap(leasehold.KindInternal, err, "%v", err)
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, leasehold.Errorf(leasehold.KindUnprocessable, "%s: %v", filepath.Join(dir, leasehold.BackupManifestName), err)
+		return m, nil, leasehold.Errorf(leasehold.KindUnprocessable, "%s: %v", filepath.Join(dir, leasehold.BackupManifestName), err)
 	}
-	return m, m.Check()
+	return m, b, m.Check()
 }
 
 // readyForRestore refuses a data dir that holds anything but what an

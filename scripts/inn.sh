@@ -6,10 +6,12 @@
 #                           start innd as user news, wait until it answers
 #   scripts/inn.sh stop     stop it (ctlinnd shutdown)
 #   scripts/inn.sh env      print the environment the Go tests find it by
-#   scripts/inn.sh post PREFIX [N]
+#   scripts/inn.sh post PREFIX [N [MIXDIR]]
 #                           make groups PREFIX.a and PREFIX.b and post the
 #                           fixed article set into them (N more generated
-#                           multi-part files into PREFIX.a, for speed runs)
+#                           multi-part files into PREFIX.a, for speed runs;
+#                           with MIXDIR a realistic mix of yEnc posts too,
+#                           its complete files written into MIXDIR)
 #
 # start and env print `export LEASEHOLD_TEST_NNTP=127.0.0.1:PORT` (and the
 # ctlinnd and password file the tests use), so
@@ -209,9 +211,9 @@ start) start ;;
 stop) stop ;;
 env) print_env ;;
 post)
-	[ -n "${2:-}" ] || { echo "usage: $0 post PREFIX [N]" >&2; exit 2; }
+	[ -n "${2:-}" ] || { echo "usage: $0 post PREFIX [N [MIXDIR]]" >&2; exit 2; }
 	eval "$(print_env)"
-	go run ./internal/usenettest/cmd/usenet-post --prefix "$2" --files "${3:-0}"
+	go run ./internal/usenettest/cmd/usenet-post --prefix "$2" --files "${3:-0}" ${4:+--mix "$4"}
 	;;
 *)
 	echo "usage: $0 start|stop|env|post PREFIX [N]" >&2

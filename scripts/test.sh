@@ -2,7 +2,8 @@
 # test.sh: the whole test suite, as the README gives it. It installs what
 # the tests need when it is missing (curl and jq for the scripts, Chromium
 # for the dashboard's browser tests, promtool for the shipped alert
-# rules, zsh and fish for the completion scripts), then runs gofmt, go vet, the alert rules' unit tests, go test
+# rules, zsh and fish for the completion scripts, xmllint and nzbget for
+# the Usenet worker's NZBs), then runs gofmt, go vet, the alert rules' unit tests, go test
 # -race over every package, the TypeScript client's tests (their answers
 # checked against web/openapi.json), and the scripts that drive the real
 # binary.
@@ -22,6 +23,10 @@ command -v npm >/dev/null || need+=(npm)
 # The completion tests ask a real zsh and a real fish what they complete.
 command -v zsh >/dev/null || need+=(zsh)
 command -v fish >/dev/null || need+=(fish)
+# The Usenet worker's NZBs are checked against the NZB 1.1 DTD by xmllint
+# and downloaded by Debian's NZBGet.
+command -v xmllint >/dev/null || need+=(libxml2-utils)
+command -v nzbget >/dev/null || need+=(nzbget)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi

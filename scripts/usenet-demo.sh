@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # usenet-demo.sh: leasehold indexing a real news server end to end, with a
 # crash. It starts Debian's INN on 127.0.0.1 (scripts/inn.sh, root; it
-# installs it when missing), posts a fixed article set and generated
-# multi-part files into two fresh groups, starts a node, creates the
-# groups (nothing planned by hand: the worker reports their water marks),
-# runs `leasehold worker --source nntp://…` and kills it with kill -9 in
-# the middle of a group, starts it again, waits until both groups are
-# done, then indexes the same groups again at a second node with one
-# uninterrupted worker, and checks that the complete files of the first
-# run (the last line of each key) equal the second's. It prints the
+# installs it when missing), posts a fixed article set, generated
+# multi-part files and a realistic mix of yEnc posts (a 15-file release
+# with par2 volumes cross-posted to both groups, an obfuscated [PRiVATE]
+# post, an RFC 2047 subject, a doubled part counter, a 10-part file
+# missing a part, a repost) into two fresh groups, starts a node, creates
+# the groups (nothing planned by hand: the worker reports their water
+# marks), runs `leasehold worker --source nntp://… --nzb DIR` and kills it
+# with kill -9 in the middle of a group, starts it again, waits until both
+# groups are done, then indexes the same groups again at a second node
+# with one uninterrupted worker, and checks that the files and releases
+# of the first run (the last line of each key) and its NZBs equal the
+# second's. It prints the mix's releases and the incomplete file, has
+# Debian's NZBGet download the complete releases from their NZBs, checks
+# every file byte for byte against what was posted, and prints the
 # uninterrupted worker's headers a second.
 #
-# Usage: sudo scripts/usenet-demo.sh    (needs Go, jq, root for INN)
+# Usage: sudo scripts/usenet-demo.sh    (needs Go, jq, nzbget, root for INN)
 #   USENET_DEMO_FILES       generated files of 20 parts each (default 200)
 #   USENET_DEMO_RANGE_SIZE  the groups' range size (default 200)
 #   USENET_DEMO_BATCH       article numbers an OVER asks for (default 100)
@@ -23,6 +29,7 @@ range_size="${USENET_DEMO_RANGE_SIZE:-200}"
 batch="${USENET_DEMO_BATCH:-100}"
 ttl=2s
 command -v jq >/dev/null || { echo "usenet-demo: needs jq" >&2; exit 1; }
+command -v nzbget >/dev/null || { echo "usenet-demo: needs nzbget (apt-get install nzbget)" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-usenet.XXXXXX")
 pids=()
@@ -52,8 +59,8 @@ eval "$inn_env"
 prefix="demo.t$(date +%s%N)"
 a="$prefix.a"
 b="$prefix.b"
-step "posting the fixed set and $files files of 20 parts into $a and $b"
-bash scripts/inn.sh post "$prefix" "$files"
+step "posting the fixed set, $files files of 20 parts and the yEnc mix into $a and $b"
+bash scripts/inn.sh post "$prefix" "$files" "$tmp/posted"
 
 step "building leasehold"
 go build -o "$tmp/leasehold" ./cmd/leasehold
@@ -82,8 +89,8 @@ setup_node() {
 	"$lh" admin nodes register w1 --kinds nntp --capacity 2 -q >"$2/w1.token"
 }
 
-start_worker() { # url tokenfile out log
-	LEASEHOLD_TOKEN=$(cat "$2") "$lh" worker --url "$1" --source "nntp://$LEASEHOLD_TEST_NNTP" --out "$3" \
+start_worker() { # url tokenfile out log nzbdir
+	LEASEHOLD_TOKEN=$(cat "$2") "$lh" worker --url "$1" --source "nntp://$LEASEHOLD_TEST_NNTP" --out "$3" --nzb "$5" \
 		--capacity 2 --batch "$batch" --snapshot-every 1s --watermark-every 1s >"$4" 2>&1 &
 	pids+=($!)
 	last_pid=$!
@@ -108,7 +115,7 @@ wait_done() {
 step "starting a node; creating $a and $b with nothing planned"
 start_node "$tmp/data1" "$tmp/node1.log"
 setup_node "$url" "$tmp/data1"
-start_worker "$url" "$tmp/data1/w1.token" "$tmp/killed.jsonl" "$tmp/w1.log"
+start_worker "$url" "$tmp/data1/w1.token" "$tmp/killed.jsonl" "$tmp/w1.log" "$tmp/nzb-killed"
 w1=$last_pid
 
 # Kill the worker with SIGKILL in the middle of group a.
@@ -124,7 +131,7 @@ echo "$ranges" | jq -e '.done >= 2 and (.planned + .leased) > 0' >/dev/null ||
 kill -9 "$w1"
 wait "$w1" 2>/dev/null || true
 step "killed the worker with kill -9 in the middle of $a (ranges $ranges); its groups wait out the TTL ($ttl)"
-start_worker "$url" "$tmp/data1/w1.token" "$tmp/killed.jsonl" "$tmp/w1-again.log"
+start_worker "$url" "$tmp/data1/w1.token" "$tmp/killed.jsonl" "$tmp/w1-again.log" "$tmp/nzb-killed"
 wait_done
 grep -q 'takeover=true' "$tmp/w1-again.log" || { echo "usenet-demo: the restarted worker took nothing over" >&2; exit 1; }
 step "both groups done after the crash: $(wc -l <"$tmp/killed.jsonl") lines in killed.jsonl"
@@ -134,7 +141,7 @@ start_node "$tmp/data2" "$tmp/node2.log"
 url2=$url
 setup_node "$url2" "$tmp/data2"
 t0=$(date +%s.%N)
-start_worker "$url2" "$tmp/data2/w1.token" "$tmp/once.jsonl" "$tmp/once.log"
+start_worker "$url2" "$tmp/data2/w1.token" "$tmp/once.jsonl" "$tmp/once.log" "$tmp/nzb-once"
 wait_done
 t1=$(date +%s.%N)
 headers=0 # every article low..high is there: the groups are fresh
@@ -151,9 +158,50 @@ if ! cmp -s "$tmp/killed.final" "$tmp/once.final"; then
 	diff "$tmp/killed.final" "$tmp/once.final" | head -20 >&2
 	exit 1
 fi
-incomplete=$(jq -s '[.[] | select((.segments | length) != .parts)] | length' "$tmp/killed.jsonl")
-[ "$incomplete" = 0 ] || { echo "usenet-demo: $incomplete incomplete files written" >&2; exit 1; }
-nfiles=$(wc -l <"$tmp/killed.final")
+diff -r "$tmp/nzb-killed" "$tmp/nzb-once" >/dev/null ||
+	{ echo "usenet-demo: the NZBs after the crash differ from one uninterrupted pass" >&2; exit 1; }
+nfiles=$(jq -s '[.[] | select(.type == "file")] | length' "$tmp/killed.final")
+nreleases=$(jq -s '[.[] | select(.type == "release")] | length' "$tmp/killed.final")
+
+step "the mix's releases (name: files of announced, complete):"
+jq -r 'select(.type == "release" and (.poster | test("mix.example"))) |
+	"  \(.name): \(.complete_files)/\(.total_files // .files) files complete, complete=\(.complete), \(.groups | join(" ")), nzb \(.nzb)"' "$tmp/killed.final"
+step "incomplete files written:"
+jq -r 'select(.type == "file" and .complete == false) | "  \(.name) by \(.poster): \(.parts) of \(.total) parts"' "$tmp/killed.final"
+jq -e -s '[.[] | select(.type == "file" and .name == "mix.ten.bin" and .complete == false and .parts == 9)] | length == 1' "$tmp/killed.final" >/dev/null ||
+	{ echo "usenet-demo: the 10-part file missing a part was not written incomplete" >&2; exit 1; }
+jq -e -s '[.[] | select(.type == "release" and .complete and (.poster | test("mix.example")))] | length == 4' "$tmp/killed.final" >/dev/null ||
+	{ echo "usenet-demo: the mix's four complete releases are not all complete" >&2; exit 1; }
+
+# NZBGet reads from an nnrpd of its own: it never sends MODE READER, and
+# innd takes 127.0.0.1 for a peer.
+port=$((20000 + RANDOM % 20000))
+setpriv --reuid=news --regid=news --init-groups /usr/lib/news/bin/nnrpd -D -f -b 127.0.0.1 -p "$port" >"$tmp/nnrpd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+	sleep 0.1
+done
+step "NZBGet downloads the mix's complete releases from their NZBs (nnrpd on 127.0.0.1:$port)"
+get="$tmp/nzbget"
+for nzb in $(jq -r 'select(.type == "release" and .complete and (.poster | test("mix.example"))) | .nzb' "$tmp/killed.final"); do
+	nzbget -n -o MainDir="$get" -o DestDir="$get/dst" -o InterDir="$get/inter" -o TempDir="$get/tmp" -o QueueDir="$get/queue" \
+		-o NzbDir="$get/nzb" -o LogFile="$get/nzbget.log" -o WriteLog=append -o LockFile="$get/nzbget.lock" -o ScriptDir="$get/scripts" \
+		-o WebDir= -o ConfigTemplate= -o ControlIP=127.0.0.1 -o ControlPort=0 -o OutputMode=loggable \
+		-o Server1.Active=yes -o Server1.Host=127.0.0.1 -o Server1.Port="$port" -o Server1.Connections=2 -o Server1.Level=0 \
+		-o ParCheck=force -o ParRepair=yes -o Unpack=no -o DirectRename=no -o FileNaming=article -o CrcCheck=yes \
+		"$tmp/nzb-killed/$nzb" >>"$tmp/nzbget.out" 2>&1
+done
+# Every posted file must be among the downloaded ones, byte for byte (by
+# content: NZBGet may spell a name with other characters).
+find "$get/dst" "$get/inter" -type f -exec sha256sum {} + 2>/dev/null | awk '{ print $1 }' | sort -u >"$tmp/downloaded.sums"
+rebuilt=0
+for f in "$tmp"/posted/*; do
+	sum=$(sha256sum "$f" | awk '{ print $1 }')
+	grep -qx "$sum" "$tmp/downloaded.sums" || { echo "usenet-demo: NZBGet did not rebuild $(basename "$f") byte for byte" >&2; tail -n 30 "$get/nzbget.log" >&2; exit 1; }
+	rebuilt=$((rebuilt + 1))
+done
+step "NZBGet rebuilt all $rebuilt complete files of the mix byte for byte"
 rate=$(echo "$headers $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')
 step "one uninterrupted worker: $headers headers in $(echo "$t0 $t1" | awk '{ printf "%.1f", $2 - $1 }') s, $rate headers/s (node and INN on this machine, lease to release)"
-echo "usenet-demo: $nfiles complete files, worker killed and restarted, files match one uninterrupted pass"
+echo "usenet-demo: $nfiles files and $nreleases releases, worker killed and restarted, records and NZBs match one uninterrupted pass"

@@ -80,9 +80,11 @@ type SnapshotFile struct {
 
 // InspectCatalog opens the catalog file at path read-only (a copy: a
 // backup, or one being restored; never a catalog a node has open), checks
-// it with PRAGMA quick_check, and reads its schema version, identity and
+// it with PRAGMA quick_check, at this binary's schema version compares its
+// schema with the embedded one, and reads its schema version, identity and
 // recorded snapshots. Errors: not found, unavailable (newer schema than
-// this binary's), unprocessable (not a whole catalog), internal.
+// this binary's), unprocessable (not a whole catalog, or a schema that is
+// not leasehold's), internal.
 func InspectCatalog(ctx context.Context, path string) (CatalogFile, error) {
 	var cf CatalogFile
 	if _, err := os.Stat(path); err != nil {
@@ -90,7 +92,9 @@ func InspectCatalog(ctx context.Context, path string) (CatalogFile, error) {
 	}
 	// immutable=1: nothing else has the file open, so SQLite takes no locks
 	// and writes no -shm or -wal beside it.
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1"
+	// trusted_schema=OFF: whatever the file's schema holds runs no function
+	// with side effects while it is looked at.
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&immutable=1&_pragma=trusted_schema(OFF)"
 	d, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return cf, mapError(err, "opening "+path)
@@ -113,6 +117,13 @@ func InspectCatalog(ctx context.Context, path string) (CatalogFile, error) {
 			"%s has schema version %d, newer than this binary's %d: run a newer leasehold", path, cf.SchemaVersion, leasehold.SchemaVersion)
 	case cf.SchemaVersion < 1:
 		return cf, leasehold.Errorf(leasehold.KindUnprocessable, "%s is not a leasehold catalog (no schema version)", path)
+	}
+	// A catalog of this version must have the embedded schema as it is; an
+	// older one is checked once migrated (CheckSchema), as it will be used.
+	if cf.SchemaVersion == leasehold.SchemaVersion {
+		if err := checkSchema(ctx, d, path); err != nil {
+			return cf, err
+		}
 	}
 	if err := d.QueryRowContext(ctx, `SELECT catalog_id FROM catalog WHERE id = 1`).Scan(&cf.CatalogID); err != nil {
 		return cf, leasehold.Wrap(leasehold.KindUnprocessable, err, "%s is not a leasehold catalog: %v", path, err)

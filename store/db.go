@@ -201,23 +201,26 @@ func Open(path string, o Options) (*DB, error) {
 	return db, nil
 }
 
-func (db *DB) migrate() error {
+func (db *DB) migrate() error { return migrateSchema(db.w, db.path) }
+
+// migrateSchema brings the catalog w (at path) to SchemaVersion.
+func migrateSchema(w *sql.DB, path string) error {
 	var version int
-	if err := db.w.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
-		return mapError(err, "opening "+db.path)
+	if err := w.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return mapError(err, "opening "+path)
 	}
 	switch {
 	case version > leasehold.SchemaVersion:
 		return leasehold.Errorf(leasehold.KindUnavailable,
-			"%s has schema version %d, newer than this binary's %d: run a newer leasehold", db.path, version, leasehold.SchemaVersion)
+			"%s has schema version %d, newer than this binary's %d: run a newer leasehold", path, version, leasehold.SchemaVersion)
 	case version == leasehold.SchemaVersion:
 		return nil
 	}
 	// A new catalog gets the whole schema; an older one each step after its
 	// version, in one transaction, so a failed step changes nothing.
-	tx, err := db.w.Begin()
+	tx, err := w.Begin()
 	if err != nil {
-		return mapError(err, "migrating "+db.path)
+		return mapError(err, "migrating "+path)
 	}
 	defer tx.Rollback()
 	if version == 0 {
@@ -231,14 +234,14 @@ func (db *DB) migrate() error {
 				return fmt.Errorf("store: migration to version %d: %w", v, err)
 			}
 			if _, err := tx.Exec(ddl); err != nil {
-				return fmt.Errorf("store: migrating %s to version %d: %w", db.path, v, err)
+				return fmt.Errorf("store: migrating %s to version %d: %w", path, v, err)
 			}
 		}
 	}
 	if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", leasehold.SchemaVersion)); err != nil {
-		return mapError(err, "migrating "+db.path)
+		return mapError(err, "migrating "+path)
 	}
-	return mapError(tx.Commit(), "migrating "+db.path)
+	return mapError(tx.Commit(), "migrating "+path)
 }
 
 // identify gives a catalog without an identity a new random one, and reads

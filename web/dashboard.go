@@ -266,7 +266,7 @@ func (d *dashboard) signin(c echo.Context) error {
 	}
 	c.SetCookie(&http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", MaxAge: int(sessionTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Request().TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: d.s.overHTTPS(c.Request()),
 	})
 	return c.Redirect(http.StatusSeeOther, "/")
 }
@@ -275,7 +275,7 @@ func (d *dashboard) signout(c echo.Context) error {
 	if id, ok := d.session(c); ok {
 		d.sessions.end(id)
 	}
-	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: d.s.overHTTPS(c.Request())})
 	return c.Redirect(http.StatusSeeOther, "/signin")
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -33,6 +34,10 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	JSONReadTimeout   time.Duration
 	StreamIdleTimeout time.Duration
+	// TrustedProxies are the addresses whose X-Forwarded-Proto is
+	// believed: a browser that reached such a proxy over HTTPS gets a
+	// Secure cookie and HSTS, as one served with TLS does.
+	TrustedProxies []netip.Prefix
 	// WrapFunc, when set, wraps the server's handler (the tests record
 	// every answer to check it against the OpenAPI description).
 	WrapFunc func(http.Handler) http.Handler
@@ -48,6 +53,8 @@ type Server struct {
 	log     *slog.Logger
 	peers   func(context.Context) (leasehold.FleetStatus, error)
 	refused refusals
+	// trustedProxies may say a request came over HTTPS (overHTTPS).
+	trustedProxies []netip.Prefix
 	// timeline is the operator's log as the dashboard shows it.
 	timeline *timeline
 
@@ -84,11 +91,12 @@ func New(app *appliance.Appliance, o Options) *Server {
 	}
 	s := &Server{app: app, admin: o.AdminToken, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
 		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, refused: refusals{nodes: map[int64]*refusalSum{}},
-		timeline: newTimeline(app.Watchman.Now())}
+		timeline: newTimeline(app.Watchman.Now()), trustedProxies: o.TrustedProxies}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.metrics.middleware, recoverPanics(s.log), s.deadlines, rememberRequest)
+	e.Use(s.transportSecurity)
 	s.echo = e
 	// A second server on the same Metrics keeps the first one's gauges,
 	// and the first one's operator's log.

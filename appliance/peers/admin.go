@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,9 @@ type Admin struct {
 	nc    *nats.Conn
 	coord *appliance.Coordinator
 	node  string
-	log   *slog.Logger
+	// lifeFunc is this node's life now, named on the writes it carries.
+	lifeFunc func() string
+	log      *slog.Logger
 
 	mu  sync.Mutex
 	sub *nats.Subscription
@@ -43,11 +46,24 @@ type Admin struct {
 	service.Base
 }
 
+// Headers a carried admin write names its sender by, for the owner's log.
+// They are what the sender says of itself: any holder of the fleet's
+// secret can write them, so they tell an operator which node (and which
+// start of it) asked, not a proof.
+const (
+	adminNodeHeader = "Leasehold-Node"
+	adminLifeHeader = "Leasehold-Life"
+)
+
 // NewAdmin is node's admin forwarder: once started it answers carried
 // admin writes for node; its Forward carries this node's own writes on
-// peers' groups (the fleet's Forward), started or not.
-func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, log *slog.Logger) *Admin {
-	return &Admin{nc: nc, coord: coord, node: node, log: log}
+// peers' groups (the fleet's Forward), started or not, naming node and
+// its life (lifeFunc, nil for none).
+func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, lifeFunc func() string, log *slog.Logger) *Admin {
+	if lifeFunc == nil {
+		lifeFunc = func() string { return "" }
+	}
+	return &Admin{nc: nc, coord: coord, node: node, lifeFunc: lifeFunc, log: log}
 }
 
 // Start answers carried admin writes until ctx ends or Stop; the writes
@@ -105,10 +121,39 @@ func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
 		}
 	}
+	a.audit(m, op, ans)
 	b, _ := json.Marshal(ans)
 	if err := m.Respond(b); err != nil {
 		a.log.Warn("peers: answering a carried admin write", "op", op.Op, "group", op.Group, "err", err)
 	}
+}
+
+// audit logs a carried admin write as the web logs one made over HTTP
+// ("admin write"): what it asked, how it was answered, and the peer that
+// says it sent it. The op's name and the group are the sender's words,
+// logged as values (quoted by the handler), never as keys.
+func (a *Admin) audit(m *nats.Msg, op appliance.AdminOp, ans adminAnswer) {
+	peer, life := "", ""
+	if m.Header != nil {
+		peer, life = m.Header.Get(adminNodeHeader), m.Header.Get(adminLifeHeader)
+	}
+	args := []any{"via", "nats", "subject", m.Subject, "op", op.Op, "group", op.Group,
+		"peer", cmp.Or(peer, "unnamed"), "life", life}
+	if op.High != 0 {
+		args = append(args, "high", op.High)
+	}
+	if op.Low != 0 {
+		args = append(args, "low", op.Low)
+	}
+	if op.Start != 0 {
+		args = append(args, "start", op.Start)
+	}
+	if ans.Kind != "" {
+		args = append(args, "kind", ans.Kind, "err", ans.Error)
+		a.log.Warn("admin write", args...)
+		return
+	}
+	a.log.Info("admin write", args...)
 }
 
 // Forward carries op to origin and answers with origin's answer, its error
@@ -120,7 +165,11 @@ func (a *Admin) Forward(ctx context.Context, origin string, op appliance.AdminOp
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	m, err := a.nc.RequestWithContext(ctx, AdminSubjectPrefix+origin, b)
+	req := nats.NewMsg(AdminSubjectPrefix + origin)
+	req.Data = b
+	req.Header.Set(adminNodeHeader, a.node)
+	req.Header.Set(adminLifeHeader, a.lifeFunc())
+	m, err := a.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return appliance.AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "group %q is owned by node %q, which cannot be reached now", op.Group, origin)

@@ -227,6 +227,13 @@ func (c *Claims) Collectors() []prometheus.Collector {
 // Node is this node's fleet name.
 func (c *Claims) Node() string { return c.node }
 
+// Life is this node's life now: the Life its claims name.
+func (c *Claims) Life() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.life
+}
+
 // ClaimKey is the key of group's claim (and of a node's life: node names
 // are group names). Key-value keys allow A-Za-z0-9-_=./ and no empty
 // dot-separated token; group names may hold '+' and runs of dots or a

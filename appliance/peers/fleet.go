@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,14 @@ type Config struct {
 	// asks it of clients and routes (ServerConfig.Secret), and this node
 	// presents it as its token to the embedded or the external NATS.
 	Secret string
+	// ClientToken, if set, is the token the embedded server asks of
+	// clients, and this node presents, in place of Secret: the node's own
+	// (LocalSecret) when the fleet has no shared secret.
+	ClientToken string
+	// TLS, if set, is the node's NATS certificate: the embedded server's
+	// client port and routes speak TLS only, and this node's connection
+	// presents the certificate and verifies NATS against the CA.
+	TLS *TLS
 	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
 	// embedded server and 1 for an external NATS.
 	Replicas int
@@ -118,6 +127,11 @@ func New(cfg Config) (*Fleet, error) {
 	if _, err := ParseRoutes(cfg.Routes); err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil {
+		if err := cfg.TLS.Check(); err != nil {
+			return nil, err
+		}
+	}
 	f := &Fleet{cfg: cfg, log: cfg.Logger}
 	f.wait("starting")
 	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -186,7 +200,8 @@ func (f *Fleet) startNATS() error {
 	f.wait("the embedded NATS server to start")
 	var err error
 	f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
-		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, Logger: cfg.Logger})
+		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, ClientToken: cfg.ClientToken,
+		TLS: cfg.TLS, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -268,7 +283,7 @@ func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 	if err := f.startDumps(ctx); err != nil {
 		return err
 	}
-	f.admin = NewAdmin(f.nc, coord, cfg.Name, f.log)
+	f.admin = NewAdmin(f.nc, coord, cfg.Name, f.claims.Life, f.log)
 	return f.admin.Start(ctx)
 }
 
@@ -288,8 +303,15 @@ func (f *Fleet) connect(ctx context.Context) error {
 				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
 			}
 		})}
-	if f.cfg.Secret != "" {
-		opts = append(opts, nats.Token(f.cfg.Secret))
+	if token := cmp.Or(f.cfg.ClientToken, f.cfg.Secret); token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	if f.cfg.TLS != nil {
+		tc, err := f.cfg.TLS.clientConfig()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, nats.Secure(tc))
 	}
 	f.wait("NATS at " + f.url)
 	err := f.retry(ctx, func(context.Context) error {

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,10 +47,19 @@ type ServerConfig struct {
 	ClusterListen string
 	// Routes are the other servers' route URLs, nats://host:port.
 	Routes []string
-	// Secret, if set, is the fleet's shared secret: clients must present it
-	// as their token, and routes, both ways, as the password of user
-	// RouteUser. Empty leaves both ports open to anyone who reaches them.
+	// Secret, if set, is the fleet's shared secret: routes, both ways,
+	// present it as the password of user RouteUser, and clients as their
+	// token unless ClientToken is set. Empty leaves the route port open to
+	// anyone who reaches it (--nats-insecure).
 	Secret string
+	// ClientToken, if set, is the token clients must present instead of
+	// Secret: a node without a fleet secret still closes its client port
+	// with a token of its own (LocalSecret). With neither, the client port
+	// is open, which only tests do.
+	ClientToken string
+	// TLS, if set, makes the client port and the routes speak TLS only and
+	// ask each peer for a certificate the CA signed.
+	TLS *TLS
 	// Logger receives the server's warnings and errors.
 	Logger *slog.Logger
 }
@@ -143,8 +153,20 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	} else if len(routes) > 0 {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-routes needs --nats-cluster-listen: routes join a cluster this server does not listen for")
 	}
-	if cfg.Secret != "" {
-		opts.Authorization = cfg.Secret
+	if cfg.TLS != nil {
+		clientTLS, err := cfg.TLS.serverConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts.TLSConfig, opts.TLSVerify = clientTLS, true
+		if cfg.ClusterListen != "" {
+			if opts.Cluster.TLSConfig, err = cfg.TLS.serverConfig(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if token := cmp.Or(cfg.ClientToken, cfg.Secret); token != "" {
+		opts.Authorization = token
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -255,13 +277,80 @@ type serverLogger struct {
 	log   *slog.Logger
 	once  sync.Once
 	fatal chan serverFatal
+
+	// refused is, by remote host, when a refused client or route was last
+	// logged and how many were refused since: one line a remote a
+	// minute, so that knocking on the port cannot fill the log.
+	mu      sync.Mutex
+	refused map[string]*refusals
 }
+
+// refusals are a remote's refused connections since its last log line.
+type refusals struct {
+	logged time.Time
+	since  int
+}
+
+// refusedLogEvery is how often a remote's refused connections are logged.
+const refusedLogEvery = time.Minute
+
+// refusedRemotes bounds the remotes remembered; past it, those not logged
+// within refusedLogEvery are forgotten, and if still too many knock at
+// once the rest share one line.
+const refusedRemotes = 4096
 
 func (l *serverLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Debugf(format string, v ...any)  {}
-func (l *serverLogger) Tracef(format string, v ...any)  {}
+func (l *serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "authentication error") || strings.Contains(msg, "Authorization Violation") {
+		l.refusedConn(msg, time.Now())
+		return
+	}
+	l.log.Error(msg)
+}
+
+// refusedConn logs a connection NATS refused (nats-server's line, the
+// token in it redacted by the server), at most once a refusedLogEvery
+// for each remote host, with the count refused since the last line.
+func (l *serverLogger) refusedConn(msg string, now time.Time) {
+	remote, _, _ := strings.Cut(msg, " ")
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		remote = host
+	}
+	l.mu.Lock()
+	if l.refused == nil {
+		l.refused = map[string]*refusals{}
+	}
+	r := l.refused[remote]
+	if r == nil {
+		if len(l.refused) >= refusedRemotes {
+			for k, o := range l.refused {
+				if now.Sub(o.logged) >= refusedLogEvery {
+					delete(l.refused, k)
+				}
+			}
+		}
+		if len(l.refused) >= refusedRemotes {
+			remote = "others"
+		}
+		if r = l.refused[remote]; r == nil {
+			r = &refusals{}
+			l.refused[remote] = r
+		}
+	}
+	r.since++
+	if !r.logged.IsZero() && now.Sub(r.logged) < refusedLogEvery {
+		l.mu.Unlock()
+		return
+	}
+	n := r.since
+	r.logged, r.since = now, 0
+	l.mu.Unlock()
+	l.log.Warn("NATS refused a connection without valid credentials", "remote", remote, "refused", n, "detail", msg)
+}
+func (l *serverLogger) Debugf(format string, v ...any) {}
+func (l *serverLogger) Tracef(format string, v ...any) {}
 
 // Fatalf logs at error and hands the first fatal error to StartServer; it
 // never exits the process as nats-server's own logger does.

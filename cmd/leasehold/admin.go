@@ -47,6 +47,7 @@ a verb's flags.
 type operator struct {
 	url, token, data string
 	json             bool
+	tls              clientTLS
 }
 
 // flags registers the operator's flags on fs. Every verb's FlagSet gets
@@ -57,6 +58,7 @@ func (o *operator) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.data, "data", o.data, "the node's data directory, for admin.token")
 	fs.Var((*outputFlag)(&o.json), "output", "`table|json`: tables for people, JSON for scripts")
 	fs.BoolVar(&o.json, "json", o.json, "print JSON for scripts (as --output json)")
+	o.tls.flags(fs)
 }
 
 // outputFlag is --output table|json: true for json.
@@ -98,7 +100,7 @@ func (o *operator) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(o.url, token), nil
+	return o.tls.apply(client.New(o.url, token))
 }
 
 // adminToken is the flag's token, else $LEASEHOLD_ADMIN_TOKEN, else the one

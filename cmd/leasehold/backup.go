@@ -12,7 +12,7 @@ import (
 	"github.com/leasehold/leasehold/appliance"
 )
 
-const backupUsage = `Usage: leasehold backup [--url U] [--token T] [--data DIR] [--quiet] [--output table|json] BACKUP_DIR
+const backupUsage = `Usage: leasehold backup [--url U] [--token T] [--data DIR] [--sign-key-file FILE] [--quiet] [--output table|json] BACKUP_DIR
 
 Takes a consistent backup of a running node into BACKUP_DIR (new or empty),
 over the node's API (GET /api/v1/backup, admin token): the catalog as of
@@ -20,14 +20,20 @@ one commit, the window snapshot files that catalog records, and, written
 last, manifest.json with the size and sha-256 of every file. The node keeps
 serving meanwhile. A backup that fails is removed; one cut off harder has
 no manifest, which restore refuses. The backup holds no admin token.
+With --sign-key-file the manifest is signed (HMAC-SHA256, into
+manifest.json.hmac) with a key kept outside the backup: restore
+--verify-key-file then refuses a backup changed since.
 
 `
 
-const restoreUsage = `Usage: leasehold restore [--data DATA] [--quiet] [--output table|json] BACKUP_DIR
+const restoreUsage = `Usage: leasehold restore [--data DATA] [--verify-key-file FILE] [--quiet] [--output table|json] BACKUP_DIR
 
 Restores the backup in BACKUP_DIR onto DATA (default ./data), a new or
-empty data directory: with no node running on it. Every file's sha-256 and
-the catalog's integrity are checked before anything is written; the files
+empty data directory: with no node running on it. Every file's sha-256,
+the catalog's integrity and its schema (exactly the tables, indexes,
+triggers and views this leasehold makes) are checked before anything is
+written; with --verify-key-file the manifest must be signed with that key
+(backup --sign-key-file); the files
 are then copied beside, checked again, fsynced and moved into place, the
 catalog last. A failure leaves DATA as it was. The restored node makes a
 new admin token on its first start (or takes --admin-token); its workers'
@@ -42,12 +48,20 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Usage = func() { fmt.Fprint(stderr, backupUsage); fs.PrintDefaults() }
 	o.flags(fs)
 	quiet := fs.Bool("quiet", false, "no progress")
+	signKeyFile := fs.String("sign-key-file", "", "sign the manifest (HMAC-SHA256) with the key in `FILE`, kept outside the backup")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if err := wantArgs(pos, "BACKUP_DIR"); err != nil {
 		return err
+	}
+	var signKey []byte
+	if *signKeyFile != "" {
+		// Read first: a bad key is said before a backup is taken.
+		if signKey, err = appliance.ReadBackupKey("--sign-key-file", *signKeyFile); err != nil {
+			return usageError(err)
+		}
 	}
 	c, err := o.client()
 	if err != nil {
@@ -59,6 +73,11 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	p.end()
 	if err != nil {
 		return err
+	}
+	if signKey != nil {
+		if err := appliance.SignBackup(pos[0], signKey); err != nil {
+			return err
+		}
 	}
 	var bytes int64
 	for _, f := range m.Files {
@@ -79,6 +98,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Usage = func() { fmt.Fprint(stderr, restoreUsage); fs.PrintDefaults() }
 	data := fs.String("data", envOr("LEASEHOLD_DATA", "./data"), "the data directory to restore onto ($LEASEHOLD_DATA)")
 	quiet := fs.Bool("quiet", false, "no progress")
+	verifyKeyFile := fs.String("verify-key-file", "", "refuse the backup unless its manifest is signed with the key in `FILE` (backup --sign-key-file)")
 	var out outputFlag
 	fs.Var(&out, "output", "`table|json`: text for people, JSON for scripts")
 	fs.BoolVar((*bool)(&out), "json", false, "print JSON for scripts (as --output json)")
@@ -89,8 +109,15 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := wantArgs(pos, "BACKUP_DIR"); err != nil {
 		return err
 	}
+	opts := appliance.RestoreOptions{}
+	if *verifyKeyFile != "" {
+		if opts.VerifyKey, err = appliance.ReadBackupKey("--verify-key-file", *verifyKeyFile); err != nil {
+			return usageError(err)
+		}
+	}
 	p := newProgress(stderr, !*quiet)
-	m, err := appliance.Restore(ctx, pos[0], *data, func(stage string, done, total int64) { p.show(stage, done, total) })
+	opts.Progress = func(stage string, done, total int64) { p.show(stage, done, total) }
+	m, err := appliance.Restore(ctx, pos[0], *data, opts)
 	p.end()
 	if errors.Is(err, appliance.ErrDataDirInUse) {
 		return usageError(err) // a node runs on it: exit 2, as a second serve

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
@@ -40,31 +37,7 @@ func TestContribMetricsExist(t *testing.T) {
 	t.Setenv("LEASEHOLD_LOG_FORMAT", "json")
 	dir := t.TempDir()
 	var stderr syncbuf.Buffer
-	m := newTestMain(t, io.Discard, &stderr)
-	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
-		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s"}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return after its context ended")
-		}
-	}()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("Run ended at start: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("Run did not get ready")
-	}
-	url := "http://" + m.Addr().String()
-	pollReady(t, url, 90*time.Second)
+	url, _ := serveNATS(t, &stderr, "--data", dir, "--name", "node-a")
 	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
 		t.Fatal(err)

@@ -51,15 +51,32 @@ type Main struct {
 	NATSRoutes        string // comma-separated
 	NATSSecretFile    string
 	NATSInsecure      bool
-	ClaimTTL          time.Duration
-	StreamMaxAge      time.Duration
-	StreamMaxBytes    byteSize
+	// NATSTLSCert, NATSTLSKey and NATSTLSCA put NATS (the embedded
+	// server's client port and routes, and this node's connection) under
+	// TLS, every peer verified against the CA.
+	NATSTLSCert, NATSTLSKey, NATSTLSCA string
+	ClaimTTL                           time.Duration
+	StreamMaxAge                       time.Duration
+	StreamMaxBytes                     byteSize
+
+	// TLSCert and TLSKey make the node serve HTTPS only; TLSClientCA
+	// also asks clients for a certificate that CA signed.
+	TLSCert, TLSKey, TLSClientCA string
+	// TrustedProxies may tell the node, in X-Forwarded-Proto, that a
+	// browser came over HTTPS.
+	TrustedProxies proxyList
 
 	stdout, stderr io.Writer
+
+	// certEvery is how often the TLS files are looked at for a change.
+	certEvery time.Duration
 
 	// wrapHTTP, when set, wraps the HTTP handler: the tests record the
 	// API's answers through it (nodetest.Recording).
 	wrapHTTP func(http.Handler) http.Handler
+
+	// natsAuth says where the NATS credentials come from, for the log.
+	natsAuth string
 
 	mu    sync.Mutex
 	addr  net.Addr
@@ -75,7 +92,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", LogFormat: "text", ShutdownTimeout: 30 * time.Second,
 		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
 		StreamMaxAge: 24 * time.Hour, StreamMaxBytes: 1 << 30,
-		stdout: stdout, stderr: stderr, ready: make(chan struct{}),
+		stdout: stdout, stderr: stderr, ready: make(chan struct{}), certEvery: 2 * time.Second,
 	}
 }
 
@@ -104,11 +121,18 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "the embedded NATS server's client address (port 0 picks a free one)")
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
-	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS (empty: no authentication)")
-	fs.BoolVar(&m.NATSInsecure, "nats-insecure", m.NATSInsecure, "run peer sync without --nats-secret-file where NATS can be reached beyond this host (routes, a non-loopback --nats-listen, an external NATS): anyone who reaches it can then join the fleet and rewrite its catalog")
+	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS (empty: the embedded server asks clients for the node's own token, made into <data>/nats.secret)")
+	fs.BoolVar(&m.NATSInsecure, "nats-insecure", m.NATSInsecure, "run peer sync without --nats-secret-file where NATS can be reached beyond this host (routes, a non-loopback --nats-listen, an external NATS): the routes and an external NATS are then open, and anyone who reaches them can join the fleet and rewrite its catalog (the client port still asks for <data>/nats.secret)")
+	fs.StringVar(&m.NATSTLSCert, "nats-tls-cert", m.NATSTLSCert, "this node's NATS certificate (PEM): the embedded server's client port and routes speak TLS only, and this node presents it to NATS (with --nats-tls-key and --nats-tls-ca)")
+	fs.StringVar(&m.NATSTLSKey, "nats-tls-key", m.NATSTLSKey, "the private key of --nats-tls-cert (PEM)")
+	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
+	fs.StringVar(&m.TLSCert, "tls-cert", m.TLSCert, "serve HTTPS only, with this certificate (PEM, the chain after it); read again on SIGHUP and when it changes on disk")
+	fs.StringVar(&m.TLSKey, "tls-key", m.TLSKey, "the private key (PEM) of --tls-cert")
+	fs.StringVar(&m.TLSClientCA, "tls-client-ca", m.TLSClientCA, "ask every client for a certificate signed by a CA in this file (PEM), and refuse those without one")
+	fs.Var(&m.TrustedProxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-Proto: https is believed (the dashboard cookie is then Secure, with HSTS); repeat it or separate with commas")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -118,6 +142,7 @@ func (m *Main) ParseFlags(args []string) error {
 			}
 		}
 	})
+	m.TrustedProxies.fromEnv = len(m.TrustedProxies.list) > 0
 	if envErr != nil {
 		return usageError(envErr)
 	}
@@ -144,6 +169,9 @@ func (m *Main) ParseFlags(args []string) error {
 	if _, err := parseLevel(m.LogLevel); err != nil {
 		return usageError(err)
 	}
+	if err := m.checkTLSFlags(); err != nil {
+		return usageError(err)
+	}
 	return usageError(m.checkFleetFlags())
 }
 
@@ -159,10 +187,20 @@ func (m *Main) checkFleetFlags() error {
 	if m.ClaimTTL < time.Second {
 		return fmt.Errorf("--claim-ttl must be at least 1s (renewals run at a fraction of it)")
 	}
+	if t := m.natsTLS(); t != nil && m.NATS != "off" {
+		// Read now: a wrong path is one line at start, not a fleet that
+		// never joins.
+		if err := t.Check(); err != nil {
+			return err
+		}
+	}
 	switch m.NATS {
 	case "off":
 		if m.NATSSecretFile != "" {
 			return fmt.Errorf("--nats-secret-file authenticates to NATS; with --nats off the node uses none")
+		}
+		if m.natsTLS() != nil {
+			return fmt.Errorf("--nats-tls-cert, --nats-tls-key and --nats-tls-ca secure NATS; with --nats off the node uses none")
 		}
 		return nil
 	case "":
@@ -294,6 +332,13 @@ func (m *Main) Run(ctx context.Context) error {
 	// falls back to slog's default, which is left alone.
 	log := slog.New(m.logHandler(level))
 
+	// Certificates are read first: a wrong path is refused before anything
+	// is opened or changed.
+	certs, err := m.loadCertificates(log)
+	if err != nil {
+		return usageError(err)
+	}
+
 	// One process a data dir (rule 14): the lock comes before the fleet's
 	// store, the catalog or the token file is opened.
 	lock, err := appliance.LockDataDir(m.DataDir)
@@ -345,8 +390,10 @@ func (m *Main) Run(ctx context.Context) error {
 		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
 	defer ln.Close() // when serving never starts; Serve closes it otherwise
+	ln, stopCerts := m.serveTLS(ctx, ln, certs)
+	defer stopCerts()
 
-	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP}
+	opts := web.Options{AdminToken: token, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP, TrustedProxies: m.TrustedProxies.list}
 	if fleet != nil {
 		opts.Peers = fleet.Peers
 	}
@@ -363,9 +410,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if fleet != nil {
 		natsURL = "joining"
 	}
-	log.Info("leasehold serving", "version", Version, "url", listenURL(ln.Addr()), "data", m.DataDir,
+	serving := []any{"version", Version, "url", m.url(ln.Addr()), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
-		"name", m.Name, "nats", natsURL)
+		"name", m.Name, "nats", natsURL}
+	if m.natsAuth != "" {
+		serving = append(serving, "nats_auth", m.natsAuth)
+	}
+	log.Info("leasehold serving", serving...)
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -399,6 +450,14 @@ func (m *Main) Run(ctx context.Context) error {
 		return serr
 	}
 	return nil
+}
+
+// natsTLS is the node's NATS TLS files, nil without any of the flags.
+func (m *Main) natsTLS() *peers.TLS {
+	if m.NATSTLSCert == "" && m.NATSTLSKey == "" && m.NATSTLSCA == "" {
+		return nil
+	}
+	return &peers.TLS{CertFile: m.NATSTLSCert, KeyFile: m.NATSTLSKey, CAFile: m.NATSTLSCA}
 }
 
 // natsSecretMin is the shortest fleet secret taken: a guessable one
@@ -437,12 +496,33 @@ func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The embedded server never takes clients unauthenticated: without the
+	// fleet's secret it asks for the node's own token (the node is its
+	// only client), made on the first start as admin.token is.
+	var token string
+	switch {
+	case secret != "":
+		m.natsAuth = "--nats-secret-file " + m.NATSSecretFile
+	case m.NATS == "":
+		if token, err = peers.LocalSecret(m.DataDir); err != nil {
+			return nil, err
+		}
+		m.natsAuth, _ = filepath.Abs(filepath.Join(m.DataDir, peers.LocalSecretFile))
+		if m.NATSClusterListen != "" {
+			m.natsAuth += ", routes open (--nats-insecure)"
+		}
+	default:
+		m.natsAuth = "none (--nats-insecure)"
+	}
+	if m.natsTLS() != nil {
+		m.natsAuth += ", TLS"
+	}
 	if m.ClaimTTL < peers.ClaimTTLFloor {
 		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", peers.ClaimTTLFloor)
 	}
 	return peers.New(peers.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
-		Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
+		ClientToken: token, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
 }

@@ -15,8 +15,9 @@ var serveFlagGroups = []struct {
 	flags []string
 }{
 	{"The node", []string{"data", "listen", "admin-token", "name"}},
+	{"HTTPS", []string{"tls-cert", "tls-key", "tls-client-ca", "trusted-proxy"}},
 	{"Leasing and windows", []string{"lease-ttl", "max-attempts", "snapshot-max-bytes", "snapshot-max-age", "history-min-free-bytes", "node-unseen"}},
-	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
+	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
 	{"Logging and stopping", []string{"log-level", "log-format", "shutdown-timeout"}},
 	{"Measuring (not for production)", []string{"synchronous", "no-group-commit"}},
 }

@@ -54,7 +54,25 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			return err
 		}
 	}
+	start, err := nntp.ParseStart(f.start)
+	if err != nil {
+		return usageError(fmt.Errorf("worker: --start: %v", err))
+	}
+	if f.incompleteAfter < 0 {
+		return usageError(errors.New("worker: --incomplete-after must be 0 or more"))
+	}
+	if f.retryMissing < 0 || f.retryMissing > 100 {
+		return usageError(errors.New("worker: --retry-missing must be 0 to 100"))
+	}
+	// The NZB directory is proved writable before anything is leased.
+	var nzbs *binaries.NZBWriter
+	if f.nzb != "" {
+		if nzbs, err = binaries.NewNZBWriter(f.nzb); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
 	cfg.Connections = f.connections
+	cfg.NoCompress = !f.compress
 	cfg.Logger = log
 	src := nntp.New(cfg)
 	defer src.Close()
@@ -64,16 +82,25 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	defer sink.Close()
 
-	c := client.New(f.url, f.token)
+	c := f.client(f.token)
 	if err := checkNNTPKind(ctx, c); err != nil {
 		return err
 	}
-	ix := &binaries.Indexer{Source: src, Sink: sink, Batch: f.batch}
+	ix := &binaries.Indexer{Source: src, Sink: sink, NZB: nzbs, Batch: f.batch, RetryMissing: f.retryMissing,
+		TailEnd: func(ctx context.Context, group string) (int64, error) {
+			gi, err := src.Group(ctx, group)
+			if err != nil {
+				return 0, err
+			}
+			return gi.High, nil
+		}}
 	w := &client.Worker{
 		Client:       c,
 		CapacityFunc: func() int { return f.capacity },
 		NewWindowFunc: func(g leasehold.Group) client.Window {
-			return binaries.NewWindow(g.Name)
+			w := binaries.NewWindow(g.Name)
+			w.IncompleteAfter = f.incompleteAfter
+			return w
 		},
 		IndexFunc: func(ctx context.Context, g *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
 			err := ix.Index(ctx, win.(*binaries.Window), r.Next, r.End, progress)
@@ -92,10 +119,10 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		w.SnapshotInterval = -1
 	}
 	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "starttls", cfg.StartTLS, "user", cfg.User,
-		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out)
+		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out, "nzb", f.nzb, "start", start, "compress", f.compress)
 	var wg sync.WaitGroup
 	markCtx, stopMarks := context.WithCancel(ctx)
-	wg.Go(func() { reportMarks(markCtx, c, src, f.markEvery, f.markGroups, log) })
+	wg.Go(func() { reportMarks(markCtx, c, src, f.markEvery, f.markGroups, start, log) })
 	err = w.Run(ctx)
 	stopMarks()
 	wg.Wait()
@@ -163,8 +190,10 @@ func sourcePassword(file string) (string, error) {
 
 // reportMarks reads the water marks of the node's groups whose marks are
 // oldest, up to groups at a time, every interval, and reports them, so
-// the node plans their tails (rule 11). It runs until ctx ends.
-func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every time.Duration, groups int, log *slog.Logger) {
+// the node plans their tails (rule 11). A group's first report carries
+// where start says it begins as its low mark, which the node starts a
+// group created without a start at. It runs until ctx ends.
+func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every time.Duration, groups int, start nntp.Start, log *slog.Logger) {
 	if every <= 0 || groups <= 0 {
 		return
 	}
@@ -202,6 +231,15 @@ func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every 
 			low, high := gi.Low, gi.High
 			if gi.Count == 0 && high < low {
 				low = high + 1
+			}
+			if g.Low == nil && start != (nntp.Start{}) {
+				if low, err = src.StartOf(ctx, gi, start, time.Now()); err != nil {
+					if ctx.Err() == nil {
+						log.Warn("finding where a new group starts failed", "group", g.Name, "start", start, "err", err)
+					}
+					continue
+				}
+				log.Info("a new group starts", "group", g.Name, "start", start, "article", low, "low", gi.Low, "high", high)
 			}
 			n, err := c.ReportWatermarks(ctx, g.Name, low, high)
 			switch {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -82,10 +83,11 @@ func startWorkerProcess(t *testing.T, log string, args ...string) *exec.Cmd {
 // TestUsenetWorkerKilled indexes a real INN's groups through a real node
 // with `leasehold worker --source nntp://…`: nothing is planned by hand
 // (the worker reports the water marks), the worker is killed with kill -9
-// in the middle of a group and started again, and the complete files it
-// wrote (the last line of each key) equal one uninterrupted pass over the
-// same articles; no incomplete file is written; a group the server does not
-// carry fails its range with the server's answer.
+// in the middle of a group and started again, and the file and release
+// records it wrote (the last line of each key) and its NZBs equal one
+// uninterrupted pass over the same articles; the file missing a part is
+// written once, incomplete; a group the server does not carry fails its
+// range with the server's answer.
 func TestUsenetWorkerKilled(t *testing.T) {
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -109,8 +111,8 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	admin(t, n, "groups", "tail", missing, "10") // the server cannot report it
 	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	dir := t.TempDir()
-	out := filepath.Join(dir, "binaries.jsonl")
-	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://" + s.Addr, "--out", out,
+	out, nzbs := filepath.Join(dir, "binaries.jsonl"), filepath.Join(dir, "nzb")
+	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://" + s.Addr, "--out", out, "--nzb", nzbs,
 		"--capacity", "2", "--connections", "2", "--batch", "5", "--snapshot-every", "1ns", "--watermark-every", "200ms", "--log-level", "debug"}
 	log := filepath.Join(dir, "worker.log")
 	worker := startWorkerProcess(t, log, args...)
@@ -178,47 +180,57 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One uninterrupted pass: each group read whole into a new window.
-	want := map[string]binaries.File{}
-	var wantLines int
 	// Read over a new connection: an nnrpd connection open while the
 	// groups were made can go on answering a new group as empty.
 	fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
 	defer fresh.Close()
-	for g, high := range wantHigh {
-		hs, _, err := fresh.Overview(ctx, g, 1, high)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := binaries.NewWindow(g)
-		files := w.Add(1, high, hs)
-		wantLines += len(files)
-		for _, f := range files {
-			want[f.Key] = f
-		}
+	want, wantLines := onePass(t, ctx, fresh, wantHigh)
+	for g := range wantHigh {
 		var names []string
-		for _, f := range files {
-			names = append(names, f.Name+" "+f.Poster)
+		for _, f := range want.Files {
+			if f.Group == g && f.Complete {
+				names = append(names, f.Name+" "+f.Poster)
+			}
 		}
-		if exp := usenettest.Complete(prefix)[g]; g == b && !slices.Equal(names, exp) || g == a && (len(names) < len(exp) || !slices.Equal(names[:len(exp)], exp)) {
-			t.Errorf("uninterrupted pass of %s: %q, want %q first", g, names, exp)
+		slices.Sort(names)
+		exp := usenettest.Complete(prefix)[g]
+		if g == b && !slices.Equal(names, exp) || g == a && len(names) != len(exp)+60 {
+			t.Errorf("uninterrupted pass of %s: complete %q, want %q (and 60 generated in %s)", g, names, exp, a)
 		}
 	}
-	if len(got) != len(want) {
-		t.Errorf("%d files written (by key), %d in one uninterrupted pass", len(got), len(want))
-	}
-	for k, w := range want {
-		if g, ok := got[k]; !ok || !filesEqual(g, w) {
-			t.Errorf("file %s (%s by %s): written %+v, want %+v", k, w.Name, w.Poster, g, w)
+	sameRecords(t, got, want)
+	// Each NZB is the one an uninterrupted pass makes of its release.
+	nzbCount := 0
+	for k, r := range got.Releases {
+		if r.NZB == nil {
+			continue
 		}
+		nzbCount++
+		var files []binaries.File
+		for _, f := range want.Files {
+			if f.Release == k {
+				files = append(files, f)
+			}
+		}
+		if body, err := os.ReadFile(filepath.Join(nzbs, *r.NZB)); err != nil || !bytes.Equal(body, binaries.NZB(want.Releases[k], files)) {
+			t.Errorf("the NZB of %s (%s): %v\n%s\nwant\n%s", k, r.Name, err, body, binaries.NZB(want.Releases[k], files))
+		}
+	}
+	onDisk, _ := filepath.Glob(filepath.Join(nzbs, "*", "*.nzb"))
+	if nzbCount < len(got.Releases)-1 || len(onDisk) != nzbCount {
+		t.Errorf("%d NZBs named by %d releases, %d on disk: want one a release, no other", nzbCount, len(got.Releases), len(onDisk))
+	}
+	var disc []binaries.File
+	for _, f := range got.Files {
+		if strings.Contains(f.Name, "Linux ISO") {
+			disc = append(disc, f)
+		}
+	}
+	if len(disc) != 1 || disc[0].Complete || disc[0].Parts != 3 || *disc[0].Total != 4 {
+		t.Errorf("the file missing a part: %+v; want one record, incomplete, 3 parts of 4", disc)
 	}
 	lines := bytes.Count(raw, []byte("\n"))
-	for k, g := range got {
-		if len(g.Segments) != g.Parts || strings.Contains(g.Name, "Linux ISO") {
-			t.Errorf("an incomplete file was written: %s %+v", k, g)
-		}
-	}
-	t.Logf("%d lines written for %d files (%d lines in one pass): a takeover may write a file twice", lines, len(got), wantLines)
+	t.Logf("%d lines written for %d files and %d releases (%d lines in one pass): a takeover may write a record twice", lines, len(got.Files), len(got.Releases), wantLines)
 
 	// The group the server does not carry: failed at once, saying why.
 	rs, err := c.AllRanges(ctx, missing, "")
@@ -230,9 +242,52 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	}
 }
 
-func filesEqual(a, b binaries.File) bool {
-	return a.Posted == b.Posted && a.Key == b.Key && a.Group == b.Group && a.Name == b.Name && a.Subject == b.Subject && a.Poster == b.Poster &&
-		a.Parts == b.Parts && a.Bytes == b.Bytes && slices.Equal(a.Segments, b.Segments)
+// onePass reads groups (name: high) whole into new windows, as one
+// uninterrupted worker does (the tail's end flushed), and returns the
+// last record of each key and how many lines it wrote.
+func onePass(t *testing.T, ctx context.Context, src *nntp.Client, groups map[string]int64) (binaries.Records, int) {
+	t.Helper()
+	out := binaries.Records{Files: map[string]binaries.File{}, Releases: map[string]binaries.Release{}}
+	lines := 0
+	for g, high := range groups {
+		hs, _, err := src.Overview(ctx, g, 1, high)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := binaries.NewWindow(g)
+		ups := append(w.Add(1, high, hs), w.Due()...)
+		ups = append(ups, w.Flush()...)
+		for _, u := range ups {
+			for _, f := range u.ChangedFiles() {
+				out.Files[f.Key] = f
+				lines++
+			}
+			out.Releases[u.Release.Key] = u.Release
+			lines++
+		}
+	}
+	return out, lines
+}
+
+// sameRecords checks that an output's last records equal want's, NZB
+// paths aside (one pass writes none).
+func sameRecords(t *testing.T, got, want binaries.Records) {
+	t.Helper()
+	if len(got.Files) != len(want.Files) || len(got.Releases) != len(want.Releases) {
+		t.Errorf("%d files and %d releases written (by key), %d and %d in one uninterrupted pass", len(got.Files), len(got.Releases), len(want.Files), len(want.Releases))
+	}
+	for k, w := range want.Files {
+		if g, ok := got.Files[k]; !ok || !reflect.DeepEqual(g, w) {
+			t.Errorf("file %s (%s by %s):\n written %+v\n want    %+v", k, w.Name, w.Poster, g, w)
+		}
+	}
+	for k, w := range want.Releases {
+		g, ok := got.Releases[k]
+		g.NZB = nil
+		if !ok || !reflect.DeepEqual(g, w) {
+			t.Errorf("release %s (%s by %s):\n written %+v\n want    %+v", k, w.Name, w.Poster, g, w)
+		}
+	}
 }
 
 // TestUsenetWorkerLogin: `leasehold worker` logs in to a news server that

@@ -3,6 +3,7 @@ package main
 import (
 	"compress/gzip"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,13 +16,14 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/web/client"
 	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 const workerUsage = `Usage:
   leasehold worker [--url U] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
-  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D]
+  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D] [--start low|last:N|days:N]
   leasehold worker --verify [--url U] [--admin-token T | --data DIR]
 
 The first runs the pull loop over the built-in synthetic source until
@@ -39,7 +41,11 @@ SQLite table keeps one row). The password of user@ is read from
 command line. --source-starttls upgrades an nntp:// connection with
 STARTTLS before logging in; a server that does not offer it, or refuses
 it, fails the worker's ranges with the reason (no plaintext fallback).
---source-ca-file adds a CA for nntps:// and STARTTLS.
+--source-ca-file adds a CA for nntps:// and STARTTLS. --start says where a
+group whose water marks were never reported starts: the server's low mark,
+its last N articles, or its articles of the last N days; its first report
+carries that start as its low mark. OVER is pipelined, and compressed
+(COMPRESS DEFLATE) when the server offers it.
 
 --verify checks, with the admin token, that every group's stored
 synthetic window equals the window of one uninterrupted pass over its
@@ -56,10 +62,17 @@ type workerFlags struct {
 	verify                                 bool
 
 	source, passwordFile, caFile, out string
-	startTLS                          bool
+	startTLS, compress                bool
+	start                             string
+	node                              clientTLS // how the node is reached over https
+	nodeTLS                           *tls.Config
 	connections, markGroups           int
 	batch                             int64
 	markEvery                         time.Duration
+	// The Usenet worker's records (USENET.md).
+	nzb             string
+	incompleteAfter int64
+	retryMissing    int
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -85,10 +98,16 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.caFile, "source-ca-file", "", "PEM certificates of CAs to trust for nntps:// or --source-starttls, besides the system's (a news server with a CA of its own)")
 	fs.BoolVar(&f.startTLS, "source-starttls", false, "upgrade the nntp:// connection with STARTTLS before anything else, the login above all; a server that will not is an error, never plain text")
 	fs.IntVar(&f.connections, "connections", 4, "most connections to the news server at once")
+	fs.StringVar(&f.start, "start", "low", "where a group never read before starts: low (the server's low mark), last:N (its last N articles) or days:N (articles posted in the last N days, found by the articles' dates)")
+	fs.BoolVar(&f.compress, "source-compress", true, "ask the news server for COMPRESS DEFLATE (RFC 8054) when it offers it; a refusal reads uncompressed")
 	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
 	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")
-	fs.StringVar(&f.out, "out", "", "where complete binaries go: FILE.jsonl, or sqlite:FILE (news server sources)")
+	fs.StringVar(&f.out, "out", "", "where file and release records go: FILE.jsonl, or sqlite:FILE (news server sources)")
+	fs.StringVar(&f.nzb, "nzb", "", "write an NZB of each release under this directory, DIR/<group>/<release key>.nzb (news server sources)")
+	fs.Int64Var(&f.incompleteAfter, "incomplete-after", binaries.DefaultIncompleteAfter, "write a file incomplete once the group was read this many articles past its last part (0: only at the end of the tail)")
+	fs.IntVar(&f.retryMissing, "retry-missing", 3, "ask an article a server's OVER skipped again this many times, over later ranges, before its part counts as lost (0: never)")
+	f.node.flags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -98,12 +117,16 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := checkNodeURL(f.url); err != nil {
 		return usageError(fmt.Errorf("worker: --url: %v", err))
 	}
+	var err error
+	if f.nodeTLS, err = f.node.config(); err != nil {
+		return err
+	}
 	if f.verify {
 		token, err := adminToken(f.adminToken, f.data)
 		if err != nil {
 			return err
 		}
-		return verifyWindows(ctx, client.New(f.url, token), stdout)
+		return verifyWindows(ctx, f.client(token), stdout)
 	}
 	if f.token == "" {
 		f.token = os.Getenv("LEASEHOLD_TOKEN")
@@ -127,7 +150,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	capacity.Store(int64(f.capacity))
 	src := synthetic.Source{Rate: f.rate}
 	w := &client.Worker{
-		Client:       client.New(f.url, f.token),
+		Client:       f.client(f.token),
 		CapacityFunc: func() int { return int(capacity.Load()) },
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			return synthetic.NewWindow(g.Name)
@@ -257,4 +280,12 @@ func checkNodeURL(raw string) error {
 		return fmt.Errorf("%q names no host: give the node's URL, e.g. http://127.0.0.1:8080", raw)
 	}
 	return nil
+}
+
+// client is a client of the node with token, speaking https as
+// --ca-file, --client-cert and --client-key say.
+func (f *workerFlags) client(token string) *client.Client {
+	c := client.New(f.url, token)
+	c.TLSConfig = f.nodeTLS
+	return c
 }

@@ -73,8 +73,17 @@ func main() {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	c := client.New(*url, token)
+	if ca := os.Getenv("LEASEHOLD_CA_FILE"); ca != "" { // a node serving HTTPS with its own CA's certificate
+		cfg, err := client.LoadTLS(ca, "", "")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker: LEASEHOLD_CA_FILE:", err)
+			os.Exit(2)
+		}
+		c.TLSConfig = cfg
+	}
 	w := &client.Worker{
-		Client:           client.New(*url, token),
+		Client:           c,
 		CapacityFunc:     func() int { return *capacity },
 		NewWindowFunc:    func(g leasehold.Group) client.Window { return &window{Group: g.Name} },
 		IndexFunc:        index,

@@ -6,7 +6,7 @@
 // figures can be read as fractions of what this machine can do at all.
 //
 //	benchload seed   -data DIR -groups N
-//	benchload cycle  -url URL -admin-token T -workers 32 -duration 10s
+//	benchload cycle  -url URL -admin-token T -workers 32 -duration 10s [-ca-file CA]
 //	benchload poll   -url URL -admin-token T [-dashboards 10] -duration 5s
 //	benchload sqlite -dir DIR -duration 3s
 //	benchload echo   -workers 32 -duration 10s
@@ -37,6 +37,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/leasehold/leasehold/store"
+	"github.com/leasehold/leasehold/web/client"
 )
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 		workers := fs.Int("workers", 32, "concurrent workers, each a registered node")
 		dur := fs.Duration("duration", 10*time.Second, "how long to load")
 		prefix := fs.String("prefix", "bench", "worker node name prefix")
+		fs.StringVar(&caFile, "ca-file", "", "the CA (PEM) of an https node's certificate")
 		pattern := fs.String("pattern", "four", "four: lease, next, finish, release a cycle; steady: lease, then "+
 			"next and ten rounds of next with finished (ten ranges), then release, as web/client's worker does")
 		fs.Parse(os.Args[2:])
@@ -234,9 +236,21 @@ func cpuTime() time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// caFile, when set, is the CA of an https node's certificate (cycle
+// -ca-file): to measure what TLS costs.
+var caFile string
+
 func newCaller(base string, workers int) *caller {
-	return &caller{base: base, client: &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2, MaxIdleConns: workers * 2}}}
+	tr := &http.Transport{MaxIdleConnsPerHost: workers * 2, MaxIdleConns: workers * 2}
+	if caFile != "" {
+		cfg, err := client.LoadTLS(caFile, "", "")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchload:", err)
+			os.Exit(2)
+		}
+		tr.TLSClientConfig = cfg
+	}
+	return &caller{base: base, client: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
 }
 
 func cycle(url, admin string, workers int, dur time.Duration, prefix, pattern string) error {
@@ -354,7 +368,7 @@ func steady(c *caller, tok string, lat func(string, time.Duration), ranges *atom
 // (commits) from the node's /metrics.
 func commitStats(url string) ([2]float64, error) {
 	var out [2]float64
-	resp, err := http.Get(strings.TrimRight(url, "/") + "/metrics")
+	resp, err := newCaller(url, 1).client.Get(strings.TrimRight(url, "/") + "/metrics")
 	if err != nil {
 		return out, err
 	}

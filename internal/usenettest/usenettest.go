@@ -107,6 +107,25 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	if err != nil {
 		return err
 	}
+	if err := s.cancel(ctx, group, hs); err != nil {
+		return err
+	}
+	for {
+		gi, err := c.Group(ctx, group)
+		if err == nil && gi.Low > n {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("group %s: low mark %d after expiring 1..%d (%v)", group, gi.Low, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cancel removes the articles hs of group: ctlinnd cancel of each by its
+// message-id, then expireover of that group (run as news), which drops
+// them from the overview, where INN's GROUP and OVER read.
+func (s *Server) cancel(ctx context.Context, group string, hs []nntp.Header) error {
 	for _, h := range hs {
 		if out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", h.MessageID).CombinedOutput(); err != nil {
 			return fmt.Errorf("ctlinnd cancel %s: %v: %s", h.MessageID, err, out)
@@ -121,19 +140,66 @@ func (s *Server) ExpireFirst(ctx context.Context, group string, n int64) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("expireover: %v: %s", err, out)
 	}
-	for {
-		gi, err := c.Group(ctx, group)
-		if err == nil && gi.Low > n {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("group %s: low mark %d after expiring 1..%d (%v)", group, gi.Low, n, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return nil
 }
 
-// Article is one article to post.
+// Cancel removes the articles numbered numbers from group, as a server
+// whose articles were cancelled or expired here and there: ctlinnd cancel
+// of each (its message-id read with OVER), then expireover of that group
+// (as news), and waits until OVER of each number answers nothing.
+func (s *Server) Cancel(ctx context.Context, group string, numbers ...int64) error {
+	c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
+	defer c.Close()
+	var hs []nntp.Header
+	for _, n := range numbers {
+		h, _, err := c.Overview(ctx, group, n, n)
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h...)
+	}
+	if err := s.cancel(ctx, group, hs); err != nil {
+		return err
+	}
+	for _, n := range numbers {
+		for {
+			// A new connection each time: an nnrpd may keep the
+			// overview it opened before expireover.
+			fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, Timeout: 10 * time.Second})
+			hs, _, err := fresh.Overview(ctx, group, n, n)
+			fresh.Close()
+			if err == nil && len(hs) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("group %s: article %d still there after cancelling it (%v)", group, n, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Dated is an article with a Date header of its own, as POST sends it:
+// how tests put articles at chosen times (INN takes dates up to its
+// artcutoff, 10 days, in the past).
+func (a Article) Dated(date time.Time) []byte {
+	return fmt.Appendf(nil, "From: %s\r\nNewsgroups: %s\r\nSubject: %s\r\nDate: %s\r\n\r\n%s\r\n",
+		a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z), a.Body)
+}
+
+// CancelID removes the article with Message-ID id from the server
+// (ctlinnd cancel): its number is skipped in OVER answers from then on.
+func (s *Server) CancelID(ctx context.Context, id string) error {
+	out, err := exec.CommandContext(ctx, s.ctlinnd, "-t", "10", "cancel", id).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctlinnd cancel %s: %v: %s", id, err, out)
+	}
+	return nil
+}
+
+// Article is one article to post: Group may name several groups,
+// comma-separated (a cross-post).
 type Article struct {
 	Group, From, Subject, Body string
 }
@@ -189,11 +255,12 @@ func Fixed(prefix string) []Article {
 }
 
 // Complete is the complete files an indexer must find in the fixed set,
-// by group: name and poster (Bob's holiday.rar twice, once as reposted;
-// Dave's disc, missing a part, never).
+// by group: name and poster, sorted (Bob's holiday.rar once: his repost
+// has the same subject, so it is a second copy of each part; Dave's
+// disc, missing a part, is written incomplete).
 func Complete(prefix string) map[string][]string {
 	return map[string][]string{
-		prefix + ".a": {"holiday.rar " + Bob, "holiday.rar " + Alice, "holiday.par2 " + Alice, "song.mp3 " + Erin, "holiday.rar " + Bob},
+		prefix + ".a": {"holiday.par2 " + Alice, "holiday.rar " + Alice, "holiday.rar " + Bob, "song.mp3 " + Erin},
 		prefix + ".b": {"notes.txt " + Frank, "vacation photos " + Grace},
 	}
 }
@@ -226,7 +293,9 @@ func Post(ctx context.Context, c *nntp.Client, articles []Article) error {
 		if err := c.Post(ctx, a.Bytes()); err != nil {
 			return fmt.Errorf("posting %q to %s: %w", a.Subject, a.Group, err)
 		}
-		want[a.Group]++
+		for _, g := range strings.Split(a.Group, ",") {
+			want[g]++
+		}
 	}
 	for g, n := range want {
 		for {

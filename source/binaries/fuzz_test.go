@@ -1,45 +1,49 @@
 package binaries
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
-// FuzzParseSubject: a subject recognised as a part names a file, counts
-// 1..MaxParts parts with the part within them, and every part of the same
-// file (the counter changed) has the same normalised subject and name.
-func FuzzParseSubject(f *testing.F) {
-	for _, s := range []string{`[1/12] - "file.rar" yEnc (1/3)`, `name (3/50)`, `"a" yEnc`, `plain text`, `x (1/2) (3/4)`, `((1/2)`, `"" yEnc (1/1)`} {
+// FuzzReadSubject: any subject reads without a crash; a part counts
+// 0..MaxParts parts with the part within them; and every part of the same
+// file (the last counter changed to the last part) has the same file key
+// subject, release key subject and name.
+func FuzzReadSubject(f *testing.F) {
+	for _, s := range []string{`[1/12] - "file.rar" yEnc (1/3)`, `name (3/50)`, `"a" yEnc`, `plain text`, `x (1/2) (3/4)`, `((1/2)`, `"" yEnc (1/1)`,
+		`[PRiVATE]-[WtFnZb]-[a.mkv]-[1/3] - "" yEnc 9786 (1/3)`, `=?UTF-8?B?w6k=?= (1/2)`, `#34;a.rar#34; (1/2)`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, subject string) {
-		p, ok := ParseSubject(subject)
-		if !ok {
+		r := ReadSubject(subject)
+		if utf8.ValidString(subject) && !utf8.ValidString(r.Name) {
+			t.Fatalf("%q: name %q is not UTF-8", subject, r.Name)
+		}
+		if !r.IsPart {
 			return
 		}
-		if p.Name == "" || p.Total < 1 || p.Total > MaxParts || p.Number < 0 || p.Number > p.Total {
-			t.Fatalf("%q: %+v", subject, p)
+		if r.Total < 0 || r.Total > MaxParts || r.Part < 0 || r.Total > 0 && r.Part > r.Total {
+			t.Fatalf("%q: %+v", subject, r)
 		}
-		open, n, m, found := lastCounter(strings.TrimSpace(subject))
-		if !found || n != p.Number || m != p.Total {
-			return // a yEnc single part
+		if r.Total == 0 || r.Undecodable || strings.Contains(subject, "=?") || strings.Contains(subject, ";") {
+			return
 		}
-		s := strings.TrimSpace(subject)
-		other := s[:open] + "(" + itoa(p.Total) + "/" + itoa(p.Total) + ")" + s[open+strings.IndexByte(s[open:], ')')+1:]
-		q, ok := ParseSubject(other)
-		if !ok || q.Normalised != p.Normalised || q.Name != p.Name || q.Total != p.Total || q.Number != p.Total {
-			t.Fatalf("%q: part %d gives %+v; its last part %q gives %+v, %v", subject, p.Number, p, other, q, ok)
+		old := "(" + strconv.Itoa(r.Part) + "/" + strconv.Itoa(r.Total) + ")"
+		ms := parenCounter.FindAllStringIndex(subject, -1)
+		if len(ms) == 0 || subject[ms[len(ms)-1][0]:ms[len(ms)-1][1]] != old {
+			return // a yEnc single part, a [k/n] one, or a counter with spaces in it
+		}
+		i := ms[len(ms)-1][0]
+		last := "(" + strconv.Itoa(r.Total) + "/" + strconv.Itoa(r.Total) + ")"
+		other := subject[:i] + last + subject[i+len(old):]
+		if j := strings.LastIndex(subject[:i], old); j >= 0 && strings.TrimSpace(subject[j+len(old):i]) == "" {
+			other = subject[:j] + last + subject[j+len(old):i] + last + subject[i+len(old):] // a doubled counter changes as one
+		}
+		q := ReadSubject(other)
+		if !q.IsPart || q.Part != r.Total || q.FileSubject != r.FileSubject || q.Name != r.Name || q.KeySubject != r.KeySubject {
+			t.Fatalf("%q: part %d reads %+v; its last part %q reads %+v", subject, r.Part, r, other, q)
 		}
 	})
-}
-
-func itoa(v int) string {
-	if v == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; v > 0; v /= 10 {
-		b = append([]byte{byte('0' + v%10)}, b...)
-	}
-	return string(b)
 }

@@ -1,104 +1,462 @@
-// Package binaries assembles binaries from Usenet article overviews: it
-// recognises a part of a multi-part post from its subject
-// (`name (3/50)`, `[1/12] - "file.rar" yEnc (1/3)`), keys a file by its
-// normalised subject and poster, and keeps in a Window, the state
-// leasehold carries from range to range, every open file with its parts
-// and the spans of article numbers already read. A file with all its
-// parts is complete: it leaves the window and goes to a Sink (JSON lines
-// or SQLite). Open files are aged out by article distance, not wall time,
-// and bounded by a cap, so a replay after a takeover ends in the same
-// window and emits the same files.
+// Package binaries assembles binaries from Usenet article overviews, as
+// the worker's output contract (USENET.md) says: it reads a subject into
+// a file name, a part counter and a file counter (ReadSubject), gathers
+// the parts of a file and the files of a release in a Window, the state
+// leasehold carries from range to range, and writes files and releases
+// to a Sink (JSON lines or SQLite) and NZBs. Open files are aged out by
+// article distance, not wall time, and bounded by a cap, so a replay
+// after a takeover ends in the same window and emits the same records.
 package binaries
 
 import (
+	"cmp"
+	"errors"
+	"io"
+	"mime"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/encoding/htmlindex"
 )
 
-// Part is what a subject says of a multi-part post: the file's name, the
-// subject with its part counter taken out (the same for every part of a
-// file), the part's number and the file's part count.
-type Part struct {
-	Name       string
-	Normalised string
-	Number     int
-	Total      int
+// Reading is what a subject says of a post (USENET.md rules 1 and 2).
+type Reading struct {
+	// Subject is the subject as posted, RFC 2047 words decoded.
+	Subject string
+	// Name is the file name a person would give it.
+	Name string
+	// IsPart is whether the subject has a part counter (or is a yEnc
+	// single part); Part is its number, Total the parts announced, 0
+	// when the counter says (k/0).
+	IsPart      bool
+	Part, Total int
+	// HasFile is whether the subject has a file counter: File of Files.
+	HasFile     bool
+	File, Files int
+	// KeySubject is what a release is keyed by: the subject with both
+	// counters, the name and the size after yEnc blanked.
+	KeySubject string
+	// FileSubject is what a file is keyed by: the subject with the part
+	// counter blanked (its total kept), so every part of a file agrees.
+	FileSubject string
+	// Undecodable is set when the subject has RFC 2047 words that do not
+	// decode (an unknown charset, bad base64): it is read raw.
+	Undecodable bool
 }
 
-// MaxParts is the most parts a file may claim; a larger count is not a
-// part counter.
+// MaxParts is the most parts a file may claim, and the most files a post
+// may: a larger count is not a counter.
 const MaxParts = 1 << 16
 
-// ParseSubject recognises a part of a multi-part post. The part counter
-// is the last "(n/m)" of the subject (a leading "[i/j]" numbers the file
-// in its set, not the part); a yEnc subject without one is a single-part
-// file. The name is the first quoted string (the counter taken out, if it
-// stands inside the quotes), else the subject before the counter. A subject with neither is not a part (ok false).
-func ParseSubject(subject string) (p Part, ok bool) {
-	s := strings.TrimSpace(subject)
-	open, n, m, found := lastCounter(s)
-	var norm string
-	switch {
-	case found:
-		norm = s[:open] + "(/" + strconv.Itoa(m) + ")" + s[strings.IndexByte(s[open:], ')')+open+1:]
-	case containsFold(s, "yenc"):
-		n, m, norm = 1, 1, s
-	default:
-		return p, false
-	}
-	if m < 1 || m > MaxParts || n < 0 || n > m {
-		return p, false
-	}
-	// The name is read with the counter taken out: a counter inside the
-	// quotes would otherwise name each part differently.
-	name := quoted(norm)
-	if name == "" {
-		end := len(s)
-		if found {
-			end = open
-		}
-		name = strings.TrimSpace(s[:end])
-		name = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(name, "yEnc"), "-"))
-		if i := strings.Index(name, "] - "); strings.HasPrefix(name, "[") && i >= 0 {
-			name = strings.TrimSpace(name[i+4:])
-		}
-	}
-	if name == "" {
-		return p, false
-	}
-	return Part{Name: name, Normalised: strings.Join(strings.Fields(norm), " "), Number: n, Total: m}, true
-}
+// maxSubject bounds the subject a reading looks at; a longer one is cut.
+const maxSubject = 2048
 
-// lastCounter finds the last "(n/m)" in s: where its "(" is and n, m.
-func lastCounter(s string) (open, n, m int, ok bool) {
-	for end := strings.LastIndexByte(s, ')'); end > 0; end = strings.LastIndexByte(s[:end], ')') {
-		start := strings.LastIndexByte(s[:end], '(')
-		if start < 0 {
-			return 0, 0, 0, false
+var (
+	// parenCounter is a (k/n) part counter, with spaces allowed inside.
+	parenCounter = regexp.MustCompile(`\(\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\)`)
+	// bracketCounter is a [k/n] and fileOf a "File k of n": with the
+	// (k/n) counters, the file counters.
+	bracketCounter = regexp.MustCompile(`\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]`)
+	fileOf         = regexp.MustCompile(`(?i)\bfile\s+(\d{1,6})\s+of\s+(\d{1,6})\b`)
+	// bracketTail is a [k/n] that ends the subject, only a size after it.
+	bracketTail = regexp.MustCompile(`(?i)\[\s*(\d{1,6})\s*/\s*(\d{1,6})\s*\]\s*(?:[\d.,]+\s*[kmg]?b?)?\s*$`)
+	// entity is an HTML entity as posters' tools write them, "#34;" too.
+	entity = regexp.MustCompile(`&?#(\d{1,5});|&(quot|amp|lt|gt|apos);`)
+	// trailingYenc is a "yEnc" (and size) that ends the text before a
+	// part counter, with the empty quotes and dashes around it.
+	trailingYenc = regexp.MustCompile(`(?i)(?:[\s"-]*\byenc(?:\s+\d+)?)?[\s"-]*$`)
+)
+
+// ReadSubject reads a subject (rules 1 and 2 of USENET.md). It never
+// fails: a subject it cannot decode is read raw (Undecodable).
+func ReadSubject(subject string) Reading {
+	if len(subject) > maxSubject {
+		subject = subject[:maxSubject]
+		for !utf8.ValidString(subject) && len(subject) > 0 && len(subject) > maxSubject-4 {
+			subject = subject[:len(subject)-1]
 		}
-		a, b, cut := strings.Cut(s[start+1:end], "/")
-		if cut {
-			x, err1 := strconv.Atoi(a)
-			y, err2 := strconv.Atoi(b)
-			if err1 == nil && err2 == nil && len(a) <= 6 && len(b) <= 6 && a[0] != '+' && a[0] != '-' && b[0] != '+' && b[0] != '-' {
-				return start, x, y, true
+	}
+	r := Reading{Subject: subject}
+	if strings.Contains(subject, "=?") {
+		if d, err := decode2047(subject); err != nil {
+			r.Undecodable = true
+		} else {
+			r.Subject = d
+		}
+	}
+	t := clean(r.Subject)
+
+	// The part counter: the last (k/n), an equal one just before it
+	// taken with it; else a yEnc single part; else a [k/n] that ends the
+	// subject.
+	partLo, partHi := -1, -1
+	if ms := parenCounter.FindAllStringSubmatchIndex(t, -1); len(ms) > 0 {
+		m := ms[len(ms)-1]
+		k, n := atoi(t[m[2]:m[3]]), atoi(t[m[4]:m[5]])
+		if n <= MaxParts && (n == 0 || k <= n) {
+			r.IsPart, r.Part, r.Total = true, k, n
+			partLo, partHi = m[0], m[1]
+			if len(ms) > 1 {
+				p := ms[len(ms)-2]
+				if strings.TrimSpace(t[p[1]:m[0]]) == "" && atoi(t[p[2]:p[3]]) == k && atoi(t[p[4]:p[5]]) == n {
+					partLo = p[0]
+				}
 			}
 		}
 	}
-	return 0, 0, 0, false
+	if !r.IsPart && containsFold(t, "yenc") {
+		r.IsPart, r.Part, r.Total = true, 1, 1
+	}
+	if !r.IsPart {
+		if m := bracketTail.FindStringSubmatchIndex(t); m != nil {
+			k, n := atoi(t[m[2]:m[3]]), atoi(t[m[4]:m[5]])
+			if n >= 1 && n <= MaxParts && k <= n {
+				r.IsPart, r.Part, r.Total = true, k, n
+				partLo, partHi = m[0], m[1]
+			}
+		}
+	}
+	// u is the subject with the part counter taken out: a counter inside
+	// the name's quotes or brackets would otherwise name each part apart.
+	u, cut := t, 0
+	if partLo >= 0 {
+		u = t[:partLo] + t[partHi:]
+		cut = partHi - partLo
+	}
+	// at maps a position in u back to t.
+	at := func(i int) int {
+		if partLo >= 0 && i >= partLo {
+			return i + cut
+		}
+		return i
+	}
+
+	nameLo, nameHi := -1, -1 // where the name stands in u
+	name := ""
+	if lo, hi, ok := quotedName(u, true); ok {
+		name, nameLo, nameHi = u[lo:hi], lo, hi
+	} else if lo, hi, last, ok := bracketName(u); ok {
+		name, nameLo, nameHi = last, lo, hi
+	} else if lo, hi, ok := quotedName(u, false); ok {
+		name, nameLo, nameHi = u[lo:hi], lo, hi
+	}
+
+	// The file counter: a counter before the name (the last one), else
+	// one after a bracketed name ([name.mkv]-[1/3]); never the part
+	// counter (taken out of u already).
+	fcs := fileCounters(u)
+	fileLo, fileHi := -1, -1
+	take := func(m []int) bool {
+		k, n := atoi(u[m[2]:m[3]]), atoi(u[m[4]:m[5]])
+		if n < 1 || n > MaxParts || k > n {
+			return false
+		}
+		r.HasFile, r.File, r.Files = true, k, n
+		fileLo, fileHi = m[0], m[1]
+		return true
+	}
+	if nameLo >= 0 {
+		for i := len(fcs) - 1; i >= 0; i-- {
+			if fcs[i][1] <= nameLo && take(fcs[i]) {
+				break
+			}
+		}
+		if !r.HasFile {
+			for _, m := range fcs {
+				if m[0] >= nameHi && take(m) {
+					break
+				}
+			}
+		}
+	} else {
+		// The name is the text before the part counter (after it when
+		// nothing stands before), a yEnc and size at its end removed,
+		// and after a file counter in it when something is left there.
+		lo, hi := 0, len(u)
+		if partLo >= 0 {
+			hi = partLo
+			if strings.TrimSpace(trailingYenc.ReplaceAllString(u[:hi], "")) == "" {
+				lo, hi = partLo, len(u)
+			}
+		}
+		hi = lo + len(trailingYenc.ReplaceAllString(u[lo:hi], ""))
+		for i := len(fcs) - 1; i >= 0; i-- {
+			m := fcs[i]
+			if m[0] < lo || m[1] > hi || !take(m) {
+				continue
+			}
+			rest := strings.TrimLeft(u[m[1]:hi], " \t-:")
+			if strings.IndexFunc(rest, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) >= 0 {
+				lo = hi - len(rest)
+			}
+			break
+		}
+		for lo < hi && u[lo] == ' ' {
+			lo++
+		}
+		for hi > lo && u[hi-1] == ' ' {
+			hi--
+		}
+		name, nameLo, nameHi = u[lo:hi], lo, hi
+	}
+	r.Name = name
+
+	// The keys: t with spans blanked, in t's positions.
+	blank := func(spans ...span) string {
+		spans = slices.Clone(spans)
+		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+		var b strings.Builder
+		prev := 0
+		for _, s := range spans {
+			if s.lo < prev || s.lo < 0 {
+				continue
+			}
+			b.WriteString(t[prev:s.lo])
+			prev = s.hi
+		}
+		b.WriteString(t[prev:])
+		return strings.Join(strings.Fields(b.String()), " ")
+	}
+	part := span{partLo, partHi}
+	if partLo < 0 {
+		part = span{-1, -1}
+	}
+	fs := blank(part)
+	if r.IsPart {
+		fs += " (/" + strconv.Itoa(r.Total) + ")"
+	}
+	r.FileSubject = fs
+	spans := []span{part}
+	if fileLo >= 0 {
+		spans = append(spans, span{at(fileLo), at(fileHi)})
+	}
+	if nameLo >= 0 && nameHi > nameLo {
+		spans = append(spans, span{at(nameLo), at(nameHi)})
+	}
+	r.KeySubject = dropYencSize(blank(spans...))
+	return r
 }
 
-// quoted is the first "…" of s, or "".
-func quoted(s string) string {
-	i := strings.IndexByte(s, '"')
-	if i < 0 {
-		return ""
+// dropYencSize writes each "yEnc" of s (any case, a word) as "yEnc" and
+// drops the file size after it: the files of a post differ in size.
+func dropYencSize(s string) string {
+	var b strings.Builder
+	for {
+		i := indexFold(s, "yenc")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + 4
+		if i > 0 && isWordByte(s[i-1]) || end < len(s) && isWordByte(s[end]) {
+			b.WriteString(s[:end])
+			s = s[end:]
+			continue
+		}
+		j := end
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		b.WriteString(s[:i])
+		b.WriteString("yEnc")
+		if k > j && (k == len(s) || !isWordByte(s[k])) {
+			s = s[k:]
+		} else {
+			s = s[end:]
+		}
 	}
-	j := strings.IndexByte(s[i+1:], '"')
-	if j < 0 {
-		return ""
+}
+
+// indexFold is strings.Index of an ASCII lower-case sub, any case in s.
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
 	}
-	return strings.TrimSpace(s[i+1 : i+1+j])
+	return -1
+}
+
+func isWordByte(c byte) bool { return isLetter(c) || c >= '0' && c <= '9' || c == '_' }
+
+// hasExtension reports whether a name ends in an extension: a dot, then
+// up to four digits, a letter and up to four letters or digits (.mkv,
+// .r71, .par2), or three digits (.001).
+func hasExtension(name string) bool {
+	dot := strings.LastIndexByte(name, '.')
+	if dot < 0 || dot == len(name)-1 {
+		return false
+	}
+	ext := name[dot+1:]
+	digits, i := 0, 0
+	for i < len(ext) && ext[i] >= '0' && ext[i] <= '9' {
+		digits++
+		i++
+	}
+	if i == len(ext) {
+		return digits == 3
+	}
+	if digits > 4 || !isLetter(ext[i]) {
+		return false
+	}
+	rest := ext[i+1:]
+	if len(rest) > 4 {
+		return false
+	}
+	for j := 0; j < len(rest); j++ {
+		if !isLetter(rest[j]) && (rest[j] < '0' || rest[j] > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// fileCounters are the [k/n], (k/n) and "File k of n" of s in order,
+// each as the indexes of the match, k and n.
+func fileCounters(s string) [][]int {
+	var out [][]int
+	if strings.IndexByte(s, '[') >= 0 {
+		out = append(out, bracketCounter.FindAllStringSubmatchIndex(s, -1)...)
+	}
+	if strings.IndexByte(s, '(') >= 0 {
+		out = append(out, parenCounter.FindAllStringSubmatchIndex(s, -1)...)
+	}
+	if containsFold(s, "file") {
+		out = append(out, fileOf.FindAllStringSubmatchIndex(s, -1)...)
+	}
+	slices.SortFunc(out, func(a, b []int) int { return cmp.Compare(a[0], b[0]) })
+	return out
+}
+
+// span is the bytes lo..hi of a subject.
+type span struct{ lo, hi int }
+
+// clean takes the reply prefixes and HTML entities out of a subject: they
+// are not part of any name.
+func clean(s string) string {
+	s = strings.TrimSpace(s)
+	for len(s) >= 3 && strings.EqualFold(s[:3], "re:") {
+		s = strings.TrimSpace(s[3:])
+	}
+	if strings.Contains(s, ";") {
+		s = entity.ReplaceAllStringFunc(s, func(e string) string {
+			switch strings.Trim(e, "&;") {
+			case "quot":
+				return `"`
+			case "amp":
+				return "&"
+			case "lt":
+				return "<"
+			case "gt":
+				return ">"
+			case "apos":
+				return "'"
+			}
+			n, err := strconv.Atoi(strings.Trim(e, "&#;"))
+			if err != nil || n < 32 || n > unicode.MaxRune || !utf8.ValidRune(rune(n)) {
+				return e
+			}
+			return string(rune(n))
+		})
+	}
+	return s
+}
+
+// quotedName finds the text between the first run of quotes and the next
+// (`""name""` is name), non-empty, with an extension when ext is set.
+func quotedName(s string, ext bool) (lo, hi int, ok bool) {
+	i := 0
+	for {
+		a := strings.IndexByte(s[i:], '"')
+		if a < 0 {
+			return 0, 0, false
+		}
+		a += i
+		for a < len(s) && s[a] == '"' {
+			a++
+		}
+		b := strings.IndexByte(s[a:], '"')
+		if b < 0 {
+			return 0, 0, false
+		}
+		b += a
+		inner := strings.TrimSpace(s[a:b])
+		if inner != "" && (!ext || hasExtension(inner)) {
+			lo = a + strings.Index(s[a:b], inner)
+			return lo, lo + len(inner), true
+		}
+		i = b
+		for i < len(s) && s[i] == '"' {
+			i++
+		}
+	}
+}
+
+// bracketName finds the first [...] (brackets nest) whose content, or
+// the last element of it when it is a path, has an extension: lo..hi is
+// the whole content, last the name.
+func bracketName(s string) (lo, hi int, last string, ok bool) {
+	depth, start := 0, -1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			if depth == 0 {
+				start = i + 1
+			}
+			depth++
+		case ']':
+			if depth == 0 {
+				continue
+			}
+			depth--
+			if depth > 0 {
+				continue
+			}
+			inner := strings.TrimSpace(s[start:i])
+			if j := strings.LastIndexByte(inner, '/'); j >= 0 {
+				inner = strings.TrimSpace(inner[j+1:])
+			}
+			if inner != "" && hasExtension(inner) && !strings.ContainsAny(inner, `"`) {
+				return start, i, inner, true
+			}
+		}
+	}
+	return 0, 0, "", false
+}
+
+// decode2047 decodes the RFC 2047 words of s, in the charsets the web
+// knows by name.
+func decode2047(s string) (string, error) {
+	d := mime.WordDecoder{CharsetReader: func(charset string, in io.Reader) (io.Reader, error) {
+		e, err := htmlindex.Get(charset)
+		if err != nil {
+			return nil, errors.New("binaries: unknown charset " + charset)
+		}
+		return e.NewDecoder().Reader(in), nil
+	}}
+	out, err := d.DecodeHeader(s)
+	if err != nil {
+		return s, err
+	}
+	if !utf8.ValidString(out) {
+		return s, errors.New("binaries: RFC 2047 words decode to invalid UTF-8")
+	}
+	return out, nil
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func containsFold(s, sub string) bool {

@@ -41,7 +41,11 @@ type Config struct {
 	// Attempts is how often a command is tried on a dropped connection;
 	// 0 means 3.
 	Attempts int
-	Logger   *slog.Logger
+	// NoCompress keeps connections uncompressed. By default a server
+	// that lists COMPRESS DEFLATE in its CAPABILITIES (RFC 8054) is
+	// asked for it once logged in; a refusal reads uncompressed.
+	NoCompress bool
+	Logger     *slog.Logger
 }
 
 // ParseURL reads nntp://[user@]host[:port] (port 119) or
@@ -85,9 +89,13 @@ type Client struct {
 	slots chan struct{} // one token a connection that may be open
 	idle  chan *conn    // connections open and free
 	mu    sync.Mutex
-	// useXOVER is set once the server answered OVER 500.
-	useXOVER bool
-	closed   bool
+	// useXOVER is set once the server answered OVER 500; overKnown once
+	// it answered OVER (or XOVER) at all, so reads may pipeline.
+	useXOVER, overKnown bool
+	closed              bool
+	// compressAnswer is the server's answer to the last COMPRESS
+	// DEFLATE, or why it was not asked.
+	compressAnswer string
 }
 
 // New returns a client of the server in cfg; it dials when first used.
@@ -178,10 +186,12 @@ func (c *Client) Overview(ctx context.Context, group string, lo, hi int64) ([]He
 		case err != nil:
 			return err
 		case code == StatusNoArticles || code == StatusNoCurrent:
+			c.knowOver()
 			return nil
 		case code != StatusOverview:
 			return &StatusError{Command: cmd, Code: code, Text: text}
 		}
+		c.knowOver()
 		return cn.lines(func(line []byte) {
 			h, err := ParseOverview(line)
 			if err != nil {
@@ -192,6 +202,13 @@ func (c *Client) Overview(ctx context.Context, group string, lo, hi int64) ([]He
 		})
 	})
 	return hs, skipped, err
+}
+
+// knowOver notes that the server answers the overview command in use.
+func (c *Client) knowOver() {
+	c.mu.Lock()
+	c.overKnown = true
+	c.mu.Unlock()
 }
 
 // Post posts an article (headers, a blank line, the body; lines ending
@@ -232,7 +249,7 @@ func (c *Client) with(ctx context.Context, f func(*conn) error) error {
 
 func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) error) error {
 	var last error
-	for attempt := range attempts {
+	for attempt := 0; attempt < attempts; attempt++ {
 		if attempt > 0 {
 			pause := time.Duration(attempt) * 200 * time.Millisecond
 			c.cfg.Logger.Warn("nntp connection failed; trying again", "server", c.cfg.Addr, "attempt", attempt+1, "err", last)
@@ -258,7 +275,8 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 		}
 		err = cn.run(ctx, c.cfg.Timeout, f)
 		var se *StatusError
-		if err == nil || errors.As(err, &se) {
+		var stopped *stoppedInStep
+		if err == nil || errors.As(err, &se) || errors.As(err, &stopped) {
 			c.put(cn)
 			return err
 		}
@@ -266,7 +284,16 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		if errors.Is(err, errStopped) {
+			return err // the caller broke off a pipelined read
+		}
 		last = err
+		var progress *progressError
+		if errors.As(err, &progress) {
+			// The read got somewhere before the connection failed: a
+			// fresh count of attempts, the next one at once.
+			last, attempt = progress.err, -1
+		}
 	}
 	return fmt.Errorf("nntp: %s: %d attempts: %w", c.cfg.Addr, attempts, last)
 }
@@ -349,7 +376,13 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 				return err
 			}
 		}
-		return c.login(cn)
+		if err := c.login(cn); err != nil {
+			return err
+		}
+		if c.cfg.NoCompress {
+			return nil
+		}
+		return c.compress(cn)
 	})
 	if err != nil {
 		cn.nc.Close()
@@ -417,7 +450,7 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if !caps["STARTTLS"] {
+	if _, ok := caps["STARTTLS"]; !ok {
 		if err := cn.modeReader(); err != nil {
 			return false, err
 		}
@@ -425,7 +458,7 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 		if caps, err = cn.capabilities(); err != nil {
 			return reader, err
 		}
-		if !caps["STARTTLS"] {
+		if _, ok := caps["STARTTLS"]; !ok {
 			return reader, fmt.Errorf("%w: STARTTLS is not in its CAPABILITIES", ErrStartTLS)
 		}
 	}
@@ -453,29 +486,37 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 }
 
 // capabilities asks CAPABILITIES and returns the capability labels it
-// lists, upper-cased; a server without the command (RFC 977) lists none.
-func (cn *conn) capabilities() (map[string]bool, error) {
+// lists, upper-cased, each with its arguments (upper-cased too); a
+// server without the command (RFC 977) lists none.
+func (cn *conn) capabilities() (map[string][]string, error) {
 	code, _, err := cn.cmd("CAPABILITIES")
 	if err != nil {
 		return nil, err
 	}
-	caps := map[string]bool{}
+	caps := map[string][]string{}
 	if code != StatusCapabilities {
 		return caps, nil
 	}
 	err = cn.lines(func(line []byte) {
-		if f := strings.Fields(string(line)); len(f) > 0 {
-			caps[strings.ToUpper(f[0])] = true
+		if f := strings.Fields(strings.ToUpper(string(line))); len(f) > 0 && len(caps) < maxCapabilities {
+			caps[f[0]] = f[1:]
 		}
 	})
 	return caps, err
 }
 
-// conn is one connection and the group it has selected.
+// maxCapabilities bounds what a server's CAPABILITIES may make the
+// client keep.
+const maxCapabilities = 64
+
+// conn is one connection and the group it has selected. nc is the
+// network connection (plain or TLS), which deadlines and Close act on;
+// tp reads and writes through the compression when it is on.
 type conn struct {
-	nc       net.Conn
-	tp       *textproto.Conn
-	selected string
+	nc         net.Conn
+	tp         *textproto.Conn
+	selected   string
+	compressed bool
 }
 
 // run runs f with the connection's deadline set from timeout and ctx, and
@@ -544,6 +585,10 @@ func (cn *conn) group(name string) (GroupInfo, error) {
 	return gi, nil
 }
 
+// maxLine bounds one line of a multi-line answer (an overview line is a
+// few hundred bytes; a long References header some kilobytes).
+const maxLine = 1 << 20
+
 // lines reads a multi-line answer up to its ".", undoing dot-stuffing.
 func (cn *conn) lines(f func([]byte)) error {
 	r := cn.tp.R
@@ -557,6 +602,11 @@ func (cn *conn) lines(f func([]byte)) error {
 			return err
 		}
 		if isPrefix || long != nil {
+			if len(long)+len(line) > maxLine {
+				// A compressed connection makes a huge line cheap to
+				// send: it is refused, not held.
+				return &protocolError{fmt.Errorf("nntp: a line of an answer is longer than %d bytes", maxLine)}
+			}
 			long = append(long, line...)
 			if isPrefix {
 				continue

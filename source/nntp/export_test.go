@@ -15,3 +15,11 @@ func (c *Client) UsesXOVER() bool {
 	defer c.mu.Unlock()
 	return c.useXOVER
 }
+
+// CompressAnswer is what the server answered the last COMPRESS DEFLATE
+// ("206 …"), or why it was not asked ("not offered").
+func (c *Client) CompressAnswer() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.compressAnswer
+}

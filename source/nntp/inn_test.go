@@ -168,12 +168,32 @@ type proxy struct {
 	// rewrite, when set, is given each line the server sends and each
 	// line the client sends; what it returns is relayed instead (nil
 	// drops the line). A rewriting proxy relays whole lines only, so
-	// tests that rewrite do not upgrade to TLS through it.
-	rewrite func(fromServer bool, line []byte) []byte
-	// sent is every byte the clients sent, as it crossed the wire.
-	mu   sync.Mutex
-	sent bytes.Buffer
-	wg   sync.WaitGroup
+	// tests that rewrite do not upgrade to TLS through it, and it takes
+	// COMPRESS out of the server's CAPABILITIES unless offerCompress.
+	rewrite       func(fromServer bool, line []byte) []byte
+	offerCompress atomic.Bool
+	// sent is every byte the clients sent, and served every byte the
+	// server sent, as they crossed the wire.
+	mu     sync.Mutex
+	sent   bytes.Buffer
+	served bytes.Buffer
+	wg     sync.WaitGroup
+}
+
+// serverSent is what the server has sent so far, as on the wire.
+func (p *proxy) serverSent() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.served.String()
+}
+
+// serverWriter records what the server sent.
+type serverWriter struct{ p *proxy }
+
+func (w serverWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.served.Write(b)
 }
 
 // clientSent is what the clients have sent so far, as on the wire.
@@ -195,7 +215,13 @@ func (p *proxy) copyLines(dst io.Writer, src io.Reader, fromServer bool) {
 	r := bufio.NewReader(src)
 	for {
 		line, err := r.ReadBytes('\n')
+		if fromServer && !p.offerCompress.Load() && bytes.HasPrefix(bytes.ToUpper(line), []byte("COMPRESS ")) {
+			continue
+		}
 		if len(line) > 0 {
+			if fromServer {
+				serverWriter{p}.Write(line)
+			}
 			if out := p.rewrite(fromServer, line); out != nil {
 				if _, werr := dst.Write(out); werr != nil {
 					return
@@ -254,9 +280,9 @@ func (p *proxy) relay(cn net.Conn) {
 		if p.rewrite != nil {
 			p.copyLines(cn, up, true)
 		} else if cut > 0 {
-			io.CopyN(cn, up, cut)
+			io.CopyN(cn, io.TeeReader(up, serverWriter{p}), cut)
 		} else {
-			io.Copy(cn, up)
+			io.Copy(cn, io.TeeReader(up, serverWriter{p}))
 		}
 		done <- struct{}{}
 	}()

@@ -37,18 +37,22 @@ func TestXOVERAgainstINN(t *testing.T) {
 	}
 }
 
+// withoutOVER is a relay's rewrite that makes INN a server without OVER:
+// it is shown "OVEX" for each OVER, and answers 500.
+func withoutOVER(fromServer bool, line []byte) []byte {
+	if !fromServer && bytes.HasPrefix(line, []byte("OVER ")) {
+		return append([]byte("OVEX "), line[len("OVER "):]...)
+	}
+	return line
+}
+
 // TestXOVERFallback is the decision: a server that answers OVER with 500
 // (the real INN, shown "OVEX" for each OVER by a relay) is read with
 // XOVER, the whole batch, and later batches go to XOVER straight away.
 func TestXOVERFallback(t *testing.T) {
 	s, prefix := fixture(t)
 	ctx := context.Background()
-	p := newProxy(t, s.Addr, func(fromServer bool, line []byte) []byte {
-		if !fromServer && bytes.HasPrefix(line, []byte("OVER ")) {
-			return append([]byte("OVEX "), line[len("OVER "):]...)
-		}
-		return line
-	})
+	p := newProxy(t, s.Addr, withoutOVER)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 1})
 	defer c.Close()
 	for _, span := range [][2]int64{{1, 8}, {9, 15}} {

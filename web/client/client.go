@@ -17,6 +17,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +50,10 @@ type Client struct {
 	// Timeout, if any, bounds whole snapshot transfers too, so leave it 0
 	// and use contexts instead.
 	HTTPClient *http.Client
+	// TLSConfig, when HTTPClient is nil, is what the client speaks https
+	// with: the CA of a node's own certificate, a client certificate
+	// (LoadTLS makes one from files). Nil trusts the system's CAs.
+	TLSConfig *tls.Config
 	// Retry is the backoff for connection errors and 503 answers.
 	// Attempts counts the first try; 1 turns retries off.
 	Retry Backoff
@@ -231,6 +236,9 @@ func (c *Client) newRequest(ctx context.Context, r request, payload []byte) (*ht
 func (c *Client) httpClient() *http.Client {
 	if c.HTTPClient != nil {
 		return c.HTTPClient
+	}
+	if c.TLSConfig != nil {
+		return HTTPClientFor(c.TLSConfig)
 	}
 	return http.DefaultClient
 }

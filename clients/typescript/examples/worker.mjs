@@ -8,6 +8,7 @@
 //   LEASEHOLD_URL=http://127.0.0.1:8080 LEASEHOLD_NODE_TOKEN=… node examples/worker.mjs --idle 3
 //
 // The token comes from the environment only: argument lists are public.
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
 import { Client, Worker } from "../dist/index.js";
@@ -49,7 +50,8 @@ process.once("SIGINT", () => stop.abort());
 process.once("SIGTERM", () => stop.abort());
 
 const worker = new Worker({
-  client: new Client({ url: flags.url, token }),
+  // A node serving HTTPS with its own CA's certificate: LEASEHOLD_CA_FILE.
+  client: new Client({ url: flags.url, token, ...(process.env.LEASEHOLD_CA_FILE ? { ca: readFileSync(process.env.LEASEHOLD_CA_FILE) } : {}) }),
   capacity: Number(flags.capacity),
   newWindow: (group) => new CountWindow(group.name),
   snapshotIntervalMs: -1, // windows go up when a group is caught up, and at the stop

@@ -4,6 +4,7 @@
 // (204) is never an error: the calls that can get it return null.
 
 import { createHash } from "node:crypto";
+import { httpsFetch, type PEM } from "./https.js";
 
 import { InternalError, LeaseholdError, UnavailableError, ConflictError, errorFromAnswer, makeError } from "./errors.js";
 import type {
@@ -74,8 +75,15 @@ export interface ClientOptions {
   token?: string;
   /** The backoff for connection errors and 503 answers. */
   retry?: Backoff;
-  /** The fetch to use; Node's own by default. */
+  /** The fetch to use; Node's own by default, or httpsFetch with the
+   * options below. */
   fetch?: typeof fetch;
+  /** CAs (PEM) trusted for an https node's certificate, as the CLI's
+   * --ca-file: for a node whose certificate your own CA signed. */
+  ca?: PEM;
+  /** A client certificate and key (PEM), for a node with --tls-client-ca. */
+  cert?: PEM;
+  key?: PEM;
 }
 
 interface Call {
@@ -121,7 +129,7 @@ export class Client {
     this.url = (o.url || DEFAULT_URL).replace(/\/+$/, "");
     this.token = o.token ?? "";
     this.retry = o.retry ?? DEFAULT_RETRY;
-    this.fetchFn = o.fetch ?? fetch;
+    this.fetchFn = o.fetch ?? (o.ca || o.cert || o.key ? httpsFetch({ ca: o.ca, cert: o.cert, key: o.key }) : fetch);
   }
 
   /** withToken is a client of the same node with another token. */

@@ -6,3 +6,4 @@ export * from "./errors.js";
 export * from "./types.js";
 export * from "./client.js";
 export * from "./worker.js";
+export * from "./https.js";

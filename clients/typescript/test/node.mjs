@@ -56,11 +56,12 @@ export async function startNode(args = []) {
   const exited = new Promise((r) => proc.on("exit", r));
   const url = await waitFor("the node to serve", () => {
     if (proc.exitCode !== null) throw new Error(`leasehold serve exited: ${log}`);
-    const m = /msg="leasehold serving".* url=(http:\/\/\S+)/.exec(log);
+    const m = /msg="leasehold serving".* url=(https?:\/\/\S+)/.exec(log);
     return m && existsSync(join(data, "admin.token")) ? m[1] : null;
   });
   const adminToken = readFileSync(join(data, "admin.token"), "utf8").trim();
-  const proxy = process.env.LEASEHOLD_API_RECORD ? await recordingProxy(url, process.env.LEASEHOLD_API_RECORD) : null;
+  // The recording proxy speaks plain http to the node.
+  const proxy = process.env.LEASEHOLD_API_RECORD && url.startsWith("http:") ? await recordingProxy(url, process.env.LEASEHOLD_API_RECORD) : null;
   return {
     url: proxy ? proxy.url : url,
     adminToken,

@@ -1,7 +1,8 @@
 // Command usenet-post makes groups PREFIX.a and PREFIX.b in the INN that
 // scripts/inn.sh started and posts leasehold's fixed article set into
-// them, and --files more generated multi-part files into PREFIX.a (speed
-// runs). scripts/inn.sh post runs it.
+// them, --files more generated multi-part files into PREFIX.a (speed
+// runs), and with --mix DIR a realistic mix of yEnc posts (writing the
+// files a downloader must rebuild into DIR). scripts/inn.sh post runs it.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/usenettest"
@@ -19,6 +21,7 @@ func main() {
 	prefix := flag.String("prefix", "", "group name prefix (groups PREFIX.a and PREFIX.b)")
 	files := flag.Int("files", 0, "generated files to post into PREFIX.a after the fixed set")
 	parts := flag.Int("parts", 20, "parts of each generated file")
+	mix := flag.String("mix", "", "post the realistic yEnc mix too, and write its complete files into this directory")
 	flag.Parse()
 	if *prefix == "" {
 		fmt.Fprintln(os.Stderr, "usage: usenet-post --prefix P [--files N] [--parts M]")
@@ -39,6 +42,20 @@ func main() {
 	defer c.Close()
 	arts := usenettest.Fixed(*prefix)
 	arts = append(arts, usenettest.Generated(*prefix+".a", *files, *parts)...)
+	if *mix != "" {
+		posts, complete := usenettest.Mix(*prefix, 1)
+		arts = append(arts, posts...)
+		if err := os.MkdirAll(*mix, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, "usenet-post:", err)
+			os.Exit(1)
+		}
+		for _, f := range complete {
+			if err := os.WriteFile(filepath.Join(*mix, f.Name), f.Data, 0o600); err != nil {
+				fmt.Fprintln(os.Stderr, "usenet-post:", err)
+				os.Exit(1)
+			}
+		}
+	}
 	start := time.Now()
 	if err := usenettest.Post(ctx, c, arts); err != nil {
 		fmt.Fprintln(os.Stderr, "usenet-post:", err)

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/leasehold/leasehold/source/binaries"
+)
+
+// usenetStdin is where `leasehold usenet subject` reads; tests set it.
+var usenetStdin io.Reader = os.Stdin
+
+const usenetUsage = `Usage: leasehold usenet subject < SUBJECTS
+
+Reads Usenet subjects, one a line, on standard input and writes how the
+Usenet worker reads each (USENET.md rules 1-2), one JSON object a line:
+{"subject","name","part","total","file","files","key_subject"}. part is
+null when the subject is not a part of a binary; total is null for (k/0);
+file and files are null without a file counter; key_subject is what
+releases are keyed by (both counters and the name blanked). A line longer
+than 64 KiB is an error. A subject whose RFC 2047 words do not decode is
+read raw, and counted on standard error.
+`
+
+// subjectLine is one line of `leasehold usenet subject`'s output.
+type subjectLine struct {
+	Subject    string `json:"subject"`
+	Name       string `json:"name"`
+	Part       *int   `json:"part"`
+	Total      *int   `json:"total"`
+	File       *int   `json:"file"`
+	Files      *int   `json:"files"`
+	KeySubject string `json:"key_subject"`
+}
+
+// runUsenet is `leasehold usenet subject`.
+func runUsenet(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
+		fmt.Fprint(stderr, usenetUsage)
+		if len(args) == 0 {
+			return usageError(errors.New("usenet: subject?"))
+		}
+		return errHelp
+	}
+	if args[0] != "subject" || len(args) > 1 {
+		fmt.Fprint(stderr, usenetUsage)
+		return usageError(fmt.Errorf("usenet: unknown arguments %q", args))
+	}
+	sc := bufio.NewScanner(usenetStdin)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	out := bufio.NewWriter(stdout)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	var lines, raw int
+	for sc.Scan() {
+		lines++
+		r := binaries.ReadSubject(sc.Text())
+		if r.Undecodable {
+			raw++
+		}
+		l := subjectLine{Subject: sc.Text(), Name: r.Name, KeySubject: r.KeySubject}
+		if r.IsPart {
+			l.Part = &r.Part
+			if r.Total > 0 {
+				l.Total = &r.Total
+			}
+		}
+		if r.HasFile {
+			l.File, l.Files = &r.File, &r.Files
+		}
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("usenet subject: line %d: %w", lines+1, err)
+	}
+	if raw > 0 {
+		fmt.Fprintf(stderr, "usenet subject: %d of %d subjects have RFC 2047 words that do not decode; read raw\n", raw, lines)
+	}
+	return nil
+}

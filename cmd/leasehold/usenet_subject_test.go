@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestUsenetSubject: `leasehold usenet subject` prints one reading a line
+// of the subjects on its standard input, the table of other projects'
+// subjects read as source/binaries reads them, nulls where a counter is
+// absent; the parts of one post share their key_subject; an undecodable
+// subject is read raw and counted; a line too long is a clear error.
+func TestUsenetSubject(t *testing.T) {
+	raw, err := os.ReadFile("../../source/binaries/testdata/subjects.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		Subject, Name            string
+		Part, Total, File, Files *int
+	}
+	var cases []want
+	var in bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var w want
+		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, w)
+		in.WriteString(w.Subject + "\n")
+	}
+	extra := []string{
+		`[01/15] - "show.part01.rar" yEnc (1/40) 52428800`,
+		`[15/15] - "show.vol07+08.par2" yEnc (3/3) 1048576`,
+	}
+	for _, s := range extra {
+		in.WriteString(s + "\n")
+	}
+	out, errOut := runUsenetSubject(t, &in)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(cases)+len(extra) {
+		t.Fatalf("%d lines for %d subjects:\n%s", len(lines), len(cases)+len(extra), out)
+	}
+	eq := func(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+	for i, c := range cases {
+		var g subjectLine
+		if err := json.Unmarshal([]byte(lines[i]), &g); err != nil {
+			t.Fatal(err)
+		}
+		if g.Subject != c.Subject || g.Name != c.Name || !eq(g.Part, c.Part) || !eq(g.Total, c.Total) || !eq(g.File, c.File) || !eq(g.Files, c.Files) {
+			t.Errorf("%q: printed %s", c.Subject, lines[i])
+		}
+	}
+	var a, b subjectLine
+	json.Unmarshal([]byte(lines[len(cases)]), &a)
+	json.Unmarshal([]byte(lines[len(cases)+1]), &b)
+	if a.KeySubject != b.KeySubject || a.KeySubject != `- "" yEnc` {
+		t.Errorf("two files of one post: key_subject %q and %q, want both %q", a.KeySubject, b.KeySubject, `- "" yEnc`)
+	}
+	if !strings.Contains(errOut, fmt.Sprintf("1 of %d subjects have RFC 2047 words that do not decode", len(cases)+len(extra))) {
+		t.Errorf("stderr %q: want the undecodable subject counted", errOut)
+	}
+
+	usenetStdin = strings.NewReader(strings.Repeat("x", 70<<10) + "\n")
+	err = run(context.Background(), []string{"usenet", "subject"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("a 70 KiB line: %v, want an error naming line 1", err)
+	}
+}
+
+func runUsenetSubject(t *testing.T, in *bytes.Buffer) (string, string) {
+	t.Helper()
+	usenetStdin = in
+	defer func() { usenetStdin = os.Stdin }()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"usenet", "subject"}, &out, &errOut); err != nil {
+		t.Fatalf("usenet subject: %v\n%s", err, errOut.String())
+	}
+	return out.String(), errOut.String()
+}

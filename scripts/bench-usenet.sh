@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# bench-usenet.sh: the Usenet worker's headers a second against INN, beside
+# the plainest read of the same group, in one run, interleaved: each round
+# runs a raw single-connection OVER read (usenet-rawover: one OVER at a
+# time, lines counted, no compression), the worker built from
+# BENCH_BEFORE (a git revision, default main), the worker of this tree
+# with --source-compress=false (pipelining alone) and as it runs by
+# default (pipelined and compressed), each worker against a fresh node with the group created and nothing
+# planned (the worker reports the water marks), timed from the worker's
+# start until every range is done.
+#
+# Usage: sudo scripts/bench-usenet.sh    (needs Go, jq, git, root for INN)
+#   BENCH_GROUP     the group read (default alt.binaries.lh.wire.bench.a);
+#                   posted once when missing: the fixed set and
+#                   BENCH_FILES files of 20 parts (default 5000: 100,015
+#                   articles; about 4 minutes), kept for later runs
+#   BENCH_BEFORE    the revision to compare with (default main)
+#   BENCH_ROUNDS    rounds (default 3)
+#   BENCH_RANGE     the group's range size (default 10000)
+#   BENCH_BATCH     article numbers an OVER asks for (default 1000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+group="${BENCH_GROUP:-alt.binaries.lh.wire.bench.a}"
+files="${BENCH_FILES:-5000}"
+before="${BENCH_BEFORE:-main}"
+rounds="${BENCH_ROUNDS:-3}"
+range_size="${BENCH_RANGE:-10000}"
+batch="${BENCH_BATCH:-1000}"
+command -v jq >/dev/null || { echo "bench-usenet: needs jq" >&2; exit 1; }
+case "$group" in *.a) ;; *) echo "bench-usenet: BENCH_GROUP must be PREFIX.a (scripts/inn.sh post makes it)" >&2; exit 2 ;; esac
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench-usenet.XXXXXX")
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+say() { echo "bench-usenet: $*" >&2; }
+
+eval "$(bash scripts/inn.sh start)"
+go build -o "$tmp/rawover" ./internal/usenettest/cmd/usenet-rawover
+high=$("$tmp/rawover" --group "$group" --marks 2>/dev/null | awk '{ print $2 }' || true)
+if [ -z "$high" ] || [ "$high" -lt 100000 ]; then
+	say "posting the fixed set and $files files of 20 parts into $group (once; kept for later runs)"
+	bash scripts/inn.sh post "${group%.a}" "$files" >&2
+fi
+
+say "building the worker at $before and at this tree"
+mkdir -p "$tmp/before-src"
+git archive "$before" | tar -x -C "$tmp/before-src"
+(cd "$tmp/before-src" && go build -o "$tmp/lh-before" ./cmd/leasehold)
+go build -o "$tmp/lh-after" ./cmd/leasehold
+
+# worker BIN NAME [FLAGS…]: one uninterrupted worker over the group at a
+# fresh node; prints its headers a second.
+worker() {
+	local lh=$1 name=$2 data="$tmp/data-$2" url="" t0 t1 headers
+	shift 2
+	rm -rf "$data"
+	env -u LEASEHOLD_ADMIN_TOKEN -u LEASEHOLD_URL "$lh" serve --data "$data" --listen 127.0.0.1:0 --nats off >"$tmp/node-$name.log" 2>&1 &
+	local node=$!
+	pids+=("$node")
+	for _ in $(seq 100); do
+		url=$(sed -n 's/.*msg="leasehold serving".* url=\(http:[^ ]*\).*/\1/p' "$tmp/node-$name.log" | head -n 1)
+		[ -n "$url" ] && [ -s "$data/admin.token" ] && break
+		sleep 0.1
+	done
+	[ -n "$url" ] || { say "the node did not start"; exit 1; }
+	export LEASEHOLD_URL=$url LEASEHOLD_ADMIN_TOKEN
+	LEASEHOLD_ADMIN_TOKEN=$(cat "$data/admin.token")
+	"$lh" admin groups create "$group" --kind nntp --range-size "$range_size" >/dev/null
+	local token
+	token=$("$lh" admin nodes register w1 --kinds nntp --capacity 1 -q)
+	t0=$(date +%s.%N)
+	LEASEHOLD_TOKEN=$token "$lh" worker --url "$url" --source "nntp://$LEASEHOLD_TEST_NNTP" --out "$tmp/out-$name.jsonl" \
+		--capacity 1 --batch "$batch" --watermark-every 1s "$@" >"$tmp/worker-$name.log" 2>&1 &
+	local w=$!
+	pids+=("$w")
+	for _ in $(seq 6000); do
+		"$lh" admin --json groups show "$group" | jq -e '.high != null and .tail_end == .high' >/dev/null && break
+		sleep 0.05
+	done
+	"$lh" admin wait --timeout 600s --every 50ms >/dev/null 2>&1
+	t1=$(date +%s.%N)
+	headers=$("$lh" admin --json groups show "$group" | jq '.high - .low + 1')
+	kill "$w" "$node" 2>/dev/null || true
+	wait "$w" "$node" 2>/dev/null || true
+	echo "$headers $t0 $t1" | awk -v n="$name" '{ printf "%s: %d headers in %.2f s: %.0f headers/s\n", n, $1, $3 - $2, $1 / ($3 - $2) }'
+}
+
+for r in $(seq "$rounds"); do
+	say "round $r of $rounds"
+	echo "round $r: $("$tmp/rawover" --group "$group" --batch "$batch")"
+	echo "round $r: $(worker "$tmp/lh-before" "before")"
+	echo "round $r: $(worker "$tmp/lh-after" "after, pipelined, uncompressed" --source-compress=false)"
+	echo "round $r: $(worker "$tmp/lh-after" "after, pipelined and compressed")"
+done
