@@ -24,3 +24,39 @@ func ValidGroupName(name string) bool {
 func ValidNodeName(name string) bool {
 	return len(name) <= 128 && ValidGroupName(name)
 }
+
+// DefaultKind is the kind of a group made without one, and the one kind of
+// a node registered without any: the synthetic and example workers' kind.
+const DefaultKind = "default"
+
+// KindNNTP is the kind of the Usenet worker's groups: they are read from a
+// news server.
+const KindNNTP = "nntp"
+
+// MaxNodeKinds is the most kinds one node reads.
+const MaxNodeKinds = 16
+
+// ValidKind reports whether kind names a source kind (rule 12): 1–32
+// bytes of a-z0-9-.
+func ValidKind(kind string) bool {
+	if len(kind) == 0 || len(kind) > 32 {
+		return false
+	}
+	for i := 0; i < len(kind); i++ {
+		c := kind[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// HasKind reports whether kinds holds kind.
+func HasKind(kinds []string, kind string) bool {
+	for _, k := range kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}

@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -55,6 +55,8 @@ type Node struct {
 	PausedAt    *time.Time `json:"paused_at"`
 	Held        int64      `json:"held"`
 	LastSeenAt  *time.Time `json:"last_seen_at"`
+	// Kinds are the kinds of group the node's worker can read (rule 12).
+	Kinds []string `json:"kinds"`
 	// CreatedAt is when the node was registered (nil for a peer's node).
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	// State is what the node is doing, as NodeState tells it at the
@@ -106,6 +108,20 @@ type Group struct {
 	Low     *int64     `json:"low"`
 	High    *int64     `json:"high"`
 	MarksAt *time.Time `json:"marks_at"`
+	// Kind is the source the group is read from (rule 12): only nodes
+	// of that kind lease it or report its water marks.
+	Kind string `json:"kind"`
+	// SourceError is set while the group's source last said it cannot be
+	// read (rule 13); nil after a report with water marks.
+	SourceError *SourceError `json:"source_error"`
+}
+
+// SourceError is what a worker reported instead of a group's water marks:
+// the error its source gave, the node that reported it, and when.
+type SourceError struct {
+	Error string    `json:"error"`
+	Node  string    `json:"node"`
+	At    time.Time `json:"at"`
 }
 
 // Watermarks is a group's water marks as the node last heard them, for a
@@ -242,6 +258,12 @@ const (
 	// FindingFlapping is a group released or taken over FlapsFinding
 	// times in a row with no range progressing under any of the leases.
 	FindingFlapping = "flapping"
+	// FindingNoWorkerForKind is a kind with planned work and no live
+	// node of that kind to lease it (rule 12); Group names the kind.
+	FindingNoWorkerForKind = "no_worker_for_kind"
+	// FindingSourceUnreadable is a group whose last two reports from its
+	// source were errors (rule 13); Detail carries the error.
+	FindingSourceUnreadable = "source_unreadable"
 )
 
 // FlapsFinding is how many lease ends in a row with no progress make a

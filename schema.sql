@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 10 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 12 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -17,7 +17,10 @@ CREATE TABLE nodes (
     paused_by    TEXT    NOT NULL DEFAULT '',
     paused_at    INTEGER,
     last_seen_at INTEGER,
-    created_at   INTEGER NOT NULL
+    created_at   INTEGER NOT NULL,
+    -- The kinds of group the node's worker reads, a JSON array of names
+    -- (version 12, rule 12).
+    kinds        TEXT    NOT NULL DEFAULT '["default"]'
 ) STRICT;
 
 -- Authentication looks a node up by the hash of the token it presents.
@@ -81,16 +84,27 @@ CREATE TABLE groups (
     -- 1 when the group was created without a start: the first water marks
     -- reported before anything is planned move the start up to the low
     -- mark (version 11).
-    start_from_low INTEGER NOT NULL DEFAULT 0
+    start_from_low INTEGER NOT NULL DEFAULT 0,
+    -- The source the group is read from (version 12, rule 12): only a
+    -- node of this kind leases it or reports its water marks.
+    kind           TEXT    NOT NULL DEFAULT 'default',
+    -- What the source said when it could not be read (version 12, rule
+    -- 13): the error, the node that reported it, when; source_errors
+    -- counts the error reports in a row (two make a finding). A report
+    -- with water marks clears them.
+    source_error      TEXT,
+    source_error_node TEXT,
+    source_error_at   INTEGER,
+    source_errors     INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- Lease choice, one index a lane: the free, active, unquarantined group
 -- with open work, most urgent first, then unheld the longest, then its own
--- priority. One seek, never a scan (a quarantined group is not in them,
--- version 6).
-CREATE INDEX groups_free_tail ON groups (urgent_tail, free_since, priority, id)
+-- priority. One seek a kind the node reads, never a scan (a quarantined
+-- group is not in them, version 6; kind leads since version 12).
+CREATE INDEX groups_free_tail ON groups (kind, urgent_tail, free_since, priority, id)
     WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_tail IS NOT NULL;
-CREATE INDEX groups_free_hist ON groups (urgent_hist, free_since, priority, id)
+CREATE INDEX groups_free_hist ON groups (kind, urgent_hist, free_since, priority, id)
     WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_hist IS NOT NULL;
 
 -- The watchman's window_unreadable findings: quarantined groups, newest
@@ -101,8 +115,18 @@ CREATE INDEX groups_quarantined ON groups (quarantine_at) WHERE quarantine_at IS
 CREATE INDEX groups_flapping ON groups (flapped_at) WHERE flaps >= 5;
 
 -- GET /watermarks: the active groups this node owns whose marks are
--- oldest, never reported (NULL) first (version 9). One seek.
-CREATE INDEX groups_marks ON groups (marks_at, id) WHERE active = 1 AND owned = 1;
+-- oldest, never reported (NULL) first (version 9). One seek a kind the
+-- caller reads (kind leads since version 12).
+CREATE INDEX groups_marks ON groups (kind, marks_at, id) WHERE active = 1 AND owned = 1;
+
+-- The source_unreadable findings: groups whose source failed twice in a
+-- row (version 12; there are few).
+CREATE INDEX groups_source_unreadable ON groups (source_error_at) WHERE source_errors >= 2;
+
+-- The no_worker_for_kind findings: which kinds have open work (version
+-- 12). One entry a group with work, read as one skip-scan a kind.
+CREATE INDEX groups_kind_open ON groups (kind) WHERE active = 1 AND owned = 1 AND quarantine_at IS NULL
+    AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL);
 
 -- Groups this node has but does not own, with work to lease, whose claims
 -- are offered again, the longest unheld first (version 2; version 3 left
@@ -264,6 +288,8 @@ CREATE TABLE peer_nodes (
     held         INTEGER NOT NULL DEFAULT 0,
     last_seen_at INTEGER,
     updated_at   INTEGER NOT NULL,
+    -- As nodes.kinds (version 12).
+    kinds        TEXT    NOT NULL DEFAULT '["default"]',
     PRIMARY KEY (origin, name)
 ) STRICT;
 

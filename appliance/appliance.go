@@ -350,3 +350,13 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
+
+// DataFreeBytes is the room left on the data disk for this process (the
+// blocks available to it), read now; -1 when the disk cannot be read.
+func (a *Appliance) DataFreeBytes() int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(a.Config.DataDir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}

@@ -230,6 +230,17 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 	if progress == nil {
 		progress = func(string, int64, int64) {}
 	}
+	// One process a data dir (rule 14): a dir that exists is taken first,
+	// so a node running on it is named at once; a new one only once the
+	// backup is checked, so a refused restore makes nothing.
+	var lock *DataLock
+	var m leasehold.BackupManifest
+	if _, err := os.Stat(dataDir); err == nil {
+		if lock, err = LockDataDir(dataDir); err != nil {
+			return m, err
+		}
+		defer lock.Release()
+	}
 	m, raw, err := readBackupManifest(dir)
 	if err != nil {
 		return m, err
@@ -273,6 +284,12 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 		return m, leasehold.Errorf(leasehold.KindUnprocessable, "the backup holds %d snapshot files, its catalog records %d", len(m.Files)-1, len(cf.Snapshots))
 	}
 
+	if lock == nil {
+		if lock, err = LockDataDir(dataDir); err != nil {
+			return m, err
+		}
+		defer lock.Release()
+	}
 	if err := readyForRestore(dataDir); err != nil {
 		return m, err
 	}
@@ -369,6 +386,9 @@ func readyForRestore(dataDir string) error {
 	unfinished := false
 	var names []string
 	for _, e := range entries {
+		if e.Name() == LockFile {
+			continue // restore's own hold on the dir
+		}
 		names = append(names, e.Name())
 		if e.Name() == RestoreStaging {
 			unfinished = true

@@ -88,6 +88,9 @@ type NodeSpec struct {
 	PriorityMin *int64
 	PriorityMax *int64
 	Capacity    *int64
+	// Kinds are the kinds of group its worker reads (rule 12); none is
+	// [default].
+	Kinds []string
 }
 
 // Defaults of a registered node: every priority, four groups at once.
@@ -124,7 +127,7 @@ func (c *Coordinator) RegisterNode(ctx context.Context, s NodeSpec) (leasehold.N
 	if !leasehold.ValidNodeName(s.Name) {
 		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "node name %q: use 1-128 bytes of A-Za-z0-9._+- starting with a letter or digit", s.Name)
 	}
-	nn := store.NewNode{Name: s.Name, PriorityMin: DefaultPriorityMin, PriorityMax: DefaultPriorityMax, Capacity: DefaultCapacity}
+	nn := store.NewNode{Name: s.Name, PriorityMin: DefaultPriorityMin, PriorityMax: DefaultPriorityMax, Capacity: DefaultCapacity, Kinds: s.Kinds}
 	if s.PriorityMin != nil {
 		nn.PriorityMin = *s.PriorityMin
 	}
@@ -216,6 +219,9 @@ func (c *Coordinator) DeleteNode(ctx context.Context, id int64, force bool) erro
 // GroupSpec is a group to create or update; nil fields keep the group's
 // value, or take the defaults for a new group.
 type GroupSpec = store.GroupSpec
+
+// NodeChange is what an admin changes on a node: its kinds, its capacity.
+type NodeChange = store.NodeChange
 
 // Groups lists up to limit groups with ids above after, by id, a peer's
 // groups as folded here too. Errors: unavailable, internal.
@@ -628,4 +634,23 @@ func (c *Coordinator) Finish(ctx context.Context, nodeID, rangeID, fence, header
 // unavailable, internal.
 func (c *Coordinator) GroupByID(ctx context.Context, id int64) (leasehold.Group, error) {
 	return c.db.GroupByID(ctx, id)
+}
+
+// ChangeNode sets a node's kinds or capacity (PATCH /nodes/{id}); the
+// groups it holds stay its own until released. Errors: invalid, not
+// found.
+func (c *Coordinator) ChangeNode(ctx context.Context, id int64, ch NodeChange) (leasehold.Node, error) {
+	if ch.Capacity != nil && *ch.Capacity < 0 {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "capacity %d is negative", *ch.Capacity)
+	}
+	if ch.Kinds != nil && len(ch.Kinds) == 0 {
+		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "kinds is empty: a node reads at least one kind")
+	}
+	var n leasehold.Node
+	err := c.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		n, err = tx.ChangeNode(id, ch)
+		return err
+	})
+	return n, err
 }

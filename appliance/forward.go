@@ -15,7 +15,7 @@ import (
 
 // AdminOp is an admin write on a group, as carried to its owner.
 type AdminOp struct {
-	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks"
+	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks", "source_error"
 	Group string     `json:"group"`
 	Spec  *GroupSpec `json:"spec,omitempty"`
 	// High (plan_tail, watermarks), Low (plan_history, watermarks) or Start (retry: the range's
@@ -23,6 +23,10 @@ type AdminOp struct {
 	High  int64 `json:"high,omitempty"`
 	Low   int64 `json:"low,omitempty"`
 	Start int64 `json:"start,omitempty"`
+	// Error and Node (source_error) are what the source said and the
+	// node whose worker reported it.
+	Error string `json:"error,omitempty"`
+	Node  string `json:"node,omitempty"`
 }
 
 // AdminResult is an AdminOp's answer.
@@ -119,6 +123,8 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 		res.Range = &r
 	case "watermarks":
 		res.Planned, err = c.reportWatermarks(ctx, op.Group, op.Low, op.High)
+	case "source_error":
+		err = c.reportSourceError(ctx, op.Group, op.Node, op.Error)
 	case "lift_quarantine":
 		var g leasehold.Group
 		g, err = c.liftQuarantine(ctx, op.Group)

@@ -42,6 +42,7 @@ type Report struct {
 var FindingKinds = []string{
 	leasehold.FindingRangeStale, leasehold.FindingLeaseQuiet, leasehold.FindingRangeFailed,
 	leasehold.FindingNodeUnseen, leasehold.FindingSnapshotOld, leasehold.FindingWindowUnreadable, leasehold.FindingFlapping,
+	leasehold.FindingNoWorkerForKind, leasehold.FindingSourceUnreadable,
 }
 
 // Report computes the findings, newest first across kinds, and the

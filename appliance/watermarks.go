@@ -15,22 +15,32 @@ import (
 const MaxWatermarks = 1000
 
 // Watermarks lists up to limit (1 to MaxWatermarks) active groups this
-// node owns, never reported and longest unreported first. Errors:
-// invalid, unavailable.
-func (c *Coordinator) Watermarks(ctx context.Context, limit int) ([]leasehold.Watermarks, error) {
+// node owns of the kinds the calling node reads (rule 12), never reported
+// and longest unreported first, and those kinds. Errors: invalid, not found (the node),
+// unavailable.
+func (c *Coordinator) Watermarks(ctx context.Context, nodeID int64, limit int) ([]leasehold.Watermarks, []string, error) {
 	if limit < 1 || limit > MaxWatermarks {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "limit must be 1 to %d", MaxWatermarks)
+		return nil, nil, leasehold.Errorf(leasehold.KindInvalid, "limit must be 1 to %d", MaxWatermarks)
 	}
-	return c.db.Watermarks(ctx, limit)
+	n, err := c.db.Node(ctx, nodeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ws, err := c.db.Watermarks(ctx, n.Kinds, limit)
+	return ws, n.Kinds, err
 }
 
 // ReportWatermarks records the named group's water marks as its source
 // reported them and plans its tail up to high (idempotent, never
 // shrinking); a peer's group is reported to its owner. It reports how many
-// ranges were planned. Errors: not found, unprocessable (inconsistent
+// ranges were planned. Errors: forbidden (the group is of a kind the node
+// does not read: nothing changes), not found, unprocessable (inconsistent
 // marks, 0 ≤ low ≤ high+1 is wanted), unavailable (the owner cannot be
 // reached).
-func (c *Coordinator) ReportWatermarks(ctx context.Context, name string, low, high int64) (int64, error) {
+func (c *Coordinator) ReportWatermarks(ctx context.Context, nodeID int64, name string, low, high int64) (int64, error) {
+	if _, err := c.readsKind(ctx, nodeID, name); err != nil {
+		return 0, err
+	}
 	if origin, forward, err := c.originOf(ctx, name); err != nil || origin != "" {
 		if err != nil {
 			return 0, err
@@ -42,6 +52,55 @@ func (c *Coordinator) ReportWatermarks(ctx context.Context, name string, low, hi
 		return 0, err
 	}
 	return c.reportWatermarks(ctx, name, low, high)
+}
+
+// ReportSourceError records that the named group's source could not be
+// read, as the node's worker said (rule 13): the group's source_error, a
+// finding after two in a row. A peer's group is reported to its owner.
+// Errors: invalid (1 to 4096 bytes), forbidden (not of the node's
+// kinds), not found, unavailable.
+func (c *Coordinator) ReportSourceError(ctx context.Context, nodeID int64, name, text string) error {
+	if text == "" || len(text) > store.MaxSourceError {
+		return leasehold.Errorf(leasehold.KindInvalid, "error must be 1 to %d bytes, not %d", store.MaxSourceError, len(text))
+	}
+	node, err := c.readsKind(ctx, nodeID, name)
+	if err != nil {
+		return err
+	}
+	if origin, forward, err := c.originOf(ctx, name); err != nil || origin != "" {
+		if err != nil {
+			return err
+		}
+		_, err = forward(ctx, origin, AdminOp{Op: "source_error", Group: name, Error: text, Node: node})
+		return err
+	}
+	if err := c.ensureKnown(ctx, name); err != nil {
+		return err
+	}
+	return c.reportSourceError(ctx, name, node, text)
+}
+
+func (c *Coordinator) reportSourceError(ctx context.Context, name, node, text string) error {
+	_, err := c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) { return tx.ReportSourceError(id, node, text) })
+	return err
+}
+
+// readsKind checks that the node reads the named group's kind (rule 12)
+// and returns the node's name. Errors: forbidden, not found.
+func (c *Coordinator) readsKind(ctx context.Context, nodeID int64, name string) (string, error) {
+	n, err := c.db.Node(ctx, nodeID)
+	if err != nil {
+		return "", err
+	}
+	g, err := c.db.GroupByName(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if !leasehold.HasKind(n.Kinds, g.Kind) {
+		return "", leasehold.Errorf(leasehold.KindForbidden,
+			"group %s is of kind %s and node %s reads %v: only a worker of kind %s reports its source", name, g.Kind, n.Name, n.Kinds, g.Kind)
+	}
+	return n.Name, nil
 }
 
 func (c *Coordinator) reportWatermarks(ctx context.Context, name string, low, high int64) (int64, error) {

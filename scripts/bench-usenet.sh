@@ -71,9 +71,9 @@ worker() {
 	[ -n "$url" ] || { say "the node did not start"; exit 1; }
 	export LEASEHOLD_URL=$url LEASEHOLD_ADMIN_TOKEN
 	LEASEHOLD_ADMIN_TOKEN=$(cat "$data/admin.token")
-	"$lh" admin groups create "$group" --range-size "$range_size" >/dev/null
+	"$lh" admin groups create "$group" --kind nntp --range-size "$range_size" >/dev/null
 	local token
-	token=$("$lh" admin nodes register w1 --capacity 1 -q)
+	token=$("$lh" admin nodes register w1 --kinds nntp --capacity 1 -q)
 	t0=$(date +%s.%N)
 	LEASEHOLD_TOKEN=$token "$lh" worker --url "$url" --source "nntp://$LEASEHOLD_TEST_NNTP" --out "$tmp/out-$name.jsonl" \
 		--capacity 1 --batch "$batch" --watermark-every 1s "$@" >"$tmp/worker-$name.log" 2>&1 &

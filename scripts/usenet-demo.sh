@@ -84,9 +84,9 @@ start_node() { # dir log: sets url
 setup_node() {
 	export LEASEHOLD_URL="$1" LEASEHOLD_ADMIN_TOKEN
 	LEASEHOLD_ADMIN_TOKEN=$(cat "$2/admin.token")
-	"$lh" admin groups create "$a" --range-size "$range_size" >/dev/null
-	"$lh" admin groups create "$b" --range-size "$range_size" >/dev/null
-	"$lh" admin nodes register w1 --capacity 2 -q >"$2/w1.token"
+	"$lh" admin groups create "$a" --kind nntp --range-size "$range_size" >/dev/null
+	"$lh" admin groups create "$b" --kind nntp --range-size "$range_size" >/dev/null
+	"$lh" admin nodes register w1 --kinds nntp --capacity 2 -q >"$2/w1.token"
 }
 
 start_worker() { # url tokenfile out log nzbdir

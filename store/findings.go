@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -36,6 +37,17 @@ const (
 	qFindFlapping = `SELECT g.name, NULL, coalesce(n.name, ''), g.flapped_at, g.flaps, ''
 		FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id
 		WHERE g.flaps >= 5 AND ?1 = ?1 ORDER BY g.flapped_at DESC LIMIT ?2`
+	// Groups whose source failed twice in a row (rule 13), by the
+	// partial index groups_source_unreadable.
+	qFindSourceUnreadable = `SELECT g.name, NULL, coalesce(g.source_error_node, ''), g.source_error_at, g.source_errors, coalesce(g.source_error, '')
+		FROM groups g WHERE g.source_errors >= 2 AND ?1 = ?1 ORDER BY g.source_error_at DESC LIMIT ?2`
+	// The kinds with open work (rule 12), one skip of groups_kind_open a
+	// kind; few kinds, so few steps.
+	qOpenKinds = `SELECT DISTINCT kind FROM groups WHERE active = 1 AND owned = 1 AND quarantine_at IS NULL
+		AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL)`
+	// The kinds of the live, unpaused nodes here and at peers: few rows.
+	qLiveKinds = `SELECT DISTINCT k.value FROM nodes n, json_each(n.kinds) k WHERE n.paused = 0 AND coalesce(n.last_seen_at, n.created_at) >= ?1
+		UNION SELECT DISTINCT k.value FROM peer_nodes p, json_each(p.kinds) k WHERE p.paused = 0 AND coalesce(p.last_seen_at, 0) >= ?1`
 	// qBacklogOldest is one lane's oldest planned range: the first entry
 	// of the ranges_planned_since index. The lane's count is a tally.
 	qBacklogOldest = `SELECT updated_at FROM ranges WHERE status = 'planned' AND (priority < 0) = ? ORDER BY updated_at LIMIT 1`
@@ -59,7 +71,8 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 	}
 	out := []leasehold.Finding{}
 	add := func(kind, q string, bound time.Duration, detail func(age time.Duration, extra int64, text string) string) error {
-		if bound <= 0 && kind != leasehold.FindingRangeFailed && kind != leasehold.FindingWindowUnreadable && kind != leasehold.FindingFlapping {
+		if bound <= 0 && kind != leasehold.FindingRangeFailed && kind != leasehold.FindingWindowUnreadable && kind != leasehold.FindingFlapping &&
+			kind != leasehold.FindingSourceUnreadable {
 			return nil
 		}
 		rows, err := db.query(ctx, q, ms(now.Add(-bound)), b.Limit)
@@ -130,6 +143,62 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 		}); err != nil {
 		return nil, err
 	}
+	if err := add(leasehold.FindingSourceUnreadable, qFindSourceUnreadable, 0,
+		func(_ time.Duration, n int64, sourceErr string) string {
+			return fmt.Sprintf("its source could not be read %d times in a row: %s; fix the source or the worker's access, or make the group inactive", n, sourceErr)
+		}); err != nil {
+		return nil, err
+	}
+	stranded, err := db.kindsWithoutWorker(ctx, now, b.NodeUnseen)
+	if err != nil {
+		return nil, err
+	}
+	for _, kind := range stranded {
+		out = append(out, leasehold.Finding{Kind: leasehold.FindingNoWorkerForKind, Group: kind, Since: now,
+			Detail: fmt.Sprintf("groups of kind %s have planned work and no live, unpaused node reads kind %s: "+
+				"run a worker for it on a node registered with --kinds %s (or add the kind to one: admin nodes kinds)", kind, kind, kind)})
+	}
+	return out, nil
+}
+
+// kindsWithoutWorker lists the kinds with open work that no live node
+// (seen within unseen, not paused, here or at a peer) reads: their groups
+// would wait for ever (rule 12).
+func (db *DB) kindsWithoutWorker(ctx context.Context, now time.Time, unseen time.Duration) ([]string, error) {
+	if unseen <= 0 {
+		unseen = 24 * time.Hour
+	}
+	read := func(q string, args ...any) (map[string]bool, error) {
+		rows, err := db.query(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		set := map[string]bool{}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return nil, mapError(err, "computing findings")
+			}
+			set[k] = true
+		}
+		return set, mapError(rows.Err(), "computing findings")
+	}
+	open, err := read(qOpenKinds)
+	if err != nil || len(open) == 0 {
+		return nil, err
+	}
+	live, err := read(qLiveKinds, ms(now.Add(-unseen)))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k := range open {
+		if !live[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }
 
@@ -196,6 +265,16 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 		}
 		out[c.kind] = n
 	}
+	var n int64
+	if err := db.queryRow(ctx, `SELECT count(*) FROM groups WHERE source_errors >= 2`).Scan(&n); err != nil {
+		return nil, mapError(err, "counting findings")
+	}
+	out[leasehold.FindingSourceUnreadable] = n
+	stranded, err := db.kindsWithoutWorker(ctx, now, b.NodeUnseen)
+	if err != nil {
+		return nil, err
+	}
+	out[leasehold.FindingNoWorkerForKind] = int64(len(stranded))
 	return out, nil
 }
 

@@ -48,11 +48,12 @@ const (
 var (
 	qFoldGroupFind = wq(`SELECT g.id, g.owned, g.claim_rev FROM groups g WHERE g.name = ?`)
 	qFoldGroupNew  = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at, owned, claim_rev,
-		quarantine_error, quarantine_node, quarantine_at, marks_low, marks_high, marks_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`)
+		quarantine_error, quarantine_node, quarantine_at, marks_low, marks_high, marks_at, kind, source_error, source_error_node, source_error_at, source_errors)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8, 0, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)`)
 	qFoldGroupSet = wq(`UPDATE groups SET priority = ?2, active = ?3, range_size = ?4, start_id = ?5, tail_end = ?6, history_floor = ?7,
 		claim_rev = ?8, updated_at = ?9, owned = 0, quarantine_error = ?10, quarantine_node = ?11, quarantine_at = ?12,
-		marks_low = ?13, marks_high = ?14, marks_at = ?15 WHERE id = ?1`)
+		marks_low = ?13, marks_high = ?14, marks_at = ?15, kind = ?16, source_error = ?17, source_error_node = ?18, source_error_at = ?19,
+		source_errors = ?20 WHERE id = ?1`)
 	qFoldLeaseNew  = wq(`INSERT INTO group_leases (group_id, fence) VALUES (?, ?)`)
 	qFoldLeaseSet  = wq(`UPDATE group_leases SET fence = max(fence, ?2) WHERE group_id = ?1`)
 	qFoldPeerGroup = wq(`INSERT INTO peer_groups (group_id, origin, holder, fence, leased_at, heartbeat_at,
@@ -74,10 +75,10 @@ var (
 		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = groups.id AND status IN ('planned', 'leased') AND priority < 0),
 		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = groups.id AND status IN ('planned', 'leased') AND priority >= 0)
 		WHERE id IN (SELECT value FROM json_each(?1))`)
-	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at, kinds)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
-		paused_at = ?8, held = ?9, last_seen_at = ?10, updated_at = ?11`)
+		paused_at = ?8, held = ?9, last_seen_at = ?10, updated_at = ?11, kinds = ?12`)
 	qFoldNodeGone = wq(`DELETE FROM peer_nodes WHERE origin = ? AND name = ?`)
 	qFoldPeer     = wq(`INSERT INTO peers (name, catalog_id, last_event, last_event_at, folded_seq, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (name) DO UPDATE SET catalog_id = ?2, last_event = max(last_event, ?3), last_event_at = max(coalesce(last_event_at, 0), ?4),
@@ -125,13 +126,29 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	if g.MarksAt != nil && g.Low != nil && g.High != nil {
 		low, high, marksAt = *g.Low, *g.High, ms(*g.MarksAt)
 	}
+	// And its kind (rule 12), so only a node of that kind leases it after
+	// a takeover; a peer from before kinds sends none: the default.
+	kind := g.Kind
+	if kind == "" {
+		kind = leasehold.DefaultKind
+	}
+	if !leasehold.ValidKind(kind) {
+		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q has an invalid kind %q", origin, g.Name, kind)
+	}
+	// And what its source last said (rule 13); the count in a row is not
+	// carried, so a peer's error counts as the one that makes a finding.
+	var sErr, sNode, sAt any
+	var sCount int64
+	if e := g.SourceError; e != nil {
+		sErr, sNode, sAt, sCount = e.Error, e.Node, ms(e.At), 2
+	}
 	var id, rev int64
 	var owned bool
 	err := tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		res, err := tx.exec(qFoldGroupNew, g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev,
-			qErr, qNode, qAt, low, high, marksAt)
+			qErr, qNode, qAt, low, high, marksAt, kind, sErr, sNode, sAt, sCount)
 		if err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
@@ -158,7 +175,7 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 			}
 		}
 		if _, err := tx.exec(qFoldGroupSet, id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now,
-			qErr, qNode, qAt, low, high, marksAt); err != nil {
+			qErr, qNode, qAt, low, high, marksAt, kind, sErr, sNode, sAt, sCount); err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
 		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
@@ -433,8 +450,12 @@ func (tx *Tx) FoldNode(origin string, n leasehold.Node) error {
 	if !leasehold.ValidNodeName(n.Name) {
 		return leasehold.Errorf(leasehold.KindInvalid, "peer %q: node %q is not valid", origin, n.Name)
 	}
-	_, err := tx.exec(qFoldNode, origin, n.Name, n.PriorityMin, n.PriorityMax, n.Capacity, n.Paused, n.PausedBy,
-		nullMS(n.PausedAt), n.Held, nullMS(n.LastSeenAt), ms(tx.now))
+	kinds, err := kindsJSON(n.Kinds)
+	if err != nil {
+		return leasehold.Errorf(leasehold.KindInvalid, "peer %q: node %q: %v", origin, n.Name, err)
+	}
+	_, err = tx.exec(qFoldNode, origin, n.Name, n.PriorityMin, n.PriorityMax, n.Capacity, n.Paused, n.PausedBy,
+		nullMS(n.PausedAt), n.Held, nullMS(n.LastSeenAt), ms(tx.now), kinds)
 	return mapError(err, "folding a peer's node")
 }
 
@@ -646,7 +667,8 @@ func (db *DB) Unsent(ctx context.Context, after int64, limit int) ([]leasehold.E
 // peer_groups p.
 const ownStateColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
 	g.claim_rev, l.fence, coalesce(n.name, ''), l.leased_at, l.heartbeat_at, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at,
-	l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at`
+	l.ranges_done, l.headers, p.origin, g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at,
+	g.kind, g.source_error, g.source_error_node, g.source_error_at`
 
 // ownStateFrom joins what ownStateColumns read.
 const ownStateFrom = `FROM groups g JOIN group_leases l ON l.group_id = g.id LEFT JOIN nodes n ON n.id = l.node_id LEFT JOIN peer_groups p ON p.group_id = g.id`
@@ -659,11 +681,11 @@ func scanOwnState(s scanner) (g PeerGroup, mirrored bool, err error) {
 	var created int64
 	var peer sql.NullString
 	var claimRev int64
-	var qErr, qNode sql.NullString
-	var qAt, low, high, marksAt sql.NullInt64
+	var qErr, qNode, sErr, sNode sql.NullString
+	var qAt, low, high, marksAt, sAt sql.NullInt64
 	err = s.Scan(&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
 		&claimRev, &g.Fence, &g.Holder, &leased, &beat, &next, &size, &sha, &at, &g.RangesDone, &g.Headers, &peer, &qErr, &qNode, &qAt,
-		&low, &high, &marksAt)
+		&low, &high, &marksAt, &g.Kind, &sErr, &sNode, &sAt)
 	if err != nil || peer.Valid {
 		return g, peer.Valid, err
 	}
@@ -677,9 +699,13 @@ func scanOwnState(s scanner) (g PeerGroup, mirrored bool, err error) {
 	if next.Valid {
 		g.Snapshot = &leasehold.Snapshot{Next: next.Int64, Size: size.Int64, SHA256: sha.String, At: fromMS(at.Int64)}
 	}
-	// The source's water marks travel with the group (rule 11).
+	// The source's water marks travel with the group (rule 11), and so
+	// do its kind (rule 12) and what its source last said (rule 13).
 	if low.Valid && high.Valid && marksAt.Valid {
 		g.Low, g.High, g.MarksAt = &low.Int64, &high.Int64, fromNullMS(marksAt)
+	}
+	if sAt.Valid {
+		g.SourceError = &leasehold.SourceError{Error: sErr.String, Node: sNode.String, At: fromMS(sAt.Int64)}
 	}
 	return g, false, nil
 }
@@ -896,7 +922,7 @@ func (db *DB) Peers(ctx context.Context) ([]leasehold.Peer, error) {
 
 // PeerNodes lists the worker nodes registered at peers, by origin, name.
 func (db *DB) PeerNodes(ctx context.Context) ([]PeerNode, error) {
-	rows, err := db.query(ctx, `SELECT origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at
+	rows, err := db.query(ctx, `SELECT origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, kinds
 		FROM peer_nodes ORDER BY origin, name`)
 	if err != nil {
 		return nil, err
@@ -906,9 +932,11 @@ func (db *DB) PeerNodes(ctx context.Context) ([]PeerNode, error) {
 	for rows.Next() {
 		var n PeerNode
 		var pausedAt, seen sql.NullInt64
-		if err := rows.Scan(&n.Origin, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen); err != nil {
+		var kinds string
+		if err := rows.Scan(&n.Origin, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen, &kinds); err != nil {
 			return nil, mapError(err, "listing peer nodes")
 		}
+		n.Kinds = parseKinds(kinds)
 		n.PausedAt, n.LastSeenAt = fromNullMS(pausedAt), fromNullMS(seen)
 		out = append(out, n)
 	}

@@ -10,21 +10,26 @@ import (
 )
 
 const groupColumns = `g.id, g.name, g.priority, g.active, g.range_size, g.start_id, g.tail_end, g.history_floor, g.created_at,
-	g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at`
+	g.quarantine_error, g.quarantine_node, g.quarantine_at, g.marks_low, g.marks_high, g.marks_at,
+	g.kind, g.source_error, g.source_error_node, g.source_error_at`
 
 // groupReturning is groupColumns for a RETURNING clause, which takes no
 // table alias.
 const groupReturning = `id, name, priority, active, range_size, start_id, tail_end, history_floor, created_at,
-	quarantine_error, quarantine_node, quarantine_at, marks_low, marks_high, marks_at`
+	quarantine_error, quarantine_node, quarantine_at, marks_low, marks_high, marks_at,
+	kind, source_error, source_error_node, source_error_at`
 
 // scanGroup scans groupColumns, then more.
 func scanGroup(s scanner, more ...any) (leasehold.Group, error) {
 	var g leasehold.Group
 	var created int64
-	var qErr, qNode sql.NullString
-	var qAt, low, high, marksAt sql.NullInt64
+	var qErr, qNode, sErr, sNode sql.NullString
+	var qAt, low, high, marksAt, sAt sql.NullInt64
 	err := s.Scan(append([]any{&g.ID, &g.Name, &g.Priority, &g.Active, &g.RangeSize, &g.Start, &g.TailEnd, &g.HistoryFloor, &created,
-		&qErr, &qNode, &qAt, &low, &high, &marksAt}, more...)...)
+		&qErr, &qNode, &qAt, &low, &high, &marksAt, &g.Kind, &sErr, &sNode, &sAt}, more...)...)
+	if sAt.Valid {
+		g.SourceError = &leasehold.SourceError{Error: sErr.String, Node: sNode.String, At: fromMS(sAt.Int64)}
+	}
 	g.CreatedAt = fromMS(created)
 	if marksAt.Valid {
 		g.Low, g.High, g.MarksAt = &low.Int64, &high.Int64, fromNullMS(marksAt)
@@ -42,6 +47,9 @@ type GroupSpec struct {
 	Active    *bool
 	RangeSize *int64
 	Start     *int64
+	// Kind is the group's source kind (rule 12); it changes only while
+	// nobody holds the group.
+	Kind *string
 }
 
 // Defaults for a new group.
@@ -54,9 +62,10 @@ var (
 	qGroupByName = wq(`SELECT ` + groupColumns + ` FROM groups g WHERE g.name = ?`)
 	qGroupByID   = wq(`SELECT ` + groupColumns + ` FROM groups g WHERE g.id = ?`)
 	qGroupInsert = wq(`INSERT INTO groups (name, priority, active, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at,
-		start_from_low) VALUES (?1, ?2, ?3, ?4, ?5, ?5 - 1, ?5, ?6, ?6, ?6, ?7)`)
+		start_from_low, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?5 - 1, ?5, ?6, ?6, ?6, ?7, ?8)`)
 	qLeaseInsert = wq(`INSERT INTO group_leases (group_id) VALUES (?)`)
-	qGroupUpdate = wq(`UPDATE groups SET priority = ?, active = ?, range_size = ?, updated_at = ? WHERE id = ?`)
+	qGroupUpdate = wq(`UPDATE groups SET priority = ?, active = ?, range_size = ?, updated_at = ?, kind = ? WHERE id = ?`)
+	qGroupHeldBy = wq(`SELECT held FROM groups WHERE id = ?`)
 	qRangeInsert = wq(`INSERT INTO ranges (group_id, start_id, end_id, next_id, priority, updated_at) VALUES (?1, ?2, ?3, ?2, ?4, ?5)`)
 	qRangeBefore = wq(`SELECT end_id FROM ranges WHERE group_id = ?1 AND start_id < ?2 ORDER BY start_id DESC LIMIT 1`)
 	qRangesFrom  = wq(`SELECT start_id, end_id FROM ranges WHERE group_id = ?1 AND start_id BETWEEN ?2 AND ?3 ORDER BY start_id`)
@@ -70,6 +79,9 @@ var (
 // creation; a different start on an existing group is a conflict. It
 // reports whether the group was created.
 func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) {
+	if s.Kind != nil && !leasehold.ValidKind(*s.Kind) {
+		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "kind %q is not valid: 1-32 bytes of a-z, 0-9 and -", *s.Kind)
+	}
 	g, err := tx.GroupByName(name)
 	switch {
 	case errors.Is(err, leasehold.ErrNotFound):
@@ -86,8 +98,12 @@ func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) 
 		if s.Start != nil {
 			start = *s.Start
 		}
+		kind := leasehold.DefaultKind
+		if s.Kind != nil {
+			kind = *s.Kind
+		}
 		// Without a start given, the source's low mark sets it (rule 11).
-		res, err := tx.exec(qGroupInsert, name, pri, active, size, start, ms(tx.now), s.Start == nil)
+		res, err := tx.exec(qGroupInsert, name, pri, active, size, start, ms(tx.now), s.Start == nil, kind)
 		if err != nil {
 			return g, false, mapError(err, "creating a group")
 		}
@@ -95,7 +111,7 @@ func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) 
 		if _, err := tx.exec(qLeaseInsert, id); err != nil {
 			return g, false, mapError(err, "creating a group")
 		}
-		if err := tx.event(EventGroupCreated, id, 0, 0, map[string]any{"name": name, "priority": pri, "active": active, "range_size": size, "start": start}); err != nil {
+		if err := tx.event(EventGroupCreated, id, 0, 0, map[string]any{"name": name, "priority": pri, "active": active, "range_size": size, "start": start, "kind": kind}); err != nil {
 			return g, false, err
 		}
 		g, err = tx.Group(id)
@@ -115,10 +131,23 @@ func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) 
 	if s.RangeSize != nil {
 		g.RangeSize = *s.RangeSize
 	}
-	if _, err := tx.exec(qGroupUpdate, g.Priority, g.Active, g.RangeSize, ms(tx.now), g.ID); err != nil {
+	if s.Kind != nil && *s.Kind != g.Kind {
+		// A holder leased the group as one kind: it must not go on
+		// indexing it as another.
+		var held bool
+		if err := tx.queryRow(qGroupHeldBy, g.ID).Scan(&held); err != nil {
+			return g, false, mapError(err, "updating a group")
+		}
+		if held {
+			return g, false, leasehold.Errorf(leasehold.KindConflict,
+				"group %s is held by a worker of kind %s: its kind changes only while nobody holds it (pause the node or wait for its release)", name, g.Kind)
+		}
+		g.Kind = *s.Kind
+	}
+	if _, err := tx.exec(qGroupUpdate, g.Priority, g.Active, g.RangeSize, ms(tx.now), g.Kind, g.ID); err != nil {
 		return g, false, mapError(err, "updating a group")
 	}
-	err = tx.event(EventGroupUpdated, g.ID, 0, 0, map[string]any{"priority": g.Priority, "active": g.Active, "range_size": g.RangeSize})
+	err = tx.event(EventGroupUpdated, g.ID, 0, 0, map[string]any{"priority": g.Priority, "active": g.Active, "range_size": g.RangeSize, "kind": g.Kind})
 	return g, false, err
 }
 

@@ -31,22 +31,26 @@ type LeaseRequest struct {
 const maxDisownedPerLease = 16
 
 var (
-	qNodeLeaseInfo = wq(`SELECT paused, capacity, priority_min, priority_max FROM nodes WHERE id = ?`)
+	qNodeLeaseInfo = wq(`SELECT paused, capacity, priority_min, priority_max, kinds FROM nodes WHERE id = ?`)
 	qNodeHeldLive  = wq(`SELECT count(*) FROM group_leases WHERE node_id = ? AND heartbeat_at >= ?`)
-	// The free group with the most urgent work in the band, one seek a lane.
+	// The free group of kind ?3 with the most urgent work in the band, one
+	// seek a lane and kind.
 	qChooseFreeTail = wq(`SELECT id, urgent_tail, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_tail BETWEEN ?1 AND ?2
+		WHERE kind = ?3 AND held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_tail BETWEEN ?1 AND ?2
 		ORDER BY urgent_tail, free_since, priority, id LIMIT 1`)
 	qChooseFreeHist = wq(`SELECT id, urgent_hist, free_since, priority FROM groups
-		WHERE held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_hist BETWEEN ?1 AND ?2
+		WHERE kind = ?3 AND held = 0 AND active = 1 AND owned = 1 AND quarantine_at IS NULL AND urgent_hist BETWEEN ?1 AND ?2
 		ORDER BY urgent_hist, free_since, priority, id LIMIT 1`)
 	// Held groups whose holder went quiet: bounded by the leases held, not
-	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part.
+	// the catalog. ?2..?3 is the band's tail part, ?4..?5 its history part,
+	// ?6 the node's kinds (a JSON array). CROSS JOIN keeps the held leases
+	// the outer loop: the kinds are a filter, never a walk of a kind's
+	// groups.
 	qChooseQuiet = wq(`SELECT id, urgent, heartbeat_at, priority, node_id FROM (
 		SELECT g.id, CASE WHEN g.urgent_tail BETWEEN ?2 AND ?3 THEN g.urgent_tail ELSE g.urgent_hist END AS urgent, l.heartbeat_at, g.priority, l.node_id
-		FROM group_leases l JOIN groups g ON g.id = l.group_id
+		FROM group_leases l CROSS JOIN groups g ON g.id = l.group_id
 		WHERE l.node_id IS NOT NULL AND l.heartbeat_at < ?1 AND g.active = 1 AND g.owned = 1 AND g.quarantine_at IS NULL
-		AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
+		AND g.kind IN (SELECT value FROM json_each(?6)) AND (g.urgent_tail BETWEEN ?2 AND ?3 OR g.urgent_hist BETWEEN ?4 AND ?5))
 		ORDER BY urgent, heartbeat_at, priority, id LIMIT 1`)
 	qLeaseRow = wq(`SELECT l.node_id, l.fence, l.snapshot_next, l.snapshot_size, l.snapshot_sha256, l.snapshot_at, l.snapshot_file, coalesce(n.name, '')
 		FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id WHERE l.group_id = ?`)
@@ -146,7 +150,8 @@ func scanRange(s scanner, more ...any) (leasehold.Range, error) {
 func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 	var paused bool
 	var capacity, pmin, pmax int64
-	err := tx.queryRow(qNodeLeaseInfo, req.NodeID).Scan(&paused, &capacity, &pmin, &pmax)
+	var kindsText string
+	err := tx.queryRow(qNodeLeaseInfo, req.NodeID).Scan(&paused, &capacity, &pmin, &pmax, &kindsText)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", req.NodeID)
 	}
@@ -173,20 +178,32 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 	// The band split into its lanes; an empty lane is lo > hi.
 	tailLo, tailHi := pmin, min(pmax, -1)
 	histLo, histHi := max(pmin, 0), pmax
+	// Rule 12: only groups of the node's kinds, the best of one seek a
+	// kind (a node reads one kind or a few).
+	kinds := parseKinds(kindsText)
 	choose := func(q *query, lo, hi int64) (candidate, error) {
-		var c candidate
+		var best candidate
 		if lo > hi {
-			return c, nil
+			return best, nil
 		}
-		err := tx.queryRow(q, lo, hi).Scan(&c.id, &c.urgent, &c.since, &c.priority)
-		c.ok = err == nil
-		if errors.Is(err, sql.ErrNoRows) {
-			err = nil
+		for _, kind := range kinds {
+			var c candidate
+			err := tx.queryRow(q, lo, hi, kind).Scan(&c.id, &c.urgent, &c.since, &c.priority)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return best, mapError(err, "leasing")
+			}
+			c.ok = true
+			if !best.ok || c.before(best) {
+				best = c
+			}
 		}
-		return c, mapError(err, "leasing")
+		return best, nil
 	}
 	for range maxDisownedPerLease {
-		pick, err := tx.chooseGroup(req, cutoff, tailLo, tailHi, histLo, histHi, choose)
+		pick, err := tx.chooseGroup(req, cutoff, tailLo, tailHi, histLo, histHi, kindsText, choose)
 		if err != nil || pick == nil {
 			return nil, err
 		}
@@ -210,7 +227,7 @@ func (tx *Tx) LeaseGroup(req LeaseRequest) (*leasehold.Grant, error) {
 // chooseGroup is rule 1's choice: the free group with the most urgent work
 // in band, or a quiet holder's group when that is more urgent; nil when
 // there is none.
-func (tx *Tx) chooseGroup(req LeaseRequest, cutoff, tailLo, tailHi, histLo, histHi int64, choose func(*query, int64, int64) (candidate, error)) (*candidate, error) {
+func (tx *Tx) chooseGroup(req LeaseRequest, cutoff, tailLo, tailHi, histLo, histHi int64, kinds string, choose func(*query, int64, int64) (candidate, error)) (*candidate, error) {
 	free, err := choose(qChooseFreeTail, tailLo, tailHi)
 	if err != nil {
 		return nil, err
@@ -222,7 +239,7 @@ func (tx *Tx) chooseGroup(req LeaseRequest, cutoff, tailLo, tailHi, histLo, hist
 		}
 	}
 	var quiet candidate
-	err = tx.queryRow(qChooseQuiet, cutoff, tailLo, tailHi, histLo, histHi).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority, &quiet.holder)
+	err = tx.queryRow(qChooseQuiet, cutoff, tailLo, tailHi, histLo, histHi, kinds).Scan(&quiet.id, &quiet.urgent, &quiet.since, &quiet.priority, &quiet.holder)
 	quiet.ok = err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, mapError(err, "leasing")
@@ -235,18 +252,22 @@ func (tx *Tx) chooseGroup(req LeaseRequest, cutoff, tailLo, tailHi, histLo, hist
 		return nil, nil
 	case !free.ok:
 		pick = quiet
-	case quiet.ok:
-		a, b := [4]int64{quiet.urgent, quiet.since, quiet.priority, quiet.id}, [4]int64{free.urgent, free.since, free.priority, free.id}
-		for i := range a {
-			if a[i] != b[i] {
-				if a[i] < b[i] {
-					pick = quiet
-				}
-				break
-			}
-		}
+	case quiet.ok && quiet.before(free):
+		pick = quiet
 	}
 	return &pick, nil
+}
+
+// before reports whether c comes before d in rule 1's order: the most
+// urgent, then unheld the longest, then the group's own priority.
+func (c candidate) before(d candidate) bool {
+	a, b := [4]int64{c.urgent, c.since, c.priority, c.id}, [4]int64{d.urgent, d.since, d.priority, d.id}
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
 }
 
 // candidate is a group lease choice found, with its sort key.
@@ -563,7 +584,8 @@ func (tx *Tx) NodeBand(nodeID int64) (bandMin, bandMax int64, err error) {
 	}
 	var paused bool
 	var capacity int64
-	err = tx.queryRow(qNodeLeaseInfo, nodeID).Scan(&paused, &capacity, &bandMin, &bandMax)
+	var kinds string
+	err = tx.queryRow(qNodeLeaseInfo, nodeID).Scan(&paused, &capacity, &bandMin, &bandMax, &kinds)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", nodeID)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 
 	"github.com/leasehold/leasehold"
@@ -16,7 +17,7 @@ type NodeAuth struct {
 }
 
 const nodeColumns = `n.id, n.name, n.priority_min, n.priority_max, n.capacity, n.paused, n.paused_by, n.paused_at,
-	(SELECT count(*) FROM group_leases l WHERE l.node_id = n.id), n.last_seen_at, n.created_at`
+	(SELECT count(*) FROM group_leases l WHERE l.node_id = n.id), n.last_seen_at, n.created_at, n.kinds`
 
 type scanner interface{ Scan(...any) error }
 
@@ -24,14 +25,17 @@ func scanNode(s scanner) (leasehold.Node, error) {
 	var n leasehold.Node
 	var pausedAt, seen sql.NullInt64
 	var created int64
-	err := s.Scan(&n.ID, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen, &created)
+	var kinds string
+	err := s.Scan(&n.ID, &n.Name, &n.PriorityMin, &n.PriorityMax, &n.Capacity, &n.Paused, &n.PausedBy, &pausedAt, &n.Held, &seen, &created, &kinds)
+	n.Kinds = parseKinds(kinds)
 	at := fromMS(created)
 	n.PausedAt, n.LastSeenAt, n.CreatedAt = fromNullMS(pausedAt), fromNullMS(seen), &at
 	return n, err
 }
 
 var (
-	qNodeInsert = wq(`INSERT INTO nodes (name, token_hash, priority_min, priority_max, capacity, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	qNodeInsert = wq(`INSERT INTO nodes (name, token_hash, priority_min, priority_max, capacity, created_at, kinds) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	qNodeSet    = wq(`UPDATE nodes SET kinds = ?2, capacity = ?3 WHERE id = ?1`)
 	qNodeByID   = wq(`SELECT ` + nodeColumns + ` FROM nodes n WHERE n.id = ?`)
 	qNodePause  = wq(`UPDATE nodes SET paused = ?, paused_by = ?, paused_at = ? WHERE id = ?`)
 	qNodeDelete = wq(`DELETE FROM nodes WHERE id = ?`)
@@ -47,11 +51,18 @@ type NewNode struct {
 	PriorityMin int64
 	PriorityMax int64
 	Capacity    int64
+	// Kinds are the kinds of group it reads; none is [default].
+	Kinds []string
 }
 
-// CreateNode registers a node. A taken name is a conflict.
+// CreateNode registers a node. A taken name is a conflict; bad kinds are
+// invalid.
 func (tx *Tx) CreateNode(n NewNode) (leasehold.Node, error) {
-	res, err := tx.exec(qNodeInsert, n.Name, n.TokenHash, n.PriorityMin, n.PriorityMax, n.Capacity, ms(tx.now))
+	kinds, err := kindsJSON(n.Kinds)
+	if err != nil {
+		return leasehold.Node{}, err
+	}
+	res, err := tx.exec(qNodeInsert, n.Name, n.TokenHash, n.PriorityMin, n.PriorityMax, n.Capacity, ms(tx.now), kinds)
 	if isUnique(err) {
 		return leasehold.Node{}, leasehold.Errorf(leasehold.KindConflict, "node %q exists", n.Name)
 	}
@@ -59,7 +70,7 @@ func (tx *Tx) CreateNode(n NewNode) (leasehold.Node, error) {
 		return leasehold.Node{}, mapError(err, "registering a node")
 	}
 	id, _ := res.LastInsertId()
-	if err := tx.event(EventNodeRegistered, 0, 0, id, map[string]any{"name": n.Name}); err != nil {
+	if err := tx.event(EventNodeRegistered, 0, 0, id, map[string]any{"name": n.Name, "kinds": n.Kinds}); err != nil {
 		return leasehold.Node{}, err
 	}
 	return tx.Node(id)
@@ -72,6 +83,74 @@ func (tx *Tx) Node(id int64) (leasehold.Node, error) {
 		return n, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", id)
 	}
 	return n, mapError(err, "reading a node")
+}
+
+// NodeChange is what PATCH /nodes/{id} sets; nil fields are left as
+// they are.
+type NodeChange struct {
+	Kinds    []string
+	Capacity *int64
+}
+
+// EventNodeChanged is a node's kinds or capacity changed.
+const EventNodeChanged = "node_changed"
+
+// ChangeNode sets a node's kinds or capacity. The groups it holds stay
+// its own until released: a lease already granted is not taken back.
+// Errors: not found, invalid.
+func (tx *Tx) ChangeNode(id int64, c NodeChange) (leasehold.Node, error) {
+	n, err := tx.Node(id)
+	if err != nil {
+		return n, err
+	}
+	if c.Kinds != nil {
+		n.Kinds = c.Kinds
+	}
+	if c.Capacity != nil {
+		n.Capacity = *c.Capacity
+	}
+	kinds, err := kindsJSON(n.Kinds)
+	if err != nil {
+		return n, err
+	}
+	if _, err := tx.exec(qNodeSet, id, kinds, n.Capacity); err != nil {
+		return n, mapError(err, "changing a node")
+	}
+	if err := tx.event(EventNodeChanged, 0, 0, id, map[string]any{"kinds": n.Kinds, "capacity": n.Capacity}); err != nil {
+		return n, err
+	}
+	return tx.Node(id)
+}
+
+// kindsJSON checks a node's kinds (1 to MaxNodeKinds valid, distinct
+// names; none is [default]) and encodes them for the kinds column.
+func kindsJSON(kinds []string) (string, error) {
+	if len(kinds) == 0 {
+		kinds = []string{leasehold.DefaultKind}
+	}
+	if len(kinds) > leasehold.MaxNodeKinds {
+		return "", leasehold.Errorf(leasehold.KindInvalid, "a node reads at most %d kinds, not %d", leasehold.MaxNodeKinds, len(kinds))
+	}
+	for i, k := range kinds {
+		if !leasehold.ValidKind(k) {
+			return "", leasehold.Errorf(leasehold.KindInvalid, "kind %q is not valid: 1-32 bytes of a-z, 0-9 and -", k)
+		}
+		if leasehold.HasKind(kinds[:i], k) {
+			return "", leasehold.Errorf(leasehold.KindInvalid, "kind %q is given twice", k)
+		}
+	}
+	b, err := json.Marshal(kinds)
+	return string(b), err
+}
+
+// parseKinds decodes the kinds column; the catalog only holds what
+// kindsJSON made, so a bad value reads as [default].
+func parseKinds(s string) []string {
+	var kinds []string
+	if json.Unmarshal([]byte(s), &kinds) != nil || len(kinds) == 0 {
+		return []string{leasehold.DefaultKind}
+	}
+	return kinds
 }
 
 // SetPaused pauses or resumes a node. A pause is kept across restarts.

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"sort"
 
 	"github.com/leasehold/leasehold"
 )
@@ -18,7 +20,11 @@ const EventGroupMarks = "group_marks"
 const EventGroupStarted = "group_started"
 
 var (
-	qMarksSet = wq(`UPDATE groups SET marks_low = ?2, marks_high = ?3, marks_at = ?4 WHERE id = ?1`)
+	// A report with marks also clears what the source said before (rule 13).
+	qMarksSet = wq(`UPDATE groups SET marks_low = ?2, marks_high = ?3, marks_at = ?4,
+		source_error = NULL, source_error_node = NULL, source_error_at = NULL, source_errors = 0 WHERE id = ?1`)
+	qSourceErrorSet = wq(`UPDATE groups SET source_error = ?2, source_error_node = ?3, source_error_at = ?4, source_errors = source_errors + 1
+		WHERE id = ?1 RETURNING source_errors`)
 	// A group created without a start and not planned yet (no range, the
 	// tail and floor where creation put them) starts at the low mark
 	// instead, when that is higher: one conditional write, so a report
@@ -29,9 +35,10 @@ var (
 	// The group's planned ranges, counted no further than the bound: a
 	// seek of the group's planned ranges in an index, as long as the bound at most.
 	qPlannedUpTo = wq(`SELECT count(*) FROM (SELECT 1 FROM ranges WHERE group_id = ? AND status = 'planned' LIMIT ?)`)
-	// The index groups_marks keeps the order: never reported (NULL) first.
+	// The index groups_marks keeps the order within a kind: never
+	// reported (NULL) first.
 	qMarksOldest = `SELECT g.id, g.name, g.marks_low, g.marks_high, g.marks_at FROM groups g
-		WHERE g.active = 1 AND g.owned = 1 ORDER BY g.marks_at, g.id LIMIT ?`
+		WHERE g.kind = ? AND g.active = 1 AND g.owned = 1 ORDER BY g.marks_at, g.id LIMIT ?`
 )
 
 // reportPlanRanges is the most ranges one report plans, and
@@ -122,24 +129,72 @@ func (tx *Tx) startFromLow(g leasehold.Group, low int64) (leasehold.Group, error
 	return tx.Group(g.ID)
 }
 
-// Watermarks lists up to limit active groups this node owns, those whose
-// marks were reported longest ago first and those never reported before
-// them: the groups a worker should ask its source about next.
-func (db *DB) Watermarks(ctx context.Context, limit int) ([]leasehold.Watermarks, error) {
-	rows, err := db.query(ctx, qMarksOldest, limit)
-	if err != nil {
-		return nil, err
+// EventGroupSourceError is a group's source said it cannot be read (rule 13).
+const EventGroupSourceError = "group_source_error"
+
+// MaxSourceError is the longest source error kept, in bytes.
+const MaxSourceError = 4096
+
+// ReportSourceError records that the group's source could not be read,
+// as node reported it (rule 13), and returns how many reports in a row
+// were errors: two make a source_unreadable finding, and the next report
+// with water marks clears them. Errors: invalid (empty or too long), not
+// found.
+func (tx *Tx) ReportSourceError(groupID int64, node, text string) (int64, error) {
+	if text == "" || len(text) > MaxSourceError {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "a source error is 1 to %d bytes, not %d", MaxSourceError, len(text))
 	}
-	defer rows.Close()
+	var n int64
+	err := tx.queryRow(qSourceErrorSet, groupID, text, node, ms(tx.now)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, leasehold.Errorf(leasehold.KindNotFound, "group %d not found", groupID)
+	}
+	if err != nil {
+		return 0, mapError(err, "recording a source error")
+	}
+	return n, tx.event(EventGroupSourceError, groupID, 0, 0, map[string]any{"error": text, "node": node, "in_a_row": n})
+}
+
+// Watermarks lists up to limit active groups of the given kinds this node
+// owns, those whose marks were reported longest ago first and those never
+// reported before them: the groups a worker should ask its source about
+// next. One seek a kind.
+func (db *DB) Watermarks(ctx context.Context, kinds []string, limit int) ([]leasehold.Watermarks, error) {
 	out := []leasehold.Watermarks{}
-	for rows.Next() {
-		var w leasehold.Watermarks
-		var low, high, at sql.NullInt64
-		if err := rows.Scan(&w.ID, &w.Name, &low, &high, &at); err != nil {
+	for _, kind := range kinds {
+		rows, err := db.query(ctx, qMarksOldest, kind, limit)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var w leasehold.Watermarks
+			var low, high, at sql.NullInt64
+			if err := rows.Scan(&w.ID, &w.Name, &low, &high, &at); err != nil {
+				rows.Close()
+				return nil, mapError(err, "listing water marks")
+			}
+			w.Low, w.High, w.ReportedAt = nullInt(low), nullInt(high), fromNullMS(at)
+			out = append(out, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return nil, mapError(err, "listing water marks")
 		}
-		w.Low, w.High, w.ReportedAt = nullInt(low), nullInt(high), fromNullMS(at)
-		out = append(out, w)
 	}
-	return out, mapError(rows.Err(), "listing water marks")
+	if len(kinds) > 1 {
+		// The kinds' lists merged in the index's order: never reported
+		// first, then the oldest.
+		sort.SliceStable(out, func(i, j int) bool {
+			a, b := out[i].ReportedAt, out[j].ReportedAt
+			switch {
+			case a == nil || b == nil:
+				return a == nil && b != nil || a == nil && b == nil && out[i].ID < out[j].ID
+			case !a.Equal(*b):
+				return a.Before(*b)
+			}
+			return out[i].ID < out[j].ID
+		})
+		out = out[:min(len(out), limit)]
+	}
+	return out, nil
 }

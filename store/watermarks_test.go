@@ -55,14 +55,14 @@ func TestReportWatermarks(t *testing.T) {
 }
 
 // TestWatermarksSeek: the listing of oldest marks is one walk of
-// groups_marks, never a scan and a sort of every group.
+// groups_marks a kind, never a scan and a sort of every group.
 func TestWatermarksSeek(t *testing.T) {
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)
 	}
-	p := plan(t, db, qMarksOldest, 10)
-	if len(p) != 1 || !strings.Contains(p[0], "USING INDEX groups_marks") {
+	p := plan(t, db, qMarksOldest, leasehold.KindNNTP, 10)
+	if len(p) != 1 || !strings.Contains(p[0], "USING INDEX groups_marks (kind=?)") {
 		t.Errorf("plan of the watermarks listing: %q, want one walk of groups_marks", p)
 	}
 }

@@ -103,12 +103,14 @@ func (s *Server) registerNode(c echo.Context) error {
 		PriorityMin *int64 `json:"priority_min"`
 		PriorityMax *int64 `json:"priority_max"`
 		Capacity    *int64 `json:"capacity"`
+		// Kinds are the kinds of group the node's worker reads (rule 12).
+		Kinds []string `json:"kinds"`
 	}
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
 	n, err := s.app.Coordinator.RegisterNode(c.Request().Context(), appliance.NodeSpec{
-		Name: req.Name, PriorityMin: req.PriorityMin, PriorityMax: req.PriorityMax, Capacity: req.Capacity,
+		Name: req.Name, PriorityMin: req.PriorityMin, PriorityMax: req.PriorityMax, Capacity: req.Capacity, Kinds: req.Kinds,
 	})
 	if err != nil {
 		return err
@@ -161,6 +163,29 @@ func (s *Server) setPaused(c echo.Context, paused bool) error {
 	return c.JSON(http.StatusOK, n)
 }
 
+// changeNode answers PATCH /nodes/{id}: its kinds or its capacity.
+func (s *Server) changeNode(c echo.Context) error {
+	id, err := pathID(c, "id")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Kinds    []string `json:"kinds"`
+		Capacity *int64   `json:"capacity"`
+	}
+	if err := bind(c, &req, false); err != nil {
+		return err
+	}
+	if req.Kinds == nil && req.Capacity == nil {
+		return leasehold.Errorf(leasehold.KindInvalid, "give kinds or capacity to change")
+	}
+	n, err := s.app.Coordinator.ChangeNode(c.Request().Context(), id, appliance.NodeChange{Kinds: req.Kinds, Capacity: req.Capacity})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, n)
+}
+
 func (s *Server) deleteNode(c echo.Context) error {
 	id, err := pathID(c, "id")
 	if err != nil {
@@ -182,10 +207,11 @@ func (s *Server) putGroup(c echo.Context) error {
 		return err
 	}
 	var req struct {
-		Priority  *int64 `json:"priority"`
-		Active    *bool  `json:"active"`
-		RangeSize *int64 `json:"range_size"`
-		Start     *int64 `json:"start"`
+		Priority  *int64  `json:"priority"`
+		Active    *bool   `json:"active"`
+		RangeSize *int64  `json:"range_size"`
+		Start     *int64  `json:"start"`
+		Kind      *string `json:"kind"`
 	}
 	if err := bind(c, &req, true); err != nil {
 		return err
@@ -194,7 +220,7 @@ func (s *Server) putGroup(c echo.Context) error {
 		return err
 	}
 	g, created, err := s.app.Coordinator.PutGroup(c.Request().Context(), name, appliance.GroupSpec{
-		Priority: req.Priority, Active: req.Active, RangeSize: req.RangeSize, Start: req.Start,
+		Priority: req.Priority, Active: req.Active, RangeSize: req.RangeSize, Start: req.Start, Kind: req.Kind,
 	})
 	if err != nil {
 		return err

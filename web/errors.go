@@ -59,6 +59,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if kind == leasehold.KindInternal {
 		s.log.Error("internal error", "method", c.Request().Method, "path", c.Path(), "err", err)
 	}
+	if kind == leasehold.KindNoSpace {
+		// A full disk refuses every write: said loudly, with where and how
+		// much room is left, not only as the write's own status.
+		s.log.Warn("the data disk is full: writes are refused (507) until room is made", "path", s.app.Config.DataDir,
+			"free_bytes", s.app.DataFreeBytes(), "method", c.Request().Method, "route", c.Path(), "err", leasehold.ErrorMessage(err))
+	}
 	if kind == leasehold.KindUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="leasehold"`)
 	}

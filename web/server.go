@@ -7,6 +7,7 @@ package web
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"net/http"
@@ -119,6 +120,11 @@ func New(app *appliance.Appliance, o Options) *Server {
 		s.metrics.watch.Store(wc)
 	}
 	s.metrics.operator.CompareAndSwap(nil, s)
+	// The room left on the data disk, read at scrape time: a disk filling
+	// up is seen before writes fail with 507 (the low-disk alert).
+	s.metrics.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leasehold_data_free_bytes", Help: "Bytes free on the data directory's disk for the node (-1: unreadable).",
+	}, func() float64 { return float64(app.DataFreeBytes()) }))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -138,6 +144,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	admin(http.MethodGet, "/nodes", s.listNodes)
 	admin(http.MethodPost, "/nodes/:id/pause", s.pauseNode)
 	admin(http.MethodPost, "/nodes/:id/resume", s.resumeNode)
+	admin(http.MethodPatch, "/nodes/:id", s.changeNode)
 	admin(http.MethodDelete, "/nodes/:id", s.deleteNode)
 	admin(http.MethodPost, "/admin/token", s.rotateAdminToken)
 	// A node may change its own token; the admin any node's.

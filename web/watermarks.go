@@ -18,11 +18,13 @@ func (s *Server) watermarks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ws, err := s.app.Coordinator.Watermarks(c.Request().Context(), int(limit))
+	ws, kinds, err := s.app.Coordinator.Watermarks(c.Request().Context(), nodeOf(c).ID, int(limit))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"groups": ws})
+	// kinds says which kinds the list is drawn from: the caller's (rule
+	// 12), so a worker can tell at start that its node reads its source.
+	return c.JSON(http.StatusOK, map[string]any{"groups": ws, "kinds": kinds})
 }
 
 // reportWatermarks answers POST /api/v1/groups/{name}/watermark.
@@ -34,9 +36,20 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	var req struct {
 		Low  *int64 `json:"low"`
 		High *int64 `json:"high"`
+		// Error is what the source said instead of water marks (rule 13).
+		Error *string `json:"error"`
 	}
 	if err := bind(c, &req, false); err != nil {
 		return err
+	}
+	if req.Error != nil {
+		if req.Low != nil || req.High != nil {
+			return leasehold.Errorf(leasehold.KindInvalid, "give either error or low and high, not both")
+		}
+		if err := s.app.Coordinator.ReportSourceError(c.Request().Context(), nodeOf(c).ID, name, *req.Error); err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]int64{"planned": 0})
 	}
 	if req.Low == nil || req.High == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "low and high are required: the water marks as the source reports them")
@@ -44,7 +57,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	if err := errors.Join(checkBound("low", req.Low, maxID), checkBound("high", req.High, maxID)); err != nil {
 		return err
 	}
-	n, err := s.app.Coordinator.ReportWatermarks(c.Request().Context(), name, *req.Low, *req.High)
+	n, err := s.app.Coordinator.ReportWatermarks(c.Request().Context(), nodeOf(c).ID, name, *req.Low, *req.High)
 	if err != nil {
 		return err
 	}

@@ -419,7 +419,7 @@ func movesNode(kind string) bool {
 
 func isNodeEvent(kind string) bool {
 	switch kind {
-	case store.EventNodeRegistered, store.EventNodePaused, store.EventNodeResumed, store.EventNodeDeleted:
+	case store.EventNodeRegistered, store.EventNodePaused, store.EventNodeResumed, store.EventNodeDeleted, store.EventNodeChanged:
 		return true
 	}
 	return false

@@ -251,15 +251,16 @@ type adminVerb struct {
 var adminVerbs = []adminVerb{
 	{"groups", "list", "", "the groups", noFlags((*adminCmd).groupsList)},
 	{"groups", "show", "NAME", "a group with its lease and range counts", noFlags((*adminCmd).groupsShow)},
-	{"groups", "create", "NAME [--range-size N] [--priority P] [--start S] [--inactive]", "", (*adminCmd).groupsCreate},
-	{"groups", "update", "NAME [--range-size N] [--priority P] [--active=false]", "", (*adminCmd).groupsUpdate},
+	{"groups", "create", "NAME [--kind K] [--range-size N] [--priority P] [--start S] [--inactive]", "", (*adminCmd).groupsCreate},
+	{"groups", "update", "NAME [--kind K] [--range-size N] [--priority P] [--active=false]", "", (*adminCmd).groupsUpdate},
 	{"groups", "tail", "NAME HIGH", "plan the tail up to HIGH", noFlags((*adminCmd).groupsTail)},
 	{"groups", "history", "NAME LOW", "plan the history down to LOW", noFlags((*adminCmd).groupsHistory)},
 	{"groups", "ranges", "NAME [--status S]", "the group's ranges", (*adminCmd).groupsRanges},
 	{"groups", "unquarantine", "NAME", "lease a quarantined group again with its window", noFlags((*adminCmd).groupsUnquarantine)},
 	{"groups", "drop-snapshot", "NAME", "drop the group's window and lift its quarantine", noFlags((*adminCmd).groupsDropSnapshot)},
 	{"nodes", "list", "", "the worker nodes", noFlags((*adminCmd).nodesList)},
-	{"nodes", "register", "NAME [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
+	{"nodes", "register", "NAME [--kinds K,K] [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
+	{"nodes", "kinds", "ID|NAME K[,K]", "set the kinds of group the node's worker reads", noFlags((*adminCmd).nodesKinds)},
 	{"nodes", "pause", "ID|NAME [--by WHO]", "", (*adminCmd).nodesPause},
 	{"nodes", "resume", "ID|NAME [--by WHO]", "", (*adminCmd).nodesResume},
 	{"nodes", "delete", "ID|NAME [--force]", "asks first on a terminal when the node holds groups", (*adminCmd).nodesDelete},
@@ -330,6 +331,7 @@ func noFlags(run func(a *adminCmd, ctx context.Context, args []string) error) fu
 type groupSpecFlags struct {
 	rangeSize, priority, start int64
 	inactive, active           bool
+	kind                       string
 }
 
 func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
@@ -351,6 +353,7 @@ func (a *adminCmd) groupsUpdate(fs *flag.FlagSet) verbFunc {
 func (spec *groupSpecFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&spec.rangeSize, "range-size", 0, "ids per range (0: the node's default)")
 	fs.Int64Var(&spec.priority, "priority", 0, "the group's priority, lower first")
+	fs.StringVar(&spec.kind, "kind", leasehold.DefaultKind, "the source it is read from (nntp: the Usenet worker's); only nodes of this kind lease it")
 }
 
 // putGroup creates or updates a group with the flags given on fs; those
@@ -371,6 +374,9 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 	if set["start"] {
 		gs.Start = &spec.start
 	}
+	if set["kind"] {
+		gs.Kind = &spec.kind
+	}
 	if set["inactive"] {
 		gs.Active = new(!spec.inactive)
 	}
@@ -388,7 +394,7 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 	if created {
 		what = "created"
 	}
-	fmt.Fprintf(a.stdout, "group %s %s (id %d, range size %d, start %d)\n", g.Name, what, g.ID, g.RangeSize, g.Start)
+	fmt.Fprintf(a.stdout, "group %s %s (id %d, kind %s, range size %d, start %d)\n", g.Name, what, g.ID, g.Kind, g.RangeSize, g.Start)
 	return nil
 }
 
@@ -463,11 +469,12 @@ func (a *adminCmd) nodesRegister(fs *flag.FlagSet) verbFunc {
 	fs.Int64Var(&pmin, "priority-min", 0, "lowest range priority it works on")
 	fs.Int64Var(&pmax, "priority-max", 0, "highest range priority it works on")
 	quiet := fs.Bool("q", false, "print only the token")
+	kinds := fs.String("kinds", leasehold.DefaultKind, "the kinds of group its worker reads, comma-separated (nntp: the Usenet worker)")
 	return func(ctx context.Context, args []string) error {
 		if err := wantArgs(args, "NAME"); err != nil {
 			return err
 		}
-		spec := client.NodeSpec{Name: args[0]}
+		spec := client.NodeSpec{Name: args[0], Kinds: strings.Split(*kinds, ",")}
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
 			case "capacity":
@@ -488,7 +495,8 @@ func (a *adminCmd) nodesRegister(fs *flag.FlagSet) verbFunc {
 		case a.op.json:
 			return a.printJSON(n)
 		}
-		fmt.Fprintf(a.stdout, "node %s registered (id %d, capacity %d)\ntoken: %s\n(the token is shown only now)\n", n.Name, n.ID, n.Capacity, n.Token)
+		fmt.Fprintf(a.stdout, "node %s registered (id %d, kinds %s, capacity %d)\ntoken: %s\n(the token is shown only now)\n",
+			n.Name, n.ID, strings.Join(n.Kinds, ","), n.Capacity, n.Token)
 		return nil
 	}
 }
@@ -538,6 +546,26 @@ func (a *adminCmd) rotateAdminToken(fs *flag.FlagSet) verbFunc {
 			"token: %s\n(a node keeping its token in <data>/admin.token or --admin-token-file has written it there)\n", token)
 		return nil
 	}
+}
+
+// nodesKinds sets the kinds of group a node's worker reads.
+func (a *adminCmd) nodesKinds(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "ID|NAME", "K[,K]"); err != nil {
+		return err
+	}
+	id, err := a.nodeID(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	n, err := a.c.ChangeNode(ctx, id, client.NodeChange{Kinds: strings.Split(args[1], ",")})
+	if err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(n)
+	}
+	fmt.Fprintf(a.stdout, "node %s reads kinds %s\n", n.Name, strings.Join(n.Kinds, ","))
+	return nil
 }
 
 func (a *adminCmd) nodesPause(fs *flag.FlagSet) verbFunc {
@@ -734,9 +762,13 @@ func (a *adminCmd) groupsList(ctx context.Context, args []string) error {
 	if a.op.json {
 		return a.printJSON(gs)
 	}
-	return a.table([]string{"ID", "NAME", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END"}, len(gs), func(i int) []any {
+	return a.table([]string{"ID", "NAME", "KIND", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END", "SOURCE_ERROR"}, len(gs), func(i int) []any {
 		g := gs[i]
-		return []any{g.ID, g.Name, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd}
+		sourceErr := "-"
+		if e := g.SourceError; e != nil {
+			sourceErr = strings.Join(strings.Fields(e.Error), " ")
+		}
+		return []any{g.ID, g.Name, g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd, sourceErr}
 	})
 }
 
@@ -753,7 +785,10 @@ func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "group\t%s (id %d)\n", g.Name, g.ID)
-	fmt.Fprintf(w, "priority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%d..%d\n", g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd)
+	fmt.Fprintf(w, "kind\t%s\npriority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%d..%d\n", g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd)
+	if e := g.SourceError; e != nil {
+		fmt.Fprintf(w, "source error\tsince %s from %s: %s\n", e.At.Format(time.RFC3339), e.Node, strings.Join(strings.Fields(e.Error), " "))
+	}
 	fmt.Fprintf(w, "ranges\tplanned %d, leased %d, done %d, failed %d\n",
 		g.Ranges[leasehold.StatusPlanned], g.Ranges[leasehold.StatusLeased], g.Ranges[leasehold.StatusDone], g.Ranges[leasehold.StatusFailed])
 	if l := g.Lease; l != nil {
@@ -785,7 +820,7 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 	if a.op.json {
 		return a.printJSON(ns)
 	}
-	return a.table([]string{"ID", "NAME", "STATE", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
+	return a.table([]string{"ID", "NAME", "KINDS", "STATE", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
 		n := ns[i]
 		paused := "no"
 		if n.Paused {
@@ -795,7 +830,7 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 		if n.LastSeenAt != nil {
 			seen = time.Since(*n.LastSeenAt).Round(time.Second).String() + " ago"
 		}
-		return []any{n.ID, n.Name, n.State, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
+		return []any{n.ID, n.Name, strings.Join(n.Kinds, ","), n.State, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
 	})
 }
 

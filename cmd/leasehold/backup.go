@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -118,6 +119,9 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	opts.Progress = func(stage string, done, total int64) { p.show(stage, done, total) }
 	m, err := appliance.Restore(ctx, pos[0], *data, opts)
 	p.end()
+	if errors.Is(err, appliance.ErrDataDirInUse) {
+		return usageError(err) // a node runs on it: exit 2, as a second serve
+	}
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // The data disk failing under a running node: full, or turned read-only.
@@ -45,16 +47,18 @@ type diskNode struct {
 	admin  string
 	cancel context.CancelFunc
 	done   chan error
+	log    *syncbuf.Buffer // WARN and above
 }
 
 func startDiskNode(t *testing.T, data string) *diskNode {
 	t.Helper()
-	m := newTestMain(t, io.Discard, io.Discard)
-	if err := m.ParseFlags([]string{"--data", data, "--listen", "127.0.0.1:0", "--history-min-free-bytes", "0", "--log-level", "error", "--nats", "off"}); err != nil {
+	log := &syncbuf.Buffer{}
+	m := newTestMain(t, io.Discard, log)
+	if err := m.ParseFlags([]string{"--data", data, "--listen", "127.0.0.1:0", "--history-min-free-bytes", "0", "--log-level", "warn", "--nats", "off"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &diskNode{t: t, cancel: cancel, done: make(chan error, 1)}
+	n := &diskNode{t: t, cancel: cancel, done: make(chan error, 1), log: log}
 	go func() { n.done <- m.Run(ctx) }()
 	select {
 	case <-m.Ready():
@@ -316,6 +320,28 @@ func TestFullDisk(t *testing.T) {
 				wantRefusal(t, c.method+" "+c.path, a, map[int]string{507: "no_space", 503: "unavailable"}, "")
 			}
 			acked[c.path] = a.status < 300
+		}
+	})
+	t.Run("LoudWhenFull", func(t *testing.T) {
+		// The refusals above are each a WARN naming the data dir and the
+		// room left, and the free bytes are a gauge.
+		warned := false
+		for _, line := range strings.Split(n.log.String(), "\n") {
+			warned = warned || strings.Contains(line, "level=WARN") && strings.Contains(line, "the data disk is full") &&
+				strings.Contains(line, "path="+data) && strings.Contains(line, "free_bytes=")
+		}
+		if !warned {
+			t.Errorf("no WARN line with the path and the free bytes for the full disk; the log:\n%s", n.log.String())
+		}
+		a := n.call("GET", "/metrics", "", nil)
+		var free float64 = -2
+		for _, line := range strings.Split(string(a.body), "\n") {
+			if v, ok := strings.CutPrefix(line, "leasehold_data_free_bytes "); ok {
+				fmt.Sscan(v, &free)
+			}
+		}
+		if free < 0 || free > 1<<20 {
+			t.Errorf("leasehold_data_free_bytes on a full 16 MiB disk = %v, want 0 to 1 MiB", free)
 		}
 	})
 	t.Run("Backup507", func(t *testing.T) {

@@ -364,6 +364,15 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.givenAdminToken(log); err != nil {
 		return usageError(err)
 	}
+
+	// One process a data dir (rule 14): the lock comes before the fleet's
+	// store, the catalog or the token file is opened.
+	lock, err := appliance.LockDataDir(m.DataDir)
+	if err != nil {
+		return usageError(err)
+	}
+	defer lock.Release()
+
 	metrics := web.NewMetrics()
 	metrics.SetVersion(Version)
 	fleet, err := m.newFleet(log)

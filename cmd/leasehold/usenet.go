@@ -83,6 +83,9 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	defer sink.Close()
 
 	c := f.client(f.token)
+	if err := checkNNTPKind(ctx, c); err != nil {
+		return err
+	}
 	ix := &binaries.Indexer{Source: src, Sink: sink, NZB: nzbs, Batch: f.batch, RetryMissing: f.retryMissing,
 		TailEnd: func(ctx context.Context, group string) (int64, error) {
 			gi, err := src.Group(ctx, group)
@@ -127,6 +130,23 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		return err
 	}
 	log.Info("worker stopped; everything released")
+	return nil
+}
+
+// checkNNTPKind refuses to start a Usenet worker whose node does not read
+// nntp groups (rule 12): such a worker would never be handed a group, and
+// nothing would say why. The node's answer to GET /watermarks names the
+// caller's kinds.
+func checkNNTPKind(ctx context.Context, c *client.Client) error {
+	kinds, err := c.Kinds(ctx)
+	if err != nil {
+		return fmt.Errorf("worker: asking the node which kinds this worker's node reads: %w", err)
+	}
+	if !leasehold.HasKind(kinds, leasehold.KindNNTP) {
+		return usageError(fmt.Errorf("worker: this token's node reads kinds %s, not nntp, so it is never handed a Usenet group: "+
+			"register the worker's node with `leasehold admin nodes register NAME --kinds nntp`, or add the kind to it with "+
+			"`leasehold admin nodes kinds ID nntp`", strings.Join(kinds, ",")))
+	}
 	return nil
 }
 
@@ -177,6 +197,10 @@ func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every 
 	if every <= 0 || groups <= 0 {
 		return
 	}
+	// unreachable is since when the news server could not be reached for
+	// water marks: past one interval, each group asked about is reported
+	// to the node as unreadable (rule 13), not only logged here.
+	var unreachable time.Time
 	for {
 		ws, err := c.Watermarks(ctx, groups)
 		if err != nil && ctx.Err() == nil {
@@ -185,11 +209,25 @@ func reportMarks(ctx context.Context, c *client.Client, src *nntp.Client, every 
 		for _, g := range ws {
 			gi, err := src.Group(ctx, g.Name)
 			if err != nil {
-				if ctx.Err() == nil {
-					log.Warn("reading a group's water marks failed", "group", g.Name, "err", err)
+				if ctx.Err() != nil {
+					continue
+				}
+				log.Warn("reading a group's water marks failed", "group", g.Name, "err", err)
+				// A group the server does not carry (411) or a refused
+				// login is said at once; a server down, once it has been
+				// down for longer than an interval.
+				permanent := nntp.Permanent(err)
+				if !permanent && unreachable.IsZero() {
+					unreachable = time.Now()
+				}
+				if permanent || time.Since(unreachable) >= every {
+					if rerr := c.ReportSourceError(ctx, g.Name, err.Error()); rerr != nil && ctx.Err() == nil {
+						log.Warn("reporting a source error failed", "group", g.Name, "err", rerr)
+					}
 				}
 				continue
 			}
+			unreachable = time.Time{}
 			low, high := gi.Low, gi.High
 			if gi.Count == 0 && high < low {
 				low = high + 1

@@ -53,9 +53,9 @@ func TestUsenetWorkerNZBGet(t *testing.T) {
 
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
 	for _, g := range []string{a, b} {
-		admin(t, n, "groups", "create", g, "--range-size", "4")
+		admin(t, n, "groups", "create", g, "--kind", "nntp", "--range-size", "4")
 	}
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	c := client.New(n.URL, n.AdminToken)
 	dir := t.TempDir()
 	out, nzbs := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "nzb")
@@ -108,9 +108,9 @@ func TestUsenetWorkerNZBGet(t *testing.T) {
 // written stops the worker before it leases anything.
 func TestUsenetWorkerNZBDirRefused(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
-	admin(t, n, "groups", "create", "alt.binaries.lh.rec.refused", "--range-size", "4")
+	admin(t, n, "groups", "create", "alt.binaries.lh.rec.refused", "--kind", "nntp", "--range-size", "4")
 	admin(t, n, "groups", "tail", "alt.binaries.lh.rec.refused", "8")
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a-file")
 	os.WriteFile(file, nil, 0o600)

@@ -71,11 +71,11 @@ func TestUsenetWorkerStart(t *testing.T) {
 	}
 
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	c := client.New(n.URL, n.AdminToken)
 	run := func(group, start string, high, want int64) {
 		t.Helper()
-		admin(t, n, "groups", "create", group, "--range-size", "5")
+		admin(t, n, "groups", "create", group, "--kind", "nntp", "--range-size", "5")
 		workUntil(t, ctx, "--start "+start, caughtUp(t, ctx, c, group, high),
 			"--url", n.URL, "--token", token, "--source", "nntp://"+s.Addr, "--out", filepath.Join(t.TempDir(), "out.jsonl"),
 			"--capacity", "1", "--watermark-every", "200ms", "--start", start)

@@ -106,10 +106,10 @@ func TestUsenetWorkerKilled(t *testing.T) {
 
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
 	for _, g := range []string{a, b, missing} {
-		admin(t, n, "groups", "create", g, "--range-size", "20")
+		admin(t, n, "groups", "create", g, "--kind", "nntp", "--range-size", "20")
 	}
 	admin(t, n, "groups", "tail", missing, "10") // the server cannot report it
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	dir := t.TempDir()
 	out, nzbs := filepath.Join(dir, "binaries.jsonl"), filepath.Join(dir, "nzb")
 	args := []string{"--url", n.URL, "--token", token, "--source", "nntp://" + s.Addr, "--out", out, "--nzb", nzbs,
@@ -395,8 +395,8 @@ func TestUsenetWorkerTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
-	admin(t, n, "groups", "create", g, "--range-size", "10")
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	admin(t, n, "groups", "create", g, "--kind", "nntp", "--range-size", "10")
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	c := client.New(n.URL, n.AdminToken)
 	t.Setenv("LEASEHOLD_SOURCE_PASSWORD", pw)
 	base := []string{"--url", n.URL, "--token", token, "--out", filepath.Join(t.TempDir(), "out.jsonl"), "--capacity", "1", "--watermark-every", "200ms"}
@@ -499,9 +499,9 @@ func TestUsenetWorkerStartsAtLowMark(t *testing.T) {
 		t.Fatalf("GROUP %s: %+v, %v; want low %d, high 30", fromLow, gi, err, expired+1)
 	}
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
-	admin(t, n, "groups", "create", fromLow, "--range-size", "5")
-	admin(t, n, "groups", "create", fromOne, "--range-size", "5", "--start", "1")
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	admin(t, n, "groups", "create", fromLow, "--kind", "nntp", "--range-size", "5")
+	admin(t, n, "groups", "create", fromOne, "--kind", "nntp", "--range-size", "5", "--start", "1")
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	c := client.New(n.URL, n.AdminToken)
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	a, b := caughtUp(t, ctx, c, fromLow, 30), caughtUp(t, ctx, c, fromOne, 30)
@@ -548,10 +548,10 @@ func goodAndRefused(t *testing.T, ctx context.Context, s *usenettest.Server, goo
 	}
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
 	for _, g := range []string{good, refused} {
-		admin(t, n, "groups", "create", g, "--range-size", "10")
+		admin(t, n, "groups", "create", g, "--kind", "nntp", "--range-size", "10")
 	}
 	admin(t, n, "groups", "tail", refused, "10")
-	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
+	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))
 	return n, token, client.New(n.URL, n.AdminToken)
 }
 

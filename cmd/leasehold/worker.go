@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -112,6 +113,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("worker: unexpected arguments %q", fs.Args()))
+	}
+	if err := checkNodeURL(f.url); err != nil {
+		return usageError(fmt.Errorf("worker: --url: %v", err))
 	}
 	var err error
 	if f.nodeTLS, err = f.node.config(); err != nil {
@@ -261,6 +265,22 @@ func verifyWindow(ctx context.Context, c *client.Client, d *leasehold.GroupDetai
 		return fmt.Sprintf("stored window (next %d) %v; uninterrupted %v", sr.Next, got, want), nil
 	}
 	return "", nil
+}
+
+// checkNodeURL refuses a node URL the worker cannot use, at start: one
+// without a scheme or a host (127.0.0.1:8080, http:///x) would otherwise
+// be a worker retrying for ever with nothing said at the node.
+func checkNodeURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a URL: %v", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q has no http:// or https:// scheme: give the node's URL, e.g. http://127.0.0.1:8080", raw)
+	case u.Host == "":
+		return fmt.Errorf("%q names no host: give the node's URL, e.g. http://127.0.0.1:8080", raw)
+	}
+	return nil
 }
 
 // client is a client of the node with token, speaking https as

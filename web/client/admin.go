@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,6 +21,24 @@ type NodeSpec struct {
 	PriorityMin *int64 `json:"priority_min,omitempty"`
 	PriorityMax *int64 `json:"priority_max,omitempty"`
 	Capacity    *int64 `json:"capacity,omitempty"`
+	// Kinds are the kinds of group its worker reads; none is [default].
+	Kinds []string `json:"kinds,omitempty"`
+}
+
+// NodeChange is what ChangeNode sets on a node; nil fields stay.
+type NodeChange struct {
+	Kinds    []string `json:"kinds,omitempty"`
+	Capacity *int64   `json:"capacity,omitempty"`
+}
+
+// ChangeNode sets node id's kinds or capacity (PATCH /nodes/{id}). An
+// unknown id is leasehold.ErrNotFound; a bad kind leasehold.ErrInvalid.
+func (c *Client) ChangeNode(ctx context.Context, id int64, ch NodeChange) (*leasehold.Node, error) {
+	var n leasehold.Node
+	if _, err := c.do(ctx, http.MethodPatch, fmt.Sprintf("/api/v1/nodes/%d", id), ch, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
 }
 
 // RegisterNode registers a worker node. The answer is the only place its
@@ -110,6 +129,8 @@ type GroupSpec struct {
 	Active    *bool  `json:"active,omitempty"`
 	RangeSize *int64 `json:"range_size,omitempty"`
 	Start     *int64 `json:"start,omitempty"`
+	// Kind is the source the group is read from (default: default).
+	Kind *string `json:"kind,omitempty"`
 }
 
 // PutGroup creates the group name, or updates it, and reports which. A bad

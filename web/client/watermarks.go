@@ -38,3 +38,34 @@ func (c *Client) ReportWatermarks(ctx context.Context, name string, low, high in
 	}
 	return out.Planned, nil
 }
+
+// Kinds asks the node which kinds of group it hands this client's node
+// (rule 12): the kinds the water-mark list is drawn from. A worker that
+// reads one kind of source checks it at start, so a node registered for
+// other kinds is a clear error, not a worker that never gets work. It
+// takes a node token.
+func (c *Client) Kinds(ctx context.Context) ([]string, error) {
+	var out struct {
+		Kinds []string `json:"kinds"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/watermarks?limit=1", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Kinds, nil
+}
+
+// ReportSourceError tells the node that the named group's source cannot
+// be read, with what the source said (1 to 4096 bytes): the node shows it
+// on the group and makes it a finding after two in a row (rule 13); the
+// next ReportWatermarks clears it. Errors: forbidden (the group is not of
+// this node's kinds), not found. It takes a node token.
+func (c *Client) ReportSourceError(ctx context.Context, name, text string) error {
+	if len(text) > 4096 {
+		text = text[:4096]
+	}
+	in := struct {
+		Error string `json:"error"`
+	}{text}
+	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/groups/%s/watermark", name), in, nil)
+	return err
+}

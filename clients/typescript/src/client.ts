@@ -8,7 +8,7 @@ import { httpsFetch, type PEM } from "./https.js";
 
 import { InternalError, LeaseholdError, UnavailableError, ConflictError, errorFromAnswer, makeError } from "./errors.js";
 import type {
-  Findings, Fleet, Grant, Group, GroupDetail, GroupSpec, NewToken, Node, NodeSpec, Range, RangeStatus, RegisteredNode, Rules,
+  Findings, Fleet, Grant, Group, GroupDetail, GroupSpec, NewToken, Node, NodeChange, NodeSpec, Range, RangeStatus, RegisteredNode, Rules,
   Snapshot, Watermark, WatermarkReport,
 } from "./types.js";
 
@@ -265,6 +265,11 @@ export class Client {
     return this.must("POST", `/api/v1/nodes/${id}/resume`, by === undefined ? {} : { by }, signal);
   }
 
+  /** Changes a node's kinds or capacity; what it holds stays its own until released. */
+  changeNode(id: number, change: NodeChange, signal?: AbortSignal): Promise<Node> {
+    return this.must("PATCH", `/api/v1/nodes/${id}`, change, signal);
+  }
+
   /** Deletes a node and its token; ConflictError while it holds groups unless force. */
   async deleteNode(id: number, o: { force?: boolean; signal?: AbortSignal } = {}): Promise<void> {
     await this.json("DELETE", `/api/v1/nodes/${id}${o.force ? "?force=true" : ""}`, undefined, o.signal);
@@ -434,6 +439,16 @@ export class Client {
   /** Active groups whose water marks are oldest, for a worker to ask its source about. */
   async watermarks(limit?: number, signal?: AbortSignal): Promise<Watermark[]> {
     return (await this.must<{ groups: Watermark[] }>("GET", `/api/v1/watermarks${query({ limit })}`, undefined, signal)).groups ?? [];
+  }
+
+  /** The kinds of group this node token's node reads: the kinds water marks are listed for. */
+  async kinds(signal?: AbortSignal): Promise<string[]> {
+    return (await this.must<{ kinds: string[] }>("GET", "/api/v1/watermarks?limit=1", undefined, signal)).kinds ?? [];
+  }
+
+  /** Reports that a group's source cannot be read, with what it said (1-4096 bytes). ForbiddenError for a group not of this node's kinds. */
+  async reportSourceError(name: string, error: string, signal?: AbortSignal): Promise<void> {
+    await this.must("POST", `/api/v1/groups/${enc(name)}/watermark`, { error }, signal);
   }
 
   /** Reports a group's water marks as the source gave them; returns how many ranges the tail planned. */

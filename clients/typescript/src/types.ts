@@ -22,6 +22,13 @@ export interface Quarantine {
   at: string;
 }
 
+/** What a worker reported instead of a group's water marks (rule 13). */
+export interface SourceError {
+  error: string;
+  node: string;
+  at: string;
+}
+
 export interface Group {
   id: number;
   name: string;
@@ -36,6 +43,10 @@ export interface Group {
   /** The source's last reported water marks (null before any). */
   low?: number | null;
   high?: number | null;
+  /** The source it is read from: only nodes of this kind lease it. */
+  kind: string;
+  /** Set while its source last said it cannot be read. */
+  source_error: SourceError | null;
 }
 
 export interface Lease {
@@ -90,6 +101,8 @@ export interface Node {
   state?: NodeState;
   /** Only in the answer to the node's registration. */
   token?: string;
+  /** The kinds of group its worker reads. */
+  kinds: string[];
 }
 
 export interface RegisteredNode extends Node {
@@ -165,6 +178,14 @@ export interface NodeSpec {
   priority_min?: number;
   priority_max?: number;
   capacity?: number;
+  /** The kinds of group its worker reads (default ["default"]). */
+  kinds?: string[];
+}
+
+/** What PATCH /nodes/{id} changes. */
+export interface NodeChange {
+  kinds?: string[];
+  capacity?: number;
 }
 
 export interface GroupSpec {
@@ -173,4 +194,6 @@ export interface GroupSpec {
   range_size?: number;
   /** The first id the tail plans from; only on creation. */
   start?: number;
+  /** The source it is read from (default "default"). */
+  kind?: string;
 }

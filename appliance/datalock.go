@@ -1,0 +1,85 @@
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/leasehold/leasehold"
+)
+
+// LockFile is the file in a data dir that its one process holds locked
+// (rule 14). It stays after the process: the lock is the kernel's, so it
+// ends with the process however it ends (kill -9 too), and the pid in the
+// file only names the holder for a second process refused.
+const LockFile = "leasehold.lock"
+
+// ErrDataDirInUse is the cause of LockDataDir's refusal (errors.Is).
+var ErrDataDirInUse = errors.New("data dir in use")
+
+// DataLock is a process's exclusive hold on a data dir.
+type DataLock struct {
+	f *os.File
+}
+
+// LockDataDir takes the data dir dir (creating it, 0700) for this process:
+// an exclusive flock on dir/leasehold.lock, held until Release or the
+// process's end. Two nodes on one catalog would each undo the other's
+// writes (one drops the indexes the other's peer sync reads), so it is
+// taken before anything else in the dir is opened. Errors: conflict when
+// another process holds it (the message names the dir and the holder's
+// pid), unavailable when the dir cannot be used.
+func LockDataDir(dir string) (*DataLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, dirError(dir, err)
+	}
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, dirError(dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, leasehold.Wrap(leasehold.KindConflict, ErrDataDirInUse,
+				"data dir %s is in use by another leasehold process (%s): stop it, or give this one another --data", dir, holder(f))
+		}
+		return nil, dirError(dir, err)
+	}
+	// The holder's pid, for the message of the next one refused. Written
+	// after the lock is ours, so it never overwrites a live holder's.
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, dirError(dir, err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		f.Close()
+		return nil, dirError(dir, err)
+	}
+	return &DataLock{f: f}, nil
+}
+
+// holder says who holds the lock f could not take: its pid, as written.
+func holder(f *os.File) string {
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && pid > 0 {
+		return fmt.Sprintf("pid %d", pid)
+	}
+	// Taken a moment ago, its pid not written yet.
+	return "pid unknown"
+}
+
+// Release ends the hold; the file stays for the next process.
+func (l *DataLock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
