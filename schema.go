@@ -264,6 +264,10 @@ const (
 	// FindingSourceUnreadable is a group whose last two reports from its
 	// source were errors (rule 13); Detail carries the error.
 	FindingSourceUnreadable = "source_unreadable"
+	// FindingPeerSyncStuck is a node whose outbox could not be published
+	// to the fleet's stream for longer than a minute: its changes reach no
+	// peer. Node names it; Detail carries the last error.
+	FindingPeerSyncStuck = "peer_sync_stuck"
 )
 
 // FlapsFinding is how many lease ends in a row with no progress make a

@@ -203,7 +203,7 @@ func Open(cfg Config) (*Appliance, error) {
 		return nil, err
 	}
 	a.Coordinator.setRules(rules)
-	a.Watchman = &Watchman{db: db, now: cfg.NowFunc, bounds: store.FindingBounds{
+	a.Watchman = &Watchman{db: db, now: cfg.NowFunc, fleet: fleet, bounds: store.FindingBounds{
 		RangeHeartbeat: cfg.LeaseTTL, LeaseQuiet: cfg.LeaseTTL, NodeUnseen: cfg.NodeUnseen, SnapshotAge: cfg.SnapshotMaxAge,
 	}}
 	return a, nil
@@ -223,6 +223,13 @@ func (a *Appliance) Ready(ctx context.Context) error {
 		return err
 	}
 	return a.Coordinator.fleet.Ready()
+}
+
+// Troubles are the findings of the node's fleet outside the catalog (a
+// peer sync that cannot publish), none for a node alone: /readyz tells
+// them while the node's own API works.
+func (a *Appliance) Troubles() []leasehold.Finding {
+	return a.Watchman.troubles(a.Watchman.Now())
 }
 
 // WithDiskCause returns err with what is wrong with the data disk added to

@@ -19,6 +19,9 @@ type Watchman struct {
 	db     *store.DB
 	now    func() time.Time
 	bounds store.FindingBounds
+	// fleet may know of troubles the catalog does not hold (a stuck
+	// outbox): a fleet that has them implements Troubled.
+	fleet Fleet
 
 	// Pollers share a recent backlog. Its counts are tallies now and its
 	// ages a seek a lane, so this only spares the dashboard's polls those
@@ -42,7 +45,22 @@ type Report struct {
 var FindingKinds = []string{
 	leasehold.FindingRangeStale, leasehold.FindingLeaseQuiet, leasehold.FindingRangeFailed,
 	leasehold.FindingNodeUnseen, leasehold.FindingSnapshotOld, leasehold.FindingWindowUnreadable, leasehold.FindingFlapping,
-	leasehold.FindingNoWorkerForKind, leasehold.FindingSourceUnreadable,
+	leasehold.FindingNoWorkerForKind, leasehold.FindingSourceUnreadable, leasehold.FindingPeerSyncStuck,
+}
+
+// Troubled is a Fleet that can be in trouble of its own, outside the
+// catalog: a peer sync whose outbox cannot be published.
+type Troubled interface {
+	// Troubles are the fleet's findings at now; none when all is well.
+	Troubles(now time.Time) []leasehold.Finding
+}
+
+// troubles are the fleet's own findings, none for a fleet without any.
+func (w *Watchman) troubles(now time.Time) []leasehold.Finding {
+	if t, ok := w.fleet.(Troubled); ok {
+		return t.Troubles(now)
+	}
+	return nil
 }
 
 // Report computes the findings, newest first across kinds, and the
@@ -53,6 +71,7 @@ func (w *Watchman) Report(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	f = append(f, w.troubles(now)...)
 	// Newest first: what went wrong last is what the operator is most
 	// likely chasing; ties keep the store's kind order.
 	sort.SliceStable(f, func(i, j int) bool { return f[i].Since.After(f[j].Since) })
@@ -68,10 +87,12 @@ func (w *Watchman) Report(ctx context.Context) (Report, error) {
 // few seconds. The findings
 // are always fresh. Errors: unavailable, internal.
 func (w *Watchman) RecentReport(ctx context.Context, maxAge time.Duration) (Report, error) {
-	f, err := w.db.Findings(ctx, w.now(), w.bounds)
+	now := w.now()
+	f, err := w.db.Findings(ctx, now, w.bounds)
 	if err != nil {
 		return Report{}, err
 	}
+	f = append(f, w.troubles(now)...)
 	sort.SliceStable(f, func(i, j int) bool { return f[i].Since.After(f[j].Since) })
 	b, err := w.recentBacklog(ctx, maxAge)
 	return Report{Stuck: f, Backlog: b}, err
@@ -97,6 +118,9 @@ func (w *Watchman) Gauges(ctx context.Context, maxAge time.Duration) (Gauges, er
 	now := w.now()
 	if g.Findings, err = w.db.FindingCounts(ctx, now, w.bounds); err != nil {
 		return g, err
+	}
+	for _, t := range w.troubles(now) {
+		g.Findings[t.Kind]++
 	}
 	if g.Tallies, err = w.db.Tallies(ctx); err != nil {
 		return g, err

@@ -578,6 +578,12 @@ func clears(kind string) string {
 		return "Look at the holder's log: its worker should upload its window; a takeover would resume from this old one."
 	case leasehold.FindingFlapping:
 		return "Look at the group: its ranges' last errors and its workers' logs; pause the node that cannot work it."
+	case leasehold.FindingNoWorkerForKind:
+		return "Start a worker that reads this kind, or give a node the kind (leasehold admin nodes kinds NAME KIND)."
+	case leasehold.FindingSourceUnreadable:
+		return "Check the group at its source (does the server carry it, is the login right, is the host up); the next good report from the worker clears it."
+	case leasehold.FindingPeerSyncStuck:
+		return "Check this node's NATS (the peers page, the node's log); its writes wait in the outbox and are published once NATS takes them."
 	}
 	return ""
 }

@@ -221,6 +221,11 @@ func (s *Server) readyz(c echo.Context) error {
 	if err := s.app.Ready(ctx); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
 	}
+	// Trouble outside the node's own API (peer sync stuck) is told, not
+	// made a 503: the node still serves its workers.
+	if ts := s.app.Troubles(); len(ts) > 0 {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": ts[0].Kind + ": " + ts[0].Detail})
+	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
 

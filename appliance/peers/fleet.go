@@ -637,6 +637,21 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 	return st, err
 }
 
+// Troubles are the fleet's findings outside the catalog at now: peer
+// sync stuck when the outbox has not been published for a minute
+// (appliance.Troubled).
+func (f *Fleet) Troubles(now time.Time) []leasehold.Finding {
+	if !f.joined.Load() || f.publisher == nil {
+		return nil
+	}
+	since, err, ok := f.publisher.Stuck(now)
+	if !ok {
+		return nil
+	}
+	return []leasehold.Finding{{Kind: leasehold.FindingPeerSyncStuck, Node: f.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
+		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)}}
+}
+
 // Collector is the fleet's metrics, to register at start: until the node
 // has joined only leasehold_peer_connected is collected. It describes no
 // metrics up front (an unchecked collector), since its parts are made by

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +54,74 @@ type Publisher struct {
 	acked     atomic.Int64
 	at        atomic.Uint64 // lastSeq, for readers outside the publishing loop
 
+	// failing is the run of failed batches going on, for Stuck.
+	failingMu sync.Mutex
+	failing   failingRun
+
 	service.Base
+}
+
+// stuckAfter is how long the outbox may fail to publish before peer sync
+// is stuck: a finding, and a WARN line (a variable so a test can wait
+// less).
+var stuckAfter = time.Minute
+
+// failingRun is a run of failed batches: since the first, the last error,
+// and whether the run was told as stuck.
+type failingRun struct {
+	since time.Time
+	err   error
+	told  bool
+}
+
+// failed records a failed batch at now, and says so once the run is
+// longer than stuckAfter.
+func (p *Publisher) failed(now time.Time, err error) {
+	p.failingMu.Lock()
+	defer p.failingMu.Unlock()
+	if p.failing.since.IsZero() {
+		p.failing.since = now
+	}
+	p.failing.err = err
+	if now.Sub(p.failing.since) >= stuckAfter {
+		p.tellStuck(now)
+	}
+}
+
+// tellStuck logs the run of failures as stuck, once a run; failingMu is
+// held.
+func (p *Publisher) tellStuck(now time.Time) {
+	if p.failing.told {
+		return
+	}
+	p.failing.told = true
+	p.log.Warn("peers: peer sync is stuck: the outbox has not been published", "for", now.Sub(p.failing.since).Round(time.Second),
+		"since", p.failing.since.UTC().Format(time.RFC3339), "err", p.failing.err)
+}
+
+// publishedAgain ends a run of failed batches.
+func (p *Publisher) publishedAgain(now time.Time) {
+	p.failingMu.Lock()
+	defer p.failingMu.Unlock()
+	if p.failing.told {
+		p.log.Info("peers: peer sync publishes again", "stuck_for", now.Sub(p.failing.since).Round(time.Second))
+	}
+	p.failing = failingRun{}
+}
+
+// Stuck reports whether the outbox has failed to publish for stuckAfter
+// or longer at now: since when, and the last error.
+func (p *Publisher) Stuck(now time.Time) (since time.Time, err error, ok bool) {
+	p.failingMu.Lock()
+	defer p.failingMu.Unlock()
+	f := p.failing
+	if f.since.IsZero() || now.Sub(f.since) < stuckAfter {
+		return time.Time{}, nil, false
+	}
+	// A batch that waits for its acknowledgement may fail long after
+	// stuckAfter: whoever sees the run stuck first tells it.
+	p.tellStuck(now)
+	return f.since, f.err, true
 }
 
 // Sent is how many events this publisher has sent and had acknowledged.
@@ -134,12 +202,14 @@ func (p *Publisher) run(ctx context.Context) error {
 				return nil
 			}
 			p.failures.Inc()
+			p.failed(time.Now(), err)
 			p.log.Warn("peers: publishing the outbox", "err", err, "retry_in", backoff)
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		backoff = 100 * time.Millisecond
+		p.publishedAgain(time.Now())
 		switch {
 		case n == 0:
 			sleep(ctx, publishIdle)
