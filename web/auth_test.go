@@ -94,6 +94,7 @@ func (w *authWorld) routes() []route {
 		{"GET", "/api/v1/nodes", "/api/v1/nodes", "", 200, 403, false},
 		{"POST", "/api/v1/nodes/:id/pause", fmt.Sprintf("/api/v1/nodes/%d/pause", w.victim), `{"by":"alice"}`, 200, 403, false},
 		{"POST", "/api/v1/nodes/:id/resume", fmt.Sprintf("/api/v1/nodes/%d/resume", w.victim), "", 200, 403, false},
+		{"PATCH", "/api/v1/nodes/:id", fmt.Sprintf("/api/v1/nodes/%d", w.victim), `{"capacity":3}`, 200, 403, false},
 		{"DELETE", "/api/v1/nodes/:id", fmt.Sprintf("/api/v1/nodes/%d", w.victim2), "", 204, 403, false},
 		// Rotations that pass auth and then fail, so the tokens stay:
 		// no such node (a node token other than its own is forbidden),
