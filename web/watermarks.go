@@ -49,7 +49,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 		if err := s.app.Coordinator.ReportSourceError(c.Request().Context(), nodeOf(c).ID, name, *req.Error); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, map[string]int64{"planned": 0})
+		return c.JSON(http.StatusOK, watermarkReport{})
 	}
 	if req.Low == nil || req.High == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "low and high are required: the water marks as the source reports them")

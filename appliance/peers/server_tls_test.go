@@ -155,19 +155,18 @@ func TestServerTLS(t *testing.T) {
 	}
 	nc.Close()
 
-	before := a.NumRoutes()
 	serverStart(t, ServerConfig{Name: "node-x", Dir: t.TempDir(), Listen: "127.0.0.1:0",
 		ClusterListen: fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), Routes: []string{"nats://" + addrs[0]},
 		Secret: secret, TLS: tlsOf(other, "node-x")})
-	strangerKeptOut(t, a, before, "node-x")
+	strangerKeptOut(t, a, "node-x")
 }
 
 // strangerKeptOut checks, across two seconds (routes retry every second,
-// so the stranger knocks at least twice), that member keeps the routes it
-// had and admits none from the server named stranger. The stranger's own
-// count is no measure: it counts its route for a moment after member's
-// INFO, before member refuses its CONNECT.
-func strangerKeptOut(t *testing.T, member *server.Server, routes int, stranger string) {
+// so the stranger knocks at least twice), that member admits no route
+// from the server named stranger. Route counts are no measure: pooled
+// routes come and go, and a knocking stranger is counted for a moment
+// after the INFO, before its CONNECT is refused.
+func strangerKeptOut(t *testing.T, member *server.Server, stranger string) {
 	t.Helper()
 	claimThroughout(t, 2*time.Second, 50*time.Millisecond, func() error {
 		rz, err := member.Routez(nil)
@@ -178,9 +177,6 @@ func strangerKeptOut(t *testing.T, member *server.Server, routes int, stranger s
 			if r.RemoteName == stranger {
 				return fmt.Errorf("%s routes into the fleet", stranger)
 			}
-		}
-		if got := member.NumRoutes(); got != routes {
-			return fmt.Errorf("a member's routes went from %d to %d with %s knocking", routes, got, stranger)
 		}
 		return nil
 	})
