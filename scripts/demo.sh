@@ -88,7 +88,7 @@ start_worker w3 w3
 # Kill w2 while it holds groups, after it has done a few ranges.
 held=0
 for _ in $(seq 300); do
-	held=$("$lh" admin nodes list | awk '$2 == "w2" { print $5 }')
+	held=$("$lh" admin nodes list | awk 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "HELD") c = i } $2 == "w2" { print $c }')
 	done_by_w2=$(grep -c 'msg="window uploaded"' "$tmp/w2.log" || true)
 	[ "${held:-0}" -gt 0 ] && [ "$done_by_w2" -ge 6 ] && break
 	sleep 0.1
