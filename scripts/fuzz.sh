@@ -26,7 +26,11 @@ run() { # package target time
 			exit 1
 		fi
 	fi
-	echo "fuzz: $2: $(echo "$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2) executions in $3"
+	local execs
+	execs=$(echo "$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2 || true)
+	# A target that is gone runs nothing and passes: say so and fail.
+	[ -n "$execs" ] || { echo "fuzz: $2 in $1 ran nothing (no such target?)"; echo "$out"; exit 1; }
+	echo "fuzz: $2: $execs executions in $3"
 }
 for f in FuzzJSONBody FuzzGroupName FuzzQuery FuzzRangeHeader FuzzReprDigest; do
 	run ./web "$f" "$t"
@@ -35,4 +39,4 @@ run . FuzzValidGroupName 5s
 # The Usenet worker's parsers of what a news server says: pure, 5s each.
 run ./source/nntp FuzzParseStatus 5s
 run ./source/nntp FuzzParseOverview 5s
-run ./source/binaries FuzzParseSubject 5s
+run ./source/binaries FuzzReadSubject 5s
