@@ -37,6 +37,12 @@ func FuzzReadSubject(f *testing.F) {
 		}
 		i := ms[len(ms)-1][0]
 		last := "(" + strconv.Itoa(r.Total) + "/" + strconv.Itoa(r.Total) + ")"
+		if before := strings.TrimSpace(subject[:i]); strings.HasSuffix(before, last) && !strings.HasSuffix(before, old) {
+			// The last part's counter would double the counter before
+			// it, which then counts once (rule 2): "(1/1)(0/1)" is no
+			// part of the file "(1/1)(1/1)" names.
+			return
+		}
 		other := subject[:i] + last + subject[i+len(old):]
 		if j := strings.LastIndex(subject[:i], old); j >= 0 && strings.TrimSpace(subject[j+len(old):i]) == "" {
 			other = subject[:j] + last + subject[j+len(old):i] + last + subject[i+len(old):] // a doubled counter changes as one
