@@ -109,6 +109,13 @@ func TestSnapshotTrickleFreed(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the trickled upload never took the slot: the probe got %d %s", a.status, a.body)
 		}
+		select {
+		case <-answer:
+			// A probe held the slot when the trickle's request came
+			// (a loaded machine): the trickle was refused; start it again.
+			answer = trickle(t, w.node.URL, put+"101", w.w1, tick.C)
+		default:
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d}`, w.fence)); a.status != 200 {
