@@ -37,15 +37,23 @@ func FuzzReadSubject(f *testing.F) {
 		}
 		i := ms[len(ms)-1][0]
 		last := "(" + strconv.Itoa(r.Total) + "/" + strconv.Itoa(r.Total) + ")"
-		if before := strings.TrimSpace(subject[:i]); strings.HasSuffix(before, last) && !strings.HasSuffix(before, old) {
-			// The last part's counter would double the counter before
-			// it, which then counts once (rule 2): "(1/1)(0/1)" is no
-			// part of the file "(1/1)(1/1)" names.
-			return
-		}
 		other := subject[:i] + last + subject[i+len(old):]
-		if j := strings.LastIndex(subject[:i], old); j >= 0 && strings.TrimSpace(subject[j+len(old):i]) == "" {
-			other = subject[:j] + last + subject[j+len(old):i] + last + subject[i+len(old):] // a doubled counter changes as one
+		if len(ms) > 1 && strings.TrimSpace(subject[ms[len(ms)-2][1]:i]) == "" {
+			// A counter just before the last, compared as numbers as the
+			// reader does: the same counter doubled changes as one; one
+			// the last part's counter would double ("(1/01)(0/1)") makes
+			// a subject that is no part of the file its last part names,
+			// for the doubled counter then counts once (rule 2).
+			j := ms[len(ms)-2]
+			m := parenCounter.FindStringSubmatch(subject[j[0]:j[1]])
+			k, _ := strconv.Atoi(m[1])
+			n, _ := strconv.Atoi(m[2])
+			switch {
+			case k == r.Part && n == r.Total:
+				other = subject[:j[0]] + last + subject[j[1]:i] + last + subject[i+len(old):]
+			case k == r.Total && n == r.Total:
+				return
+			}
 		}
 		q := ReadSubject(other)
 		if !q.IsPart || q.Part != r.Total || q.FileSubject != r.FileSubject || q.Name != r.Name || q.KeySubject != r.KeySubject {
