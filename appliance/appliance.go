@@ -192,8 +192,8 @@ func Open(cfg Config) (*Appliance, error) {
 		fleet = Alone{}
 	}
 	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, recorder: cfg.Recorder,
-		fleet: fleet, alone: alone, fence: fence{fleet: fleet, alone: alone}, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
-	snaps.fence = a.Coordinator.fence
+		fleet: fleet, alone: alone, claims: claimCheck{fleet: fleet, alone: alone}, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
+	snaps.claims = a.Coordinator.claims
 	// Open runs before the node has a context to give (serve opens the
 	// appliance, then runs it under one): a catalog just opened answers
 	// this read at once.

@@ -71,7 +71,7 @@ func BenchmarkCycle(b *testing.B) {
 		b.Run(fmt.Sprintf("sync=%s/groups=%d", c.sync, groups), func(b *testing.B) {
 			const workers = 32
 			// As serve --nats off runs: no outbox, which only peer sync
-			// reads (appliance/peers' BenchmarkPeerSync measures it on).
+			// reads (fleet' BenchmarkPeerSync measures it on).
 			app, err := Open(Config{DataDir: b.TempDir(), HistoryMinFreeBytes: 0, Store: store.Options{Synchronous: c.sync, NoOutbox: true}})
 			if err != nil {
 				b.Fatal(err)

@@ -30,9 +30,9 @@ type Coordinator struct {
 	rules        atomic.Pointer[leasehold.RuleSet]
 	// fleet is the fleet this node is part of (Alone without one), and
 	// fence rule 6 in it.
-	fleet Fleet
-	alone bool
-	fence fence
+	fleet  Fleet
+	alone  bool
+	claims claimCheck
 	// now and unseen tell a node's state (leasehold.NodeState).
 	now    func() time.Time
 	unseen time.Duration
@@ -463,7 +463,7 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 	if err != nil {
 		return nil, err
 	}
-	if g != nil && c.fence.still(h) != nil {
+	if g != nil && c.claims.still(h) != nil {
 		// The claim lapsed while the grant was written: the grant is not
 		// given (the lease it made ends when the group is disowned).
 		g = nil
@@ -541,7 +541,7 @@ func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int6
 	var r *leasehold.Range
 	rules := c.Rules()
 	tailOnly := c.tailOnlyFunc()
-	err := c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
+	err := c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -578,7 +578,7 @@ func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int6
 
 // Heartbeat is rule 5. Errors: not found, lease lost.
 func (c *Coordinator) Heartbeat(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
+	return c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -588,7 +588,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, nodeID, groupID, fence int6
 
 // Release is rule 5. Errors: not found, lease lost.
 func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
+	return c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -599,7 +599,7 @@ func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64)
 // Progress is rule 4. Errors: not found, lease lost, conflict, unprocessable.
 func (c *Coordinator) Progress(ctx context.Context, nodeID, rangeID, fence, next int64) (leasehold.Range, error) {
 	var r leasehold.Range
-	err := c.fence.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
+	err := c.claims.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -616,7 +616,7 @@ func (c *Coordinator) Finish(ctx context.Context, nodeID, rangeID, fence, header
 		return leasehold.Range{}, leasehold.Errorf(leasehold.KindInvalid, "headers must be 0 or more")
 	}
 	var r leasehold.Range
-	err := c.fence.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
+	err := c.claims.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ import (
 // as Finish. Errors: unprocessable, not found, lease lost, conflict.
 func (c *Coordinator) Fail(ctx context.Context, nodeID, rangeID, fence int64, text string, retry bool) (leasehold.Range, error) {
 	var r leasehold.Range
-	err := c.fence.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
+	err := c.claims.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -38,7 +38,7 @@ func (c *Coordinator) Fail(ctx context.Context, nodeID, rangeID, fence int64, te
 // lifts the quarantine, drops the window or restores another. Errors:
 // unprocessable, not found, lease lost.
 func (c *Coordinator) ReleaseUnreadable(ctx context.Context, nodeID, groupID, fence int64, windowError string) error {
-	err := c.fence.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
+	err := c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
@@ -90,13 +90,13 @@ func (s *Snapshots) Drop(ctx context.Context, name string, maxAttempts int64) (l
 	if err != nil {
 		return g, err
 	}
-	if err := s.fence.early(ctx, s.db, g.ID, false); err != nil {
+	if err := s.claims.early(ctx, s.db, g.ID, false); err != nil {
 		return g, err
 	}
 	var h holding
 	err = s.db.Write(ctx, func(tx *store.Tx) error {
 		var err error
-		if h, err = s.fence.check(tx, g.ID); err != nil {
+		if h, err = s.claims.check(tx, g.ID); err != nil {
 			return err
 		}
 		var old *leasehold.Snapshot
@@ -110,7 +110,7 @@ func (s *Snapshots) Drop(ctx context.Context, name string, maxAttempts int64) (l
 	if err != nil {
 		return leasehold.Group{}, err
 	}
-	return g, s.fence.still(h)
+	return g, s.claims.still(h)
 }
 
 // DropSnapshot is an operator dropping the named group's window and

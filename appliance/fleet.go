@@ -69,7 +69,7 @@ func (Alone) Forward(_ context.Context, origin string, _ AdminOp) (AdminResult, 
 // Ready is nil: a node alone has nothing to join.
 func (Alone) Ready() error { return nil }
 
-// fence is rule 6 in a fleet, written once: a holder call (next,
+// claimCheck is rule 6 in a fleet, written once: a holder call (next,
 // heartbeat, progress, finish, release, a snapshot upload or download) is
 // answered only while this node holds the group's ownership claim at the
 // revision the catalog owns the group under, which is the revision its
@@ -86,7 +86,7 @@ func (Alone) Ready() error { return nil }
 // claim until it has joined and claimed anew, so every lease of its
 // earlier life is lost before it answers a holder call. A node alone
 // checks nothing here: the catalog's fence is the whole rule.
-type fence struct {
+type claimCheck struct {
 	fleet Fleet
 	alone bool
 }
@@ -100,7 +100,7 @@ type holding struct {
 
 // check is the first check, inside the write, for a call on groupID.
 // Errors: not found, lease lost.
-func (f fence) check(tx *store.Tx, groupID int64) (holding, error) {
+func (f claimCheck) check(tx *store.Tx, groupID int64) (holding, error) {
 	if f.alone {
 		return holding{}, nil
 	}
@@ -125,7 +125,7 @@ func (f fence) check(tx *store.Tx, groupID int64) (holding, error) {
 
 // checkRange is check for a call on a range, by its group. Errors: not
 // found, lease lost.
-func (f fence) checkRange(tx *store.Tx, rangeID int64) (holding, error) {
+func (f claimCheck) checkRange(tx *store.Tx, rangeID int64) (holding, error) {
 	if f.alone {
 		return holding{}, nil
 	}
@@ -138,7 +138,7 @@ func (f fence) checkRange(tx *store.Tx, rangeID int64) (holding, error) {
 
 // still is the second check, once the write is committed: the claim the
 // call was answered under must still be held now. Errors: lease lost.
-func (f fence) still(h holding) error {
+func (f claimCheck) still(h holding) error {
 	if f.alone {
 		return nil
 	}
@@ -153,7 +153,7 @@ func (f fence) still(h holding) error {
 // here. An operator's call (holder false) first makes sure this node holds
 // the claim, as admin writes do. It is only a courtesy to the caller: the
 // write checks again. Errors: not found, lease lost, and Ensure's.
-func (f fence) early(ctx context.Context, db *store.DB, groupID int64, holder bool) error {
+func (f claimCheck) early(ctx context.Context, db *store.DB, groupID int64, holder bool) error {
 	if f.alone {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (f fence) early(ctx context.Context, db *store.DB, groupID int64, holder bo
 // write runs a holder call on groupID (or, with groupID 0, on rangeID's
 // group) as one queued write fenced by ownership: fn runs only after the
 // first check and its answer stands only after the second.
-func (f fence) write(ctx context.Context, db *store.DB, groupID, rangeID int64, fn func(tx *store.Tx) error) error {
+func (f claimCheck) write(ctx context.Context, db *store.DB, groupID, rangeID int64, fn func(tx *store.Tx) error) error {
 	var h holding
 	err := db.Write(ctx, func(tx *store.Tx) error {
 		var err error

@@ -45,7 +45,7 @@ type Snapshots struct {
 	seq         atomic.Int64
 	// fence is rule 6 in a fleet: a snapshot is recorded only under this
 	// node's claim on its group, an operator's upload too.
-	fence fence
+	claims claimCheck
 
 	mu        sync.Mutex
 	uploading map[int64]*uploadSlot
@@ -233,7 +233,7 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	// Refuse early, before reading gigabytes, if the caller cannot write;
 	// the record below checks again inside the transaction.
 	if !u.Adopting {
-		if err := s.fence.early(ctx, s.db, u.GroupID, u.NodeID > 0); err != nil {
+		if err := s.claims.early(ctx, s.db, u.GroupID, u.NodeID > 0); err != nil {
 			return snap, err
 		}
 	}
@@ -286,7 +286,7 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	err = s.db.Write(ctx, func(tx *store.Tx) error {
 		var err error
 		if !u.Adopting {
-			if h, err = s.fence.check(tx, u.GroupID); err != nil {
+			if h, err = s.claims.check(tx, u.GroupID); err != nil {
 				return err
 			}
 		}
@@ -314,7 +314,7 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	if u.Adopting {
 		return snap, nil
 	}
-	if err := s.fence.still(h); err != nil {
+	if err := s.claims.still(h); err != nil {
 		return leasehold.Snapshot{}, err
 	}
 	return snap, nil

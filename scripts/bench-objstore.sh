@@ -2,7 +2,7 @@
 # bench-objstore.sh [SIZE_MIB...]: moves one window snapshot of each size
 # (default 1024 and 4096 MiB) through a real embedded nats-server's
 # JetStream object store, the way a fleet replicates snapshots
-# (appliance/peers BenchmarkObjectStore), and prints a table:
+# (fleet BenchmarkObjectStore), and prints a table:
 #   - MiB/s of storing it on node A, cp + sync of A's file (the disk's pace),
 #     nats.go's own ObjectStore.Put of it (for comparison: it can fail with
 #     429 Too Many Requests, which is why the Replicator uploads with its
@@ -33,7 +33,7 @@ fi
 
 out=$(cd "$root" && LEASEHOLD_BENCH_OBJSTORE_MIB=$(echo "$sizes" | tr ' ' ',') \
 	LEASEHOLD_BENCH_OBJSTORE_CHUNKS_KIB=${CHUNKS_KIB:-128,0} LEASEHOLD_BENCH_DIR=$tmp \
-	nice -n 19 go test ./appliance/peers -run '^$' -bench '^BenchmarkObjectStore$' -benchtime 1x -timeout 2h 2>&1) || {
+	nice -n 19 go test ./fleet -run '^$' -bench '^BenchmarkObjectStore$' -benchtime 1x -timeout 2h 2>&1) || {
 	echo "$out" >&2
 	exit 1
 }

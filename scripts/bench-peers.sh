@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-peers.sh: what peer sync costs, as two Go benchmarks against a
-# real nats-server in process (appliance/peers), on this machine's cores:
+# real nats-server in process (fleet), on this machine's cores:
 #   - catch-up: a joining node rebuilds a peer's part from its dump,
 #     BENCH_CATCHUP_GROUPS groups (default 1,000,000) of two ranges each,
 #     seeded through the bulk path; the dump is served and folded on the
@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 groups=${BENCH_CATCHUP_GROUPS:-1000000}
-cd "$root/appliance/peers"
+cd "$root/fleet"
 go test -c -o "${TMPDIR:-/tmp}/leasehold-bench-peers.test" . >/dev/null
 bin=${TMPDIR:-/tmp}/leasehold-bench-peers.test
 trap 'rm -f "$bin"' EXIT

@@ -2,7 +2,7 @@
 # bench-snapshot.sh [SIZE_MIB...]: moves one window snapshot of each size
 # (default 1024 and 4096 MiB; a size the disk has no room for is skipped)
 # through a real `leasehold serve`, up and down, with curl and with
-# web/client (internal/benchload snapshot), and prints a table:
+# client (internal/benchload snapshot), and prints a table:
 #   - MiB/s of each transfer; uploads against cp + sync of the same file
 #     (an upload is fsynced before it is answered), downloads against
 #     reading the file from the page cache (dd) and against the same curl
@@ -97,7 +97,7 @@ for size_mib in $sizes; do
 	up_peak=$(($(mem VmHWM) - idle))
 	peak_reset
 	# To /dev/null, so the rate is the node's and not the local disk's
-	# (best of two, as for the bare server); web/client's download below
+	# (best of two, as for the bare server); client's download below
 	# checks the bytes against the digest.
 	down_time=$(for _ in 1 2; do curl -fs -H "$W" -w '%{time_total}\n' -o /dev/null "$U/leases/$G/snapshot?fence=$F"; done | sort -n | head -1)
 	down_peak=$(($(mem VmHWM) - idle))
@@ -109,7 +109,7 @@ for size_mib in $sizes; do
 	cget_peak=$(($(mem VmHWM) - idle))
 	rm -f "$tmp/window.gz"
 
-	# web/client's upload named the file's sha-256 and the node accepted
+	# client's upload named the file's sha-256 and the node accepted
 	# it: curl's upload must have been recorded with the same.
 	[ "$(jq -r .sha256 "$tmp/up.json")" = "$(jq -r .sha256 "$tmp/cput.json")" ] ||
 		{ echo "bench-snapshot: curl's upload was recorded with another sha-256"; exit 1; }
@@ -124,9 +124,9 @@ for size_mib in $sizes; do
 	row "read the file (dd, page cache)" "$read_rate" "" ""
 	row "curl from a bare net/http server" "$lo_rate" "the loopback ceiling" ""
 	row "upload, curl -T" "$up_rate" "$(printf '%.0f%% of cp+sync' "$(pct "$up_rate" "$cp_rate")")" "+${up_peak} MiB"
-	row "upload, web/client (Repr-Digest)" "$cput_rate" "$(printf '%.0f%% of cp+sync' "$(pct "$cput_rate" "$cp_rate")")" "+${cput_peak} MiB"
+	row "upload, client (Repr-Digest)" "$cput_rate" "$(printf '%.0f%% of cp+sync' "$(pct "$cput_rate" "$cp_rate")")" "+${cput_peak} MiB"
 	row "download, curl" "$down_rate" "$(printf '%.0f%% of dd, %.0f%% of bare' "$(pct "$down_rate" "$read_rate")" "$(pct "$down_rate" "$lo_rate")")" "+${down_peak} MiB"
-	row "download, web/client (sha-256)" "$cget_rate" "$(printf '%.0f%% of dd, %.0f%% of bare' "$(pct "$cget_rate" "$read_rate")" "$(pct "$cget_rate" "$lo_rate")")" "+${cget_peak} MiB"
+	row "download, client (sha-256)" "$cget_rate" "$(printf '%.0f%% of dd, %.0f%% of bare' "$(pct "$cget_rate" "$read_rate")" "$(pct "$cget_rate" "$lo_rate")")" "+${cget_peak} MiB"
 	worst=$(printf '%s\n' "$up_peak" "$down_peak" "$cput_peak" "$cget_peak" | sort -n | tail -1)
 	if [ "$worst" -lt 64 ]; then
 		echo "memory: flat (peak at most +${worst} MiB above idle; flat means under 64)"

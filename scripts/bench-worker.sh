@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-worker.sh: the reference worker (`leasehold worker`, the synthetic
-# source of web/client/synthetic) indexing a synthetic catalog end to end
+# source of client/synthetic) indexing a synthetic catalog end to end
 # against one `leasehold serve`: for each worker count (BENCH_WORKER_COUNTS,
 # default "1 4 16"; each worker is its own process and registered node,
 # holding one group at a time), ranges finished per second and ids indexed

@@ -9,7 +9,7 @@
 #   3. this machine's limits: raw SQLite commits/s (1 and 64 updates per
 #      transaction, FULL and NORMAL) and echo answering a fixed JSON body
 #      under the same load generator;
-#   4. snapshots through curl and web/client (scripts/bench-snapshot.sh),
+#   4. snapshots through curl and client (scripts/bench-snapshot.sh),
 #      1 GiB and 4 GiB (4 GiB when the disk has room), unless
 #      BENCH_SNAPSHOT_MIB is set to other sizes or to "" to skip;
 #   5. the reference worker indexing a synthetic catalog end to end

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # example-worker.sh: builds the worker in examples/worker, a Go module of
-# its own that imports github.com/leasehold/leasehold/web/client (through a
+# its own that imports github.com/leasehold/leasehold/client (through a
 # replace directive to this checkout), and runs it against a real node:
 # three groups planned, the worker leases and indexes them until it has
 # been idle for 3 s, and every range must be done and every group's window

@@ -10,8 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // nodeStates is the nodes page's state of each node, "name:state" sorted

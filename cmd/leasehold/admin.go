@@ -17,7 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // adminUsage is the admin command's help, its commands listed from

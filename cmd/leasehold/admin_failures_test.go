@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // TestAdminFailures: the operator sees rule 10 in the CLI: a range's last

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // catalogRows reads every row of every table of the catalog at path,

@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/syncbuf"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // openTerminal opens a pseudo-terminal: ours is the side a person types

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 const healthcheckUsage = `Usage: leasehold healthcheck [--url U] [--timeout D]

@@ -18,7 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
-	"github.com/leasehold/leasehold/appliance/peers"
+	"github.com/leasehold/leasehold/fleet"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
 )
@@ -249,7 +249,7 @@ func (m *Main) checkFleetFlags() error {
 	if len(routes) > 0 && m.NATSClusterListen == "" {
 		return fmt.Errorf("--nats-routes needs --nats-cluster-listen: this node's server must listen for routes to cluster")
 	}
-	if _, err := peers.ParseRoutes(routes); err != nil {
+	if _, err := fleet.ParseRoutes(routes); err != nil {
 		return err
 	}
 	switch {
@@ -375,13 +375,13 @@ func (m *Main) Run(ctx context.Context) error {
 
 	metrics := web.NewMetrics()
 	metrics.SetVersion(Version)
-	fleet, err := m.newFleet(log)
+	peerFleet, err := m.newFleet(log)
 	if err != nil {
 		return usageError(err)
 	}
 	var appFleet appliance.Fleet // nil runs the node alone
-	if fleet != nil {
-		appFleet = fleet
+	if peerFleet != nil {
+		appFleet = peerFleet
 	}
 	app, err := appliance.Open(appliance.Config{
 		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
@@ -400,7 +400,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return usageError(err)
 	}
-	if fleet == nil {
+	if peerFleet == nil {
 		// Alone, the node has no use for the publisher's indexes, and every
 		// range write would pay for them.
 		dropped, err := app.DB.PeerIndexes(ctx, false)
@@ -422,8 +422,8 @@ func (m *Main) Run(ctx context.Context) error {
 
 	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
 		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
-	if fleet != nil {
-		opts.Peers = fleet.Peers
+	if peerFleet != nil {
+		opts.Peers = peerFleet.Peers
 	}
 	srv := web.New(app, opts)
 	m.mu.Lock()
@@ -435,7 +435,7 @@ func (m *Main) Run(ctx context.Context) error {
 		tokenFrom, _ = filepath.Abs(tokenFile)
 	}
 	natsURL := "off"
-	if fleet != nil {
+	if peerFleet != nil {
 		natsURL = "joining"
 	}
 	serving := []any{"version", Version, "url", m.url(ln.Addr()), "data", m.DataDir,
@@ -450,7 +450,7 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { errc <- srv.Serve(ln) }()
 	// The node serves (/healthz at once, /readyz 503 until joined) while it
 	// joins its fleet: a fleet started one node at a time comes up.
-	stopFleet := m.runFleet(ctx, fleet, app, metrics, log, errc)
+	stopFleet := m.runFleet(ctx, peerFleet, app, metrics, log, errc)
 	// Deferred after app.Close, so it runs before: the fleet's fold and
 	// publisher write through the catalog.
 	defer stopFleet()
@@ -481,11 +481,11 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 // natsTLS is the node's NATS TLS files, nil without any of the flags.
-func (m *Main) natsTLS() *peers.TLS {
+func (m *Main) natsTLS() *fleet.TLS {
 	if m.NATSTLSCert == "" && m.NATSTLSKey == "" && m.NATSTLSCA == "" {
 		return nil
 	}
-	return &peers.TLS{CertFile: m.NATSTLSCert, KeyFile: m.NATSTLSKey, CAFile: m.NATSTLSCA}
+	return &fleet.TLS{CertFile: m.NATSTLSCert, KeyFile: m.NATSTLSKey, CAFile: m.NATSTLSCA}
 }
 
 // adminTokenMin is the shortest admin token taken: a guessable one
@@ -575,7 +575,7 @@ func (m *Main) natsSecret(log *slog.Logger) (string, error) {
 
 // newFleet is the node's part in its fleet, not joined yet; nil with
 // --nats off.
-func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
+func (m *Main) newFleet(log *slog.Logger) (*fleet.Fleet, error) {
 	if m.NATS == "off" {
 		return nil, nil
 	}
@@ -591,10 +591,10 @@ func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 	case secret != "":
 		m.natsAuth = "--nats-secret-file " + m.NATSSecretFile
 	case m.NATS == "":
-		if token, err = peers.LocalSecret(m.DataDir); err != nil {
+		if token, err = fleet.LocalSecret(m.DataDir); err != nil {
 			return nil, err
 		}
-		m.natsAuth, _ = filepath.Abs(filepath.Join(m.DataDir, peers.LocalSecretFile))
+		m.natsAuth, _ = filepath.Abs(filepath.Join(m.DataDir, fleet.LocalSecretFile))
 		if m.NATSClusterListen != "" {
 			m.natsAuth += ", routes open (--nats-insecure)"
 		}
@@ -604,10 +604,10 @@ func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 	if m.natsTLS() != nil {
 		m.natsAuth += ", TLS"
 	}
-	if m.ClaimTTL < peers.ClaimTTLFloor {
-		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", peers.ClaimTTLFloor)
+	if m.ClaimTTL < fleet.ClaimTTLFloor {
+		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", fleet.ClaimTTLFloor)
 	}
-	return peers.New(peers.Config{
+	return fleet.New(fleet.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
 		ClientToken: token, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
@@ -619,24 +619,24 @@ func (m *Main) newFleet(log *slog.Logger) (*peers.Fleet, error) {
 // the fleet, once however often it is called. A fleet that cannot be
 // joined for good (an address in use, a secret refused) or whose sync
 // stops by itself sends its error to errc: the node stops with it.
-func (m *Main) runFleet(ctx context.Context, fleet *peers.Fleet, app *appliance.Appliance, metrics *web.Metrics, log *slog.Logger, errc chan<- error) func() {
-	if fleet == nil {
+func (m *Main) runFleet(ctx context.Context, peerFleet *fleet.Fleet, app *appliance.Appliance, metrics *web.Metrics, log *slog.Logger, errc chan<- error) func() {
+	if peerFleet == nil {
 		return func() {}
 	}
-	metrics.Register(fleet.Collector())
+	metrics.Register(peerFleet.Collector())
 	// Peer sync has its own context: SIGTERM ends the requests first, and
 	// the sync only after them.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := fleet.Join(sctx, app); err != nil {
+		if err := peerFleet.Join(sctx, app); err != nil {
 			if sctx.Err() == nil {
 				errc <- usageError(fmt.Errorf("joining the fleet as %s: %w", m.Name, err))
 			}
 			return
 		}
-		if err := fleet.Run(sctx); err != nil {
+		if err := peerFleet.Run(sctx); err != nil {
 			log.Error("peer sync stopped", "err", err)
 			errc <- err
 		}
@@ -646,7 +646,7 @@ func (m *Main) runFleet(ctx context.Context, fleet *peers.Fleet, app *appliance.
 		once.Do(func() {
 			cancel()
 			<-done
-			if err := fleet.Close(); err != nil {
+			if err := peerFleet.Close(); err != nil {
 				log.Warn("leaving the fleet", "err", err)
 			}
 		})

@@ -16,7 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 const snapshotUsage = `Usage:

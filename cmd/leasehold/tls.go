@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/web"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // checkTLSFlags refuses TLS flags that cannot work together.

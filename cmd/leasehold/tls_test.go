@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/syncbuf"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // testPKI makes certificates with openssl in a temporary directory.

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/source/nntp"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // runUsenetWorker is `leasehold worker --source nntp://…`: the pull loop

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/source/nntp"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // TestUsenetWorkerNZBGet posts real yEnc articles to INN (a three-file

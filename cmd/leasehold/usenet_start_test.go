@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/nntp"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // TestUsenetWorkerStart: `--start last:8` starts a new group at its last

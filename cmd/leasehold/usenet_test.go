@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/source/nntp"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 // TestMain lets a test run `leasehold worker` as a process of its own (this

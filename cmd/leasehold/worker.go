@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/synthetic"
 	"github.com/leasehold/leasehold/source/binaries"
-	"github.com/leasehold/leasehold/web/client"
-	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 const workerUsage = `Usage:

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/synthetic"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/syncbuf"
-	"github.com/leasehold/leasehold/web/client"
-	"github.com/leasehold/leasehold/web/client/synthetic"
 )
 
 // TestWorkerCommand runs `leasehold worker` over a few groups until they

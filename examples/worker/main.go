@@ -1,6 +1,6 @@
 // Command worker is a leasehold worker written in its own Go module, as an
 // indexer's authors would write theirs: it imports the node's Go client
-// (github.com/leasehold/leasehold/web/client), leases groups from a node,
+// (github.com/leasehold/leasehold/client), leases groups from a node,
 // and "indexes" each range by counting its ids into a window that the
 // client's pull loop carries from range to range and uploads to the node,
 // where a real indexer would keep its article headers.
@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // window is what this worker keeps of a group: how many ids it has

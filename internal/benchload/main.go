@@ -36,8 +36,8 @@ import (
 	"github.com/labstack/echo/v4"
 	_ "modernc.org/sqlite"
 
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/store"
-	"github.com/leasehold/leasehold/web/client"
 )
 
 func main() {
@@ -65,7 +65,7 @@ func main() {
 		prefix := fs.String("prefix", "bench", "worker node name prefix")
 		fs.StringVar(&caFile, "ca-file", "", "the CA (PEM) of an https node's certificate")
 		pattern := fs.String("pattern", "four", "four: lease, next, finish, release a cycle; steady: lease, then "+
-			"next and ten rounds of next with finished (ten ranges), then release, as web/client's worker does")
+			"next and ten rounds of next with finished (ten ranges), then release, as client's worker does")
 		fs.Parse(os.Args[2:])
 		err = cycle(*url, *admin, *workers, *dur, *prefix, *pattern)
 	case "poll":

@@ -14,7 +14,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // The snapshot side of the suite (scripts/bench-snapshot.sh):
@@ -24,7 +24,7 @@ import (
 //	benchload fileserve -file FILE -listen 127.0.0.1:0
 //
 // snapfile writes the window to move, snapshot moves it through
-// web/client as a worker does, and fileserve serves the same file with
+// client as a worker does, and fileserve serves the same file with
 // net/http alone, the most a download over this host's loopback gets.
 
 // transfer is one snapshot transfer's figures; JSON for the script.
@@ -66,7 +66,7 @@ func snapFile(out string, mib int64) error {
 }
 
 // snapshotTransfer uploads file as group's window snapshot (op put) or
-// downloads the stored one (op get) through web/client, timed. The upload
+// downloads the stored one (op get) through client, timed. The upload
 // names the file's sha-256 (computed before the clock starts; -digest=false
 // leaves it out, to show what the node's check costs), so the node refuses
 // it unless every byte arrived, and the recorded sha-256 is compared with

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // config is one crash-test session.

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // model is the shared model of every group, with the calls in flight.

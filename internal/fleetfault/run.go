@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/appliance/peers"
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/fleet"
 )
 
 // Config is one run's settings.
@@ -254,7 +254,7 @@ func (r *run) result(final *Final) *Report {
 }
 
 // adoptions reads the groups each node took over from a peer out of its
-// log (peers.LogGroupTakenOver lines, text format), in the load's time.
+// log (fleet.LogGroupTakenOver lines, text format), in the load's time.
 func (r *run) adoptions() []Adoption {
 	var out []Adoption
 	for _, n := range r.nodes {
@@ -264,7 +264,7 @@ func (r *run) adoptions() []Adoption {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, `msg="`+peers.LogGroupTakenOver+`"`) {
+			if !strings.Contains(line, `msg="`+fleet.LogGroupTakenOver+`"`) {
 				continue
 			}
 			at, group := logField(line, "time"), logField(line, "group")

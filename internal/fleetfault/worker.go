@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // A recording worker drives one node's worker API as a worker program

@@ -23,7 +23,7 @@ import (
 )
 
 // RunRecorded is the TestMain of a package whose tests talk to nodes
-// Start makes, or that Recording wraps (web, web/client, cmd/leasehold):
+// Start makes, or that Recording wraps (web, client, cmd/leasehold):
 // it records every request those nodes answer (RecordEnv) and, when the
 // tests pass, checks each answer against web/openapi.json with
 // CheckRecorded, failing the run on one the description does not name.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/web/client"
+	"github.com/leasehold/leasehold/client"
 )
 
 // SeedNodeStates registers four worker nodes on n, whose clock is clock,

@@ -1,4 +1,4 @@
-// The pull loop of a worker node, as web/client's Worker: it leases up to
+// The pull loop of a worker node, as client's Worker: it leases up to
 // capacity groups at once and, for each, loads the group's window snapshot
 // (or starts an empty window at the group's first range, uploaded at once
 // so a crash before the next upload loses nothing), takes the group's

@@ -1,0 +1,187 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/service"
+)
+
+// adminTimeout bounds a carried admin write: the owner answers once its
+// write is durable.
+const adminTimeout = 30 * time.Second
+
+// adminAnswer is an owner's answer to a carried admin write.
+type adminAnswer struct {
+	Result appliance.AdminResult `json:"result"`
+	Kind   leasehold.Kind        `json:"kind,omitempty"`
+	Error  string                `json:"error,omitempty"`
+}
+
+// Admin answers admin writes other nodes carry here (AdminSubjectPrefix +
+// node), on groups this node owns, and carries this node's writes on
+// peers' groups to their owners.
+type Admin struct {
+	nc    *nats.Conn
+	coord *appliance.Coordinator
+	node  string
+	// lifeFunc is this node's life now, named on the writes it carries.
+	lifeFunc func() string
+	log      *slog.Logger
+
+	mu  sync.Mutex
+	sub *nats.Subscription
+
+	// The service's context is the answers' lifetime; Stop waits for
+	// the answers in flight and refuses those that come after.
+	service.Base
+}
+
+// Headers a carried admin write names its sender by, for the owner's log.
+// They are what the sender says of itself: any holder of the fleet's
+// secret can write them, so they tell an operator which node (and which
+// start of it) asked, not a proof.
+const (
+	adminNodeHeader = "Leasehold-Node"
+	adminLifeHeader = "Leasehold-Life"
+)
+
+// NewAdmin is node's admin forwarder: once started it answers carried
+// admin writes for node; its Forward carries this node's own writes on
+// peers' groups (the fleet's Forward), started or not, naming node and
+// its life (lifeFunc, nil for none).
+func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, lifeFunc func() string, log *slog.Logger) *Admin {
+	if lifeFunc == nil {
+		lifeFunc = func() string { return "" }
+	}
+	return &Admin{nc: nc, coord: coord, node: node, lifeFunc: lifeFunc, log: log}
+}
+
+// Start answers carried admin writes until ctx ends or Stop; the writes
+// being applied then are cancelled. Errors: conflict when started
+// already, unavailable when the subscription cannot be made.
+func (a *Admin) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.Begin(ctx); err != nil {
+		return leasehold.Errorf(leasehold.KindConflict, "the admin forwarder of %q is started already", a.node)
+	}
+	sub, err := a.nc.Subscribe(AdminSubjectPrefix+a.node, a.receive)
+	if err != nil {
+		a.Base.Stop()
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "answering admin writes: %v", err)
+	}
+	a.sub = sub
+	return nil
+}
+
+// Stop stops answering: writes being applied are cancelled (and answered
+// so) and waited for.
+func (a *Admin) Stop() {
+	a.mu.Lock()
+	sub := a.sub
+	a.sub = nil
+	a.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+	a.Base.Stop()
+}
+
+// receive answers m in the background: the subscription's callbacks run
+// one at a time, and a write waits on the catalog's writer.
+func (a *Admin) receive(m *nats.Msg) {
+	if !a.Go(func(ctx context.Context) error { a.answer(ctx, m); return nil }) {
+		// Stop came between the message and its callback.
+		b, _ := json.Marshal(adminAnswer{Kind: leasehold.KindUnavailable, Error: "node " + a.node + " is leaving the fleet"})
+		m.Respond(b)
+	}
+}
+
+func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
+	var op appliance.AdminOp
+	var ans adminAnswer
+	if err := json.Unmarshal(m.Data, &op); err != nil {
+		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+		res, err := a.coord.ApplyAdmin(ctx, op)
+		cancel()
+		ans.Result = res
+		if err != nil {
+			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+		}
+	}
+	a.audit(m, op, ans)
+	b, _ := json.Marshal(ans)
+	if err := m.Respond(b); err != nil {
+		a.log.Warn("peers: answering a carried admin write", "op", op.Op, "group", op.Group, "err", err)
+	}
+}
+
+// audit logs a carried admin write as the web logs one made over HTTP
+// ("admin write"): what it asked, how it was answered, and the peer that
+// says it sent it. The op's name and the group are the sender's words,
+// logged as values (quoted by the handler), never as keys.
+func (a *Admin) audit(m *nats.Msg, op appliance.AdminOp, ans adminAnswer) {
+	peer, life := "", ""
+	if m.Header != nil {
+		peer, life = m.Header.Get(adminNodeHeader), m.Header.Get(adminLifeHeader)
+	}
+	args := []any{"via", "nats", "subject", m.Subject, "op", op.Op, "group", op.Group,
+		"peer", cmp.Or(peer, "unnamed"), "life", life}
+	if op.High != 0 {
+		args = append(args, "high", op.High)
+	}
+	if op.Low != 0 {
+		args = append(args, "low", op.Low)
+	}
+	if op.Start != 0 {
+		args = append(args, "start", op.Start)
+	}
+	if ans.Kind != "" {
+		args = append(args, "kind", ans.Kind, "err", ans.Error)
+		a.log.Warn("admin write", args...)
+		return
+	}
+	a.log.Info("admin write", args...)
+}
+
+// Forward carries op to origin and answers with origin's answer, its error
+// kind kept, so the caller here sees what a caller there would.
+func (a *Admin) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
+	b, err := json.Marshal(op)
+	if err != nil {
+		return appliance.AdminResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	req := nats.NewMsg(AdminSubjectPrefix + origin)
+	req.Data = b
+	req.Header.Set(adminNodeHeader, a.node)
+	req.Header.Set(adminLifeHeader, a.lifeFunc())
+	m, err := a.nc.RequestMsgWithContext(ctx, req)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return appliance.AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "group %q is owned by node %q, which cannot be reached now", op.Group, origin)
+		}
+		return appliance.AdminResult{}, leasehold.Wrap(leasehold.KindUnavailable, err, "carrying the write on group %q to its owner %q: %v", op.Group, origin, err)
+	}
+	var ans adminAnswer
+	if err := json.Unmarshal(m.Data, &ans); err != nil {
+		return appliance.AdminResult{}, leasehold.Wrap(leasehold.KindUnavailable, err, "owner %q answered garbage: %v", origin, err)
+	}
+	if ans.Kind != "" {
+		return ans.Result, leasehold.Errorf(ans.Kind, "%s", ans.Error)
+	}
+	return ans.Result, nil
+}

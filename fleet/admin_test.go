@@ -1,0 +1,56 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/syncbuf"
+	"github.com/leasehold/leasehold/store"
+)
+
+// TestAdminCarriedWriteLogged: an admin write a peer carries here is
+// logged as an admin write made over HTTP is, naming the op, the group,
+// and the peer with its life, so an operator sees who changed the
+// catalog through NATS.
+func TestAdminCarriedWriteLogged(t *testing.T) {
+	ctx := context.Background()
+	s := natstest.Server(t)
+	var logs syncbuf.Buffer
+	a := fleetJoin(t, s.ClientURL(), "node-a", &logs)
+	b := fleetJoin(t, s.ClientURL(), "node-b")
+	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.carried", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 20*time.Second, "b sees a's group", func() bool {
+		_, err := b.app.DB.GroupByName(ctx, "alt.carried")
+		return err == nil
+	})
+	if _, err := b.app.Coordinator.PlanTail(ctx, "alt.carried", 500); err != nil {
+		t.Fatalf("planning a's group at b: %v", err)
+	}
+	var line map[string]any
+	claimEventually(t, 10*time.Second, "a logs the carried write", func() bool {
+		for l := range strings.SplitSeq(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "admin write" && m["via"] == "nats" {
+				line = m
+				return true
+			}
+		}
+		return false
+	})
+	want := map[string]any{"op": "plan_tail", "group": "alt.carried", "peer": "node-b", "life": b.fleet.claims.Life(),
+		"high": float64(500), "subject": AdminSubjectPrefix + "node-a", "level": "INFO"}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("carried write logged %s=%v, want %v (line %v)", k, line[k], v, line)
+		}
+	}
+	if line["life"] == "" {
+		t.Error("the carried write names no life")
+	}
+}

@@ -1,0 +1,545 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/service"
+	"github.com/leasehold/leasehold/store"
+)
+
+// A full state dump is how a peer that lost events to the stream's
+// retention (or a new node on a stream that dropped its start) gets an
+// origin's part whole: the origin's own groups with all their ranges, and
+// its worker nodes, straight from its catalog. It is served over NATS
+// request/reply and streamed as a series of DumpChunk messages to the
+// requester's inbox, never buffered whole on either side.
+//
+// Flow control: every chunk is published with the dumper's ack inbox as
+// its reply subject, and the receiver answers each chunk once it has
+// folded it. The dumper keeps at most dumpWindow chunks unanswered, so a
+// slow receiver slows the dump instead of piling megabytes up in its
+// client (4 MiB at most in flight, whatever the dump's size). A receiver
+// that went away is noticed by the server's "no responders" answer to the
+// next chunk sent, or after dumpWait without an answer.
+
+// DumpRequest is the body of a request on DumpSubjectPrefix+origin.
+type DumpRequest struct {
+	// Catalog is the asking node's catalog id, for the origin's logs.
+	Catalog string `json:"catalog"`
+}
+
+// DumpChunk is one message of a dump. Seq counts chunks from 0; the last
+// has Last set. A group whose ranges do not fit one chunk is split over
+// several, each repeating the group; worker nodes follow the groups, and
+// a receiver drops the origin's nodes that no chunk named. Err, set on a
+// last chunk, says the dump failed there.
+type DumpChunk struct {
+	Seq     int              `json:"seq"`
+	Last    bool             `json:"last"`
+	Groups  []DumpGroup      `json:"groups,omitempty"`
+	Nodes   []leasehold.Node `json:"nodes,omitempty"`
+	Catalog string           `json:"catalog"`
+	// At is when the origin began the dump, on its clock: the state is at
+	// least that new.
+	At  time.Time `json:"at"`
+	Err string    `json:"err,omitempty"`
+}
+
+// DumpGroup is a group of a dump and some (or all) of its ranges.
+type DumpGroup struct {
+	Group  store.PeerGroup   `json:"group"`
+	Ranges []store.PeerRange `json:"ranges"`
+}
+
+// dumpChunkBytes bounds a chunk's body, well under the server's default
+// max payload of 1 MiB.
+const dumpChunkBytes = 512 << 10
+
+// dumpWindow is how many chunks may be unanswered at once.
+const dumpWindow = 8
+
+// dumpWait is how long either side waits for the other between chunks.
+const dumpWait = 10 * time.Second
+
+// dumpBeat is how often an origin reading its catalog tells the receiver
+// the dump goes on: reading a group of 100,000 ranges can take longer than
+// dumpWait on a busy machine.
+const dumpBeat = dumpWait / 4
+
+// headerDumpAlive marks such a message: no chunk, only a sign of life.
+const headerDumpAlive = "Leasehold-Dump-Alive"
+
+// dumpConcurrent bounds the dumps an origin serves at once; a request past
+// it is answered with an error, and the asker tries again later.
+const dumpConcurrent = 4
+
+// dumpPage is how many groups a dump reads at once, with their ranges.
+const dumpPage = 256
+
+// Dumper serves this node's full state dumps on DumpSubjectPrefix+node.
+// Each request is served in a goroutine of its service, which Stop ends
+// and waits for.
+type Dumper struct {
+	nc   *nats.Conn
+	db   *store.DB
+	node string
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	sub   *nats.Subscription
+	slots chan struct{}
+
+	service.Base
+}
+
+// NewDumper returns node's dumper of db over nc.
+func NewDumper(nc *nats.Conn, db *store.DB, node string, log *slog.Logger) *Dumper {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Dumper{nc: nc, db: db, node: node, log: log, slots: make(chan struct{}, dumpConcurrent)}
+}
+
+// Start subscribes to this node's dump subject; the dumps served end with
+// ctx. Every node answers only for itself, so there is no queue group.
+// Errors: conflict when started already, unavailable when the
+// subscription cannot be made.
+func (d *Dumper) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.Begin(ctx); err != nil {
+		return leasehold.Errorf(leasehold.KindConflict, "the dumper of %q is started already", d.node)
+	}
+	sub, err := d.nc.Subscribe(DumpSubjectPrefix+d.node, d.serve)
+	if err != nil {
+		d.Base.Stop()
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "serving dumps of %q: %v", d.node, err)
+	}
+	d.sub = sub
+	// The subscription reaches the server now if it can; if not, the
+	// client sends it again when it reconnects.
+	_ = d.nc.FlushTimeout(5 * time.Second)
+	return nil
+}
+
+// Stop stops answering, ends the dumps in progress and waits for them.
+func (d *Dumper) Stop() {
+	d.mu.Lock()
+	sub := d.sub
+	d.sub = nil
+	d.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	d.Base.Stop()
+}
+
+// serve starts the dump a request asks for, or answers that this node is
+// busy.
+func (d *Dumper) serve(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	var req DumpRequest
+	_ = json.Unmarshal(m.Data, &req)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sub == nil {
+		return
+	}
+	select {
+	case d.slots <- struct{}{}:
+	default:
+		d.refuse(m.Reply, "busy serving other dumps")
+		return
+	}
+	served := d.Go(func(ctx context.Context) error {
+		defer func() { <-d.slots }()
+		start := time.Now()
+		chunks, err := d.dump(ctx, m.Reply)
+		if err != nil {
+			d.log.Warn("peers: serving a state dump", "to", req.Catalog, "chunks", chunks, "err", err)
+			return nil // logged; the dumper goes on serving
+		}
+		d.log.Info("peers: served a state dump", "to", req.Catalog, "chunks", chunks, "took", time.Since(start))
+		return nil
+	})
+	if !served {
+		<-d.slots // stopping
+	}
+}
+
+// refuse answers a request with a failed last chunk.
+func (d *Dumper) refuse(reply, why string) {
+	body, _ := json.Marshal(DumpChunk{Last: true, Catalog: d.db.CatalogID(), Err: why})
+	_ = d.nc.Publish(reply, body)
+}
+
+// dumpWriter builds and sends a dump's chunks. The chunk is kept in its
+// wire form (each group and range encoded once, as it is added), so its
+// size is known exactly before it is sent.
+type dumpWriter struct {
+	nc      *nats.Conn
+	reply   string
+	acks    *nats.Subscription
+	limit   int
+	catalog string
+	at      time.Time
+
+	seq    int // of the chunk being built
+	acked  int // chunks answered
+	size   int
+	groups []wireGroup
+	nodes  []json.RawMessage
+}
+
+// wireChunk and wireGroup are DumpChunk and DumpGroup with their rows
+// already encoded.
+type wireChunk struct {
+	Seq     int               `json:"seq"`
+	Last    bool              `json:"last"`
+	Groups  []wireGroup       `json:"groups,omitempty"`
+	Nodes   []json.RawMessage `json:"nodes,omitempty"`
+	Catalog string            `json:"catalog"`
+	At      time.Time         `json:"at"`
+	Err     string            `json:"err,omitempty"`
+}
+
+type wireGroup struct {
+	Group  json.RawMessage   `json:"group"`
+	Ranges []json.RawMessage `json:"ranges"`
+}
+
+// chunkOverhead is room for a chunk's own fields.
+const chunkOverhead = 256
+
+func (d *Dumper) dump(ctx context.Context, reply string) (int, error) {
+	acks, err := d.nc.SubscribeSync(d.nc.NewInbox())
+	if err != nil {
+		return 0, err
+	}
+	defer acks.Unsubscribe()
+	w := &dumpWriter{nc: d.nc, reply: reply, acks: acks, catalog: d.db.CatalogID(), at: d.db.Now(),
+		limit: dumpChunkBytes, size: chunkOverhead}
+	if half := int(d.nc.MaxPayload()) / 2; half > 0 && half < w.limit {
+		w.limit = half // a server configured for smaller messages
+	}
+	if err := d.write(ctx, w); err != nil {
+		// Tell the receiver, so it need not wait out its timeout.
+		w.groups, w.nodes = nil, nil
+		_ = w.send(ctx, true, err.Error())
+		return w.seq, err
+	}
+	err = w.send(ctx, true, "")
+	return w.seq, err
+}
+
+// write adds the node's own groups with all their ranges, then its
+// worker nodes.
+func (d *Dumper) write(ctx context.Context, w *dumpWriter) error {
+	var after int64
+	for {
+		stop := w.keepAlive()
+		page, err := d.db.OwnStates(ctx, after, dumpPage)
+		stop()
+		if err != nil {
+			return err
+		}
+		for _, g := range page {
+			if err := w.addGroup(ctx, g.Group, g.Ranges); err != nil {
+				return err
+			}
+		}
+		if len(page) < dumpPage {
+			break
+		}
+		after = page[len(page)-1].Group.ID
+	}
+	nodes, err := d.db.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		n.Token = ""
+		b, err := json.Marshal(n)
+		if err != nil {
+			return err
+		}
+		if w.size+len(b)+1 > w.limit && !w.empty() {
+			if err := w.send(ctx, false, ""); err != nil {
+				return err
+			}
+		}
+		w.nodes = append(w.nodes, b)
+		w.size += len(b) + 1
+	}
+	return nil
+}
+
+// addGroup adds g and its ranges, splitting them over as many chunks as
+// they need, each repeating the group.
+func (w *dumpWriter) addGroup(ctx context.Context, g store.PeerGroup, ranges []store.PeerRange) error {
+	head, err := json.Marshal(g)
+	if err != nil {
+		return err
+	}
+	open := func() error {
+		if w.size+len(head)+32 > w.limit && !w.empty() {
+			if err := w.send(ctx, false, ""); err != nil {
+				return err
+			}
+		}
+		w.groups = append(w.groups, wireGroup{Group: head, Ranges: []json.RawMessage{}})
+		w.size += len(head) + 32
+		return nil
+	}
+	if err := open(); err != nil {
+		return err
+	}
+	for _, r := range ranges {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		cur := &w.groups[len(w.groups)-1]
+		if w.size+len(b)+1 > w.limit && len(cur.Ranges) > 0 {
+			if err := w.send(ctx, false, ""); err != nil {
+				return err
+			}
+			if err := open(); err != nil {
+				return err
+			}
+			cur = &w.groups[len(w.groups)-1]
+		}
+		cur.Ranges = append(cur.Ranges, b)
+		w.size += len(b) + 1
+	}
+	return nil
+}
+
+// keepAlive tells the receiver every dumpBeat, until stop is called, that
+// the dump goes on. It is used only around reads of the catalog, so an
+// origin stuck on something else (an unanswered window) still times out.
+func (w *dumpWriter) keepAlive() (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(dumpBeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				m := nats.NewMsg(w.reply)
+				m.Header.Set(headerDumpAlive, "1")
+				_ = w.nc.PublishMsg(m)
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+func (w *dumpWriter) empty() bool { return len(w.groups) == 0 && len(w.nodes) == 0 }
+
+// send sends the chunk being built, after waiting until fewer than
+// dumpWindow chunks are unanswered, and starts the next. A failure is
+// sent at once: it is small, and the wait may be what failed.
+func (w *dumpWriter) send(ctx context.Context, last bool, failed string) error {
+	for failed == "" && w.seq-w.acked >= dumpWindow {
+		if err := w.awaitAck(ctx); err != nil {
+			return err
+		}
+	}
+	body, err := json.Marshal(wireChunk{Seq: w.seq, Last: last, Groups: w.groups, Nodes: w.nodes, Catalog: w.catalog, At: w.at, Err: failed})
+	if err != nil {
+		return err
+	}
+	if err := w.nc.PublishMsg(&nats.Msg{Subject: w.reply, Reply: w.acks.Subject, Data: body}); err != nil {
+		return err
+	}
+	w.seq++
+	w.groups, w.nodes, w.size = nil, nil, chunkOverhead
+	return nil
+}
+
+// awaitAck waits for the receiver's answer to a chunk.
+func (w *dumpWriter) awaitAck(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dumpWait)
+	defer cancel()
+	m, err := w.acks.NextMsgWithContext(ctx)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return errors.New("the receiver went away")
+	case errors.Is(err, context.DeadlineExceeded):
+		return errors.New("the receiver answered no chunk for " + dumpWait.String())
+	case err != nil:
+		return err
+	}
+	seq, err := strconv.Atoi(string(m.Data))
+	if err != nil {
+		return errors.New("the receiver's answer is not a chunk number")
+	}
+	w.acked = max(w.acked, seq+1)
+	return nil
+}
+
+// Rebuild rebuilds origin's part of db from origin's full state dump,
+// folding it chunk by chunk as it arrives, each chunk one catalog write:
+// its groups (under the same claim rule as events: a newer claim wins),
+// their ranges, its worker nodes; at the end, the origin's nodes the dump
+// did not name are removed and the peer is recorded and its rebuild
+// counted. A chunk's groups are folded before its arrival is answered,
+// which is what paces the origin. Errors: unavailable when origin serves
+// no dump (no responders), a chunk is missing or does not come within
+// 10 s, or the origin reports a failure; the store's errors otherwise.
+func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64) error {
+	if !leasehold.ValidNodeName(origin) {
+		return leasehold.Errorf(leasehold.KindInvalid, "peer %q is not a node name", origin)
+	}
+	inbox, err := nc.SubscribeSync(nc.NewInbox())
+	if err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "asking %q for its dump: %v", origin, err)
+	}
+	defer inbox.Unsubscribe()
+	// Chunks are paced by the answers, so the defaults are never reached;
+	// no limit keeps a burst from being dropped as a slow consumer.
+	_ = inbox.SetPendingLimits(-1, -1)
+	body, _ := json.Marshal(DumpRequest{Catalog: db.CatalogID()})
+	if err := nc.PublishMsg(&nats.Msg{Subject: DumpSubjectPrefix + origin, Reply: inbox.Subject, Data: body}); err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "asking %q for its dump: %v", origin, err)
+	}
+	// A chunk is decoded while the one before it is folded: decoding is a
+	// third of a chunk's cost, and the fold (the catalog's one writer) is
+	// the critical path, so on two cores the decoding is nearly free.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunks := make(chan arrived, 2)
+	go receiveChunks(ctx, inbox, chunks)
+	var names []string
+	for want := 0; ; want++ {
+		var a arrived
+		select {
+		case a = <-chunks:
+		case <-ctx.Done():
+			return leasehold.Wrap(leasehold.KindUnavailable, ctx.Err(), "receiving %q's dump: %v", origin, ctx.Err())
+		}
+		m, c, err := a.msg, a.chunk, a.err
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q serves no dump (it is not connected)", origin)
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q sent no dump chunk for %s", origin, dumpWait)
+		case errors.Is(err, errNotChunk):
+			return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q's dump chunk %d is not a dump chunk", origin, want)
+		case err != nil:
+			return leasehold.Wrap(leasehold.KindUnavailable, err, "receiving %q's dump: %v", origin, err)
+		}
+		if c.Err != "" {
+			return leasehold.Errorf(leasehold.KindUnavailable, "peer %q could not dump its state: %s", origin, c.Err)
+		}
+		if c.Seq != want {
+			return leasehold.Errorf(leasehold.KindUnavailable, "peer %q's dump: chunk %d came where %d was due", origin, c.Seq, want)
+		}
+		for _, n := range c.Nodes {
+			names = append(names, n.Name)
+		}
+		err = db.Write(ctx, func(tx *store.Tx) error {
+			folded := make([]store.GroupRanges, 0, len(c.Groups))
+			for _, g := range c.Groups {
+				id, ok, err := tx.FoldGroup(origin, g.Group, maxAttempts)
+				if err != nil {
+					return err
+				}
+				if ok && len(g.Ranges) > 0 {
+					folded = append(folded, store.GroupRanges{GroupID: id, Ranges: g.Ranges})
+				}
+			}
+			// A chunk names each group once, so its ranges can follow its
+			// groups in one statement.
+			if err := tx.FoldGroupsRanges(folded); err != nil {
+				return err
+			}
+			for _, n := range c.Nodes {
+				if err := tx.FoldNode(origin, n); err != nil {
+					return err
+				}
+			}
+			if !c.Last {
+				return nil
+			}
+			// Event 0 and position 0 leave what folding recorded: the
+			// dump is at no stream position.
+			if err := tx.FoldPeer(origin, c.Catalog, 0, c.At, 0); err != nil {
+				return err
+			}
+			return tx.PeerRebuilt(origin, names)
+		})
+		if err != nil {
+			return err
+		}
+		if m.Reply != "" {
+			_ = m.Respond([]byte(strconv.Itoa(c.Seq)))
+		}
+		if c.Last {
+			return nil
+		}
+	}
+}
+
+// arrived is a dump chunk as received and decoded, or why none was.
+type arrived struct {
+	msg   *nats.Msg
+	chunk DumpChunk
+	err   error
+}
+
+var errNotChunk = errors.New("not a dump chunk")
+
+// receiveChunks decodes the dump's chunks as they arrive, in order, until
+// an error (passed on, then it stops) or ctx ends. The origin sends at
+// most dumpWindow chunks ahead of the answers, so what waits here is
+// bounded.
+func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arrived) {
+	for {
+		var a arrived
+		a.msg, a.err = nextChunk(ctx, inbox)
+		if a.err == nil {
+			if err := json.Unmarshal(a.msg.Data, &a.chunk); err != nil {
+				a.err = fmt.Errorf("%w: %v", errNotChunk, err)
+			}
+		}
+		select {
+		case out <- a:
+		case <-ctx.Done():
+			return
+		}
+		if a.err != nil || a.chunk.Last {
+			return
+		}
+	}
+}
+
+// nextChunk waits up to dumpWait for the next chunk, or for a sign of
+// life from the origin, which starts the wait again.
+func nextChunk(ctx context.Context, sub *nats.Subscription) (*nats.Msg, error) {
+	for {
+		wait, cancel := context.WithTimeout(ctx, dumpWait)
+		m, err := sub.NextMsgWithContext(wait)
+		cancel()
+		if err != nil || m.Header.Get(headerDumpAlive) == "" {
+			return m, err
+		}
+	}
+}

@@ -1,0 +1,410 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/service"
+	"github.com/leasehold/leasehold/store"
+)
+
+// Ownership puts this node's claims in charge of what its workers lease. A
+// group is leased here only while Claims holds its claim (asked from
+// memory at every lease, so a node cut off from NATS stops on time); a
+// group chosen without a claim is disowned in the catalog and its claim
+// tried in the background: won, the group is owned again and leased at the
+// next lease; taken by another node, it stays disowned. A lost claim
+// disowns its group at once, ending a lease held here.
+//
+// Claims are made lazily, for the groups workers here actually reach, and
+// cost nothing to keep (the node's life stands for all of them); idle
+// ones are let go (Keep) so peers whose workers want them can claim them.
+type Ownership struct {
+	coord  *appliance.Coordinator
+	db     *store.DB
+	claims *Claims
+	every  time.Duration
+	log    *slog.Logger
+
+	wanted chan string   // groups to claim, from leases
+	idle   chan struct{} // a lease found nothing
+
+	// adopt, if set, is called with a won group before it is owned: the
+	// fleet brings in the newest replicated snapshot of a peer's group.
+	adopt func(ctx context.Context, group string) error
+	// settled, if set, says whether everything of a group has left this
+	// node (events published, newest snapshot replicated); an idle group's
+	// claim is released only then, so the node that claims it next takes
+	// up its newest window, not an older one.
+	settled func(ctx context.Context, group string) bool
+
+	// The service's context bounds the disowning of lost groups, which
+	// runs in a goroutine of its own, not in whoever lost them.
+	service.Base
+
+	mu  sync.Mutex
+	won map[string]time.Time // when each group's claim was won here
+	// lost are the groups whose claims were lost, to disown; disowning is
+	// set while a goroutine does.
+	lost      []string
+	disowning bool
+}
+
+// ErrBehind is adopt's answer when this node has not yet folded all the
+// group's last owner published (owning it now would publish an older state
+// over a newer one), or cannot read its replicated window now (owning it
+// without would lose the window's ids). The claim is released and tried
+// again later.
+var ErrBehind = errors.New("not caught up with the group's owner yet")
+
+// ownershipWanted bounds the groups waiting for a claim; more are dropped
+// and offered again by the periodic pass over disowned groups.
+const ownershipWanted = 1024
+
+// LogGroupTakenOver is the message of the log line a node writes when it
+// takes a group over from a peer: the operator's record of an ownership
+// change, and the fault harness reads ownership changes that grant no
+// lease from it.
+const LogGroupTakenOver = "ownership: group taken over from a peer"
+
+// NewOwnership wires ownership for a node. Give its Lost to the claims'
+// LostFunc, then Attach the claims.
+func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duration, log *slog.Logger) *Ownership {
+	if log == nil {
+		log = slog.Default()
+	}
+	o := &Ownership{coord: coord, db: db, every: every, log: log,
+		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), won: map[string]time.Time{}}
+	return o
+}
+
+// Attach sets the claims ownership keeps; the fleet then answers the
+// coordinator's questions (appliance.Fleet) with Holds, Want, ClaimNow,
+// Ensure and Idle.
+func (o *Ownership) Attach(claims *Claims) { o.claims = claims }
+
+// Holds is the fleet's answer to a holder call and a lease, from memory:
+// the claim this node holds on group and its revision.
+func (o *Ownership) Holds(group string) (uint64, bool) { return o.claims.Holds(group) }
+
+// Want queues group, which a lease chose without a claim, to be claimed;
+// it never blocks (a full queue drops it: the periodic pass over disowned
+// groups offers it again).
+func (o *Ownership) Want(group string) {
+	select {
+	case o.wanted <- group:
+	default:
+	}
+}
+
+// Idle is told that a lease found nothing: Start offers disowned groups'
+// claims again, at most every o.every.
+func (o *Ownership) Idle() {
+	select {
+	case o.idle <- struct{}{}:
+	default:
+	}
+}
+
+// ClaimNow is the fleet's ClaimNow: a lease found nothing but
+// groups it holds no claim on. Those of this node's own (not a peer's
+// state, whose adoption brings a snapshot and runs in the background) are
+// claimed at once, all together, so the lease waits for about one claim
+// and one catalog commit (the writer commits the owning writes as one);
+// it reports whether any was won and owned.
+func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
+	var won atomic.Bool
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		grp, err := o.db.GroupByName(ctx, g)
+		if err != nil {
+			continue
+		}
+		if origin, err := o.db.GroupOrigin(ctx, grp.ID); err != nil || origin != "" {
+			continue
+		}
+		wg.Go(func() {
+			if o.claim(ctx, g) {
+				won.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return won.Load()
+}
+
+// Ensure is the fleet's Ensure: an admin write on a group of
+// this node's own is made under its claim, so its events carry the claim
+// and no peer adopts the group with an older state. Errors: conflict when
+// another node owns the group, unavailable when NATS cannot be reached.
+func (o *Ownership) Ensure(ctx context.Context, group string) error {
+	if o.claims.Held(group) {
+		return nil
+	}
+	rev, err := o.claims.Claim(ctx, group)
+	if err != nil {
+		return err
+	}
+	if err := o.coord.Own(ctx, group, rev); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	o.won[group] = time.Now()
+	o.mu.Unlock()
+	return nil
+}
+
+// Keep is the claims' KeepFunc: of a batch of claims held, those of
+// groups in work here are kept; the others (owned here but not held, and
+// released more than two claim TTLs ago, not won lately, and settled:
+// nothing of theirs left to publish or replicate) are disowned
+// in one catalog write, so no lease can slip in between, and their claims
+// released. So the claims held track the groups in work, not every group
+// this node ever leased, and a peer with idle workers can take the rest;
+// this node's own idle workers claim them back.
+func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error) {
+	since := o.db.Now().Add(-6 * o.every)
+	var candidates []string
+	o.mu.Lock()
+	for _, g := range groups {
+		if t, ok := o.won[g]; ok && t.After(since) {
+			continue // won lately: this node's workers have not come yet
+		}
+		delete(o.won, g)
+		candidates = append(candidates, g)
+	}
+	o.mu.Unlock()
+	if o.settled != nil {
+		n := 0
+		for _, g := range candidates {
+			if o.settled(ctx, g) {
+				candidates[n] = g
+				n++
+			}
+		}
+		candidates = candidates[:n]
+	}
+	var idle []string
+	err := o.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		idle, err = tx.DisownIdle(candidates, since)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	gone := make(map[string]bool, len(idle))
+	for _, g := range idle {
+		gone[g] = true
+	}
+	kept := make([]string, 0, len(groups))
+	for _, g := range groups {
+		if !gone[g] {
+			kept = append(kept, g)
+		}
+	}
+	return kept, nil
+}
+
+// SetSettled sets what tells whether an idle group's claim may be released
+// (see Ownership.settled).
+func (o *Ownership) SetSettled(f func(ctx context.Context, group string) bool) { o.settled = f }
+
+// SetAdopt sets what is done with a group whose claim was won, before it
+// is owned here. Its error is logged and the group owned all the same:
+// without the snapshot, adoption plans the window's ranges again.
+func (o *Ownership) SetAdopt(f func(ctx context.Context, group string) error) { o.adopt = f }
+
+// Lost is the claims' LostFunc: the group is disowned at once, in the
+// background (the claims must not wait on the catalog's writer); a group
+// lost before Start is disowned once it. A node whose life lapsed loses
+// every claim at once; those are disowned a batch per write, by one
+// goroutine. Groups lost after Stop are not disowned.
+func (o *Ownership) Lost(group string) {
+	if o.Stopped() {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lost = append(o.lost, group)
+	o.disownLostLocked()
+}
+
+// disownLostLocked starts the disowning goroutine if none runs and the
+// service takes it. o.mu is held.
+func (o *Ownership) disownLostLocked() {
+	if !o.disowning && len(o.lost) > 0 && o.Go(o.disownLost) {
+		o.disowning = true
+	}
+}
+
+// ownershipDisownBatch bounds the groups disowned in one write.
+const ownershipDisownBatch = 1024
+
+// disownLost disowns the groups Lost was told of until none are left.
+func (o *Ownership) disownLost(ctx context.Context) error {
+	for {
+		o.mu.Lock()
+		batch := o.lost[:min(len(o.lost), ownershipDisownBatch)]
+		o.lost = o.lost[len(batch):]
+		if len(batch) == 0 {
+			o.lost, o.disowning = nil, false
+			o.mu.Unlock()
+			return nil
+		}
+		o.mu.Unlock()
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// A claim won back since (Held again) has been or is being owned
+		// again: disowning it now would undo that.
+		if err := o.coord.Disown(wctx, batch, o.claims.Held); err != nil {
+			o.log.Error("ownership: disowning groups whose claims were lost", "groups", len(batch), "first", batch[0], "err", err)
+		}
+		cancel()
+	}
+}
+
+// ownershipClaimers is how many groups asked for by leases are claimed at
+// once: their claims wait on NATS and their owning writes on the catalog's
+// commit, so together they cost about what one does.
+const ownershipClaimers = 8
+
+// Start claims the groups leases asked for and, when a lease found nothing
+// (at most every o.every), offers the claims of disowned groups with work
+// again (their owner may have lapsed), and disowns lost groups, until ctx
+// ends or Stop. Stop cancels a disowning write in flight and waits for
+// it; stop the claims first, so no group is lost after. Errors:
+// service.ErrStarted.
+func (o *Ownership) Start(ctx context.Context) error {
+	if err := o.Begin(ctx, o.run); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.disownLostLocked()
+	return nil
+}
+
+// run claims and offers groups (see Start) until ctx ends.
+func (o *Ownership) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var mu sync.Mutex
+	claiming := map[string]bool{} // a lease asks again while a claim is made
+	for range ownershipClaimers {
+		wg.Go(func() {
+			for {
+				var g string
+				select {
+				case <-ctx.Done():
+					return
+				case g = <-o.wanted:
+				}
+				mu.Lock()
+				busy := claiming[g]
+				claiming[g] = true
+				mu.Unlock()
+				if busy || o.claims.Held(g) {
+					if !busy {
+						mu.Lock()
+						delete(claiming, g)
+						mu.Unlock()
+					}
+					continue
+				}
+				o.claim(ctx, g)
+				mu.Lock()
+				delete(claiming, g)
+				mu.Unlock()
+			}
+		})
+	}
+	var offered time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.idle:
+			// Only a node whose workers find nothing takes groups on, and
+			// not more often than every o.every (at most a second): a node with no workers, or
+			// busy ones, leaves its peers' groups where they are.
+			if time.Since(offered) >= min(o.every, ownershipOfferMax) {
+				offered = time.Now()
+				o.offer(ctx)
+			}
+		}
+	}
+}
+
+// claim tries group's claim and owns the group when it is won.
+func (o *Ownership) claim(ctx context.Context, group string) bool {
+	rev, err := o.claims.Claim(ctx, group)
+	if err != nil {
+		if k := leasehold.ErrorKind(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
+			o.log.Warn("ownership: claiming a group", "group", group, "err", err)
+		}
+		return false
+	}
+	return o.own(ctx, group, rev)
+}
+
+// own makes a won group this node's, adopting it first.
+func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
+	if o.adopt != nil {
+		if err := o.adopt(ctx, group); errors.Is(err, ErrBehind) {
+			o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
+			if err := o.claims.Release(ctx, group); err != nil {
+				o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
+			}
+			return false
+		} else if err != nil {
+			o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
+		}
+	}
+	// Whose state the group held before, for the ownership line: a
+	// group of this node's own claimed again is no change of owner.
+	from, _ := o.db.PeerOwner(ctx, group)
+	if err := o.coord.Own(ctx, group, rev); err != nil {
+		o.log.Error("ownership: owning a claimed group", "group", group, "err", err)
+		return false
+	}
+	if from != "" && o.claims.Held(group) {
+		o.log.Info(LogGroupTakenOver, "group", group, "from", from, "claim_rev", rev)
+	}
+	o.mu.Lock()
+	o.won[group] = time.Now()
+	o.mu.Unlock()
+	return true
+}
+
+// ownershipOfferMax bounds the time between an idle node's offers of
+// disowned groups' claims, so a dead or cut-off peer's groups are taken
+// over within about a second of its life lapsing, whatever the claim TTL.
+// An offer is one indexed catalog read of at most ownershipOffer groups
+// and a read of their claims.
+const ownershipOfferMax = time.Second
+
+// ownershipOffer bounds the disowned groups tried in one pass.
+const ownershipOffer = 64
+
+// offer tries the claims of groups this node has but does not own.
+func (o *Ownership) offer(ctx context.Context) {
+	groups, err := o.db.DisownedGroups(ctx, ownershipOffer)
+	if err != nil {
+		o.log.Warn("ownership: listing disowned groups", "err", err)
+		return
+	}
+	won, err := o.claims.ClaimFree(ctx, groups, len(groups))
+	o.log.Debug("ownership: offered disowned groups", "offered", len(groups), "won", len(won))
+	if err != nil {
+		o.log.Warn("ownership: claiming free groups", "err", err)
+	}
+	for _, g := range won {
+		o.own(ctx, g, o.claims.Rev(g))
+	}
+}
