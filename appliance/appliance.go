@@ -5,6 +5,7 @@
 package appliance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/service"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -103,13 +105,24 @@ const (
 	DefaultSnapshotMaxExpandedBytes = 16 << 30
 )
 
-// Appliance is a running node's behaviour over its catalog.
+// Appliance is a running node's behaviour over its catalog. It is a
+// service (service.Service) whose Stop flushes the writer and closes the
+// catalog: the last part of a node to stop, after every part that reads
+// or writes through it.
 type Appliance struct {
 	Config      Config
-	DB          *store.DB
 	Coordinator *Coordinator
 	Snapshots   *Snapshots
 	Watchman    *Watchman
+
+	// db is the catalog; the floors above reach it through the
+	// appliance's methods, never directly.
+	db *store.DB
+
+	service.Base
+	closeMu  sync.Mutex
+	closed   bool
+	closeErr error // the catalog's close, once closed
 
 	freeMu    sync.Mutex
 	freeAt    time.Time
@@ -117,35 +130,35 @@ type Appliance struct {
 }
 
 // Open opens the node's data directory (creating it), its catalog and its
-// snapshot store. Errors: invalid config, unavailable data dir or catalog.
+// snapshot store: OpenCatalog, then New. Errors: invalid config,
+// unavailable data dir or catalog.
 func Open(cfg Config) (*Appliance, error) {
-	if cfg.DataDir == "" {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "no data directory given")
+	db, err := OpenCatalog(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = DefaultLeaseTTL
+	return New(cfg, db)
+}
+
+// withDefaults checks cfg and fills its zero fields. Errors: invalid.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.DataDir == "" {
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "no data directory given")
 	}
 	if cfg.LeaseTTL < 0 {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "lease TTL %s is negative", cfg.LeaseTTL)
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "lease TTL %s is negative", cfg.LeaseTTL)
 	}
-	if cfg.MaxAttempts == 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
+	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, DefaultLeaseTTL)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	if cfg.MaxAttempts < 1 {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "max attempts must be at least 1")
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "max attempts must be at least 1")
 	}
-	if cfg.SnapshotMaxBytes == 0 {
-		cfg.SnapshotMaxBytes = DefaultSnapshotMaxBytes
-	}
-	if cfg.SnapshotMaxExpandedBytes == 0 {
-		cfg.SnapshotMaxExpandedBytes = DefaultSnapshotMaxExpandedBytes
-	}
+	cfg.SnapshotMaxBytes = cmp.Or(cfg.SnapshotMaxBytes, DefaultSnapshotMaxBytes)
+	cfg.SnapshotMaxExpandedBytes = cmp.Or(cfg.SnapshotMaxExpandedBytes, DefaultSnapshotMaxExpandedBytes)
 	if cfg.SnapshotMaxBytes < 0 || cfg.SnapshotMaxExpandedBytes < 0 || cfg.HistoryMinFreeBytes < 0 {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "byte sizes must not be negative")
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "byte sizes must not be negative")
 	}
-	if cfg.NodeUnseen == 0 {
-		cfg.NodeUnseen = 10 * cfg.LeaseTTL
-	}
+	cfg.NodeUnseen = cmp.Or(cfg.NodeUnseen, 10*cfg.LeaseTTL)
 	if cfg.NowFunc == nil {
 		cfg.NowFunc = time.Now
 	}
@@ -157,6 +170,18 @@ func Open(cfg Config) (*Appliance, error) {
 	}
 	cfg.Store.NowFunc = cfg.NowFunc
 	cfg.Store.AttemptLimitFunc = cfg.Recorder.RangesFailedAtLimit
+	return cfg, nil
+}
+
+// OpenCatalog makes the node's data directory usable (creating it,
+// finishing what a crash left of a restore or a backup) and opens its
+// catalog, for New and for the fleet, which folds into it. Errors:
+// invalid config, unavailable data dir or catalog, no space.
+func OpenCatalog(cfg Config) (*store.DB, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	// The catalog and windows are 0600, but a data dir open to others
 	// lets them list it, and an operator who made it so should hear.
 	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
@@ -175,26 +200,33 @@ func Open(cfg Config) (*Appliance, error) {
 	if err := sweepBackups(cfg.DataDir); err != nil {
 		return nil, dirError(cfg.DataDir, err)
 	}
-	db, err := store.Open(filepath.Join(cfg.DataDir, "catalog.db"), cfg.Store)
-	if err != nil {
-		return nil, err
-	}
-	a := &Appliance{Config: cfg, DB: db}
-	snaps, err := openSnapshots(filepath.Join(cfg.DataDir, "snapshots"), db, cfg.SnapshotMaxBytes, cfg.NowFunc, cfg.Logger)
+	return store.Open(filepath.Join(cfg.DataDir, "catalog.db"), cfg.Store)
+}
+
+// New is the node's behaviour over db, the catalog OpenCatalog opened
+// with the same cfg: the appliance owns db from then on, and closes it
+// at Stop (or Close), and on New's error. Errors: invalid config,
+// unavailable data dir or catalog.
+func New(cfg Config, db *store.DB) (*Appliance, error) {
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		db.Close()
-		return nil, dirError(cfg.DataDir, err)
+		return nil, err
 	}
-	snaps.maxExpanded = cfg.SnapshotMaxExpandedBytes
-	a.Snapshots = snaps
 	fleet, alone := cfg.Fleet, cfg.Fleet == nil
 	if alone {
 		fleet = Alone{}
 	}
+	claims := claimCheck{fleet: fleet, alone: alone}
+	snaps, err := openSnapshots(filepath.Join(cfg.DataDir, "snapshots"), db, claims, cfg)
+	if err != nil {
+		db.Close()
+		return nil, dirError(cfg.DataDir, err)
+	}
+	a := &Appliance{Config: cfg, db: db, Snapshots: snaps}
 	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, recorder: cfg.Recorder,
-		fleet: fleet, alone: alone, claims: claimCheck{fleet: fleet, alone: alone}, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
-	snaps.claims = a.Coordinator.claims
-	// Open runs before the node has a context to give (serve opens the
+		fleet: fleet, alone: alone, claims: claims, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
+	// New runs before the node has a context to give (serve opens the
 	// appliance, then runs it under one): a catalog just opened answers
 	// this read at once.
 	rules, err := db.Rules(context.Background())
@@ -209,8 +241,38 @@ func Open(cfg Config) (*Appliance, error) {
 	return a, nil
 }
 
-// Close flushes the writer and closes the catalog.
-func (a *Appliance) Close() error { return a.DB.Close() }
+// Start starts the appliance as a service under ctx. It runs no
+// goroutine of its own (the watchman and the coordinator answer when
+// asked): what the service shape gives it is its place in the node's
+// list, last to stop. Errors: service.ErrStarted.
+func (a *Appliance) Start(ctx context.Context) error { return a.Begin(ctx) }
+
+// Stop flushes the writer and closes the catalog; its error is Err.
+func (a *Appliance) Stop() {
+	a.Base.Stop()
+	a.Close()
+}
+
+// Err is why the appliance ended: the catalog's close failed, or nil.
+func (a *Appliance) Err() error {
+	if err := a.Base.Err(); err != nil {
+		return err
+	}
+	a.closeMu.Lock()
+	defer a.closeMu.Unlock()
+	return a.closeErr
+}
+
+// Close flushes the writer and closes the catalog, once; later calls
+// return the first's error.
+func (a *Appliance) Close() error {
+	a.closeMu.Lock()
+	defer a.closeMu.Unlock()
+	if !a.closed {
+		a.closed, a.closeErr = true, a.db.Close()
+	}
+	return a.closeErr
+}
 
 // Ready reports whether the catalog can be written, the data disk has
 // room and the node has joined its fleet: nil when ready. Errors:
@@ -219,7 +281,7 @@ func (a *Appliance) Ready(ctx context.Context) error {
 	if err := probeWritable(a.Config.DataDir, probeBytes); err != nil {
 		return err
 	}
-	if err := a.DB.Ping(ctx); err != nil {
+	if err := a.db.Ping(ctx); err != nil {
 		return err
 	}
 	return a.Coordinator.fleet.Ready()

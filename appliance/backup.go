@@ -57,7 +57,7 @@ func (a *Appliance) Backup(ctx context.Context) (*Backup, error) {
 	b := &Backup{done: backupMu.Unlock, unpin: a.Snapshots.pin()}
 	b.catalog = filepath.Join(a.Config.DataDir, backupPrefix+strconv.FormatInt(time.Now().UnixNano(), 10)+".db")
 	taken := a.Config.NowFunc().UTC().Truncate(time.Millisecond)
-	if err := a.DB.Backup(ctx, b.catalog); err != nil {
+	if err := a.db.Backup(ctx, b.catalog); err != nil {
 		b.Close()
 		return nil, a.WithDiskCause(err)
 	}

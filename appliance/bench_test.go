@@ -30,7 +30,7 @@ func BenchmarkLease(b *testing.B) {
 				defer app.Close()
 				ctx := context.Background()
 				start := time.Now()
-				if err := app.DB.BulkGroups(ctx, "bench.", groups, 1000, 2); err != nil {
+				if err := app.db.BulkGroups(ctx, "bench.", groups, 1000, 2); err != nil {
 					b.Fatal(err)
 				}
 				b.Logf("seeded %d groups in %s", groups, time.Since(start).Round(time.Millisecond))
@@ -78,7 +78,7 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			defer app.Close()
 			ctx := context.Background()
-			if err := app.DB.BulkGroups(ctx, "bench.", groups, 100, 200); err != nil {
+			if err := app.db.BulkGroups(ctx, "bench.", groups, 100, 200); err != nil {
 				b.Fatal(err)
 			}
 			var nodes []int64
@@ -91,7 +91,7 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			var left atomic.Int64
 			left.Store(int64(b.N))
-			before := app.DB.Stats()
+			before := app.db.Stats()
 			b.ResetTimer()
 			cpu0 := processCPU()
 			start := time.Now()
@@ -124,7 +124,7 @@ func BenchmarkCycle(b *testing.B) {
 			elapsed := time.Since(start)
 			cpu := processCPU() - cpu0
 			b.StopTimer()
-			after := app.DB.Stats()
+			after := app.db.Stats()
 			commits := after.Commits - before.Commits
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cycles/s")
 			b.ReportMetric(float64(commits)/elapsed.Seconds(), "commits/s")

@@ -78,7 +78,7 @@ func TestConcurrentLeasing(t *testing.T) {
 		if granted.Load() < groups {
 			t.Fatalf("only %d leases granted", granted.Load())
 		}
-		t.Logf("%d leases granted; %d writes in %d commits", granted.Load(), f.app.DB.Stats().Writes, f.app.DB.Stats().Commits)
+		t.Logf("%d leases granted; %d writes in %d commits", granted.Load(), f.app.db.Stats().Writes, f.app.db.Stats().Commits)
 	})
 
 	t.Run("FencedTakeovers", func(t *testing.T) {

@@ -298,12 +298,12 @@ func TestTakeoverAfterTTL(t *testing.T) {
 func (f *fixture) dump() string {
 	f.t.Helper()
 	var b strings.Builder
-	gs, _ := f.app.DB.Groups(f.ctx, 0, 1000)
+	gs, _ := f.app.db.Groups(f.ctx, 0, 1000)
 	for _, g := range gs {
-		l, _ := f.app.DB.Lease(f.ctx, g.ID)
+		l, _ := f.app.db.Lease(f.ctx, g.ID)
 		lj, _ := json.Marshal(l)
 		fmt.Fprintf(&b, "%s %s;", g.Name, lj)
-		rs, _ := f.app.DB.Ranges(f.ctx, g.ID, "", 0, 1000)
+		rs, _ := f.app.db.Ranges(f.ctx, g.ID, "", 0, 1000)
 		for _, r := range rs {
 			fmt.Fprintf(&b, " %d:%d-%d@%d/%s/%d", r.ID, r.Start, r.End, r.Next, r.Status, r.Attempts)
 		}
@@ -347,7 +347,7 @@ func TestNext(t *testing.T) {
 	if got, want := fmt.Sprint(starts), "[1 501 1001 1501]"; got != want {
 		t.Fatalf("ranges in order %s, want %s", got, want)
 	}
-	l, _ := f.app.DB.Lease(f.ctx, g.Group.ID)
+	l, _ := f.app.db.Lease(f.ctx, g.Group.ID)
 	if l.RangesDone != 4 || l.Headers != 28 {
 		t.Fatalf("lease counts %d ranges, %d headers; want 4, 28", l.RangesDone, l.Headers)
 	}
@@ -416,7 +416,7 @@ func TestProgressAndFinish(t *testing.T) {
 	if _, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, -1); !errors.Is(err, leasehold.ErrInvalid) {
 		t.Fatalf("negative headers: %v, want invalid", err)
 	}
-	l, _ := f.app.DB.Lease(f.ctx, g.Group.ID)
+	l, _ := f.app.db.Lease(f.ctx, g.Group.ID)
 	if l.RangesDone != 1 || l.Headers != 42 {
 		t.Fatalf("lease counts %d ranges %d headers, want 1 and 42 (a repeated finish counts once)", l.RangesDone, l.Headers)
 	}
@@ -542,11 +542,11 @@ func TestPlanner(t *testing.T) {
 			t.Fatalf("%s(%d) planned %d (%v), want %d", s.op, s.bound, n, err, s.planned)
 		}
 	}
-	g, _ := f.app.DB.GroupByName(f.ctx, "g")
+	g, _ := f.app.db.GroupByName(f.ctx, "g")
 	if g.TailEnd != 5500 || g.HistoryFloor != 1 {
 		t.Fatalf("tail_end %d history_floor %d, want 5500 and 1", g.TailEnd, g.HistoryFloor)
 	}
-	rs, _ := f.app.DB.Ranges(f.ctx, g.ID, "", 0, 100)
+	rs, _ := f.app.db.Ranges(f.ctx, g.ID, "", 0, 100)
 	var got []string
 	for _, r := range rs {
 		got = append(got, fmt.Sprintf("%d-%d@%d", r.Start, r.End, r.Priority))
@@ -556,7 +556,7 @@ func TestPlanner(t *testing.T) {
 	}
 	f.group("deep", 0, 100) // start 1001
 	f.history("deep", 701)
-	rs, _ = f.app.DB.Ranges(f.ctx, 2, "", 0, 100)
+	rs, _ = f.app.db.Ranges(f.ctx, 2, "", 0, 100)
 	got = got[:0]
 	for _, r := range rs {
 		got = append(got, fmt.Sprintf("%d-%d@%d", r.Start, r.End, r.Priority))

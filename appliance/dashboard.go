@@ -29,7 +29,7 @@ type Overview struct {
 func (a *Appliance) Overview(ctx context.Context, backlogAge time.Duration) (Overview, error) {
 	o := Overview{Now: a.Config.NowFunc()}
 	var err error
-	if o.Totals, err = a.DB.Totals(ctx); err != nil {
+	if o.Totals, err = a.db.Totals(ctx); err != nil {
 		return o, err
 	}
 	nodes, err := a.Coordinator.Nodes(ctx)
@@ -50,7 +50,7 @@ func (a *Appliance) Overview(ctx context.Context, backlogAge time.Duration) (Ove
 	}
 	// The backlog is every planned range: one count serves both.
 	o.Totals.SetPlanned(o.Report.Backlog.Planned)
-	o.Throughput, err = a.DB.Throughput(ctx, o.Now, 60)
+	o.Throughput, err = a.db.Throughput(ctx, o.Now, 60)
 	return o, err
 }
 
@@ -61,7 +61,7 @@ type GroupRow = store.GroupRow
 // GroupRows lists groups for the dashboard's table: names starting with
 // prefix, ids above after, by id. Errors: unavailable, internal.
 func (a *Appliance) GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]GroupRow, error) {
-	return a.DB.GroupRows(ctx, prefix, after, limit)
+	return a.db.GroupRows(ctx, prefix, after, limit)
 }
 
 // GroupRowsIn lists groups in a state for the dashboard's table (one of
@@ -70,13 +70,13 @@ func (a *Appliance) GroupRows(ctx context.Context, prefix string, after int64, l
 // next page starts (0: none). Errors: invalid (the filter), unavailable,
 // internal.
 func (a *Appliance) GroupRowsIn(ctx context.Context, state string, after int64, limit int) ([]GroupRow, int64, error) {
-	return a.DB.GroupRowsIn(ctx, state, after, limit)
+	return a.db.GroupRowsIn(ctx, state, after, limit)
 }
 
 // Tallies are the catalog's counts kept as it is written: ranges by
 // status, groups by state. Errors: unavailable, internal.
 func (a *Appliance) Tallies(ctx context.Context) (leasehold.Tallies, error) {
-	return a.DB.Tallies(ctx)
+	return a.db.Tallies(ctx)
 }
 
 // PeerHold is a peer's group as its owner holds it, as folded here.
@@ -102,10 +102,10 @@ const MaxRangesDrawn = 5000
 func (a *Appliance) GroupPage(ctx context.Context, name string) (GroupPage, error) {
 	var p GroupPage
 	var err error
-	if p.GroupDetail, err = a.DB.GroupDetail(ctx, name); err != nil {
+	if p.GroupDetail, err = a.db.GroupDetail(ctx, name); err != nil {
 		return p, err
 	}
-	if p.Ranges, err = a.DB.Ranges(ctx, p.ID, "", 0, MaxRangesDrawn); err != nil {
+	if p.Ranges, err = a.db.Ranges(ctx, p.ID, "", 0, MaxRangesDrawn); err != nil {
 		return p, err
 	}
 	var total int64
@@ -113,10 +113,10 @@ func (a *Appliance) GroupPage(ctx context.Context, name string) (GroupPage, erro
 		total += n
 	}
 	p.Complete = int64(len(p.Ranges)) == total
-	if p.Failed, err = a.DB.Ranges(ctx, p.ID, leasehold.StatusFailed, 0, 100); err != nil {
+	if p.Failed, err = a.db.Ranges(ctx, p.ID, leasehold.StatusFailed, 0, 100); err != nil {
 		return p, err
 	}
-	p.Owner, err = a.DB.PeerHold(ctx, p.ID)
+	p.Owner, err = a.db.PeerHold(ctx, p.ID)
 	return p, err
 }
 
@@ -126,7 +126,7 @@ type PeerNode = store.PeerNode
 // PeerNodes lists the worker nodes registered at this node's peers, by
 // peer, then name. Errors: unavailable, internal.
 func (a *Appliance) PeerNodes(ctx context.Context) ([]PeerNode, error) {
-	ns, err := a.DB.PeerNodes(ctx)
+	ns, err := a.db.PeerNodes(ctx)
 	for i := range ns {
 		a.Coordinator.withState(&ns[i].Node)
 	}

@@ -135,11 +135,14 @@ type uploadSlot struct {
 
 const copyBuffer = 1 << 20
 
-func openSnapshots(dir string, db *store.DB, maxBytes int64, now func() time.Time, log *slog.Logger) (*Snapshots, error) {
+// openSnapshots opens the snapshot store in dir, its uploads and
+// downloads fenced by claims, its limits from cfg.
+func openSnapshots(dir string, db *store.DB, claims claimCheck, cfg Config) (*Snapshots, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Snapshots{dir: dir, db: db, maxBytes: maxBytes, now: now, log: log, uploading: map[int64]*uploadSlot{}}
+	s := &Snapshots{dir: dir, db: db, claims: claims, maxBytes: cfg.SnapshotMaxBytes, maxExpanded: cfg.SnapshotMaxExpandedBytes,
+		now: cfg.NowFunc, log: cfg.Logger, uploading: map[int64]*uploadSlot{}}
 	// Part of appliance.Open, before any context exists: the sweep of what
 	// a crash left is local files and one catalog read, and must finish
 	// before uploads are taken.

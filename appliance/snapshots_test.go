@@ -13,7 +13,7 @@ import (
 func TestUploadGroup(t *testing.T) {
 	f := newFixture(t, Config{})
 	own := f.group("own.g", 0, 100)
-	if err := f.app.DB.Write(f.ctx, func(tx *store.Tx) error {
+	if err := f.app.db.Write(f.ctx, func(tx *store.Tx) error {
 		_, _, err := tx.FoldGroup("node-b", store.PeerGroup{
 			Group: leasehold.Group{Name: "peer.g", Active: true, RangeSize: 100, Start: 1, CreatedAt: f.clock.Now()},
 		}, 3)

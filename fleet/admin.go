@@ -32,7 +32,7 @@ type adminAnswer struct {
 // peers' groups to their owners.
 type Admin struct {
 	nc    *nats.Conn
-	coord *appliance.Coordinator
+	coord AdminApplier
 	node  string
 	// lifeFunc is this node's life now, named on the writes it carries.
 	lifeFunc func() string
@@ -44,6 +44,12 @@ type Admin struct {
 	// The service's context is the answers' lifetime; Stop waits for
 	// the answers in flight and refuses those that come after.
 	service.Base
+}
+
+// AdminApplier applies the admin writes peers carry here, on groups this
+// node owns: *appliance.Coordinator is one.
+type AdminApplier interface {
+	ApplyAdmin(ctx context.Context, op appliance.AdminOp) (appliance.AdminResult, error)
 }
 
 // Headers a carried admin write names its sender by, for the owner's log.
@@ -59,7 +65,7 @@ const (
 // admin writes for node; its Forward carries this node's own writes on
 // peers' groups (the fleet's Forward), started or not, naming node and
 // its life (lifeFunc, nil for none).
-func NewAdmin(nc *nats.Conn, coord *appliance.Coordinator, node string, lifeFunc func() string, log *slog.Logger) *Admin {
+func NewAdmin(nc *nats.Conn, coord AdminApplier, node string, lifeFunc func() string, log *slog.Logger) *Admin {
 	if lifeFunc == nil {
 		lifeFunc = func() string { return "" }
 	}

@@ -26,7 +26,7 @@ func TestAdminCarriedWriteLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimEventually(t, 20*time.Second, "b sees a's group", func() bool {
-		_, err := b.app.DB.GroupByName(ctx, "alt.carried")
+		_, err := b.db.GroupByName(ctx, "alt.carried")
 		return err == nil
 	})
 	if _, err := b.app.Coordinator.PlanTail(ctx, "alt.carried", 500); err != nil {

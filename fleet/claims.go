@@ -59,18 +59,20 @@ type ClaimsConfig struct {
 	// NowFunc is the clock (default time.Now). It must run at the wall
 	// clock's rate: the server's TTL does.
 	NowFunc func() time.Time
-	// LostFunc, if set, is told of a group the moment its claim is lost: the
-	// watch found it taken or deleted, or the node's life went unrenewed
-	// until its margin or was found lapsed. It is called from the claims'
-	// own goroutines, never with a lock held; it must not block for long.
-	LostFunc func(group string)
-	// KeepFunc, if set, is asked now and then, a batch at a time, which of
-	// the claims held are still wanted; the others are released, so a node
-	// keeps the claims of the groups in work and lets idle ones go to
-	// peers whose workers want them. It is called from the claims' own
-	// goroutine, never with a lock held; on its error every claim is kept.
-	KeepFunc func(ctx context.Context, groups []string) ([]string, error)
-	Logger   *slog.Logger
+	// Keeper, if set, is asked now and then which of the claims held are
+	// still wanted; nil keeps every claim.
+	Keeper ClaimKeeper
+	Logger *slog.Logger
+}
+
+// ClaimKeeper decides which of the claims a node holds it keeps: asked a
+// batch at a time, it answers those still wanted, and the others are
+// released, so a node keeps the claims of the groups in work and lets
+// idle ones go to peers whose workers want them. It is asked from the
+// claims' own goroutine, never with a lock held; on its error every claim
+// is kept. Keeper is one.
+type ClaimKeeper interface {
+	Keep(ctx context.Context, groups []string) ([]string, error)
 }
 
 // Claims keeps this node's ownership claims on groups in the ClaimsBucket
@@ -91,7 +93,9 @@ type ClaimsConfig struct {
 // write + TTL − Margin. The server keeps the life until at least that
 // write's timestamp + TTL, which is later, so no other node can take a
 // group over while this one still holds it. Start renews the life, asks
-// KeepFunc about idle claims, and watches the bucket for claims taken.
+// the Keeper about idle claims, and watches the bucket for claims taken.
+// The claims lost (Losses, TakeLost) are the claims' news: whoever acts on
+// them takes them, and the claims know nothing of who does.
 type Claims struct {
 	kv     jetstream.KeyValue // ClaimsBucket
 	lives  jetstream.KeyValue // LivesBucket, written here; read by readLife
@@ -101,9 +105,9 @@ type Claims struct {
 	ttl    time.Duration
 	margin time.Duration
 	now    func() time.Time
-	lost   func(string)
-	keep   func(context.Context, []string) ([]string, error)
+	keeper ClaimKeeper
 	log    *slog.Logger
+	losses chan struct{} // signalled when lostQ grows
 
 	mu       sync.Mutex
 	life     string                 // this node's life now: the Life of its claims
@@ -117,6 +121,7 @@ type Claims struct {
 	// landed), never holds it as it is, since the delete may land, or may
 	// have landed, under it.
 	released map[string]releasedClaim
+	lostQ    []string // groups whose claims were lost, not taken yet
 
 	service.Base
 
@@ -128,7 +133,7 @@ type Claims struct {
 // claimState is one claim this node wrote.
 type claimState struct {
 	rev uint64 // the revision it wrote: the fence
-	// kept is when KeepFunc last kept the claim (or it was written), so
+	// kept is when the Keeper last kept the claim (or it was written), so
 	// each claim is asked about about once every TTL/3.
 	kept time.Time
 }
@@ -143,7 +148,7 @@ type releasedClaim struct {
 // any Claim takes (a few requests of at most lifeReadTimeout each).
 const releasedKeep = time.Minute
 
-// claimKeepBatch bounds the claims KeepFunc is asked about at once, so a
+// claimKeepBatch bounds the claims the Keeper is asked about at once, so a
 // node holding very many spreads the asking over several rounds.
 const claimKeepBatch = 512
 
@@ -197,7 +202,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	}
 	c := &Claims{
 		kv: kv, lives: lives, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
-		lost: cfg.LostFunc, keep: cfg.KeepFunc, log: cfg.Logger, held: map[string]*claimState{}, released: map[string]releasedClaim{}, minted: map[string]bool{},
+		keeper: cfg.Keeper, log: cfg.Logger, losses: make(chan struct{}, 1), held: map[string]*claimState{}, released: map[string]releasedClaim{}, minted: map[string]bool{},
 		nc: js.Conn(),
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted, or their node's life unrenewed past the margin.",
@@ -434,7 +439,7 @@ func (c *Claims) alive(ctx context.Context, cl Claim) (bool, error) {
 }
 
 // Release gives group's claim up: this node stops holding it at once and
-// deletes the claim if it is still the revision this node wrote. LostFunc
+// deletes the claim if it is still the revision this node wrote. Losses
 // is not told. Errors: unavailable NATS (the claim then stands until this
 // node's life ends, or the node claims the group again).
 func (c *Claims) Release(ctx context.Context, group string) error {

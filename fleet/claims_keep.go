@@ -11,7 +11,7 @@ import (
 )
 
 // Start renews this node's life every TTL/6, gives its claims up when the
-// life goes unrenewed past its margin, asks KeepFunc about each claim
+// life goes unrenewed past its margin, asks the Keeper about each claim
 // about every TTL/3 (a batch at a time) and releases those not kept, and
 // watches the bucket for claims taken or deleted by others, until ctx
 // ends or Stop. Stop waits for all that; neither the claims nor the life
@@ -34,7 +34,7 @@ func (c *Claims) run(ctx context.Context) error {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	renewing := make(chan struct{}, 1) // one renewal in flight
-	keeping := make(chan struct{}, 1)  // one batch of KeepFunc in flight
+	keeping := make(chan struct{}, 1)  // one batch of Keep in flight
 	for {
 		select {
 		case <-ctx.Done():
@@ -62,7 +62,7 @@ func (c *Claims) run(ctx context.Context) error {
 			default: // the last renewal is still waiting on NATS
 			}
 		}
-		if c.keep == nil {
+		if c.keeper == nil {
 			continue
 		}
 		select {
@@ -100,7 +100,7 @@ func (c *Claims) keepDue() []string {
 	return groups
 }
 
-// keepOnly asks KeepFunc about groups and releases those it does not keep.
+// keepOnly asks the Keeper about groups and releases those it does not keep.
 func (c *Claims) keepOnly(ctx context.Context, groups []string) {
 	c.mu.Lock()
 	for g, r := range c.released {
@@ -109,7 +109,7 @@ func (c *Claims) keepOnly(ctx context.Context, groups []string) {
 		}
 	}
 	c.mu.Unlock()
-	kept, err := c.keep(ctx, groups)
+	kept, err := c.keeper.Keep(ctx, groups)
 	if err != nil {
 		c.log.Warn("claims: asking which claims to keep", "err", err)
 		kept = groups
@@ -185,7 +185,7 @@ func (c *Claims) seen(e jetstream.KeyValueEntry) {
 	c.drop(group, rev, "overwritten or deleted")
 }
 
-// drop forgets group's claim if it is still at rev, and tells LostFunc.
+// drop forgets group's claim if it is still at rev, and tells Losses.
 func (c *Claims) drop(group string, rev uint64, why string) {
 	c.mu.Lock()
 	s, ok := c.held[group]
@@ -197,7 +197,36 @@ func (c *Claims) drop(group string, rev uint64, why string) {
 	c.mu.Unlock()
 	c.log.Warn("claims: claim lost", "group", group, "why", why)
 	c.lostCount.Inc()
-	if c.lost != nil {
-		c.lost(group)
+	c.tellLost(group)
+}
+
+// tellLost queues groups whose claims were lost for TakeLost and signals
+// Losses; it never blocks.
+func (c *Claims) tellLost(groups ...string) {
+	if len(groups) == 0 {
+		return
 	}
+	c.mu.Lock()
+	c.lostQ = append(c.lostQ, groups...)
+	c.mu.Unlock()
+	select {
+	case c.losses <- struct{}{}:
+	default:
+	}
+}
+
+// Losses is signalled when claims were lost (the watch found them taken
+// or deleted, or the node's life went unrenewed until its margin or was
+// found lapsed) since the last TakeLost; Held is false for them already.
+// One reader takes them: Ownership.
+func (c *Claims) Losses() <-chan struct{} { return c.losses }
+
+// TakeLost returns the groups whose claims were lost since the last call,
+// oldest first, and forgets them.
+func (c *Claims) TakeLost() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lost := c.lostQ
+	c.lostQ = nil
+	return lost
 }

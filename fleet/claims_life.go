@@ -187,7 +187,7 @@ func (c *Claims) liveLocked(now time.Time) bool {
 
 // Renew writes this node's life again, so every claim it holds stands a
 // TTL from the write's start. Start calls it every TTL/6. A life found
-// lapsed or taken over has lost every claim: LostFunc is told of each and
+// lapsed or taken over has lost every claim: Losses is told of each and
 // a new life begins. A node without a life (its last went past its margin)
 // begins one. Errors: unavailable NATS (claims are held until the margin).
 func (c *Claims) Renew(ctx context.Context) error {
@@ -291,7 +291,7 @@ func (c *Claims) lifeDue() bool {
 }
 
 // tellLapsed ends this node's life once it went unrenewed past its
-// margin: every claim is given up (LostFunc told of each) and the next
+// margin: every claim is given up (Losses told of each) and the next
 // renewal begins a new life. The claims written in the old one stand for
 // no one from then on, so any node, this one too, may take them over.
 func (c *Claims) tellLapsed() {
@@ -322,11 +322,7 @@ func (c *Claims) loseAll(life, why string) {
 	c.mu.Unlock()
 	c.log.Warn("claims: claims lost", "why", why, "claims", len(groups))
 	c.lostCount.Add(float64(len(groups)))
-	if c.lost != nil {
-		for _, g := range groups {
-			c.lost(g)
-		}
-	}
+	c.tellLost(groups...)
 }
 
 func (c *Claims) lifeValue(life string, at time.Time) ([]byte, error) {

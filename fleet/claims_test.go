@@ -28,6 +28,27 @@ const claimTestTTL = 1500 * time.Millisecond
 
 var claimQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// claimOnLost calls fn with each group c loses, as ownership takes them,
+// until the test ends.
+func claimOnLost(t *testing.T, c *Claims, fn func(group string)) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-c.Losses():
+				for _, g := range c.TakeLost() {
+					fn(g)
+				}
+			}
+		}
+	}()
+}
+
 // claimNew opens a node's Claims, retrying while a cluster elects its
 // leaders, and closes it with the test.
 func claimNew(t *testing.T, js jetstream.JetStream, cfg ClaimsConfig) *Claims {
@@ -341,11 +362,12 @@ func TestClaimLapse(t *testing.T) {
 	claimRun(t, a)
 	var lostMu sync.Mutex
 	var lostB []string
-	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b", LostFunc: func(g string) {
+	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b"})
+	claimOnLost(t, b, func(g string) {
 		lostMu.Lock()
 		defer lostMu.Unlock()
 		lostB = append(lostB, g)
-	}})
+	})
 	claimRun(t, b)
 
 	fa, err := a.Claim(ctx, group)
@@ -511,11 +533,12 @@ func TestClaimUnreachable(t *testing.T) {
 	ctx := context.Background()
 	const group = "alt.test"
 	lost := make(chan time.Time, 4)
-	a := claimNew(t, natstest.Connect(t, servers[0].ClientURL()), ClaimsConfig{Node: "a", Replicas: 3, LostFunc: func(g string) {
+	a := claimNew(t, natstest.Connect(t, servers[0].ClientURL()), ClaimsConfig{Node: "a", Replicas: 3})
+	claimOnLost(t, a, func(g string) {
 		if g == group {
 			lost <- time.Now()
 		}
-	}})
+	})
 	claimRun(t, a)
 	b := claimNew(t, natstest.Connect(t, servers[1].ClientURL()), ClaimsConfig{Node: "b", Replicas: 3})
 	claimRun(t, b)
@@ -580,10 +603,10 @@ func TestClaimUnreachable(t *testing.T) {
 	select {
 	case at := <-lost:
 		if d := at.Sub(letGo); d > claimTestTTL/3 {
-			t.Fatalf("LostFunc told %s after Held went false", d)
+			t.Fatalf("Losses told %s after Held went false", d)
 		}
 	case <-time.After(claimTestTTL):
-		t.Fatal("LostFunc not told")
+		t.Fatal("Losses not told")
 	}
 	if fb <= fa {
 		t.Fatalf("b's fence %d not above a's %d", fb, fa)
@@ -738,13 +761,14 @@ func TestClaimHistory(t *testing.T) {
 
 	start := func(node string, n int) *life {
 		l := &life{who: fmt.Sprintf("%s#%d", node, n)}
-		l.c = claimNew(t, natstest.Connect(t, url), ClaimsConfig{Node: node, LostFunc: func(g string) {
+		l.c = claimNew(t, natstest.Connect(t, url), ClaimsConfig{Node: node})
+		claimOnLost(t, l.c, func(g string) {
 			if l.c.Held(g) {
 				mu.Lock()
 				lostWhileHeld = append(lostWhileHeld, l.who+" "+g)
 				mu.Unlock()
 			}
-		}})
+		})
 		claimRun(t, l.c)
 		mu.Lock()
 		lives = append(lives, l)
@@ -855,7 +879,7 @@ func TestClaimHistory(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lostWhileHeld) > 0 {
-		t.Fatalf("LostFunc told while Held was still true: %v", lostWhileHeld)
+		t.Fatalf("Losses told while Held was still true: %v", lostWhileHeld)
 	}
 }
 

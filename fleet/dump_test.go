@@ -27,21 +27,22 @@ type dumpNode struct {
 	name string
 	dir  string
 	app  *appliance.Appliance
+	db   *store.DB
 }
 
 // dumpOpen opens a node's appliance in dir, closed with the test.
 func dumpOpen(t testing.TB, name, dir string) *dumpNode {
 	t.Helper()
-	app, err := appliance.Open(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	app, db, err := openApp(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
 	// As Join does: the publisher's and the dumper's reads need them.
-	if _, err := app.DB.PeerIndexes(context.Background(), true); err != nil {
+	if _, err := db.PeerIndexes(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	return &dumpNode{name: name, dir: dir, app: app}
+	return &dumpNode{name: name, dir: dir, app: app, db: db}
 }
 
 // dumpConn is a plain client of url, closed with the test.
@@ -58,7 +59,7 @@ func dumpConn(t testing.TB, url string) *nats.Conn {
 // dumpServe starts n's dumper on nc, stopped with the test.
 func dumpServe(t testing.TB, nc *nats.Conn, n *dumpNode) *Dumper {
 	t.Helper()
-	d := NewDumper(nc, n.app.DB, n.name, claimQuiet)
+	d := NewDumper(nc, n.db, n.name, claimQuiet)
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -143,16 +144,16 @@ func foldDiff(t testing.TB, origin, b *dumpNode, withNodeActivity bool) []string
 	defer raw.Close()
 	var diffs []string
 	differ := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
-	ids, err := origin.app.DB.OwnGroupIDs(ctx, 0, 1000)
+	ids, err := origin.db.OwnGroupIDs(ctx, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		want, wantRanges, _, err := origin.app.DB.OwnState(ctx, id, time.Time{})
+		want, wantRanges, _, err := origin.db.OwnState(ctx, id, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := b.app.DB.GroupByName(ctx, want.Name)
+		got, err := b.db.GroupByName(ctx, want.Name)
 		if err != nil {
 			differ("group %s: %v", want.Name, err)
 			continue
@@ -185,7 +186,7 @@ func foldDiff(t testing.TB, origin, b *dumpNode, withNodeActivity bool) []string
 		}
 		gotRanges := map[int64]leasehold.Range{}
 		for after := int64(0); ; {
-			page, err := b.app.DB.Ranges(ctx, got.ID, "", after, 10000)
+			page, err := b.db.Ranges(ctx, got.ID, "", after, 10000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,11 +216,11 @@ func foldDiff(t testing.TB, origin, b *dumpNode, withNodeActivity bool) []string
 			}
 		}
 	}
-	wantNodes, err := origin.app.DB.Nodes(ctx)
+	wantNodes, err := origin.db.Nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerNodes, err := b.app.DB.PeerNodes(ctx)
+	peerNodes, err := b.db.PeerNodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +343,7 @@ func TestDumpManyRanges(t *testing.T) {
 		if err := json.Unmarshal(body, &c); err != nil {
 			t.Fatal(err)
 		}
-		if c.Seq != i || c.Last != (i == len(chunks)-1) || c.Catalog != a.app.DB.CatalogID() || c.Err != "" {
+		if c.Seq != i || c.Last != (i == len(chunks)-1) || c.Catalog != a.db.CatalogID() || c.Err != "" {
 			t.Errorf("chunk %d: seq %d last %v catalog %q err %q", i, c.Seq, c.Last, c.Catalog, c.Err)
 		}
 		for _, g := range c.Groups {
@@ -366,21 +367,21 @@ func TestDumpManyRanges(t *testing.T) {
 
 	// b knew of a worker of a's that a has since deleted.
 	ctx := context.Background()
-	if err := b.app.DB.Write(ctx, func(tx *store.Tx) error {
+	if err := b.db.Write(ctx, func(tx *store.Tx) error {
 		return tx.FoldNode("node-a", leasehold.Node{Name: "gone", Capacity: 1})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := Rebuild(ctx, ncB, b.app.DB, "node-a", 5); err != nil {
+	if err := Rebuild(ctx, ncB, b.db, "node-a", 5); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("rebuilt 20,005 ranges from %d chunks in %s", len(chunks), time.Since(start))
 	if diffs := foldDiff(t, a, b, true); len(diffs) > 0 {
 		t.Fatalf("rebuilt copy differs:\n%v", diffs)
 	}
-	peers, err := b.app.DB.Peers(ctx)
-	if err != nil || len(peers) != 1 || peers[0].Name != "node-a" || peers[0].Catalog != a.app.DB.CatalogID() ||
+	peers, err := b.db.Peers(ctx)
+	if err != nil || len(peers) != 1 || peers[0].Name != "node-a" || peers[0].Catalog != a.db.CatalogID() ||
 		peers[0].Rebuilds != 1 || peers[0].Groups != 2 || peers[0].Nodes != 1 || peers[0].LastEventAt == nil {
 		t.Fatalf("peers after the rebuild: %+v, %v", peers, err)
 	}
@@ -449,7 +450,7 @@ func TestRebuildUnavailable(t *testing.T) {
 	ctx := context.Background()
 	t.Run("NoResponders", func(t *testing.T) {
 		start := time.Now()
-		err := Rebuild(ctx, nc, b.app.DB, "node-x", 5)
+		err := Rebuild(ctx, nc, b.db, "node-x", 5)
 		if !errors.Is(err, leasehold.ErrUnavailable) {
 			t.Fatalf("rebuild from no one: %v, want unavailable", err)
 		}
@@ -468,7 +469,7 @@ func TestRebuildUnavailable(t *testing.T) {
 		}
 		defer sub.Unsubscribe()
 		origin.Flush()
-		err = Rebuild(ctx, nc, b.app.DB, "node-f", 5)
+		err = Rebuild(ctx, nc, b.db, "node-f", 5)
 		if !errors.Is(err, leasehold.ErrUnavailable) || !strings.Contains(err.Error(), "the catalog is closed") {
 			t.Fatalf("rebuild from a failed dump: %v, want unavailable saying why", err)
 		}
@@ -485,14 +486,14 @@ func TestRebuildUnavailable(t *testing.T) {
 		defer sub.Unsubscribe()
 		origin.Flush()
 		start := time.Now()
-		err = Rebuild(ctx, nc, b.app.DB, "node-s", 5)
+		err = Rebuild(ctx, nc, b.db, "node-s", 5)
 		if !errors.Is(err, leasehold.ErrUnavailable) {
 			t.Fatalf("rebuild from a stalled dump: %v, want unavailable", err)
 		}
 		if took := time.Since(start); took < dumpWait {
 			t.Fatalf("gave up after %s, before the wait between chunks", took)
 		}
-		if ps, _ := b.app.DB.Peers(ctx); len(ps) != 0 {
+		if ps, _ := b.db.Peers(ctx); len(ps) != 0 {
 			t.Fatalf("a half dump recorded peers %+v", ps)
 		}
 	})
@@ -517,7 +518,7 @@ func BenchmarkRebuild100k(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		peer := dumpOpen(b, "node-b", b.TempDir())
-		if err := Rebuild(context.Background(), nc, peer.app.DB, "node-a", 5); err != nil {
+		if err := Rebuild(context.Background(), nc, peer.db, "node-a", 5); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -550,7 +551,7 @@ func BenchmarkRebuildGroups(b *testing.B) {
 	}
 	defer s.Shutdown()
 	a := dumpOpen(b, "node-a", b.TempDir())
-	if err := a.app.DB.BulkGroups(context.Background(), "g.", int64(groups), 100, 2); err != nil {
+	if err := a.db.BulkGroups(context.Background(), "g.", int64(groups), 100, 2); err != nil {
 		b.Fatal(err)
 	}
 	dumpServe(b, dumpConn(b, s.ClientURL()), a)
@@ -561,7 +562,7 @@ func BenchmarkRebuildGroups(b *testing.B) {
 		b.StopTimer()
 		peer := dumpOpen(b, "node-b", b.TempDir())
 		b.StartTimer()
-		if err := Rebuild(context.Background(), nc, peer.app.DB, "node-a", 5); err != nil {
+		if err := Rebuild(context.Background(), nc, peer.db, "node-a", 5); err != nil {
 			b.Fatal(err)
 		}
 	}

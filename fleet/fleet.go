@@ -3,7 +3,6 @@ package fleet
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/service"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Config is how a node joins its fleet.
@@ -63,15 +63,37 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
-// Fleet is this node's part in a fleet: the embedded server if any, the
-// connection, the publisher, the fold, the claims, the state dumps and the
-// snapshot replicas. It is the coordinator's appliance.Fleet: made by New
-// before the node opens its catalog, it answers that the node has not
-// joined (no lease, no holder call, /readyz 503 with what it waits for)
-// until Join has set everything up, and then answers from the claims.
+// Node is the node a fleet serves, given at New: its catalog, which the
+// fleet publishes from and folds into, and the parts of its behaviour the
+// fleet calls on.
+type Node struct {
+	// DB is the node's catalog (appliance.OpenCatalog).
+	DB *store.DB
+	// Coordinator owns and disowns groups as their claims are won and
+	// lost, and applies the admin writes peers carry here:
+	// *appliance.Coordinator.
+	Coordinator interface {
+		Owner
+		AdminApplier
+	}
+	// Snapshots is the node's snapshot store: *appliance.Snapshots.
+	Snapshots Windows
+	// MaxAttempts is the node's, for the ranges folded and rebuilt here.
+	MaxAttempts int64
+}
+
+// Fleet is this node's part in a fleet, a service: Start joins in the
+// background (the embedded server if any, the connection, the stream and
+// buckets) and then starts its parts from one ordered list (the snapshot
+// replicas, the fold, the publisher, ownership, the claims, the admin
+// forwarder and the state dumps); Stop stops them in reverse, drains the
+// connection and shuts the embedded server down. Until it has joined, its
+// Gate tells the coordinator so (no lease, no holder call, /readyz 503
+// with what it waits for).
 type Fleet struct {
 	cfg  Config
-	app  *appliance.Appliance
+	gate *Gate
+	node Node
 	log  *slog.Logger
 	srv  *server.Server
 	nc   *nats.Conn
@@ -80,60 +102,36 @@ type Fleet struct {
 	conn atomic.Bool
 	// closing quiets the disconnect warning of a node leaving on purpose.
 	closing atomic.Bool
-	// joined is set once everything below is; it orders their reads.
-	joined atomic.Bool
-	// waiting is what Join waits for, for Ready.
-	waiting atomic.Pointer[string]
+	// joined is closed once every part below is made and started.
+	joined chan struct{}
 
 	claims    *Claims
-	ownership *Ownership
 	publisher *Publisher
 	folder    *Folder
-	dumper    *Dumper
 	snapshots *Replicator
-	admin     *Admin
 	records   jetstream.KeyValue
 
 	connected prometheus.GaugeFunc
-	closeOnce sync.Once
-	// parts orders Run's start of the parts before Close's stop: a part
-	// stopped may start again, and none must after Close.
-	parts  sync.Mutex
-	closed bool
+
+	service.Base
+	// mu orders the start of the parts (once joined) before Stop's stop
+	// of them: none starts after Stop.
+	mu      sync.Mutex
+	parts   *service.List
+	stopped bool
 }
 
 // joinLogEvery is how often a node still joining says what it waits for.
 const joinLogEvery = 10 * time.Second
 
-// New checks cfg and returns this node's part in its fleet, not joined
-// yet: give it to appliance.Open (Config.Fleet), then Join. Errors:
-// invalid config.
-func New(cfg Config) (*Fleet, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+// New is this node's part in the fleet of gate (NewGate), over node, not
+// started: give gate to the appliance first (appliance.Config.Fleet),
+// then node's parts from it here. Errors: invalid config.
+func New(gate *Gate, node Node) (*Fleet, error) {
+	if node.DB == nil || node.Coordinator == nil || node.Snapshots == nil {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "fleet: the node's catalog, coordinator and snapshots are needed")
 	}
-	if !leasehold.ValidNodeName(cfg.Name) {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "node name %q is not valid", cfg.Name)
-	}
-	if cfg.ClaimTTL == 0 {
-		cfg.ClaimTTL = 30 * time.Second
-	}
-	if cfg.StreamMaxAge == 0 {
-		cfg.StreamMaxAge = 24 * time.Hour
-	}
-	if cfg.StreamMaxBytes == 0 {
-		cfg.StreamMaxBytes = 1 << 30
-	}
-	if _, err := ParseRoutes(cfg.Routes); err != nil {
-		return nil, err
-	}
-	if cfg.TLS != nil {
-		if err := cfg.TLS.Check(); err != nil {
-			return nil, err
-		}
-	}
-	f := &Fleet{cfg: cfg, log: cfg.Logger}
-	f.wait("starting")
+	f := &Fleet{cfg: gate.cfg, gate: gate, node: node, log: gate.cfg.Logger, joined: make(chan struct{})}
 	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leasehold_peer_connected", Help: "1 while this node is connected to NATS.",
 	}, func() float64 {
@@ -145,22 +143,66 @@ func New(cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
-// wait records what Join waits for.
-func (f *Fleet) wait(what string) { f.waiting.Store(&what) }
+// Start joins the fleet in the background and, once joined, starts the
+// parts; peers not up yet, or a cluster still electing its leaders, are
+// waited for, however long, saying in the log what is waited for (Ready
+// tells it too). The fleet ends (Done, Err) when it cannot join for good
+// (a JoinError: an address that cannot be listened on, a secret NATS
+// refuses) or a part ends by itself. Errors: service.ErrStarted.
+func (f *Fleet) Start(ctx context.Context) error { return f.Begin(ctx, f.run) }
 
-// Join starts the embedded server (or connects to the external NATS), sets
-// up the stream and buckets, and wires the claims: from then on the node
-// leases only groups whose claims it holds. Peers not up yet, or a cluster
-// still electing its leaders, are waited for, however long, saying in the
-// log what is waited for; Ready tells it too. Once joined, the node
-// answers its peers' state dumps and carried admin writes until ctx ends
-// or Close. Errors: invalid config (an address that cannot be listened
-// on, a secret NATS refuses), ctx's.
-func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) error {
-	f.app = app
+// Joined is closed once the fleet has joined and started its parts.
+func (f *Fleet) Joined() <-chan struct{} { return f.joined }
+
+// JoinError is the end of a fleet that could not join: the node's
+// configuration, not its running, is at fault.
+type JoinError struct {
+	Node string
+	Err  error
+}
+
+func (e *JoinError) Error() string { return fmt.Sprintf("joining the fleet as %s: %v", e.Node, e.Err) }
+func (e *JoinError) Unwrap() error { return e.Err }
+
+// run joins, starts the parts, and waits for ctx's end or a part's.
+func (f *Fleet) run(ctx context.Context) error {
+	start := time.Now()
+	if err := f.join(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &JoinError{Node: f.cfg.Name, Err: err}
+	}
+	f.mu.Lock()
+	if f.stopped {
+		f.mu.Unlock()
+		return nil
+	}
+	err := f.parts.Start(ctx)
+	f.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("peers: %w", err)
+	}
+	f.gate.open()
+	close(f.joined)
+	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.url, "replicas", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-f.parts.Done():
+		if err := f.parts.Err(); err != nil {
+			return fmt.Errorf("peers: %w", err)
+		}
+		return nil
+	}
+}
+
+// join starts the embedded server (or connects to the external NATS),
+// sets up the stream and buckets, and makes the parts.
+func (f *Fleet) join(ctx context.Context) error {
 	start := time.Now()
 	// The publisher's indexes exist only while peer sync runs.
-	if made, err := app.DB.PeerIndexes(ctx, true); err != nil {
+	if made, err := f.node.DB.PeerIndexes(ctx, true); err != nil {
 		return err
 	} else if len(made) > 0 {
 		f.log.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
@@ -175,11 +217,9 @@ func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) error {
 	if err != nil {
 		return err
 	}
-	if err := f.wire(ctx, records); err != nil {
+	if err := f.makeParts(ctx, records); err != nil {
 		return err
 	}
-	f.joined.Store(true)
-	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.url, "replicas", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -197,15 +237,17 @@ func (f *Fleet) startNATS() error {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = Replicas(cfg.Routes)
 	}
-	f.wait("the embedded NATS server to start")
-	var err error
-	f.srv, err = StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
+	f.gate.wait("the embedded NATS server to start")
+	srv, err := StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
 		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, ClientToken: cfg.ClientToken,
 		TLS: cfg.TLS, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
-	f.url = f.srv.ClientURL()
+	f.mu.Lock()
+	f.srv = srv // under f.mu: Stop may be shutting it down
+	f.mu.Unlock()
+	f.url = srv.ClientURL()
 	return nil
 }
 
@@ -216,7 +258,7 @@ func (f *Fleet) startNATS() error {
 func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
-	f.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	f.gate.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
 	err := f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they set up: the stream's count
@@ -243,48 +285,65 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	return records, err
 }
 
-// wire makes the node's parts: claims and ownership, the snapshot
-// replicator, the publisher, the folder, the dumper and the admin
-// forwarder, each on the connection and the catalog. The dumper and the
-// admin forwarder start answering peers at once, with ctx; Run starts the
-// others.
-func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
-	cfg, app := f.cfg, f.app
-	coord, db := app.Coordinator, app.DB
-	f.ownership = NewOwnership(coord, db, cfg.ClaimTTL/3, f.log)
-	f.wait("the fleet's claims and snapshot buckets")
+// makeParts makes the node's parts, on the connection and the catalog,
+// each given what it works with, and the one ordered list they start in
+// (and stop in, reversed): a part starts after the parts it calls on.
+func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error {
+	cfg, node := f.cfg, f.node
+	f.gate.wait("the fleet's claims and snapshot buckets")
+	var keeper *Keeper
+	var adopt *adoption
 	err := f.retry(ctx, func(ctx context.Context) error {
 		var err error
-		if f.claims == nil {
-			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas,
-				LostFunc: f.ownership.Lost, KeepFunc: f.ownership.Keep, Logger: f.log})
-			if leasehold.ErrorKind(err) == leasehold.KindInvalid {
-				return backoffStop{err}
-			}
+		if f.snapshots == nil {
+			f.snapshots, err = NewReplicator(ctx, f.js, node.DB, node.Snapshots, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log,
+				PeersFunc: func() bool { return f.claims.Peers() > 0 }})
 			if err != nil {
 				return err
 			}
+			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log}
+			keeper = NewKeeper(node.DB, cfg.ClaimTTL/3, adopt)
 		}
-		f.snapshots, err = NewReplicator(ctx, f.js, app, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log,
-			PeersFunc: func() bool { return f.claims.Peers() > 0 }})
+		f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas, Keeper: keeper, Logger: f.log})
+		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+			return backoffStop{err}
+		}
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	f.ownership.SetAdopt(f.adopt)
-	f.ownership.SetSettled(f.settled)
-	f.ownership.Attach(f.claims)
-
 	f.records = records
-	f.publisher = NewPublisher(f.js, db, cfg.Name, records, f.log)
-	f.publisher.SnapshotFunc = f.snapshots.Replicate
-	f.folder = NewFolder(f.js, db, cfg.Name, records, app.Config.MaxAttempts, f.log)
-	if err := f.startDumps(ctx); err != nil {
-		return err
-	}
-	f.admin = NewAdmin(f.nc, coord, cfg.Name, f.claims.Life, f.log)
-	return f.admin.Start(ctx)
+	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
+		Every: cfg.ClaimTTL / 3, Logger: f.log})
+	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
+	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
+	admin := NewAdmin(f.nc, node.Coordinator, cfg.Name, f.claims.Life, f.log)
+	f.gate.parts(own, admin, f.publisher)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.parts = service.NewList(
+		service.Part{Name: "snapshot replicas", Service: f.snapshots}, // the publisher queues snapshots to it
+		service.Part{Name: "fold", Service: f.folder},
+		service.Part{Name: "publisher", Service: f.publisher},
+		service.Part{Name: "ownership", Service: own}, // the claims tell it of lost groups
+		service.Part{Name: "claims", Service: f.claims},
+		service.Part{Name: "admin forwarder", Service: admin},
+		service.Part{Name: "state dumps", Service: NewDumper(f.nc, node.DB, cfg.Name, f.log)},
+	)
+	return nil
+}
+
+// dumpRebuilder rebuilds a peer's part from its state dump over NATS
+// (Rebuild), for the fold.
+type dumpRebuilder struct {
+	nc          *nats.Conn
+	db          *store.DB
+	maxAttempts int64
+}
+
+func (r dumpRebuilder) Rebuild(ctx context.Context, origin string) error {
+	return Rebuild(ctx, r.nc, r.db, origin, r.maxAttempts)
 }
 
 // connect connects to NATS, trying again until it answers; a refused
@@ -313,7 +372,7 @@ func (f *Fleet) connect(ctx context.Context) error {
 		}
 		opts = append(opts, nats.Secure(tc))
 	}
-	f.wait("NATS at " + f.url)
+	f.gate.wait("NATS at " + f.url)
 	err := f.retry(ctx, func(context.Context) error {
 		var err error
 		f.nc, err = nats.Connect(f.url, opts...)
@@ -359,7 +418,7 @@ func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) e
 		}
 		if time.Since(said) >= joinLogEvery {
 			said = time.Now()
-			f.log.Warn("peers: joining the fleet: still waiting", "for", *f.waiting.Load(), "routes", f.routesUp(),
+			f.log.Warn("peers: joining the fleet: still waiting", "for", f.gate.waitingFor(), "routes", f.routesUp(),
 				"waited", time.Since(began).Round(time.Second), "last_err", err)
 		}
 		select {
@@ -370,248 +429,35 @@ func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) e
 	}
 }
 
-// Ready is nil once the node has joined its fleet. Errors: unavailable,
-// naming what it waits for.
-func (f *Fleet) Ready() error {
-	if f.joined.Load() {
-		return nil
-	}
-	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", f.cfg.Name, *f.waiting.Load())
-}
-
-// Holds is the claim this node holds on group now (appliance.Fleet).
-func (f *Fleet) Holds(group string) (uint64, bool) {
-	if !f.joined.Load() {
-		return 0, false
-	}
-	return f.ownership.Holds(group)
-}
-
-// Want queues group's claim (appliance.Fleet).
-func (f *Fleet) Want(group string) {
-	if f.joined.Load() {
-		f.ownership.Want(group)
-	}
-}
-
-// ClaimNow claims groups for a lease that found nothing else
-// (appliance.Fleet).
-func (f *Fleet) ClaimNow(ctx context.Context, groups []string) bool {
-	return f.joined.Load() && f.ownership.ClaimNow(ctx, groups)
-}
-
-// Ensure makes sure this node holds group's claim before an admin write
-// (appliance.Fleet). Errors: conflict, unavailable.
-func (f *Fleet) Ensure(ctx context.Context, group string) error {
-	if err := f.Ready(); err != nil {
-		return err
-	}
-	return f.ownership.Ensure(ctx, group)
-}
-
-// Idle is told that a lease found nothing (appliance.Fleet).
-func (f *Fleet) Idle() {
-	if f.joined.Load() {
-		f.ownership.Idle()
-	}
-}
-
-// Forward carries an admin write to a peer's group's owner
-// (appliance.Fleet). Errors: origin's, unavailable.
-func (f *Fleet) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
-	if err := f.Ready(); err != nil {
-		return appliance.AdminResult{}, err
-	}
-	return f.admin.Forward(ctx, origin, op)
-}
-
 // backoffStop ends a retry at once.
 type backoffStop struct{ err error }
 
 func (b backoffStop) Error() string { return b.err.Error() }
 
-// settled reports whether all of group has left this node: its events
-// published and its newest snapshot replicated. Until then its claim is
-// kept even when it is idle.
-func (f *Fleet) settled(ctx context.Context, group string) bool {
-	if f.snapshots.Pending(group) {
-		return false
+// Stop stops the parts in reverse order of their start (the state dumps
+// and the admin forwarder first, the snapshot replicas last), ends a join
+// under way, drains the connection and shuts the embedded server down.
+// Claims are left to lapse: a node shutting down keeps no promise to come
+// back.
+func (f *Fleet) Stop() {
+	f.closing.Store(true)
+	f.mu.Lock()
+	f.stopped = true
+	parts := f.parts
+	f.mu.Unlock()
+	if parts != nil {
+		parts.Stop()
 	}
-	unsent, err := f.app.DB.Unpublished(ctx, group)
-	return err == nil && !unsent
-}
-
-// adopt brings in the newest replicated snapshot of a peer's group this
-// node just won, before it is owned here.
-func (f *Fleet) adopt(ctx context.Context, group string) error {
-	g, err := f.app.DB.GroupByName(ctx, group)
-	if err != nil {
-		return err
+	f.Base.Stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nc != nil {
+		f.nc.Close()
 	}
-	origin, err := f.app.DB.GroupOrigin(ctx, g.ID)
-	if err != nil || origin == "" {
-		return err
+	if f.srv != nil {
+		f.srv.Shutdown()
+		f.srv.WaitForShutdown()
 	}
-	if err := f.caughtUp(ctx, origin); err != nil {
-		return err
-	}
-	snap, err := f.snapshots.Import(ctx, group)
-	switch k := leasehold.ErrorKind(err); {
-	case err == nil:
-	case k == leasehold.KindUnprocessable || k == leasehold.KindTooLarge:
-		// A replicated window that can never be read: adopted without it.
-		return err
-	default:
-		// The window is there but cannot be read now (NATS unavailable,
-		// a slow download): adopting without it would lose every id it
-		// holds from the group's final window, so not now.
-		return fmt.Errorf("%w: its replicated window could not be read: %v", ErrBehind, err)
-	}
-	if snap != nil {
-		f.log.Info("peers: adopted a group with its replicated snapshot", "group", group, "from", origin, "next", snap.Next)
-	}
-	return nil
-}
-
-// caughtUpWait bounds how long an adoption waits for the fold to reach
-// the last owner's publish record.
-const caughtUpWait = 5 * time.Second
-
-// caughtUp waits until this node has folded the stream through origin's
-// publish record, so what it adopts is the state origin last published;
-// ErrBehind if the fold does not get there within caughtUpWait. A record
-// past the stream's end (the stream was made again) vouches for nothing
-// and is not waited for.
-func (f *Fleet) caughtUp(ctx context.Context, origin string) error {
-	e, err := f.records.Get(ctx, origin)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil // origin never published
-	}
-	if err != nil {
-		return leasehold.Wrap(leasehold.KindUnavailable, err, "reading %q's publish record: %v", origin, err)
-	}
-	var rec PublishRecord
-	if json.Unmarshal(e.Value(), &rec) != nil {
-		return nil
-	}
-	deadline := time.Now().Add(caughtUpWait)
-	for {
-		_, mark, err := f.app.DB.FoldMark(ctx)
-		if err != nil {
-			return err
-		}
-		if mark >= rec.Seq {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			stream, err := f.js.Stream(ctx, StreamName)
-			if err == nil {
-				if info, err := stream.Info(ctx); err == nil && info.State.LastSeq < rec.Seq {
-					return nil
-				}
-			}
-			return ErrBehind
-		}
-		sleep(ctx, 50*time.Millisecond)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-}
-
-// part is one of the node's services (service): started with
-// the fleet's context, stopped by Close.
-type part interface {
-	Start(ctx context.Context) error
-	Stop()
-	Done() <-chan struct{}
-	Err() error
-}
-
-// Run starts the claims, ownership, the publisher, the fold and the
-// snapshot replicas with ctx, and returns nil once ctx has ended and they
-// have stopped. A part that stops by itself (its error, or Close) stops
-// the others and Run returns its error. Join first.
-func (f *Fleet) Run(ctx context.Context) error {
-	if !f.joined.Load() {
-		return leasehold.Errorf(leasehold.KindInternal, "peers: Run before Join")
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	f.parts.Lock()
-	if f.closed {
-		f.parts.Unlock()
-		return leasehold.Errorf(leasehold.KindInternal, "peers: Run after Close")
-	}
-	var wg sync.WaitGroup
-	for _, p := range []struct {
-		name string
-		part part
-	}{{"claims", f.claims}, {"ownership", f.ownership}, {"publisher", f.publisher}, {"fold", f.folder}, {"snapshot replicas", f.snapshots}} {
-		if err := p.part.Start(ctx); err != nil {
-			cancel(fmt.Errorf("peers: %s: %w", p.name, err))
-			break
-		}
-		wg.Go(func() {
-			<-p.part.Done()
-			if ctx.Err() == nil {
-				err := p.part.Err()
-				if err == nil {
-					err = errors.New("stopped by itself")
-				}
-				cancel(fmt.Errorf("peers: %s: %w", p.name, err))
-			}
-		})
-	}
-	f.parts.Unlock()
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
-}
-
-// Close stops everything Join started: claims are left to lapse (a node
-// shutting down keeps no promise to come back), the connection is drained
-// and the embedded server shut down.
-func (f *Fleet) Close() error {
-	f.closeOnce.Do(func() {
-		f.closing.Store(true)
-		f.parts.Lock()
-		f.closed = true
-		f.parts.Unlock()
-		if f.dumper != nil {
-			f.dumper.Stop()
-		}
-		if f.admin != nil {
-			f.admin.Stop()
-		}
-		if f.claims != nil {
-			f.claims.Stop()
-		}
-		if f.ownership != nil {
-			f.ownership.Stop() // after the claims, which tell it of lost groups
-		}
-		// The publisher and the fold end with Run's ctx; a Close that
-		// comes first stops them here.
-		if f.publisher != nil {
-			f.publisher.Stop() // before the snapshots, which it queues
-		}
-		if f.folder != nil {
-			f.folder.Stop()
-		}
-		if f.snapshots != nil {
-			f.snapshots.Stop()
-		}
-		if f.nc != nil {
-			f.nc.Close()
-		}
-		if f.srv != nil {
-			f.srv.Shutdown()
-			f.srv.WaitForShutdown()
-		}
-	})
-	return nil
 }
 
 // ClientURL is where NATS clients of this node connect.
@@ -624,32 +470,27 @@ func (f *Fleet) Conn() *nats.Conn { return f.nc }
 // peers yet.
 func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 	st := leasehold.FleetStatus{Name: f.cfg.Name, Enabled: true, Connected: f.conn.Load(), Peers: []leasehold.Peer{}}
-	if !f.joined.Load() {
+	if !f.isJoined() {
 		return st, nil
 	}
 	st.Owned = int64(len(f.claims.Owned()))
 	st.Published = f.publisher.Position()
 	var err error
-	if st.Unpublished, err = f.app.DB.UnsentCount(ctx); err != nil {
+	if st.Unpublished, err = f.node.DB.UnsentCount(ctx); err != nil {
 		return st, err
 	}
-	st.Peers, err = f.app.DB.Peers(ctx)
+	st.Peers, err = f.node.DB.Peers(ctx)
 	return st, err
 }
 
-// Troubles are the fleet's findings outside the catalog at now: peer
-// sync stuck when the outbox has not been published for a minute
-// (appliance.Troubled).
-func (f *Fleet) Troubles(now time.Time) []leasehold.Finding {
-	if !f.joined.Load() || f.publisher == nil {
-		return nil
+// isJoined reports whether Joined is closed.
+func (f *Fleet) isJoined() bool {
+	select {
+	case <-f.joined:
+		return true
+	default:
+		return false
 	}
-	since, err, ok := f.publisher.Stuck(now)
-	if !ok {
-		return nil
-	}
-	return []leasehold.Finding{{Kind: leasehold.FindingPeerSyncStuck, Node: f.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
-		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)}}
 }
 
 // Collector is the fleet's metrics, to register at start: until the node
@@ -666,7 +507,7 @@ func (fleetMetrics) Describe(chan<- *prometheus.Desc) {}
 func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 	f := m.f
 	f.connected.Collect(ch)
-	if !f.joined.Load() {
+	if !f.isJoined() {
 		return
 	}
 	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors()} {
@@ -674,16 +515,4 @@ func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 			c.Collect(ch)
 		}
 	}
-}
-
-// startDumps answers this node's state dumps, with ctx, and lets the
-// folder rebuild peers' parts from theirs.
-func (f *Fleet) startDumps(ctx context.Context) error {
-	db, max := f.app.DB, f.app.Config.MaxAttempts
-	f.dumper = NewDumper(f.nc, db, f.cfg.Name, f.log)
-	if err := f.dumper.Start(ctx); err != nil {
-		return leasehold.Wrap(leasehold.KindUnavailable, err, "answering state dumps: %v", err)
-	}
-	f.folder.RebuildFunc = func(ctx context.Context, origin string) error { return Rebuild(ctx, f.nc, db, origin, max) }
-	return nil
 }

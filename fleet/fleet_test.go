@@ -33,6 +33,7 @@ type fleetNode struct {
 	name   string
 	dir    string
 	app    *appliance.Appliance
+	db     *store.DB
 	fleet  *Fleet
 	worker int64
 	stop   func()
@@ -43,23 +44,18 @@ type fleetNode struct {
 func fleetStart(t *testing.T, name, dir string, cluster int, routes []string) *fleetNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
-	app, f, err := joinNode(context.Background(), appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log}, Config{
+	app, db, f, err := joinNode(context.Background(), appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log}, Config{
 		Name: name, Listen: "127.0.0.1:0", ClusterListen: fmt.Sprintf("127.0.0.1:%d", cluster), Routes: routes,
 		Dir: dir + "/nats", ClaimTTL: fleetTTL, Logger: log,
 	})
 	if err != nil {
 		t.Fatalf("%s joining: %v", name, err)
 	}
-	n := &fleetNode{name: name, dir: dir, app: app, fleet: f}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
+	n := &fleetNode{name: name, dir: dir, app: app, db: db, fleet: f}
 	var once sync.Once
 	n.stop = func() {
 		once.Do(func() {
-			cancel()
-			f.Close()
-			<-done
+			f.Stop()
 			app.Close()
 		})
 	}
@@ -221,12 +217,12 @@ func TestFleet(t *testing.T) {
 	// A node joining through a's server knows no routes (it would set up
 	// one copy): the fleet's three stay.
 	{
-		app, d, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet},
+		app, _, d, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet},
 			Config{Name: "node-d", NATS: a.fleet.url, ClaimTTL: fleetTTL, Logger: claimQuiet})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.Close()
+		d.Stop()
 		app.Close()
 		fleetReplicas(t, a, "after a node without routes joined", 3)
 	}
@@ -240,11 +236,11 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	ranges := func(n *fleetNode, status string) int {
-		g, err := n.app.DB.GroupByName(ctx, "alt.fleet")
+		g, err := n.db.GroupByName(ctx, "alt.fleet")
 		if err != nil {
 			return -1
 		}
-		rs, err := n.app.DB.Ranges(ctx, g.ID, status, 0, 1000)
+		rs, err := n.db.Ranges(ctx, g.ID, status, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +248,7 @@ func TestFleet(t *testing.T) {
 	}
 	for _, n := range []*fleetNode{b, c} {
 		claimEventually(t, 10*time.Second, n.name+" sees the group and its ranges", func() bool { return ranges(n, "planned") == size/rangeSize })
-		if origin, err := n.app.DB.GroupOrigin(ctx, mustGroup(t, n, "alt.fleet").ID); err != nil || origin != "node-a" {
+		if origin, err := n.db.GroupOrigin(ctx, mustGroup(t, n, "alt.fleet").ID); err != nil || origin != "node-a" {
 			t.Fatalf("%s: the group's origin is %q, %v; want node-a", n.name, origin, err)
 		}
 	}
@@ -302,7 +298,7 @@ func TestFleet(t *testing.T) {
 	a.fleet.claims.mu.Lock()
 	lastRenewal := a.fleet.claims.lifeFrom // the start of a's last renewal of its life
 	a.fleet.claims.mu.Unlock()
-	a.fleet.Close()
+	a.fleet.Stop()
 	a.stop()
 	killed := time.Now()
 	h.add(fleetSpan{node: "node-a", from: heldFrom, until: killed})
@@ -344,11 +340,11 @@ func TestFleet(t *testing.T) {
 		return nil
 	})
 	claimEventually(t, 15*time.Second, "restarted a folds the new owner's state", func() bool {
-		g, err := a2.app.DB.GroupByName(ctx, "alt.fleet")
+		g, err := a2.db.GroupByName(ctx, "alt.fleet")
 		if err != nil {
 			return false
 		}
-		origin, _ := a2.app.DB.GroupOrigin(ctx, g.ID)
+		origin, _ := a2.db.GroupOrigin(ctx, g.ID)
 		return origin == owner.name && ranges(a2, "done") == total/rangeSize
 	})
 
@@ -382,7 +378,7 @@ func fleetReplicas(t *testing.T, n *fleetNode, when string, want int) {
 
 func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 	t.Helper()
-	g, err := n.app.DB.GroupByName(context.Background(), name)
+	g, err := n.db.GroupByName(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,22 +399,19 @@ func fleetJoin(t *testing.T, url, name string, logs ...io.Writer) *fleetNode {
 		h = slog.NewJSONHandler(io.MultiWriter(logs...), &slog.HandlerOptions{Level: slog.LevelInfo})
 	}
 	log := slog.New(h).With("node", name)
-	app, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
+	app, db, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
 		Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(rctx) }()
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); f.Close(); <-done; app.Close() }) }
+	stop := func() { once.Do(func() { f.Stop(); app.Close() }) }
 	t.Cleanup(stop)
 	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-" + name})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fleetNode{name: name, app: app, fleet: f, worker: w.ID, stop: stop}
+	return &fleetNode{name: name, app: app, db: db, fleet: f, worker: w.ID, stop: stop}
 }
 
 // TestFleetStatusOutbox: a node's fleet status says how many of its events
@@ -489,7 +482,7 @@ func TestFleetTakeoverLogLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimEventually(t, 20*time.Second, "b sees a's group", func() bool {
-		_, err := b.app.DB.GroupByName(ctx, "alt.moved")
+		_, err := b.db.GroupByName(ctx, "alt.moved")
 		return err == nil
 	})
 	a.stop() // its life lapses a claim TTL later
@@ -540,7 +533,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 		return g != nil
 	})
 	claimEventually(t, 10*time.Second, "b sees a's group", func() bool {
-		_, err := b.app.DB.GroupByName(ctx, "alt.cut")
+		_, err := b.db.GroupByName(ctx, "alt.cut")
 		return err == nil
 	})
 	// Renewed just now, so a's life, and the claim with it, stands a full
@@ -590,7 +583,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	s2 := natstest.Start(t, opts)
 	t.Cleanup(func() { s2.Shutdown(); s2.WaitForShutdown() })
 	claimEventually(t, 20*time.Second, "b folds what a did while cut off", func() bool {
-		_, err := b.app.DB.GroupByName(ctx, "alt.while-cut")
+		_, err := b.db.GroupByName(ctx, "alt.while-cut")
 		return err == nil
 	})
 	claimEventually(t, 20*time.Second, "a leases its group again", func() bool {

@@ -28,7 +28,7 @@ import (
 // when the consumer skips ahead; then, origin by origin, it reads the
 // origin's publish record, and an origin that published past the mark may
 // have had events in the hole: its part is rebuilt from a full state dump
-// (RebuildFunc) instead of folding on with a hole. A missing mark (a new
+// (its Rebuilder) instead of folding on with a hole. A missing mark (a new
 // node) is seeded the same way, not counted as a gap; a mark of another
 // incarnation of the stream vouches for nothing.
 type Folder struct {
@@ -39,9 +39,9 @@ type Folder struct {
 	maxAttempts int64
 	log         *slog.Logger
 
-	// RebuildFunc rebuilds origin's part from its dump; nil skips rebuilds
+	// rebuilder rebuilds origin's part from its dump; nil skips rebuilds
 	// (the gap is logged and counted).
-	RebuildFunc func(ctx context.Context, origin string) error
+	rebuilder Rebuilder
 
 	// owed are origins whose rebuild failed (down or busy): the fold goes
 	// on past the hole, and they are asked again every rebuildRetry until
@@ -61,10 +61,23 @@ type Folder struct {
 // foldBatch bounds the messages folded in one catalog write.
 const foldBatch = 512
 
+// Rebuilder rebuilds a peer's part of the catalog from its state dump
+// (see Rebuild).
+type Rebuilder interface {
+	Rebuild(ctx context.Context, origin string) error
+}
+
+// RebuildFunc is a function as a Rebuilder.
+type RebuildFunc func(ctx context.Context, origin string) error
+
+// Rebuild calls f.
+func (f RebuildFunc) Rebuild(ctx context.Context, origin string) error { return f(ctx, origin) }
+
 // NewFolder returns node's folder of the stream, reading publish records
-// from records.
-func NewFolder(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, maxAttempts int64, log *slog.Logger) *Folder {
-	return &Folder{js: js, db: db, node: node, records: records, maxAttempts: maxAttempts, log: log,
+// from records; rebuild, if not nil, rebuilds the part of a peer whose
+// events the stream lost.
+func NewFolder(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, maxAttempts int64, rebuild Rebuilder, log *slog.Logger) *Folder {
+	return &Folder{js: js, db: db, node: node, records: records, maxAttempts: maxAttempts, rebuilder: rebuild, log: log,
 		folded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_peer_events_folded_total", Help: "Peers' events folded into this node's catalog.",
 		}),
@@ -265,7 +278,7 @@ func (f *Folder) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
 // rebuild that fails is owed and asked again; only ctx's end is an error.
 func (f *Folder) rebuildPruned(ctx context.Context, pruned []string) error {
 	for _, origin := range pruned {
-		if f.RebuildFunc == nil {
+		if f.rebuilder == nil {
 			f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
 			continue
 		}
@@ -344,7 +357,7 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 	// The rebuilds the batch calls for are owed in the write that moves the
 	// mark past it, so a crash before they are made does not forget them.
 	mark := func(tx *store.Tx) error {
-		if f.RebuildFunc != nil {
+		if f.rebuilder != nil {
 			for _, origin := range pruned {
 				if err := tx.OweRebuild(origin); err != nil {
 					return err
@@ -496,7 +509,7 @@ func (f *Folder) rebuildAll(ctx context.Context, inc string, mark uint64, seeded
 		if err := json.Unmarshal(e.Value(), &rec); err == nil && rec.RulesOut(inc, mark) {
 			continue // published nothing the hole could have held
 		}
-		if f.RebuildFunc == nil {
+		if f.rebuilder == nil {
 			f.log.Warn("peers: no dump to rebuild a peer's part from", "origin", origin)
 			continue
 		}
@@ -527,7 +540,7 @@ const rebuildRetry = 30 * time.Second
 // rebuild rebuilds origin's part, owing it on failure. What is owed is
 // in the catalog before the fold moves its mark past the hole.
 func (f *Folder) rebuild(ctx context.Context, origin string) error {
-	if err := f.RebuildFunc(ctx, origin); err != nil {
+	if err := f.rebuilder.Rebuild(ctx, origin); err != nil {
 		f.rebuilds.WithLabelValues("failed").Inc()
 		if f.owed == nil {
 			f.owed = map[string]bool{}

@@ -63,11 +63,8 @@ func foldJoin(t *testing.T, url, name, dir string) *foldPeer {
 		t.Fatal(err)
 	}
 	maxAttempts := p.app.Config.MaxAttempts
-	p.pub = NewPublisher(p.js, p.app.DB, name, records, claimQuiet)
-	p.folder = NewFolder(p.js, p.app.DB, name, records, maxAttempts, claimQuiet)
-	p.folder.RebuildFunc = func(ctx context.Context, origin string) error {
-		return Rebuild(ctx, p.nc, p.app.DB, origin, maxAttempts)
-	}
+	p.pub = NewPublisher(p.js, p.db, name, records, nil, claimQuiet)
+	p.folder = NewFolder(p.js, p.db, name, records, maxAttempts, dumpRebuilder{p.nc, p.db, maxAttempts}, claimQuiet)
 	dumpServe(t, p.nc, p.dumpNode)
 	p.pub.Start(context.Background())
 	t.Cleanup(p.pub.Stop)
@@ -101,7 +98,7 @@ func (p *foldPeer) published(t *testing.T, stream jetstream.Stream) {
 	t.Helper()
 	ctx := context.Background()
 	claimEventually(t, 20*time.Second, p.name+"'s outbox sent", func() bool {
-		evs, err := p.app.DB.Unsent(ctx, 0, 1)
+		evs, err := p.db.Unsent(ctx, 0, 1)
 		if err != nil || len(evs) > 0 {
 			return false
 		}
@@ -154,7 +151,7 @@ func foldFinish(t *testing.T, n *dumpNode, group string, count int) {
 // foldPeerOf is how b lists origin.
 func foldPeerOf(t *testing.T, b *dumpNode, origin string) (leasehold.Peer, bool) {
 	t.Helper()
-	peers, err := b.app.DB.Peers(context.Background())
+	peers, err := b.db.Peers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +197,7 @@ func TestFoldShowsPeerState(t *testing.T) {
 		return ok && p.Folded == info.State.LastSeq
 	})
 	p, _ := foldPeerOf(t, b.dumpNode, "node-a")
-	if p.Catalog != a.app.DB.CatalogID() || p.Groups != 1 || p.Nodes != 2 || p.LastEventAt == nil || p.Rebuilds != 0 {
+	if p.Catalog != a.db.CatalogID() || p.Groups != 1 || p.Nodes != 2 || p.LastEventAt == nil || p.Rebuilds != 0 {
 		t.Fatalf("b lists a as %+v", p)
 	}
 	if _, ok := foldPeerOf(t, a.dumpNode, "node-b"); ok {
@@ -277,7 +274,7 @@ func TestFoldGapRebuilds(t *testing.T) {
 	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
 
 	b.stopFolding()
-	_, mark, err := b.app.DB.FoldMark(ctx)
+	_, mark, err := b.db.FoldMark(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,15 +385,16 @@ func TestFoldRebuildOwed(t *testing.T) {
 	foldConverge(t, a.dumpNode, b.dumpNode, false, 20*time.Second)
 
 	b.stopFolding()
-	rebuild := b.folder.RebuildFunc
+	rebuild := b.folder.rebuilder
 	var down atomic.Bool
 	down.Store(true)
-	b.folder.RebuildFunc = func(ctx context.Context, origin string) error {
+	// The folder stopped, its rebuilder may be swapped for a test's.
+	b.folder.rebuilder = RebuildFunc(func(ctx context.Context, origin string) error {
 		if down.Load() {
 			return errors.New("node-a does not answer")
 		}
-		return rebuild(ctx, origin)
-	}
+		return rebuild.Rebuild(ctx, origin)
+	})
 	if err := js.DeleteStream(ctx, StreamName); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +403,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 	a.published(t, stream)
 	b.startFolding(t)
 	claimEventually(t, 20*time.Second, "the failed rebuild owed", func() bool {
-		owed, err := b.app.DB.RebuildsOwed(ctx)
+		owed, err := b.db.RebuildsOwed(ctx)
 		return err == nil && len(owed) == 1 && owed[0] == "node-a"
 	})
 	info, err := stream.Info(ctx)
@@ -413,7 +411,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimEventually(t, 20*time.Second, "the fold goes on past the hole", func() bool {
-		_, mark, err := b.app.DB.FoldMark(ctx)
+		_, mark, err := b.db.FoldMark(ctx)
 		return err == nil && mark >= info.State.LastSeq
 	})
 	b.stopFolding()
@@ -423,12 +421,11 @@ func TestFoldRebuildOwed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.folder = NewFolder(b.js, b.app.DB, "node-b", records, b.app.Config.MaxAttempts, claimQuiet)
-	b.folder.RebuildFunc = rebuild
+	b.folder = NewFolder(b.js, b.db, "node-b", records, b.app.Config.MaxAttempts, rebuild, claimQuiet)
 	b.startFolding(t)
 	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
 	claimEventually(t, 10*time.Second, "nothing owed after the rebuild", func() bool {
-		owed, err := b.app.DB.RebuildsOwed(ctx)
+		owed, err := b.db.RebuildsOwed(ctx)
 		return err == nil && len(owed) == 0
 	})
 	if got := claimMetric(t, b.folder.rebuilds.WithLabelValues("ok")); got != 1 {
@@ -449,14 +446,14 @@ func TestFoldAfterAlone(t *testing.T) {
 	b := foldJoin(t, url, "node-b", t.TempDir())
 
 	dirA := t.TempDir()
-	app, err := appliance.Open(appliance.Config{DataDir: dirA, HistoryMinFreeBytes: 0, Logger: claimQuiet, Store: store.Options{NoOutbox: true}})
+	app, db, err := openApp(appliance.Config{DataDir: dirA, HistoryMinFreeBytes: 0, Logger: claimQuiet, Store: store.Options{NoOutbox: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	alone := &dumpNode{name: "node-a", dir: dirA, app: app}
+	alone := &dumpNode{name: "node-a", dir: dirA, app: app, db: db}
 	dumpWork(t, alone, "g", 10, 5000, 0)
 	foldFinish(t, alone, "g", 7)
-	evs, err := app.DB.Events(ctx, 0, 100)
+	evs, err := db.Events(ctx, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +571,7 @@ func newPublishPair(t *testing.T) publishPair {
 	}
 	p := publishPair{a: dumpOpen(t, "node-a", t.TempDir()), b: foldJoin(t, url, "node-b", t.TempDir())}
 	p.publishA = func() func() {
-		pub := NewPublisher(js, p.a.app.DB, "node-a", records, claimQuiet)
+		pub := NewPublisher(js, p.a.db, "node-a", records, nil, claimQuiet)
 		pub.Start(context.Background())
 		return pub.Stop
 	}
@@ -583,7 +580,7 @@ func newPublishPair(t *testing.T) publishPair {
 
 // tailAt is the tail of group g at n, -1 where n has no such group.
 func tailAt(n *dumpNode) int64 {
-	g, err := n.app.DB.GroupByName(context.Background(), "g")
+	g, err := n.db.GroupByName(context.Background(), "g")
 	if err != nil {
 		return -1
 	}
@@ -595,7 +592,7 @@ func tailAt(n *dumpNode) int64 {
 func (p publishPair) ownedByAFoldedByB(t *testing.T, done int) {
 	t.Helper()
 	dumpWork(t, p.a, "g", 100, 1000, done)
-	mustDo(t, p.a.app.DB.Write(context.Background(), func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
+	mustDo(t, p.a.db.Write(context.Background(), func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
 	stop := p.publishA()
 	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(p.b.dumpNode) == tailAt(p.a) })
 	stop()
@@ -610,16 +607,16 @@ func (p publishPair) aPlansThenTakesBsClaim(t *testing.T) int64 {
 	if _, err := p.a.app.Coordinator.PlanTail(ctx, "g", 1500); err != nil {
 		t.Fatal(err)
 	}
-	mustDo(t, p.b.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
-	gb, err := p.b.app.DB.GroupByName(ctx, "g")
+	mustDo(t, p.b.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 2, 5) }))
+	gb, err := p.b.db.GroupByName(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, ranges, _, err := p.b.app.DB.OwnState(ctx, gb.ID, time.Time{})
+	state, ranges, _, err := p.b.db.OwnState(ctx, gb.ID, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustDo(t, p.a.app.DB.Write(ctx, func(tx *store.Tx) error {
+	mustDo(t, p.a.db.Write(ctx, func(tx *store.Tx) error {
 		id, ok, err := tx.FoldGroup("node-b", state, 5)
 		if err != nil || !ok {
 			return fmt.Errorf("a folding b's newer claim: taken %v, %v", ok, err)
@@ -645,13 +642,13 @@ func TestFoldLatePlan(t *testing.T) {
 	// A's own ranges past B's plan went with A's state: B's replay of the
 	// plan comes back to A and plans them in the same place again.
 	gaID := func() int64 {
-		g, err := a.app.DB.GroupByName(ctx, "g")
+		g, err := a.db.GroupByName(ctx, "g")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g.ID
 	}()
-	rsA, err := a.app.DB.Ranges(ctx, gaID, "", 0, 1000)
+	rsA, err := a.db.Ranges(ctx, gaID, "", 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,14 +657,14 @@ func TestFoldLatePlan(t *testing.T) {
 			t.Fatalf("a keeps range %d..%d past the owner's plan after taking its state", r.Start, r.End)
 		}
 	}
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error {
+	mustDo(t, a.db.Write(ctx, func(tx *store.Tx) error {
 		high := int64(1500)
 		return tx.ReplayLatePlan("g", &high, nil)
 	}))
 
 	defer p.publishA()()
 	claimEventually(t, 20*time.Second, "b, the owner, plans a's late tail", func() bool { return tailAt(b.dumpNode) == 1500 })
-	rs, err := b.app.DB.Ranges(ctx, gbID, "", 0, 100)
+	rs, err := b.db.Ranges(ctx, gbID, "", 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,7 +696,7 @@ func TestFoldBulkSeeded(t *testing.T) {
 	stream := foldSetUp(t, natstest.Connect(t, url))
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	b := foldJoin(t, url, "node-b", t.TempDir())
-	if err := a.app.DB.BulkGroups(ctx, "bulk.", 50, 100, 3); err != nil {
+	if err := a.db.BulkGroups(ctx, "bulk.", 50, 100, 3); err != nil {
 		t.Fatal(err)
 	}
 	a.published(t, stream)
@@ -728,18 +725,18 @@ func TestPublishReplaysOwnLostPlan(t *testing.T) {
 		t.Fatalf("a's tail after taking b's state is %d, want 1000", got)
 	}
 	// A wins the group back (claim 3) before its outbox goes out.
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
+	mustDo(t, a.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
 
 	defer p.publishA()()
 	claimEventually(t, 20*time.Second, "a plans its lost tail again and b folds it", func() bool {
 		return tailAt(a) == 1500 && tailAt(b.dumpNode) == 1500
 	})
 	for _, n := range []*dumpNode{a, b.dumpNode} {
-		g, err := n.app.DB.GroupByName(ctx, "g")
+		g, err := n.db.GroupByName(ctx, "g")
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := n.app.DB.Ranges(ctx, g.ID, "", 0, 100)
+		rs, err := n.db.Ranges(ctx, g.ID, "", 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -771,11 +768,11 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 	p := newPublishPair(t)
 	a, b := p.a, p.b
 	rangesOf := func(n *dumpNode) string {
-		g, err := n.app.DB.GroupByName(ctx, "g")
+		g, err := n.db.GroupByName(ctx, "g")
 		if err != nil {
 			return err.Error()
 		}
-		rs, err := n.app.DB.Ranges(ctx, g.ID, "", 0, 100)
+		rs, err := n.db.Ranges(ctx, g.ID, "", 0, 100)
 		if err != nil {
 			return err.Error()
 		}
@@ -792,16 +789,16 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 
 	// B folds a third node's state under claim 2 with a plan of 500:
 	// the ranges past it go from B's copy.
-	ga, err := a.app.DB.GroupByName(ctx, "g")
+	ga, err := a.db.GroupByName(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, _, _, err := a.app.DB.OwnState(ctx, ga.ID, time.Time{})
+	state, _, _, err := a.db.OwnState(ctx, ga.ID, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	state.ClaimRev, state.TailEnd = 2, 500
-	mustDo(t, b.app.DB.Write(ctx, func(tx *store.Tx) error {
+	mustDo(t, b.db.Write(ctx, func(tx *store.Tx) error {
 		_, ok, err := tx.FoldGroup("node-c", state, 5)
 		if err == nil && !ok {
 			err = fmt.Errorf("b did not take claim 2's state")
@@ -816,9 +813,9 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 	// yet told of the loss: its first state under claim 3 brings B every
 	// range again.
 	if disownFirst {
-		mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.DisownGroup("g", 5) }))
+		mustDo(t, a.db.Write(ctx, func(tx *store.Tx) error { return tx.DisownGroup("g", 5) }))
 	}
-	mustDo(t, a.app.DB.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
+	mustDo(t, a.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
 	defer p.publishA()()
 	want := rangesOf(a)
 	deadline := time.Now().Add(20 * time.Second)

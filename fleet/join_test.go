@@ -1,31 +1,57 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/store"
 )
 
-// joinNode opens a node's appliance under its fleet part and joins it, as
-// cmd/leasehold does.
-func joinNode(ctx context.Context, appCfg appliance.Config, cfg Config) (*appliance.Appliance, *Fleet, error) {
-	f, err := New(cfg)
+// openApp opens a node's catalog and its appliance over it, as
+// cmd/leasehold does, and returns both: the fleet's tests read and write
+// the catalog as the fleet does.
+func openApp(cfg appliance.Config) (*appliance.Appliance, *store.DB, error) {
+	db, err := appliance.OpenCatalog(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	appCfg.Fleet = f
-	app, err := appliance.Open(appCfg)
+	app, err := appliance.New(cfg, db)
+	return app, db, err
+}
+
+// joinNode opens a node's appliance under its fleet's gate, starts its
+// fleet and waits until it has joined, as cmd/leasehold does.
+func joinNode(ctx context.Context, appCfg appliance.Config, cfg Config) (*appliance.Appliance, *store.DB, *Fleet, error) {
+	gate, err := NewGate(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if err := f.Join(ctx, app); err != nil {
-		f.Close()
-		app.Close()
-		return nil, nil, err
+	appCfg.Fleet = gate
+	app, db, err := openApp(appCfg)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	return app, f, nil
+	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+	if err == nil {
+		err = f.Start(ctx)
+	}
+	if err == nil {
+		select {
+		case <-f.Joined():
+			return app, db, f, nil
+		case <-f.Done():
+			err = cmp.Or(f.Err(), errors.New("the fleet ended before it joined"))
+		}
+	}
+	if f != nil {
+		f.Stop()
+	}
+	app.Close()
+	return nil, nil, nil, err
 }
 
 // ownFleet is the appliance.Fleet of a node whose claims a test wires by

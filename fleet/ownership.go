@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/service"
 	"github.com/leasehold/leasehold/store"
 )
@@ -26,34 +25,67 @@ import (
 // cost nothing to keep (the node's life stands for all of them); idle
 // ones are let go (Keep) so peers whose workers want them can claim them.
 type Ownership struct {
-	coord  *appliance.Coordinator
-	db     *store.DB
-	claims *Claims
-	every  time.Duration
-	log    *slog.Logger
+	owner    Owner
+	db       *store.DB
+	claims   *Claims
+	keeper   *Keeper
+	adoption Adoption
+	every    time.Duration
+	log      *slog.Logger
 
 	wanted chan string   // groups to claim, from leases
 	idle   chan struct{} // a lease found nothing
-
-	// adopt, if set, is called with a won group before it is owned: the
-	// fleet brings in the newest replicated snapshot of a peer's group.
-	adopt func(ctx context.Context, group string) error
-	// settled, if set, says whether everything of a group has left this
-	// node (events published, newest snapshot replicated); an idle group's
-	// claim is released only then, so the node that claims it next takes
-	// up its newest window, not an older one.
-	settled func(ctx context.Context, group string) bool
 
 	// The service's context bounds the disowning of lost groups, which
 	// runs in a goroutine of its own, not in whoever lost them.
 	service.Base
 
-	mu  sync.Mutex
-	won map[string]time.Time // when each group's claim was won here
+	mu sync.Mutex
 	// lost are the groups whose claims were lost, to disown; disowning is
 	// set while a goroutine does.
 	lost      []string
 	disowning bool
+}
+
+// Owner makes groups this node's in the catalog as their claims are won,
+// and not as they are lost: *appliance.Coordinator is one.
+type Owner interface {
+	// Own owns group under its claim's revision, if the claim is still
+	// held at it.
+	Own(ctx context.Context, group string, claimRev uint64) error
+	// Disown stops this node leasing groups, passing over those unless
+	// answers true for.
+	Disown(ctx context.Context, groups []string, unless func(group string) bool) error
+}
+
+// Adoption is what is done with a group whose claim was won before it is
+// owned here, and whether an idle group's claim may be let go: the fleet
+// brings in the newest replicated snapshot of a peer's group, and lets a
+// claim go only once everything of its group has left this node.
+type Adoption interface {
+	// Adopt is called with a won group before it is owned. ErrBehind lets
+	// the claim go, to be tried again later; another error is logged and
+	// the group owned all the same (adoption plans the window's ranges
+	// again).
+	Adopt(ctx context.Context, group string) error
+	// Settled says whether everything of group has left this node (events
+	// published, newest snapshot replicated).
+	Settled(ctx context.Context, group string) bool
+}
+
+// OwnershipConfig is what ownership works with, given at NewOwnership.
+type OwnershipConfig struct {
+	Owner  Owner
+	DB     *store.DB
+	Claims *Claims
+	// Keeper is the claims' Keeper: ownership tells it of claims won.
+	Keeper *Keeper
+	// Adoption, if set, adopts won groups (nil adopts nothing).
+	Adoption Adoption
+	// Every is how often, at most, an idle node offers disowned groups'
+	// claims.
+	Every  time.Duration
+	Logger *slog.Logger
 }
 
 // ErrBehind is adopt's answer when this node has not yet folded all the
@@ -73,21 +105,19 @@ const ownershipWanted = 1024
 // lease from it.
 const LogGroupTakenOver = "ownership: group taken over from a peer"
 
-// NewOwnership wires ownership for a node. Give its Lost to the claims'
-// LostFunc, then Attach the claims.
-func NewOwnership(coord *appliance.Coordinator, db *store.DB, every time.Duration, log *slog.Logger) *Ownership {
-	if log == nil {
-		log = slog.Default()
+// NewOwnership is ownership over cfg's claims; give the same Keeper to
+// the claims (ClaimsConfig.Keeper). It takes the claims' losses (Losses)
+// once started.
+func NewOwnership(cfg OwnershipConfig) *Ownership {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	o := &Ownership{coord: coord, db: db, every: every, log: log,
-		wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1), won: map[string]time.Time{}}
-	return o
+	if cfg.Keeper == nil {
+		cfg.Keeper = NewKeeper(cfg.DB, cfg.Every, nil)
+	}
+	return &Ownership{owner: cfg.Owner, db: cfg.DB, claims: cfg.Claims, keeper: cfg.Keeper, adoption: cfg.Adoption, every: cfg.Every,
+		log: cfg.Logger, wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1)}
 }
-
-// Attach sets the claims ownership keeps; the fleet then answers the
-// coordinator's questions (appliance.Fleet) with Holds, Want, ClaimNow,
-// Ensure and Idle.
-func (o *Ownership) Attach(claims *Claims) { o.claims = claims }
 
 // Holds is the fleet's answer to a holder call and a lease, from memory:
 // the claim this node holds on group and its revision.
@@ -151,79 +181,17 @@ func (o *Ownership) Ensure(ctx context.Context, group string) error {
 	if err != nil {
 		return err
 	}
-	if err := o.coord.Own(ctx, group, rev); err != nil {
+	if err := o.owner.Own(ctx, group, rev); err != nil {
 		return err
 	}
-	o.mu.Lock()
-	o.won[group] = time.Now()
-	o.mu.Unlock()
+	o.keeper.wonNow(group)
 	return nil
 }
 
-// Keep is the claims' KeepFunc: of a batch of claims held, those of
-// groups in work here are kept; the others (owned here but not held, and
-// released more than two claim TTLs ago, not won lately, and settled:
-// nothing of theirs left to publish or replicate) are disowned
-// in one catalog write, so no lease can slip in between, and their claims
-// released. So the claims held track the groups in work, not every group
-// this node ever leased, and a peer with idle workers can take the rest;
-// this node's own idle workers claim them back.
-func (o *Ownership) Keep(ctx context.Context, groups []string) ([]string, error) {
-	since := o.db.Now().Add(-6 * o.every)
-	var candidates []string
-	o.mu.Lock()
-	for _, g := range groups {
-		if t, ok := o.won[g]; ok && t.After(since) {
-			continue // won lately: this node's workers have not come yet
-		}
-		delete(o.won, g)
-		candidates = append(candidates, g)
-	}
-	o.mu.Unlock()
-	if o.settled != nil {
-		n := 0
-		for _, g := range candidates {
-			if o.settled(ctx, g) {
-				candidates[n] = g
-				n++
-			}
-		}
-		candidates = candidates[:n]
-	}
-	var idle []string
-	err := o.db.Write(ctx, func(tx *store.Tx) error {
-		var err error
-		idle, err = tx.DisownIdle(candidates, since)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	gone := make(map[string]bool, len(idle))
-	for _, g := range idle {
-		gone[g] = true
-	}
-	kept := make([]string, 0, len(groups))
-	for _, g := range groups {
-		if !gone[g] {
-			kept = append(kept, g)
-		}
-	}
-	return kept, nil
-}
-
-// SetSettled sets what tells whether an idle group's claim may be released
-// (see Ownership.settled).
-func (o *Ownership) SetSettled(f func(ctx context.Context, group string) bool) { o.settled = f }
-
-// SetAdopt sets what is done with a group whose claim was won, before it
-// is owned here. Its error is logged and the group owned all the same:
-// without the snapshot, adoption plans the window's ranges again.
-func (o *Ownership) SetAdopt(f func(ctx context.Context, group string) error) { o.adopt = f }
-
-// Lost is the claims' LostFunc: the group is disowned at once, in the
-// background (the claims must not wait on the catalog's writer); a group
-// lost before Start is disowned once it. A node whose life lapsed loses
+// Lost disowns group, whose claim was lost, at once, in the background
+// (the claims must not wait on the catalog's writer). Start takes the
+// claims' losses (Losses) to it; a group lost before Start is disowned
+// once it. A node whose life lapsed loses
 // every claim at once; those are disowned a batch per write, by one
 // goroutine. Groups lost after Stop are not disowned.
 func (o *Ownership) Lost(group string) {
@@ -262,7 +230,7 @@ func (o *Ownership) disownLost(ctx context.Context) error {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		// A claim won back since (Held again) has been or is being owned
 		// again: disowning it now would undo that.
-		if err := o.coord.Disown(wctx, batch, o.claims.Held); err != nil {
+		if err := o.owner.Disown(wctx, batch, o.claims.Held); err != nil {
 			o.log.Error("ownership: disowning groups whose claims were lost", "groups", len(batch), "first", batch[0], "err", err)
 		}
 		cancel()
@@ -281,13 +249,28 @@ const ownershipClaimers = 8
 // it; stop the claims first, so no group is lost after. Errors:
 // service.ErrStarted.
 func (o *Ownership) Start(ctx context.Context) error {
-	if err := o.Begin(ctx, o.run); err != nil {
+	if err := o.Begin(ctx, o.run, o.takeLosses); err != nil {
 		return err
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.disownLostLocked()
 	return nil
+}
+
+// takeLosses disowns the groups whose claims the claims lost, as they
+// tell them, until ctx ends.
+func (o *Ownership) takeLosses(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.claims.Losses():
+			for _, g := range o.claims.TakeLost() {
+				o.Lost(g)
+			}
+		}
+	}
 }
 
 // run claims and offers groups (see Start) until ctx ends.
@@ -355,8 +338,8 @@ func (o *Ownership) claim(ctx context.Context, group string) bool {
 
 // own makes a won group this node's, adopting it first.
 func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
-	if o.adopt != nil {
-		if err := o.adopt(ctx, group); errors.Is(err, ErrBehind) {
+	if o.adoption != nil {
+		if err := o.adoption.Adopt(ctx, group); errors.Is(err, ErrBehind) {
 			o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
 			if err := o.claims.Release(ctx, group); err != nil {
 				o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
@@ -369,16 +352,14 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 	// Whose state the group held before, for the ownership line: a
 	// group of this node's own claimed again is no change of owner.
 	from, _ := o.db.PeerOwner(ctx, group)
-	if err := o.coord.Own(ctx, group, rev); err != nil {
+	if err := o.owner.Own(ctx, group, rev); err != nil {
 		o.log.Error("ownership: owning a claimed group", "group", group, "err", err)
 		return false
 	}
 	if from != "" && o.claims.Held(group) {
 		o.log.Info(LogGroupTakenOver, "group", group, "from", from, "claim_rev", rev)
 	}
-	o.mu.Lock()
-	o.won[group] = time.Now()
-	o.mu.Unlock()
+	o.keeper.wonNow(group)
 	return true
 }
 

@@ -17,6 +17,7 @@ import (
 // "g", its claims on a shared NATS, and a registered worker.
 type ownNode struct {
 	app    *appliance.Appliance
+	db     *store.DB
 	claims *Claims
 	own    *Ownership
 	worker int64
@@ -27,12 +28,12 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	t.Helper()
 	ctx := context.Background()
 	fleet := &ownFleet{}
-	app, err := appliance.Open(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
+	app, db, err := openApp(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
-	n := &ownNode{app: app}
+	n := &ownNode{app: app, db: db}
 	// The catalog is set up before claims are wired (as each node's own).
 	if nodes, _ := app.Coordinator.Nodes(ctx); len(nodes) == 0 {
 		w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})
@@ -49,9 +50,8 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	} else {
 		n.worker = nodes[0].ID
 	}
-	n.own = NewOwnership(app.Coordinator, app.DB, 100*time.Millisecond, claimQuiet)
-	n.claims = claimNew(t, natstest.Connect(t, url), ClaimsConfig{Node: name, LostFunc: n.own.Lost})
-	n.own.Attach(n.claims)
+	n.claims = claimNew(t, natstest.Connect(t, url), ClaimsConfig{Node: name})
+	n.own = NewOwnership(OwnershipConfig{Owner: app.Coordinator, DB: db, Claims: n.claims, Every: 100 * time.Millisecond, Logger: claimQuiet})
 	fleet.own.Store(n.own)
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.claims.Start(runCtx)
@@ -121,10 +121,10 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 		}
 		return nil
 	})
-	if got, err := b.app.DB.OwnedGroups(context.Background()); err != nil || len(got) != 1 {
+	if got, err := b.db.OwnedGroups(context.Background()); err != nil || len(got) != 1 {
 		t.Fatalf("b owns %v, %v; want [g]", got, err)
 	}
-	if got, err := a2.app.DB.OwnedGroups(context.Background()); err != nil || len(got) != 0 {
+	if got, err := a2.db.OwnedGroups(context.Background()); err != nil || len(got) != 0 {
 		t.Fatalf("restarted a owns %v, %v; want none", got, err)
 	}
 }
@@ -136,16 +136,15 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	s := natstest.Server(t)
 	ctx := context.Background()
 	fleet := &ownFleet{}
-	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
+	app, db, err := openApp(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
-	own := NewOwnership(app.Coordinator, app.DB, 50*time.Millisecond, claimQuiet)
 	var settled atomic.Bool // the group's events and snapshot have left the node
-	own.SetSettled(func(_ context.Context, group string) bool { return group != "g" || settled.Load() })
-	claims := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", LostFunc: own.Lost, KeepFunc: own.Keep})
-	own.Attach(claims)
+	keeper := NewKeeper(db, 50*time.Millisecond, settledFunc(func(group string) bool { return group != "g" || settled.Load() }))
+	claims := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-a", Keeper: keeper})
+	own := NewOwnership(OwnershipConfig{Owner: app.Coordinator, DB: db, Claims: claims, Keeper: keeper, Every: 50 * time.Millisecond, Logger: claimQuiet})
 	fleet.own.Store(own)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -258,3 +257,11 @@ func TestOwnershipRestartRefusesOldFences(t *testing.T) {
 	}
 	oldFenceRefused("after the group was leased again")
 }
+
+// settledFunc is an Adoption that adopts nothing and says a group is
+// settled as its function does.
+type settledFunc func(group string) bool
+
+func (settledFunc) Adopt(context.Context, string) error { return nil }
+
+func (f settledFunc) Settled(_ context.Context, group string) bool { return f(group) }

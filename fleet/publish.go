@@ -40,10 +40,10 @@ type Publisher struct {
 	keep time.Duration
 	sent []sentMark // batches sent, oldest first, for pruning
 
-	// SnapshotFunc, if set, is told the name of every group of this
-	// node's whose snapshot_stored event was published: the fleet
-	// replicates the snapshot.
-	SnapshotFunc func(group string)
+	// snaps, if set, is told the name of every group of this node's
+	// whose snapshot_stored event was published: the fleet replicates the
+	// snapshot.
+	snaps SnapshotQueue
 
 	lastSeq   uint64      // the stream position of the last message acknowledged, in stream
 	stream    string      // the stream's incarnation lastSeq is a position in
@@ -160,10 +160,15 @@ const publishIdle = 50 * time.Millisecond
 // most this much later, well inside publishIdle.
 const publishLinger = 20 * time.Millisecond
 
+// SnapshotQueue takes the groups whose newest snapshots are to be
+// replicated: *Replicator is one.
+type SnapshotQueue interface{ Replicate(group string) }
+
 // NewPublisher returns the publisher of node's outbox, with its publish
-// record in records.
-func NewPublisher(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, log *slog.Logger) *Publisher {
-	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, log: log, keep: 2 * time.Hour,
+// record in records; snaps, if not nil, is told of each snapshot stored
+// here once its event is published.
+func NewPublisher(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, snaps SnapshotQueue, log *slog.Logger) *Publisher {
+	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, snaps: snaps, log: log, keep: 2 * time.Hour,
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_peer_events_published_total", Help: "Outbox events published to the fleet's stream and acknowledged.",
 		}),
@@ -272,9 +277,9 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	// The snapshots are queued before the events are marked sent, so a
 	// group never looks settled (nothing unsent, nothing pending upload)
 	// while its newest window is in neither place.
-	if p.SnapshotFunc != nil {
+	if p.snaps != nil {
 		for _, g := range snapshots {
-			p.SnapshotFunc(g)
+			p.snaps.Replicate(g)
 		}
 	}
 	through := events[len(events)-1].ID

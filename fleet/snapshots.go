@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/service"
+	"github.com/leasehold/leasehold/store"
 )
 
 // Metadata keys of a replicated snapshot object. The object store keeps
@@ -110,7 +112,8 @@ type Replicator struct {
 	obs    jetstream.ObjectStore
 	stream jetstream.Stream    // the bucket's stream, for purging chunks
 	pub    jetstream.JetStream // uploads' publisher, acks timed by snapshotAckWait
-	app    *appliance.Appliance
+	db     *store.DB
+	snaps  Windows
 	node   string
 	chunk  uint32
 	log    *slog.Logger
@@ -135,10 +138,21 @@ type Replicator struct {
 	sizes        prometheus.Histogram
 }
 
+// Windows is the node's snapshot store, as the replicator reads and
+// writes it: *appliance.Snapshots is one.
+type Windows interface {
+	// Open opens group groupID's newest snapshot to read.
+	Open(ctx context.Context, groupID int64) (*os.File, *leasehold.Snapshot, error)
+	// Put stores a snapshot, here one imported from the bucket.
+	Put(ctx context.Context, u appliance.Upload) (leasehold.Snapshot, error)
+	// MaxBytes is the largest snapshot the store takes.
+	MaxBytes() int64
+}
+
 // NewReplicator creates or updates the snapshots bucket (file storage, the
 // replicas, no compression: gzip does not shrink) and returns the node's
 // Replicator with nothing queued. Errors: invalid config, unavailable NATS.
-func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.Appliance, cfg ReplicatorConfig) (*Replicator, error) {
+func NewReplicator(ctx context.Context, js jetstream.JetStream, db *store.DB, snaps Windows, cfg ReplicatorConfig) (*Replicator, error) {
 	if !leasehold.ValidNodeName(cfg.Node) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "node name %q is not valid", cfg.Node)
 	}
@@ -176,7 +190,7 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, app *appliance.A
 		return nil, leasehold.Wrap(leasehold.KindInternal, err, "snapshots publisher: %v", err)
 	}
 	r := &Replicator{
-		obs: obs, stream: stream, pub: pub, app: app, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger, peers: cfg.PeersFunc,
+		obs: obs, stream: stream, pub: pub, db: db, snaps: snaps, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger, peers: cfg.PeersFunc,
 		queued: map[string]bool{}, pending: map[string]bool{}, failures: map[string]int{},
 		wake: make(chan struct{}, 1), purgeWake: make(chan struct{}, 1),
 		replications: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -363,7 +377,7 @@ const replicateAloneCheck = time.Second
 // queueMissing queues every owned group with a window here, for a bucket
 // that may lack it.
 func (r *Replicator) queueMissing(ctx context.Context) error {
-	groups, err := r.app.DB.OwnedWithSnapshot(ctx)
+	groups, err := r.db.OwnedWithSnapshot(ctx)
 	if err != nil {
 		return err
 	}
@@ -380,7 +394,7 @@ func (r *Replicator) queueMissing(ctx context.Context) error {
 // it, and says which ("ok", "unchanged", "failed"). A group that is gone
 // or has no snapshot has nothing to upload: unchanged.
 func (r *Replicator) replicate(ctx context.Context, group string) (string, error) {
-	g, err := r.app.DB.GroupByName(ctx, group)
+	g, err := r.db.GroupByName(ctx, group)
 	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
 		return "unchanged", nil
 	}
@@ -389,14 +403,14 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 	}
 	// A group whose state here is a peer's was lost or let go since it was
 	// queued: its object is its new owner's to write.
-	if origin, err := r.app.DB.GroupOrigin(ctx, g.ID); err != nil {
+	if origin, err := r.db.GroupOrigin(ctx, g.ID); err != nil {
 		return "failed", err
 	} else if origin != "" {
 		return "unchanged", nil
 	}
 	// The open file is this snapshot's bytes to the end, even if a newer
 	// upload replaces and removes it meanwhile; that one queues itself.
-	f, snap, err := r.app.Snapshots.Open(ctx, g.ID)
+	f, snap, err := r.snaps.Open(ctx, g.ID)
 	if err != nil {
 		return "failed", err
 	}
@@ -642,7 +656,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	if !leasehold.ValidGroupName(group) {
 		return nil, "failed", leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
 	}
-	g, err := r.app.DB.GroupByName(ctx, group)
+	g, err := r.db.GroupByName(ctx, group)
 	if err != nil {
 		return nil, "failed", err
 	}
@@ -657,15 +671,15 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	if err != nil {
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
 	}
-	local, err := r.app.DB.Snapshot(ctx, g.ID)
+	local, err := r.db.Snapshot(ctx, g.ID)
 	if err != nil {
 		return nil, "failed", err
 	}
 	if local != nil && local.SHA256 == hex.EncodeToString(digest) {
 		return local, "unchanged", nil
 	}
-	if int64(info.Size) > r.app.Snapshots.MaxBytes() {
-		return nil, "failed", leasehold.Errorf(leasehold.KindTooLarge, "the replicated snapshot of group %q is %d bytes, over the limit of %d", group, info.Size, r.app.Snapshots.MaxBytes())
+	if int64(info.Size) > r.snaps.MaxBytes() {
+		return nil, "failed", leasehold.Errorf(leasehold.KindTooLarge, "the replicated snapshot of group %q is %d bytes, over the limit of %d", group, info.Size, r.snaps.MaxBytes())
 	}
 
 	dl := snapshotSlack + time.Duration(info.Size/snapshotMinRate)*time.Second
@@ -686,7 +700,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 			return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
 		}
 	}
-	snap, err := r.app.Snapshots.Put(ctx, appliance.Upload{
+	snap, err := r.snaps.Put(ctx, appliance.Upload{
 		GroupID: g.ID, NodeID: 0, Next: next,
 		Body: obj, Gzip: true, Digest: digest, Adopting: true,
 	})

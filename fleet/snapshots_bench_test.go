@@ -79,8 +79,9 @@ func BenchmarkObjectStore(b *testing.B) {
 	defer func() { s.Shutdown(); s.WaitForShutdown() }()
 	js := benchConnect(b, s.ClientURL())
 	apps := map[string]*appliance.Appliance{}
+	dbs := map[string]*store.DB{}
 	for _, name := range []string{"a", "b"} {
-		app, err := appliance.Open(appliance.Config{DataDir: filepath.Join(dir, name), HistoryMinFreeBytes: 0, SnapshotMaxBytes: 1 << 40, Logger: claimQuiet})
+		app, db, err := openApp(appliance.Config{DataDir: filepath.Join(dir, name), HistoryMinFreeBytes: 0, SnapshotMaxBytes: 1 << 40, Logger: claimQuiet})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,10 +89,10 @@ func BenchmarkObjectStore(b *testing.B) {
 		if _, _, err := app.Coordinator.PutGroup(ctx, "g", store.GroupSpec{}); err != nil {
 			b.Fatal(err)
 		}
-		apps[name] = app
+		apps[name], dbs[name] = app, db
 	}
-	gA, _ := apps["a"].DB.GroupByName(ctx, "g")
-	gB, _ := apps["b"].DB.GroupByName(ctx, "g")
+	gA, _ := dbs["a"].GroupByName(ctx, "g")
+	gB, _ := dbs["b"].GroupByName(ctx, "g")
 	fmt.Printf("objstore-row size_mib step chunk_kib seconds mib_s peak_rss_mib rss_growth_mib sys_mib\n")
 
 	for i := 0; i < b.N; i++ {
@@ -127,11 +128,11 @@ func BenchmarkObjectStore(b *testing.B) {
 			os.Remove(cp)
 
 			for _, kib := range chunks {
-				ra, err := NewReplicator(ctx, js, apps["a"], ReplicatorConfig{Node: "node-a", ChunkSize: kib << 10, Logger: claimQuiet})
+				ra, err := NewReplicator(ctx, js, dbs["a"], apps["a"].Snapshots, ReplicatorConfig{Node: "node-a", ChunkSize: kib << 10, Logger: claimQuiet})
 				if err != nil {
 					b.Fatal(err)
 				}
-				rb, err := NewReplicator(ctx, js, apps["b"], ReplicatorConfig{Node: "node-b", Logger: claimQuiet})
+				rb, err := NewReplicator(ctx, js, dbs["b"], apps["b"].Snapshots, ReplicatorConfig{Node: "node-b", Logger: claimQuiet})
 				if err != nil {
 					b.Fatal(err)
 				}

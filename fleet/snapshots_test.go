@@ -26,6 +26,7 @@ import (
 // holding group "g" (and "h"), and its replicator on a shared NATS.
 type snapNode struct {
 	app *appliance.Appliance
+	db  *store.DB
 	rep *Replicator
 	js  jetstream.JetStream
 }
@@ -46,7 +47,7 @@ func snapStartPeers(t *testing.T, url, name string, peers func() bool) *snapNode
 func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appliance.Fleet) *snapNode {
 	t.Helper()
 	ctx := context.Background()
-	app, err := appliance.Open(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
+	app, db, err := openApp(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,19 +58,19 @@ func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appl
 		}
 	}
 	js := natstest.Connect(t, url)
-	rep, err := NewReplicator(ctx, js, app, ReplicatorConfig{Node: name, Logger: claimQuiet, PeersFunc: peers})
+	rep, err := NewReplicator(ctx, js, db, app.Snapshots, ReplicatorConfig{Node: name, Logger: claimQuiet, PeersFunc: peers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep.Start(context.Background())
 	t.Cleanup(rep.Stop)
-	return &snapNode{app: app, rep: rep, js: js}
+	return &snapNode{app: app, db: db, rep: rep, js: js}
 }
 
 // put stores body as group's snapshot, as an operator's upload.
 func (n *snapNode) put(t *testing.T, group string, next int64, body []byte) leasehold.Snapshot {
 	t.Helper()
-	g, err := n.app.DB.GroupByName(context.Background(), group)
+	g, err := n.db.GroupByName(context.Background(), group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func (n *snapNode) put(t *testing.T, group string, next int64, body []byte) leas
 // stored is group's recorded snapshot here and its file's bytes.
 func (n *snapNode) stored(t *testing.T, group string) (*leasehold.Snapshot, []byte) {
 	t.Helper()
-	g, err := n.app.DB.GroupByName(context.Background(), group)
+	g, err := n.db.GroupByName(context.Background(), group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestReplicatorRefusesChangedFile(t *testing.T) {
 	sizeBefore := snapBucketSize(t, obs)
 
 	second := a.put(t, "g", 2, snapBytes(22, 3*int(a.rep.chunk)))
-	g, err := a.app.DB.GroupByName(ctx, "g")
+	g, err := a.db.GroupByName(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
 	}

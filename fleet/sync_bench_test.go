@@ -78,7 +78,7 @@ func benchPeerSync(b *testing.B, mode string) {
 	var wg sync.WaitGroup
 	var pub *Publisher
 	if mode != "alone" {
-		pub = NewPublisher(js, a.app.DB, "node-a", records, claimQuiet)
+		pub = NewPublisher(js, a.db, "node-a", records, nil, claimQuiet)
 		pub.Start(runCtx)
 		wg.Add(1)
 		go func(done <-chan struct{}) { defer wg.Done(); <-done }(pub.Done())
@@ -93,7 +93,7 @@ func benchPeerSync(b *testing.B, mode string) {
 	}
 	if mode == "publish+fold" || mode == "fold-after" {
 		bNode = dumpOpen(b, "node-b", b.TempDir())
-		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
+		folder = NewFolder(js, bNode.db, "node-b", records, 5, nil, claimQuiet)
 		folder.Start(foldCtx)
 		foldDone.Add(1)
 		go func(done <-chan struct{}) { defer foldDone.Done(); <-done }(folder.Done())
@@ -105,7 +105,7 @@ func benchPeerSync(b *testing.B, mode string) {
 	// The catalog's making is published and folded before the clock runs.
 	drain := func() {
 		for pub != nil {
-			evs, err := a.app.DB.Unsent(ctx, 0, 1)
+			evs, err := a.db.Unsent(ctx, 0, 1)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func benchPeerSync(b *testing.B, mode string) {
 			b.Fatal(err)
 		}
 		for {
-			_, mark, err := bNode.app.DB.FoldMark(ctx)
+			_, mark, err := bNode.db.FoldMark(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func benchPeerSync(b *testing.B, mode string) {
 				runCycles(b, bNode.app.Coordinator, bNodes, func() bool { return folding.Load() && bCycles.Add(1) > 0 })
 			}()
 		}
-		folder = NewFolder(js, bNode.app.DB, "node-b", records, 5, claimQuiet)
+		folder = NewFolder(js, bNode.db, "node-b", records, 5, nil, claimQuiet)
 		again, stopAgain := context.WithCancel(runCtx)
 		defer stopAgain()
 		folder.Start(again)

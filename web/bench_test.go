@@ -31,7 +31,7 @@ func BenchmarkHTTPLeaseCycle(b *testing.B) {
 			const workers, groups = 32, 1000
 			n := nodetest.Start(b, nodetest.Options{Store: mode.opts})
 			ctx := context.Background()
-			if err := n.App.DB.BulkGroups(ctx, "bench.", groups, 100, 200); err != nil {
+			if err := n.DB.BulkGroups(ctx, "bench.", groups, 100, 200); err != nil {
 				b.Fatal(err)
 			}
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
@@ -58,7 +58,7 @@ func BenchmarkHTTPLeaseCycle(b *testing.B) {
 			left.Store(int64(b.N))
 			var mu sync.Mutex
 			var leaseLat []time.Duration
-			before := n.App.DB.Stats()
+			before := n.DB.Stats()
 			b.ResetTimer()
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -100,7 +100,7 @@ func BenchmarkHTTPLeaseCycle(b *testing.B) {
 			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
-			after := n.App.DB.Stats()
+			after := n.DB.Stats()
 			slices.Sort(leaseLat)
 			pct := func(p float64) float64 {
 				if len(leaseLat) == 0 {

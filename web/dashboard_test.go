@@ -360,7 +360,7 @@ func TestFleetPageAlone(t *testing.T) {
 func TestFleetPage(t *testing.T) {
 	clock := nodetest.NewClock() // ages and lags to the second
 	w := newWorld(t, nodetest.Options{Clock: clock.Now})
-	db := w.node.App.DB
+	db := w.node.DB
 	now := w.node.App.Config.NowFunc()
 	ctx := context.Background()
 	lastB, lastC, seen := now.Add(-90*time.Second), now.Add(-2*time.Second), now.Add(-30*time.Second)
@@ -500,7 +500,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	w := newWorld(t, nodetest.Options{})
 	seen := w.node.App.Config.NowFunc().Add(-5 * time.Second)
-	if err := w.node.App.DB.Write(context.Background(), func(tx *store.Tx) error {
+	if err := w.node.DB.Write(context.Background(), func(tx *store.Tx) error {
 		if err := tx.FoldPeer("node-b", "cat-b", 17, seen, 4242); err != nil {
 			return err
 		}
@@ -511,7 +511,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 	var connected atomic.Bool
 	connected.Store(true)
 	peers := func(ctx context.Context) (leasehold.FleetStatus, error) {
-		ps, err := w.node.App.DB.Peers(ctx)
+		ps, err := w.node.DB.Peers(ctx)
 		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
 	}
 	srv := httptest.NewServer(web.New(w.node.App, web.Options{AdminToken: w.admin, Peers: peers}).Handler())

@@ -118,7 +118,7 @@ func (fn *fuzzNode) must(t testing.TB, method, path, token, body string, want in
 func (fn *fuzzNode) ensure(t testing.TB) {
 	t.Helper()
 	ctx := t.Context()
-	db := fn.node.App.DB
+	db := fn.node.DB
 	if fn.gid == 0 {
 		g, err := db.GroupByName(ctx, "g")
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/fleet"
+	"github.com/leasehold/leasehold/service"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
 )
@@ -88,7 +89,6 @@ type Main struct {
 	mu    sync.Mutex
 	addr  net.Addr
 	ready chan struct{}
-	app   *appliance.Appliance
 }
 
 // NewMain returns a Main with the defaults.
@@ -346,8 +346,10 @@ func (m *Main) Ready() <-chan struct{} { return m.ready }
 
 // Run serves until ctx ends, then stops taking requests, lets those in
 // flight finish, leaves the fleet, flushes the writer and closes the
-// catalog. An unusable data dir or a fleet that cannot be joined is a
-// usage error.
+// catalog: the node's parts are one list, started in order and stopped in
+// reverse. A part that stops by itself (peer sync) stops the node with its
+// error. An unusable data dir or a fleet that cannot be joined is a usage
+// error.
 func (m *Main) Run(ctx context.Context) error {
 	level, _ := parseLevel(m.LogLevel)
 	// The logger is handed to every part (fleet, appliance, web); none
@@ -364,7 +366,6 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.givenAdminToken(log); err != nil {
 		return usageError(err)
 	}
-
 	// One process a data dir (rule 14): the lock comes before the fleet's
 	// store, the catalog or the token file is opened.
 	lock, err := appliance.LockDataDir(m.DataDir)
@@ -373,111 +374,171 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	defer lock.Release()
 
-	metrics := web.NewMetrics()
-	metrics.SetVersion(Version)
-	peerFleet, err := m.newFleet(log)
+	n, err := m.assemble(ctx, log, certs)
 	if err != nil {
+		return err
+	}
+	defer n.stopCerts()
+	// The parts end by Stop, in reverse, not by the signal: SIGTERM ends
+	// the requests first, and peer sync and the catalog only after them.
+	if err := n.parts.Start(context.WithoutCancel(ctx)); err != nil {
+		n.web.Stop() // its listener, when it never served
+		n.app.Close()
 		return usageError(err)
 	}
-	var appFleet appliance.Fleet // nil runs the node alone
-	if peerFleet != nil {
-		appFleet = peerFleet
+	close(m.ready)
+	select {
+	case <-n.parts.Done():
+	case <-ctx.Done():
 	}
-	app, err := appliance.Open(appliance.Config{
+	log.Info("shutting down: finishing requests in flight")
+	n.parts.Stop()
+	return m.ended(n, log)
+}
+
+// ended is Run's answer once the node's parts have stopped: the error of
+// a part that stopped by itself (a fleet that could not join is a usage
+// error), else the catalog's close, else the web server's graceful end.
+func (m *Main) ended(n *nodeParts, log *slog.Logger) error {
+	var joinErr *fleet.JoinError
+	switch err := n.parts.Err(); {
+	case errors.As(err, &joinErr):
+		return usageError(joinErr)
+	case err != nil:
+		log.Error("the node stopped", "err", err)
+		return err
+	}
+	if err := n.app.Err(); err != nil {
+		return err
+	}
+	log.Info("stopped; catalog flushed and closed")
+	return n.web.Err()
+}
+
+// nodeParts are the parts of a running node, in the order they start:
+// the appliance (and its catalog), the fleet when peer sync runs, and
+// the web server.
+type nodeParts struct {
+	parts     *service.List
+	app       *appliance.Appliance
+	web       *web.Serving
+	stopCerts func()
+}
+
+// assemble makes the node's parts, each given what it works with at
+// construction, and says the node is serving. Nothing is started.
+func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certificates) (*nodeParts, error) {
+	metrics := web.NewMetrics()
+	metrics.SetVersion(Version)
+	gate, err := m.newGate(log)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	appCfg := m.applianceConfig(log, metrics, gate)
+	db, err := appliance.OpenCatalog(appCfg)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	app, err := appliance.New(appCfg, db)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	n := &nodeParts{app: app, stopCerts: func() {}}
+	parts := []service.Part{{Name: "appliance", Service: app}}
+	var peers *fleet.Fleet
+	if gate != nil {
+		if peers, err = fleet.New(gate, fleet.Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: appCfg.MaxAttempts}); err != nil {
+			app.Close()
+			return nil, usageError(err)
+		}
+		metrics.Register(peers.Collector())
+		parts = append(parts, service.Part{Name: "fleet", Service: peers})
+	} else if err := m.dropPeerIndexes(ctx, db, log); err != nil {
+		app.Close()
+		return nil, err
+	}
+	if n.web, err = m.newWeb(ctx, log, certs, app, peers, metrics, n); err != nil {
+		app.Close()
+		return nil, err
+	}
+	n.parts = service.NewList(append(parts, service.Part{Name: "web", Service: n.web})...)
+	return n, nil
+}
+
+// applianceConfig is the appliance's part of the flags.
+func (m *Main) applianceConfig(log *slog.Logger, metrics *web.Metrics, gate *fleet.Gate) appliance.Config {
+	cfg := appliance.Config{
 		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
 		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), SnapshotMaxExpandedBytes: int64(m.SnapshotMaxExpanded), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
 		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
 		Store: store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch,
 			NoOutbox: m.NATS == "off"},
-		Recorder: metrics, Logger: log, Fleet: appFleet,
-	})
-	if err != nil {
-		return usageError(err)
+		Recorder: metrics, Logger: log,
 	}
-	m.app = app
-	defer app.Close()
+	if gate != nil { // nil runs the node alone
+		cfg.Fleet = gate
+	}
+	return cfg
+}
+
+// dropPeerIndexes drops peer sync's indexes from the catalog of a node
+// that runs alone: it has no use for them, and every range write would
+// pay for them.
+func (m *Main) dropPeerIndexes(ctx context.Context, db *store.DB, log *slog.Logger) error {
+	dropped, err := db.PeerIndexes(ctx, false)
+	if err != nil {
+		return err
+	}
+	if len(dropped) > 0 {
+		log.Info("dropped peer sync's indexes: the node runs alone", "indexes", dropped)
+	}
+	return nil
+}
+
+// newWeb makes the web server on its listener (--listen, connections
+// limited, TLS when on) and says the node is serving; n.stopCerts stops
+// watching the certificate files.
+func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certificates, app *appliance.Appliance, peers *fleet.Fleet, metrics *web.Metrics, n *nodeParts) (*web.Serving, error) {
 	token, tokenFile, err := m.adminToken()
 	if err != nil {
-		return usageError(err)
-	}
-	if peerFleet == nil {
-		// Alone, the node has no use for the publisher's indexes, and every
-		// range write would pay for them.
-		dropped, err := app.DB.PeerIndexes(ctx, false)
-		if err != nil {
-			return err
-		}
-		if len(dropped) > 0 {
-			log.Info("dropped peer sync's indexes: the node runs alone", "indexes", dropped)
-		}
+		return nil, usageError(err)
 	}
 	ln, err := net.Listen("tcp", m.Listen)
 	if err != nil {
-		return usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
+		return nil, usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
-	defer ln.Close() // when serving never starts; Serve closes it otherwise
 	ln = m.limitConnections(ln, metrics)
-	ln, stopCerts := m.serveTLS(ctx, ln, certs)
-	defer stopCerts()
-
+	ln, n.stopCerts = m.serveTLS(ctx, ln, certs)
 	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
 		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
-	if peerFleet != nil {
-		opts.Peers = peerFleet.Peers
+	if peers != nil {
+		opts.Peers = peers.Peers
 	}
 	srv := web.New(app, opts)
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
+	m.logServing(log, ln.Addr(), tokenFile, peers != nil)
+	return srv.On(ln, m.ShutdownTimeout), nil
+}
 
+// logServing says the node serves, and how.
+func (m *Main) logServing(log *slog.Logger, addr net.Addr, tokenFile string, peerSync bool) {
 	tokenFrom := "--admin-token"
 	if tokenFile != "" {
 		tokenFrom, _ = filepath.Abs(tokenFile)
 	}
 	natsURL := "off"
-	if peerFleet != nil {
+	if peerSync {
 		natsURL = "joining"
 	}
-	serving := []any{"version", Version, "url", m.url(ln.Addr()), "data", m.DataDir,
+	serving := []any{"version", Version, "url", m.url(addr), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
 		"name", m.Name, "nats", natsURL}
 	if m.natsAuth != "" {
 		serving = append(serving, "nats_auth", m.natsAuth)
 	}
 	log.Info("leasehold serving", serving...)
-
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
-	// The node serves (/healthz at once, /readyz 503 until joined) while it
-	// joins its fleet: a fleet started one node at a time comes up.
-	stopFleet := m.runFleet(ctx, peerFleet, app, metrics, log, errc)
-	// Deferred after app.Close, so it runs before: the fleet's fold and
-	// publisher write through the catalog.
-	defer stopFleet()
-	close(m.ready)
-	var runErr error
-	select {
-	case runErr = <-errc:
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: finishing requests in flight")
-	sctx, cancel := context.WithTimeout(context.Background(), m.ShutdownTimeout)
-	defer cancel()
-	serr := srv.Shutdown(sctx)
-	// The fleet outlives the requests, so what they wrote can still be
-	// published, and stops before the catalog it reads and writes.
-	stopFleet()
-	if err := app.Close(); err != nil {
-		return err
-	}
-	log.Info("stopped; catalog flushed and closed")
-	if runErr != nil {
-		return runErr
-	}
-	if serr != nil && !errors.Is(serr, context.DeadlineExceeded) {
-		return serr
-	}
-	return nil
 }
 
 // natsTLS is the node's NATS TLS files, nil without any of the flags.
@@ -573,9 +634,9 @@ func (m *Main) natsSecret(log *slog.Logger) (string, error) {
 	return secret, nil
 }
 
-// newFleet is the node's part in its fleet, not joined yet; nil with
+// newGate is the gate of the node's fleet, not joined yet; nil with
 // --nats off.
-func (m *Main) newFleet(log *slog.Logger) (*fleet.Fleet, error) {
+func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 	if m.NATS == "off" {
 		return nil, nil
 	}
@@ -607,50 +668,11 @@ func (m *Main) newFleet(log *slog.Logger) (*fleet.Fleet, error) {
 	if m.ClaimTTL < fleet.ClaimTTLFloor {
 		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", fleet.ClaimTTLFloor)
 	}
-	return fleet.New(fleet.Config{
+	return fleet.NewGate(fleet.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
 		ClientToken: token, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
-}
-
-// runFleet joins the fleet in the background and runs its peer sync until
-// the returned stop is called; stop ends the sync, waits for it and leaves
-// the fleet, once however often it is called. A fleet that cannot be
-// joined for good (an address in use, a secret refused) or whose sync
-// stops by itself sends its error to errc: the node stops with it.
-func (m *Main) runFleet(ctx context.Context, peerFleet *fleet.Fleet, app *appliance.Appliance, metrics *web.Metrics, log *slog.Logger, errc chan<- error) func() {
-	if peerFleet == nil {
-		return func() {}
-	}
-	metrics.Register(peerFleet.Collector())
-	// Peer sync has its own context: SIGTERM ends the requests first, and
-	// the sync only after them.
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := peerFleet.Join(sctx, app); err != nil {
-			if sctx.Err() == nil {
-				errc <- usageError(fmt.Errorf("joining the fleet as %s: %w", m.Name, err))
-			}
-			return
-		}
-		if err := peerFleet.Run(sctx); err != nil {
-			log.Error("peer sync stopped", "err", err)
-			errc <- err
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			if err := peerFleet.Close(); err != nil {
-				log.Warn("leaving the fleet", "err", err)
-			}
-		})
-	}
 }
 
 // byteSize is a flag of bytes: a plain number or one with a unit.

@@ -44,7 +44,10 @@ type Node struct {
 	AdminToken string
 	DataDir    string
 	App        *appliance.Appliance
-	Metrics    *web.Metrics
+	// DB is the node's catalog, for tests that set it up or read it
+	// directly (the appliance keeps its own unexported).
+	DB      *store.DB
+	Metrics *web.Metrics
 
 	srv      *web.Server
 	rec      *recorder // nil unless RecordEnv is set
@@ -69,10 +72,15 @@ func Start(t testing.TB, o Options) *Node {
 	metrics := web.NewMetrics()
 	st := o.Store
 	st.BatchFunc = metrics.ObserveBatch
-	app, err := appliance.Open(appliance.Config{
+	cfg := appliance.Config{
 		DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
 		SnapshotMaxBytes: o.SnapshotMaxBytes, SnapshotMaxExpandedBytes: o.SnapshotMaxExpandedBytes, Store: st, Recorder: metrics, Logger: log,
-	})
+	}
+	db, err := appliance.OpenCatalog(cfg)
+	if err != nil {
+		t.Fatalf("nodetest: opening the catalog: %v", err)
+	}
+	app, err := appliance.New(cfg, db)
 	if err != nil {
 		t.Fatalf("nodetest: opening the appliance: %v", err)
 	}
@@ -98,7 +106,7 @@ func Start(t testing.TB, o Options) *Node {
 	}
 	srv := web.New(app, wo)
 	go srv.Serve(ln)
-	n := &Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, Metrics: metrics, srv: srv, rec: rec}
+	n := &Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, DB: db, Metrics: metrics, srv: srv, rec: rec}
 	t.Cleanup(n.Stop)
 	return n
 }

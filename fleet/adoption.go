@@ -1,0 +1,116 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
+)
+
+// adoption is the fleet's Adoption: a group won from a peer is taken up
+// with its newest replicated window, once this node has folded what the
+// peer last published; a group's claim is let go only once everything of
+// it has left this node.
+type adoption struct {
+	db        *store.DB
+	js        jetstream.JetStream
+	records   jetstream.KeyValue // the publish records
+	snapshots *Replicator
+	log       *slog.Logger
+}
+
+// Settled reports whether all of group has left this node: its events
+// published and its newest snapshot replicated. Until then its claim is
+// kept even when it is idle.
+func (f *adoption) Settled(ctx context.Context, group string) bool {
+	if f.snapshots.Pending(group) {
+		return false
+	}
+	unsent, err := f.db.Unpublished(ctx, group)
+	return err == nil && !unsent
+}
+
+// Adopt brings in the newest replicated snapshot of a peer's group this
+// node just won, before it is owned here.
+func (f *adoption) Adopt(ctx context.Context, group string) error {
+	g, err := f.db.GroupByName(ctx, group)
+	if err != nil {
+		return err
+	}
+	origin, err := f.db.GroupOrigin(ctx, g.ID)
+	if err != nil || origin == "" {
+		return err
+	}
+	if err := f.caughtUp(ctx, origin); err != nil {
+		return err
+	}
+	snap, err := f.snapshots.Import(ctx, group)
+	switch k := leasehold.ErrorKind(err); {
+	case err == nil:
+	case k == leasehold.KindUnprocessable || k == leasehold.KindTooLarge:
+		// A replicated window that can never be read: adopted without it.
+		return err
+	default:
+		// The window is there but cannot be read now (NATS unavailable,
+		// a slow download): adopting without it would lose every id it
+		// holds from the group's final window, so not now.
+		return fmt.Errorf("%w: its replicated window could not be read: %v", ErrBehind, err)
+	}
+	if snap != nil {
+		f.log.Info("peers: adopted a group with its replicated snapshot", "group", group, "from", origin, "next", snap.Next)
+	}
+	return nil
+}
+
+// caughtUpWait bounds how long an adoption waits for the fold to reach
+// the last owner's publish record.
+const caughtUpWait = 5 * time.Second
+
+// caughtUp waits until this node has folded the stream through origin's
+// publish record, so what it adopts is the state origin last published;
+// ErrBehind if the fold does not get there within caughtUpWait. A record
+// past the stream's end (the stream was made again) vouches for nothing
+// and is not waited for.
+func (f *adoption) caughtUp(ctx context.Context, origin string) error {
+	e, err := f.records.Get(ctx, origin)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil // origin never published
+	}
+	if err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "reading %q's publish record: %v", origin, err)
+	}
+	var rec PublishRecord
+	if json.Unmarshal(e.Value(), &rec) != nil {
+		return nil
+	}
+	deadline := time.Now().Add(caughtUpWait)
+	for {
+		_, mark, err := f.db.FoldMark(ctx)
+		if err != nil {
+			return err
+		}
+		if mark >= rec.Seq {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			stream, err := f.js.Stream(ctx, StreamName)
+			if err == nil {
+				if info, err := stream.Info(ctx); err == nil && info.State.LastSeq < rec.Seq {
+					return nil
+				}
+			}
+			return ErrBehind
+		}
+		sleep(ctx, 50*time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+)
+
+// Gate is the fleet's door to the node's coordinator (appliance.Fleet):
+// made by NewGate before the node opens its catalog and given to the
+// appliance, it answers that the node has not joined (no lease, no holder
+// call, /readyz 503 with what it waits for) until the Fleet made on it has
+// joined, and then answers from that fleet's ownership and claims. Only
+// the Fleet opens it; it holds nothing of the appliance.
+type Gate struct {
+	cfg Config
+	// waiting is what the fleet waits for while it joins, for Ready.
+	waiting atomic.Pointer[string]
+	// made are the fleet's parts the gate answers from, once made; they
+	// answer only once joined is set.
+	made   atomic.Pointer[gateParts]
+	joined atomic.Bool
+}
+
+// gateParts are what a joined node's gate answers from.
+type gateParts struct {
+	own       *Ownership
+	admin     *Admin
+	publisher *Publisher
+}
+
+// NewGate checks cfg and returns the gate of this node's fleet, closed:
+// give it to appliance.Open (Config.Fleet), then to New. Errors: invalid
+// config.
+func NewGate(cfg Config) (*Gate, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gate{cfg: cfg}
+	g.wait("starting")
+	return g, nil
+}
+
+// withDefaults checks cfg and fills its zero fields. Errors: invalid.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !leasehold.ValidNodeName(cfg.Name) {
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "node name %q is not valid", cfg.Name)
+	}
+	if cfg.ClaimTTL == 0 {
+		cfg.ClaimTTL = 30 * time.Second
+	}
+	if cfg.StreamMaxAge == 0 {
+		cfg.StreamMaxAge = 24 * time.Hour
+	}
+	if cfg.StreamMaxBytes == 0 {
+		cfg.StreamMaxBytes = 1 << 30
+	}
+	if _, err := ParseRoutes(cfg.Routes); err != nil {
+		return cfg, err
+	}
+	if cfg.TLS != nil {
+		if err := cfg.TLS.Check(); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// wait records what the fleet waits for.
+func (g *Gate) wait(what string) { g.waiting.Store(&what) }
+
+// waitingFor is what the fleet waits for.
+func (g *Gate) waitingFor() string { return *g.waiting.Load() }
+
+// parts records the fleet's parts, made but not started.
+func (g *Gate) parts(own *Ownership, admin *Admin, publisher *Publisher) {
+	g.made.Store(&gateParts{own: own, admin: admin, publisher: publisher})
+}
+
+// open lets the coordinator through: the fleet has joined and started the
+// parts.
+func (g *Gate) open() { g.joined.Store(true) }
+
+// through is the parts, once the fleet has joined; nil before.
+func (g *Gate) through() *gateParts {
+	if !g.joined.Load() {
+		return nil
+	}
+	return g.made.Load()
+}
+
+// Ready is nil once the node has joined its fleet. Errors: unavailable,
+// naming what it waits for.
+func (g *Gate) Ready() error {
+	if g.joined.Load() {
+		return nil
+	}
+	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", g.cfg.Name, g.waitingFor())
+}
+
+// Holds is the claim this node holds on group now (appliance.Fleet).
+func (g *Gate) Holds(group string) (uint64, bool) {
+	if p := g.through(); p != nil {
+		return p.own.Holds(group)
+	}
+	return 0, false
+}
+
+// Want queues group's claim (appliance.Fleet).
+func (g *Gate) Want(group string) {
+	if p := g.through(); p != nil {
+		p.own.Want(group)
+	}
+}
+
+// ClaimNow claims groups for a lease that found nothing else
+// (appliance.Fleet).
+func (g *Gate) ClaimNow(ctx context.Context, groups []string) bool {
+	p := g.through()
+	return p != nil && p.own.ClaimNow(ctx, groups)
+}
+
+// Ensure makes sure this node holds group's claim before an admin write
+// (appliance.Fleet). Errors: conflict, unavailable.
+func (g *Gate) Ensure(ctx context.Context, group string) error {
+	p := g.through()
+	if p == nil {
+		return g.Ready()
+	}
+	return p.own.Ensure(ctx, group)
+}
+
+// Idle is told that a lease found nothing (appliance.Fleet).
+func (g *Gate) Idle() {
+	if p := g.through(); p != nil {
+		p.own.Idle()
+	}
+}
+
+// Forward carries an admin write to a peer's group's owner
+// (appliance.Fleet). Errors: origin's, unavailable.
+func (g *Gate) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
+	p := g.through()
+	if p == nil {
+		return appliance.AdminResult{}, g.Ready()
+	}
+	return p.admin.Forward(ctx, origin, op)
+}
+
+// Troubles are the fleet's findings outside the catalog at now: peer
+// sync stuck when the outbox has not been published for a minute
+// (appliance.Troubled).
+func (g *Gate) Troubles(now time.Time) []leasehold.Finding {
+	p := g.through()
+	if p == nil {
+		return nil
+	}
+	since, err, ok := p.publisher.Stuck(now)
+	if !ok {
+		return nil
+	}
+	return []leasehold.Finding{{Kind: leasehold.FindingPeerSyncStuck, Node: g.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
+		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)}}
+}
