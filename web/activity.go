@@ -40,7 +40,7 @@ func (s *Server) note(c echo.Context, kind, group, detail string, bad bool) {
 
 // noteBy is note for an entry that may have no request behind it.
 func (s *Server) noteBy(who, remote, kind, group, detail string, bad bool) {
-	s.timeline.add(timelineEntry{At: s.app.Watchman.Now(), Kind: kind, Group: group, Who: who,
+	s.timeline.add(timelineEntry{At: s.node.Watchman.Now(), Kind: kind, Group: group, Who: who,
 		Remote: remote, Detail: detail, Bad: bad})
 }
 
@@ -108,7 +108,7 @@ func snapshotNext(s *leasehold.Snapshot) any {
 // nameOfGroup is the group's name for a log line, its id when it cannot be
 // read.
 func (s *Server) nameOfGroup(ctx context.Context, id int64) any {
-	g, err := s.app.Coordinator.GroupByID(ctx, id)
+	g, err := s.node.Admin.GroupByID(ctx, id)
 	if err != nil {
 		return id
 	}
@@ -138,7 +138,7 @@ func (s *Server) logRangeFailed(c echo.Context, r leasehold.Range, text string, 
 // request made it, the fleet when none did.
 func (s *Server) logRangesAtLimit(ctx context.Context, failed []leasehold.Range) {
 	by, remote, route := callerOf(ctx)
-	limit := s.app.Config.MaxAttempts
+	limit := s.node.Config.MaxAttempts
 	for _, r := range failed {
 		group := s.nameOfGroup(ctx, r.GroupID)
 		s.noteBy(by, remote, entryRangeFailed, fmt.Sprint(group), fmt.Sprintf(
@@ -244,7 +244,7 @@ func (s *Server) noteRefusals(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.metrics.holderCallRefused(kind)
 		node := nodeOf(c)
-		now := s.app.Watchman.Now()
+		now := s.node.Watchman.Now()
 		s.refused.mu.Lock()
 		sum := s.refused.nodes[node.ID]
 		if sum == nil {

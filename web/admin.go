@@ -109,7 +109,7 @@ func (s *Server) registerNode(c echo.Context) error {
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	n, err := s.app.Coordinator.RegisterNode(c.Request().Context(), appliance.NodeSpec{
+	n, err := s.node.Admin.RegisterNode(c.Request().Context(), appliance.NodeSpec{
 		Name: req.Name, PriorityMin: req.PriorityMin, PriorityMax: req.PriorityMax, Capacity: req.Capacity, Kinds: req.Kinds,
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ func (s *Server) registerNode(c echo.Context) error {
 }
 
 func (s *Server) listNodes(c echo.Context) error {
-	ns, err := s.app.Coordinator.Nodes(c.Request().Context())
+	ns, err := s.node.Admin.Nodes(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Server) setPaused(c echo.Context, paused bool) error {
 	if err := bind(c, &req, true); err != nil {
 		return err
 	}
-	n, err := s.app.Coordinator.SetPaused(c.Request().Context(), id, paused, req.By)
+	n, err := s.node.Admin.SetPaused(c.Request().Context(), id, paused, req.By)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (s *Server) changeNode(c echo.Context) error {
 	if req.Kinds == nil && req.Capacity == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "give kinds or capacity to change")
 	}
-	n, err := s.app.Coordinator.ChangeNode(c.Request().Context(), id, appliance.NodeChange{Kinds: req.Kinds, Capacity: req.Capacity})
+	n, err := s.node.Admin.ChangeNode(c.Request().Context(), id, appliance.NodeChange{Kinds: req.Kinds, Capacity: req.Capacity})
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (s *Server) deleteNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.app.Coordinator.DeleteNode(c.Request().Context(), id, force); err != nil {
+	if err := s.node.Admin.DeleteNode(c.Request().Context(), id, force); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -219,7 +219,7 @@ func (s *Server) putGroup(c echo.Context) error {
 	if err := errors.Join(checkBound("range_size", req.RangeSize, maxRangeSize), checkBound("start", req.Start, maxID)); err != nil {
 		return err
 	}
-	g, created, err := s.app.Coordinator.PutGroup(c.Request().Context(), name, appliance.GroupSpec{
+	g, created, err := s.node.Admin.PutGroup(c.Request().Context(), name, appliance.GroupSpec{
 		Priority: req.Priority, Active: req.Active, RangeSize: req.RangeSize, Start: req.Start, Kind: req.Kind,
 	})
 	if err != nil {
@@ -237,7 +237,7 @@ func (s *Server) listGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	gs, err := s.app.Coordinator.Groups(c.Request().Context(), after, limit)
+	gs, err := s.node.Admin.Groups(c.Request().Context(), after, limit)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (s *Server) getGroup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.app.Coordinator.GroupDetail(c.Request().Context(), name)
+	d, err := s.node.Admin.GroupDetail(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func (s *Server) planTail(c echo.Context) error {
 	if err := checkBound("high", req.High, maxID); err != nil {
 		return err
 	}
-	n, err := s.app.Coordinator.PlanTail(c.Request().Context(), name, *req.High)
+	n, err := s.node.Admin.PlanTail(c.Request().Context(), name, *req.High)
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (s *Server) planHistory(c echo.Context) error {
 	if err := checkBound("low", req.Low, maxID); err != nil {
 		return err
 	}
-	n, err := s.app.Coordinator.PlanHistory(c.Request().Context(), name, *req.Low)
+	n, err := s.node.Admin.PlanHistory(c.Request().Context(), name, *req.Low)
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func (s *Server) listRanges(c echo.Context) error {
 	default:
 		return leasehold.Errorf(leasehold.KindInvalid, "status %q: use planned, leased, done or failed", status)
 	}
-	rs, err := s.app.Coordinator.Ranges(c.Request().Context(), name, status, after, limit)
+	rs, err := s.node.Admin.Ranges(c.Request().Context(), name, status, after, limit)
 	if err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (s *Server) retryRange(c echo.Context) error {
 	if err := bind(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	r, err := s.app.Coordinator.Retry(c.Request().Context(), id)
+	r, err := s.node.Admin.Retry(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func (s *Server) putRules(c echo.Context) error {
 	if err := bind(c, &body, false); err != nil {
 		return err
 	}
-	v, err := s.app.Coordinator.PutRules(c.Request().Context(), body)
+	v, err := s.node.Admin.PutRules(c.Request().Context(), body)
 	if err != nil {
 		return err
 	}
@@ -370,11 +370,11 @@ type rulesJSON struct {
 func rulesOf(rs leasehold.RuleSet) rulesJSON { return rulesJSON{Version: rs.Version, Body: rs.Body} }
 
 func (s *Server) getRules(c echo.Context) error {
-	return c.JSON(http.StatusOK, rulesOf(s.app.Coordinator.Rules()))
+	return c.JSON(http.StatusOK, rulesOf(s.node.Admin.Rules()))
 }
 
 func (s *Server) findings(c echo.Context) error {
-	r, err := s.app.Watchman.Report(c.Request().Context())
+	r, err := s.node.Watchman.Report(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -388,7 +388,7 @@ func (s *Server) liftQuarantine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.app.Coordinator.LiftQuarantine(c.Request().Context(), name)
+	g, err := s.node.Admin.LiftQuarantine(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (s *Server) dropSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.app.DropSnapshot(c.Request().Context(), name)
+	g, err := s.node.Reads.DropSnapshot(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}

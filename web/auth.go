@@ -38,7 +38,7 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.admin.is(t) {
 			return next(c)
 		}
-		if _, err := s.app.Coordinator.AuthNode(c.Request().Context(), t); err == nil {
+		if _, err := s.node.Holders.AuthNode(c.Request().Context(), t); err == nil {
 			return leasehold.Errorf(leasehold.KindForbidden, "this endpoint takes the admin token, not a node's")
 		} else if !errors.Is(err, leasehold.ErrUnauthorized) {
 			return err
@@ -56,7 +56,7 @@ func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
 		if t == "" {
 			return errNoToken
 		}
-		a, err := s.app.Coordinator.AuthNode(c.Request().Context(), t)
+		a, err := s.node.Holders.AuthNode(c.Request().Context(), t)
 		if err == nil {
 			c.Set(nodeKey, a)
 			return next(c)

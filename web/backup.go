@@ -13,7 +13,7 @@ import (
 // keeps serving meanwhile. A stream that fails after its first byte is cut
 // off (no manifest, a broken connection), never ended as if whole.
 func (s *Server) backup(c echo.Context) error {
-	b, err := s.app.Backup(c.Request().Context())
+	b, err := s.node.Reads.Backup(c.Request().Context())
 	if err != nil {
 		return err
 	}

@@ -122,7 +122,7 @@ type fleetBadge struct {
 const fleetStatusKey = "leasehold.fleet"
 
 func (s *Server) mountDashboard(e *echo.Echo) {
-	d := &dashboard{s: s, sessions: sessions{m: map[string]time.Time{}, now: s.app.Watchman.Now}, pages: map[string]*template.Template{}}
+	d := &dashboard{s: s, sessions: sessions{m: map[string]time.Time{}, now: s.node.Watchman.Now}, pages: map[string]*template.Template{}}
 	s.admin.endSessionsFunc = d.sessions.endAll
 	funcs := template.FuncMap{
 		"ago":        ago,
@@ -226,7 +226,7 @@ func (d *dashboard) sameOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 func (d *dashboard) render(c echo.Context, status int, name, title string, data any) error {
 	_, signedIn := d.session(c)
 	var buf bytes.Buffer
-	p := pageData{Title: title, SignedIn: signedIn && name != "signin", Live: name != "signin", Now: d.s.app.Config.NowFunc(), Data: data}
+	p := pageData{Title: title, SignedIn: signedIn && name != "signin", Live: name != "signin", Now: d.s.node.Config.NowFunc(), Data: data}
 	if p.SignedIn {
 		p.Fleet = d.badge(c)
 	}
@@ -301,7 +301,7 @@ type overviewPage struct {
 }
 
 func (d *dashboard) overview(c echo.Context) error {
-	o, err := d.s.app.Overview(c.Request().Context(), recentBacklog)
+	o, err := d.s.node.Reads.Overview(c.Request().Context(), recentBacklog)
 	if err != nil {
 		return err
 	}
@@ -377,25 +377,25 @@ func (d *dashboard) groups(c echo.Context) error {
 	var next int64
 	var err error
 	if state == "" {
-		if rows, err = d.s.app.GroupRows(ctx, prefix, after, groupsPerPage); err == nil && len(rows) == groupsPerPage {
+		if rows, err = d.s.node.Reads.GroupRows(ctx, prefix, after, groupsPerPage); err == nil && len(rows) == groupsPerPage {
 			next = rows[len(rows)-1].ID
 		}
 	} else {
 		prefix = "" // a state's groups are listed by id, whatever their names
-		rows, next, err = d.s.app.GroupRowsIn(ctx, state, after, groupsPerPage)
+		rows, next, err = d.s.node.Reads.GroupRowsIn(ctx, state, after, groupsPerPage)
 	}
 	if err != nil {
 		return err
 	}
-	t, err := d.s.app.Tallies(ctx)
+	t, err := d.s.node.Reads.Tallies(ctx)
 	if err != nil {
 		return err
 	}
-	now := d.s.app.Config.NowFunc()
+	now := d.s.node.Config.NowFunc()
 	views := make([]groupView, len(rows))
 	for i, r := range rows {
 		views[i] = groupView{GroupRow: r, Failing: r.Ranges[leasehold.StatusFailed] > 0,
-			Stale: r.Holder != "" && r.HeartbeatAt != nil && now.Sub(*r.HeartbeatAt) > d.s.app.Config.LeaseTTL}
+			Stale: r.Holder != "" && r.HeartbeatAt != nil && now.Sub(*r.HeartbeatAt) > d.s.node.Config.LeaseTTL}
 	}
 	switch sortBy {
 	case "state":
@@ -430,7 +430,7 @@ func (d *dashboard) groups(c echo.Context) error {
 		After, Next   int64
 		Now           time.Time
 		LeaseTTL      time.Duration
-	}{views, tabs, prefix, state, sortBy, after, next, now, d.s.app.Config.LeaseTTL})
+	}{views, tabs, prefix, state, sortBy, after, next, now, d.s.node.Config.LeaseTTL})
 }
 
 func boolInt(b bool) int {
@@ -445,14 +445,14 @@ func (d *dashboard) group(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := d.s.app.GroupPage(c.Request().Context(), name)
+	p, err := d.s.node.Reads.GroupPage(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
 	return d.render(c, http.StatusOK, "group", p.Name, struct {
 		appliance.GroupPage
 		Now time.Time
-	}{p, d.s.app.Config.NowFunc()})
+	}{p, d.s.node.Config.NowFunc()})
 }
 
 // snapshot downloads a group's window snapshot, as the admin endpoint
@@ -467,14 +467,14 @@ func (d *dashboard) snapshot(c echo.Context) error {
 }
 
 func (d *dashboard) nodes(c echo.Context) error {
-	ns, err := d.s.app.Coordinator.Nodes(c.Request().Context())
+	ns, err := d.s.node.Admin.Nodes(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	return d.render(c, http.StatusOK, "nodes", "Nodes", struct {
 		Nodes []leasehold.Node
 		Now   time.Time
-	}{ns, d.s.app.Config.NowFunc()})
+	}{ns, d.s.node.Config.NowFunc()})
 }
 
 // fleet shows the fleet as this node sees it: its own name, whether peer
@@ -486,14 +486,14 @@ func (d *dashboard) fleet(c echo.Context) error {
 		Status leasehold.FleetStatus
 		Nodes  []appliance.PeerNode
 		Now    time.Time
-	}{Alone: d.s.peers == nil, Now: d.s.app.Config.NowFunc()}
+	}{Alone: d.s.peers == nil, Now: d.s.node.Config.NowFunc()}
 	if !v.Alone {
 		var err error
 		if v.Status, err = d.fleetStatus(c.Request().Context()); err != nil {
 			return err
 		}
 		c.Set(fleetStatusKey, v.Status)
-		if v.Nodes, err = d.s.app.PeerNodes(c.Request().Context()); err != nil {
+		if v.Nodes, err = d.s.node.Reads.PeerNodes(c.Request().Context()); err != nil {
 			return err
 		}
 	}
@@ -505,7 +505,7 @@ func (d *dashboard) setPaused(c echo.Context, paused bool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.s.app.Coordinator.SetPaused(c.Request().Context(), id, paused, "dashboard"); err != nil {
+	if _, err := d.s.node.Admin.SetPaused(c.Request().Context(), id, paused, "dashboard"); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/nodes")
@@ -516,7 +516,7 @@ func (d *dashboard) retry(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.s.app.Coordinator.Retry(c.Request().Context(), id); err != nil {
+	if _, err := d.s.node.Admin.Retry(c.Request().Context(), id); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, back(c))
@@ -543,7 +543,7 @@ func (d *dashboard) liftQuarantine(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.s.app.Coordinator.LiftQuarantine(c.Request().Context(), name); err != nil {
+	if _, err := d.s.node.Admin.LiftQuarantine(c.Request().Context(), name); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, back(c))
@@ -557,7 +557,7 @@ func (d *dashboard) dropWindow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.s.app.DropSnapshot(c.Request().Context(), name); err != nil {
+	if _, err := d.s.node.Reads.DropSnapshot(c.Request().Context(), name); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, back(c))

@@ -53,7 +53,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	kind := leasehold.ErrorKind(err)
 	if kind == leasehold.KindUnavailable {
-		err = s.app.WithDiskCause(err)
+		err = s.node.Reads.WithDiskCause(err)
 	}
 	status := statusOf[kind]
 	if kind == leasehold.KindInternal {
@@ -62,8 +62,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if kind == leasehold.KindNoSpace {
 		// A full disk refuses every write: said loudly, with where and how
 		// much room is left, not only as the write's own status.
-		s.log.Warn("the data disk is full: writes are refused (507) until room is made", "path", s.app.Config.DataDir,
-			"free_bytes", s.app.DataFreeBytes(), "method", c.Request().Method, "route", c.Path(), "err", leasehold.ErrorMessage(err))
+		s.log.Warn("the data disk is full: writes are refused (507) until room is made", "path", s.node.Config.DataDir,
+			"free_bytes", s.node.Reads.DataFreeBytes(), "method", c.Request().Method, "route", c.Path(), "err", leasehold.ErrorMessage(err))
 	}
 	if kind == leasehold.KindUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="leasehold"`)

@@ -265,7 +265,7 @@ const recentBacklog = 2 * time.Second
 // Scrapes within recentBacklog share one reading, and there is no
 // refresh loop to own.
 type watchCollector struct {
-	watchman *appliance.Watchman
+	watchman Watchman
 	log      *slog.Logger
 
 	// Scrapes within recentBacklog of the last reading share it (on the
@@ -284,7 +284,7 @@ type watchCollector struct {
 	nodes    *prometheus.Desc
 }
 
-func newWatchCollector(w *appliance.Watchman, log *slog.Logger) *watchCollector {
+func newWatchCollector(w Watchman, log *slog.Logger) *watchCollector {
 	return &watchCollector{
 		watchman: w, log: log,
 		findings: prometheus.NewDesc("leasehold_findings", "What the watchman reports as stuck now, by kind.", []string{"kind"}, nil),

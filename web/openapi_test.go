@@ -127,7 +127,7 @@ func TestOpenAPIDocument(t *testing.T) {
 // description, and every operation of the description is served.
 func TestOpenAPIRoutes(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
-	e := web.New(n.App, web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
+	e := web.New(web.NodeOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
 	var spec struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}

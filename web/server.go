@@ -17,7 +17,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/appliance"
 )
 
 // Options configure a Server.
@@ -49,9 +48,10 @@ type Options struct {
 	WrapFunc func(http.Handler) http.Handler
 }
 
-// Server serves the API over one appliance.
+// Server serves the API over one node, through the doors it declares
+// (Node).
 type Server struct {
-	app     *appliance.Appliance
+	node    Node
 	echo    *echo.Echo
 	http    *http.Server
 	admin   *adminToken
@@ -85,8 +85,8 @@ const (
 	DefaultSnapshotUploadTimeout = time.Hour
 )
 
-// New builds the server and its routes.
-func New(app *appliance.Appliance, o Options) *Server {
+// New builds the server and its routes over node's doors (NodeOf).
+func New(node Node, o Options) *Server {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
 	}
@@ -105,9 +105,9 @@ func New(app *appliance.Appliance, o Options) *Server {
 	if o.SnapshotUploadTimeout <= 0 {
 		o.SnapshotUploadTimeout = DefaultSnapshotUploadTimeout
 	}
-	s := &Server{app: app, admin: &adminToken{token: o.AdminToken, file: o.AdminTokenFile}, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
+	s := &Server{node: node, admin: &adminToken{token: o.AdminToken, file: o.AdminTokenFile}, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
 		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, uploadTotal: o.SnapshotUploadTimeout, refused: refusals{nodes: map[int64]*refusalSum{}},
-		timeline: newTimeline(app.Watchman.Now()), trustedProxies: o.TrustedProxies}
+		timeline: newTimeline(node.Watchman.Now()), trustedProxies: o.TrustedProxies}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -116,7 +116,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	s.echo = e
 	// A second server on the same Metrics keeps the first one's gauges,
 	// and the first one's operator's log.
-	if wc := newWatchCollector(app.Watchman, s.log); s.metrics.reg.Register(wc) == nil {
+	if wc := newWatchCollector(node.Watchman, s.log); s.metrics.reg.Register(wc) == nil {
 		s.metrics.watch.Store(wc)
 	}
 	s.metrics.operator.CompareAndSwap(nil, s)
@@ -124,7 +124,7 @@ func New(app *appliance.Appliance, o Options) *Server {
 	// up is seen before writes fail with 507 (the low-disk alert).
 	s.metrics.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leasehold_data_free_bytes", Help: "Bytes free on the data directory's disk for the node (-1: unreadable).",
-	}, func() float64 { return float64(app.DataFreeBytes()) }))
+	}, func() float64 { return float64(node.Reads.DataFreeBytes()) }))
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -218,12 +218,12 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ct
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
-	if err := s.app.Ready(ctx); err != nil {
+	if err := s.node.Reads.Ready(ctx); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
 	}
 	// Trouble outside the node's own API (peer sync stuck) is told, not
 	// made a 503: the node still serves its workers.
-	if ts := s.app.Troubles(); len(ts) > 0 {
+	if ts := s.node.Reads.Troubles(); len(ts) > 0 {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": ts[0].Kind + ": " + ts[0].Detail})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})

@@ -45,7 +45,7 @@ func (s *Server) adminPutSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.app.Snapshots.UploadGroup(c.Request().Context(), name)
+	g, err := s.node.Snapshots.UploadGroup(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, for
 	if err != nil {
 		return err
 	}
-	limit := s.app.Snapshots.MaxBytes()
+	limit := s.node.Snapshots.MaxBytes()
 	if r.ContentLength > limit {
 		return appliance.ErrSnapshotTooLarge(r.ContentLength, limit)
 	}
@@ -90,12 +90,12 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, for
 	if isGzip {
 		// Stored as sent, so it must be whole: a truncated or corrupt
 		// stream is refused and the old window kept.
-		check := newGzipCheck(received, s.app.Snapshots.MaxExpandedBytes())
+		check := newGzipCheck(received, s.node.Snapshots.MaxExpandedBytes())
 		defer check.Close()
 		body = check
 		verify = check.verify
 	}
-	snap, err := s.app.Snapshots.Put(r.Context(), appliance.Upload{
+	snap, err := s.node.Snapshots.Put(r.Context(), appliance.Upload{
 		GroupID: groupID, NodeID: nodeID, Fence: fence, Next: next, Body: body, Gzip: isGzip, Digest: digest,
 		VerifyFunc: verify, Force: force, StopFunc: idle.stop,
 	})
@@ -148,7 +148,7 @@ func (s *Server) getSnapshot(c echo.Context) error {
 	}
 	// Reading the window is a holder call: it checks the fence and counts
 	// as a heartbeat.
-	if err := s.app.Coordinator.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+	if err := s.node.Holders.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
 		return err
 	}
 	return s.serveSnapshot(c, gid)
@@ -159,7 +159,7 @@ func (s *Server) adminGetSnapshot(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := s.app.Coordinator.Group(c.Request().Context(), name)
+	g, err := s.node.Admin.Group(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Server) adminGetSnapshot(c echo.Context) error {
 }
 
 func (s *Server) serveSnapshot(c echo.Context, groupID int64) error {
-	f, snap, err := s.app.Snapshots.Open(c.Request().Context(), groupID)
+	f, snap, err := s.node.Snapshots.Open(c.Request().Context(), groupID)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func (s *Server) requireAdminOrSelf(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.admin.is(t) {
 			return next(c)
 		}
-		a, err := s.app.Coordinator.AuthNode(c.Request().Context(), t)
+		a, err := s.node.Holders.AuthNode(c.Request().Context(), t)
 		if err != nil {
 			s.authFailed(c, authNode)
 			return errWrongToken
@@ -114,7 +114,7 @@ func (s *Server) rotateNodeToken(c echo.Context) error {
 	if err := noBody(c); err != nil {
 		return err
 	}
-	token, err := s.app.Coordinator.RotateNodeToken(c.Request().Context(), id)
+	token, err := s.node.Holders.RotateNodeToken(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func (s *Server) watermarks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ws, kinds, err := s.app.Coordinator.Watermarks(c.Request().Context(), nodeOf(c).ID, int(limit))
+	ws, kinds, err := s.node.Holders.Watermarks(c.Request().Context(), nodeOf(c).ID, int(limit))
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 		if req.Low != nil || req.High != nil {
 			return leasehold.Errorf(leasehold.KindInvalid, "give either error or low and high, not both")
 		}
-		if err := s.app.Coordinator.ReportSourceError(c.Request().Context(), nodeOf(c).ID, name, *req.Error); err != nil {
+		if err := s.node.Holders.ReportSourceError(c.Request().Context(), nodeOf(c).ID, name, *req.Error); err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, watermarkReport{})
@@ -57,7 +57,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	if err := errors.Join(checkBound("low", req.Low, maxID), checkBound("high", req.High, maxID)); err != nil {
 		return err
 	}
-	n, err := s.app.Coordinator.ReportWatermarks(c.Request().Context(), nodeOf(c).ID, name, *req.Low, *req.High)
+	n, err := s.node.Holders.ReportWatermarks(c.Request().Context(), nodeOf(c).ID, name, *req.Low, *req.High)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	// ranges are topped up to store.ReportBacklogRanges): capped tells the
 	// worker the tail is not planned up to high yet, and later reports
 	// plan the rest as ranges are leased.
-	g, err := s.app.Coordinator.Group(c.Request().Context(), name)
+	g, err := s.node.Admin.Group(c.Request().Context(), name)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func (s *Server) lease(c echo.Context) error {
 	if err := bind(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	g, err := s.app.Coordinator.Lease(c.Request().Context(), nodeOf(c).ID)
+	g, err := s.node.Holders.Lease(c.Request().Context(), nodeOf(c).ID)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Server) lease(c echo.Context) error {
 		"rules":    rulesOf(g.Rules),
 		"snapshot": snap,
 		"takeover": g.Takeover,
-		"ttl_s":    s.app.Coordinator.TTL().Seconds(),
+		"ttl_s":    s.node.Holders.TTL().Seconds(),
 	})
 }
 
@@ -100,7 +100,7 @@ func (s *Server) next(c echo.Context) error {
 			done.Headers = *f.Headers
 		}
 	}
-	r, err := s.app.Coordinator.NextAfter(c.Request().Context(), nodeOf(c).ID, gid, fence, done)
+	r, err := s.node.Holders.NextAfter(c.Request().Context(), nodeOf(c).ID, gid, fence, done)
 	if err != nil {
 		return err
 	}
@@ -115,10 +115,10 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.app.Coordinator.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+	if err := s.node.Holders.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]float64{"ttl_s": s.app.Coordinator.TTL().Seconds()})
+	return c.JSON(http.StatusOK, map[string]float64{"ttl_s": s.node.Holders.TTL().Seconds()})
 }
 
 func (s *Server) release(c echo.Context) error {
@@ -140,12 +140,12 @@ func (s *Server) release(c echo.Context) error {
 		return err
 	}
 	if req.WindowError != nil {
-		err = s.app.Coordinator.ReleaseUnreadable(c.Request().Context(), nodeOf(c).ID, gid, fence, *req.WindowError)
+		err = s.node.Holders.ReleaseUnreadable(c.Request().Context(), nodeOf(c).ID, gid, fence, *req.WindowError)
 		if err == nil {
 			s.logQuarantine(c, gid, fence, *req.WindowError)
 		}
 	} else {
-		err = s.app.Coordinator.Release(c.Request().Context(), nodeOf(c).ID, gid, fence)
+		err = s.node.Holders.Release(c.Request().Context(), nodeOf(c).ID, gid, fence)
 	}
 	if err != nil {
 		return err
@@ -178,7 +178,7 @@ func (s *Server) fail(c echo.Context) error {
 	if req.Retry != nil {
 		retry = *req.Retry
 	}
-	r, err := s.app.Coordinator.Fail(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Error, retry)
+	r, err := s.node.Holders.Fail(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Error, retry)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (s *Server) progress(c echo.Context) error {
 	if req.Next == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "next is required")
 	}
-	r, err := s.app.Coordinator.Progress(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Next)
+	r, err := s.node.Holders.Progress(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Next)
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func (s *Server) finish(c echo.Context) error {
 	if req.Headers != nil {
 		headers = *req.Headers
 	}
-	r, err := s.app.Coordinator.Finish(c.Request().Context(), nodeOf(c).ID, id, fence, headers)
+	r, err := s.node.Holders.Finish(c.Request().Context(), nodeOf(c).ID, id, fence, headers)
 	if err != nil {
 		return err
 	}

@@ -514,7 +514,7 @@ func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certific
 	if peers != nil {
 		opts.Peers = peers.Peers
 	}
-	srv := web.New(app, opts)
+	srv := web.New(web.NodeOf(app), opts)
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
