@@ -276,7 +276,12 @@ func slowNode(t *testing.T, o web.Options) (*nodetest.Node, *web.Server) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	app, err := appliance.Open(appliance.Config{DataDir: dir, SnapshotMaxBytes: 1 << 20, Logger: log, NowFunc: nodetest.NewClock().Now})
+	cfg := appliance.Config{DataDir: dir, SnapshotMaxBytes: 1 << 20, Logger: log, NowFunc: nodetest.NewClock().Now}
+	db, err := appliance.OpenCatalog(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := appliance.New(cfg, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +304,7 @@ func slowNode(t *testing.T, o web.Options) (*nodetest.Node, *web.Server) {
 		<-done
 		app.Close()
 	})
-	return &nodetest.Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app}, srv
+	return &nodetest.Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, DB: db}, srv
 }
 
 // slowClient holds a raw connection and trickles a request into it, a byte
