@@ -455,37 +455,7 @@ func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 		for _, n := range c.Nodes {
 			names = append(names, n.Name)
 		}
-		err = db.Write(ctx, func(tx *store.Tx) error {
-			folded := make([]store.GroupRanges, 0, len(c.Groups))
-			for _, g := range c.Groups {
-				id, ok, err := tx.FoldGroup(origin, g.Group, maxAttempts)
-				if err != nil {
-					return err
-				}
-				if ok && len(g.Ranges) > 0 {
-					folded = append(folded, store.GroupRanges{GroupID: id, Ranges: g.Ranges})
-				}
-			}
-			// A chunk names each group once, so its ranges can follow its
-			// groups in one statement.
-			if err := tx.FoldGroupsRanges(folded); err != nil {
-				return err
-			}
-			for _, n := range c.Nodes {
-				if err := tx.FoldNode(origin, n); err != nil {
-					return err
-				}
-			}
-			if !c.Last {
-				return nil
-			}
-			// Event 0 and position 0 leave what folding recorded: the
-			// dump is at no stream position.
-			if err := tx.FoldPeer(origin, c.Catalog, 0, c.At, 0); err != nil {
-				return err
-			}
-			return tx.PeerRebuilt(origin, names)
-		})
+		err = db.Write(ctx, func(tx *store.Tx) error { return foldChunk(tx, origin, c, names, maxAttempts) })
 		if err != nil {
 			return err
 		}
@@ -496,6 +466,41 @@ func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 			return nil
 		}
 	}
+}
+
+// foldChunk folds one chunk of origin's dump: its groups and their
+// ranges, its nodes, and, with the last chunk, the peer rebuilt with
+// names, every node the dump named.
+func foldChunk(tx *store.Tx, origin string, c DumpChunk, names []string, maxAttempts int64) error {
+	folded := make([]store.GroupRanges, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		id, ok, err := tx.FoldGroup(origin, g.Group, maxAttempts)
+		if err != nil {
+			return err
+		}
+		if ok && len(g.Ranges) > 0 {
+			folded = append(folded, store.GroupRanges{GroupID: id, Ranges: g.Ranges})
+		}
+	}
+	// A chunk names each group once, so its ranges can follow its groups
+	// in one statement.
+	if err := tx.FoldGroupsRanges(folded); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if err := tx.FoldNode(origin, n); err != nil {
+			return err
+		}
+	}
+	if !c.Last {
+		return nil
+	}
+	// Event 0 and position 0 leave what folding recorded: the dump is at
+	// no stream position.
+	if err := tx.FoldPeer(origin, c.Catalog, 0, c.At, 0); err != nil {
+		return err
+	}
+	return tx.PeerRebuilt(origin, names)
 }
 
 // arrived is a dump chunk as received and decoded, or why none was.

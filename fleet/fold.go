@@ -302,9 +302,53 @@ func (f *Folder) rebuildPruned(ctx context.Context, pruned []string) error {
 // store.EventOutboxPruned). A message that cannot be folded (bad JSON, a
 // bad row) is logged and passed over, never retried forever.
 func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, []string, error) {
-	items := make([]foldItem, 0, len(msgs))
-	var pruned []string
-	var last uint64
+	items, pruned, last := f.read(msgs)
+	// The rebuilds the batch calls for are owed in the write that moves the
+	// mark past it, so a crash before they are made does not forget them.
+	mark := func(tx *store.Tx) error {
+		if f.rebuilder != nil {
+			for _, origin := range pruned {
+				if err := tx.OweRebuild(origin); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.SetFoldMark(inc, last)
+	}
+	err := f.db.Write(ctx, func(tx *store.Tx) error {
+		for _, it := range coalesce(items) {
+			if err := f.apply(tx, it); err != nil {
+				return err
+			}
+		}
+		return mark(tx)
+	})
+	if leasehold.ErrorKind(err) != leasehold.KindInvalid {
+		if err == nil {
+			f.folded.Add(float64(len(items)))
+		}
+		return last, pruned, err
+	}
+	// One bad message in the batch: fold them one by one, passing it over.
+	for _, it := range items {
+		err := f.db.Write(ctx, func(tx *store.Tx) error { return f.apply(tx, it) })
+		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+			f.log.Warn("peers: passing over an event that cannot be folded", "origin", it.m.Origin, "event", it.m.Event, "err", err)
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		f.folded.Inc()
+	}
+	return last, pruned, f.db.Write(ctx, mark)
+}
+
+// read is a batch of stream messages as the items to fold (peers' own,
+// readable), the origins that pruned their outboxes (to be rebuilt), and
+// the stream position the batch reaches.
+func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, last uint64) {
+	items = make([]foldItem, 0, len(msgs))
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
@@ -324,75 +368,40 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		}
 		items = append(items, foldItem{md.Sequence.Stream, m})
 	}
-	apply := func(tx *store.Tx, it foldItem) error {
-		m := it.m
-		if m.Group != nil {
-			id, ok, err := tx.FoldGroup(m.Origin, *m.Group, f.maxAttempts)
-			if err != nil {
-				return err
-			}
-			if ok && len(m.Ranges) > 0 {
-				if err := tx.FoldRanges(id, m.Ranges); err != nil {
-					return err
-				}
-			}
-		}
-		if m.Node != nil {
-			if err := tx.FoldNode(m.Origin, *m.Node); err != nil {
-				return err
-			}
-		}
-		if m.NodeGone != "" {
-			if err := tx.FoldNodeGone(m.Origin, m.NodeGone); err != nil {
-				return err
-			}
-		}
-		if l := m.Late; l != nil {
-			if err := tx.ReplayLatePlan(l.Group, l.High, l.Low); err != nil {
-				return err
-			}
-		}
-		return tx.FoldPeer(m.Origin, m.Catalog, m.Event, m.At, it.seq)
-	}
-	// The rebuilds the batch calls for are owed in the write that moves the
-	// mark past it, so a crash before they are made does not forget them.
-	mark := func(tx *store.Tx) error {
-		if f.rebuilder != nil {
-			for _, origin := range pruned {
-				if err := tx.OweRebuild(origin); err != nil {
-					return err
-				}
-			}
-		}
-		return tx.SetFoldMark(inc, last)
-	}
-	err := f.db.Write(ctx, func(tx *store.Tx) error {
-		for _, it := range coalesce(items) {
-			if err := apply(tx, it); err != nil {
-				return err
-			}
-		}
-		return mark(tx)
-	})
-	if leasehold.ErrorKind(err) != leasehold.KindInvalid {
-		if err == nil {
-			f.folded.Add(float64(len(items)))
-		}
-		return last, pruned, err
-	}
-	// One bad message in the batch: fold them one by one, passing it over.
-	for _, it := range items {
-		err := f.db.Write(ctx, func(tx *store.Tx) error { return apply(tx, it) })
-		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
-			f.log.Warn("peers: passing over an event that cannot be folded", "origin", it.m.Origin, "event", it.m.Event, "err", err)
-			continue
-		}
+	return items, pruned, last
+}
+
+// apply folds one peer's message into the catalog: its group and ranges,
+// its node, a late plan, and the peer's position.
+func (f *Folder) apply(tx *store.Tx, it foldItem) error {
+	m := it.m
+	if m.Group != nil {
+		id, ok, err := tx.FoldGroup(m.Origin, *m.Group, f.maxAttempts)
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		f.folded.Inc()
+		if ok && len(m.Ranges) > 0 {
+			if err := tx.FoldRanges(id, m.Ranges); err != nil {
+				return err
+			}
+		}
 	}
-	return last, pruned, f.db.Write(ctx, mark)
+	if m.Node != nil {
+		if err := tx.FoldNode(m.Origin, *m.Node); err != nil {
+			return err
+		}
+	}
+	if m.NodeGone != "" {
+		if err := tx.FoldNodeGone(m.Origin, m.NodeGone); err != nil {
+			return err
+		}
+	}
+	if l := m.Late; l != nil {
+		if err := tx.ReplayLatePlan(l.Group, l.High, l.Low); err != nil {
+			return err
+		}
+	}
+	return tx.FoldPeer(m.Origin, m.Catalog, m.Event, m.At, it.seq)
 }
 
 // coalesce merges a batch's messages so the catalog write does each row

@@ -306,33 +306,7 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 // whose snapshots were stored.
 func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*nats.Msg, []string, error) {
 	var snapshots []string
-	first := map[int64]time.Time{} // group → its first event's time
-	last := map[int64]int{}        // group → index of its last event
-	lastNode := map[int64]int{}    // node → index of its last event moving it
-	for i, e := range events {
-		if e.NodeID != nil && movesNode(e.Kind) {
-			lastNode[*e.NodeID] = i
-		}
-		if e.GroupID == nil {
-			continue
-		}
-		if _, ok := first[*e.GroupID]; !ok {
-			first[*e.GroupID] = e.At
-		}
-		if e.Kind == store.EventGroupOwned || e.Kind == store.EventGroupAdopted {
-			// The first state under a claim this node has just won
-			// carries every range of the group, not only those changed
-			// in the batch: a peer's copy may have lost some, or never
-			// had them. A peer folding a newer claim drops the ranges
-			// outside that owner's plan, and when the group comes back
-			// with a longer plan, ranges done before it changed hands
-			// and untouched since would otherwise stay missing there
-			// (the long fault run of 2026-12-06: two finishes lost, and
-			// the nodes disagreeing, at one peer).
-			first[*e.GroupID] = time.Time{}
-		}
-		last[*e.GroupID] = i
-	}
+	first, last, lastNode := batchMarks(events)
 	subject := SubjectPrefix + p.node
 	var out []*nats.Msg
 	for i, e := range events {
@@ -363,45 +337,101 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 		// A node's state is read as it is now, so only the last of its
 		// events in the batch carries it, as a group's does.
 		if e.NodeID != nil && movesNode(e.Kind) && (e.Kind == store.EventNodeDeleted || lastNode[*e.NodeID] == i) {
-			if e.Kind == store.EventNodeDeleted {
-				var body struct {
-					Name string `json:"name"`
-				}
-				_ = json.Unmarshal(e.Body, &body)
-				m.NodeGone = body.Name
-			} else {
-				n, err := p.db.Node(ctx, *e.NodeID)
-				switch {
-				case leasehold.ErrorKind(err) == leasehold.KindNotFound:
-				case err != nil:
-					return nil, nil, err
-				default:
-					m.Node = &n
-				}
-			}
-		}
-		parts := max(1, (len(ranges)+MaxRangesPerMessage-1)/MaxRangesPerMessage)
-		m.Parts = parts
-		for part := range parts {
-			m.Part = part
-			m.Ranges = ranges[min(len(ranges), part*MaxRangesPerMessage):min(len(ranges), (part+1)*MaxRangesPerMessage)]
-			body, err := json.Marshal(&m)
-			if err != nil {
+			if err := p.nodeState(ctx, &m, e); err != nil {
 				return nil, nil, err
 			}
-			msg := nats.NewMsg(subject)
-			msg.Data = body
-			msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s.%d.%d", p.catalog, e.ID, part))
-			msg.Header.Set(HeaderOrigin, p.node)
-			msg.Header.Set(HeaderCatalog, p.catalog)
-			msg.Header.Set(HeaderEvent, strconv.FormatInt(e.ID, 10))
-			out = append(out, msg)
-			// Later parts carry the group (its ranges are folded under
-			// it) and more ranges.
-			m.Node, m.NodeGone = nil, ""
 		}
+		msgs, err := p.parts(subject, m, ranges)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, msgs...)
 	}
 	return out, snapshots, nil
+}
+
+// batchMarks reads a batch of events for what messages carries: each
+// group's first event's time (zero from a claim just won, whose first
+// state carries every range), each group's last event, and each node's
+// last event moving it, by index.
+func batchMarks(events []leasehold.Event) (first map[int64]time.Time, last, lastNode map[int64]int) {
+	first = map[int64]time.Time{} // group → its first event's time
+	last = map[int64]int{}        // group → index of its last event
+	lastNode = map[int64]int{}    // node → index of its last event moving it
+	for i, e := range events {
+		if e.NodeID != nil && movesNode(e.Kind) {
+			lastNode[*e.NodeID] = i
+		}
+		if e.GroupID == nil {
+			continue
+		}
+		if _, ok := first[*e.GroupID]; !ok {
+			first[*e.GroupID] = e.At
+		}
+		if e.Kind == store.EventGroupOwned || e.Kind == store.EventGroupAdopted {
+			// The first state under a claim this node has just won
+			// carries every range of the group, not only those changed
+			// in the batch: a peer's copy may have lost some, or never
+			// had them. A peer folding a newer claim drops the ranges
+			// outside that owner's plan, and when the group comes back
+			// with a longer plan, ranges done before it changed hands
+			// and untouched since would otherwise stay missing there
+			// (the long fault run of 2026-12-06: two finishes lost, and
+			// the nodes disagreeing, at one peer).
+			first[*e.GroupID] = time.Time{}
+		}
+		last[*e.GroupID] = i
+	}
+	return first, last, lastNode
+}
+
+// nodeState puts into m the state of the node e moves: its name when e
+// deleted it, else the node as it is now (none when it is gone since).
+func (p *Publisher) nodeState(ctx context.Context, m *Message, e leasehold.Event) error {
+	if e.Kind == store.EventNodeDeleted {
+		var body struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(e.Body, &body)
+		m.NodeGone = body.Name
+		return nil
+	}
+	n, err := p.db.Node(ctx, *e.NodeID)
+	switch {
+	case leasehold.ErrorKind(err) == leasehold.KindNotFound:
+	case err != nil:
+		return err
+	default:
+		m.Node = &n
+	}
+	return nil
+}
+
+// parts is m as the messages that carry it on subject, ranges split
+// MaxRangesPerMessage a part.
+func (p *Publisher) parts(subject string, m Message, ranges []store.PeerRange) ([]*nats.Msg, error) {
+	parts := max(1, (len(ranges)+MaxRangesPerMessage-1)/MaxRangesPerMessage)
+	m.Parts = parts
+	out := make([]*nats.Msg, 0, parts)
+	for part := range parts {
+		m.Part = part
+		m.Ranges = ranges[min(len(ranges), part*MaxRangesPerMessage):min(len(ranges), (part+1)*MaxRangesPerMessage)]
+		body, err := json.Marshal(&m)
+		if err != nil {
+			return nil, err
+		}
+		msg := nats.NewMsg(subject)
+		msg.Data = body
+		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s.%d.%d", p.catalog, m.Event, part))
+		msg.Header.Set(HeaderOrigin, p.node)
+		msg.Header.Set(HeaderCatalog, p.catalog)
+		msg.Header.Set(HeaderEvent, strconv.FormatInt(m.Event, 10))
+		out = append(out, msg)
+		// Later parts carry the group (its ranges are folded under it)
+		// and more ranges.
+		m.Node, m.NodeGone = nil, ""
+	}
+	return out, nil
 }
 
 // latePlan is the plan of a tail or history event of a group whose state

@@ -110,48 +110,8 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		// when a machine loses power.
 		SyncAlways: true,
 	}
-	if cfg.ClusterListen != "" {
-		chost, cport, err := parseListen("--nats-cluster-listen", cfg.ClusterListen)
-		if err != nil {
-			return nil, err
-		}
-		if len(routes) == 0 {
-			// The fleet's first node has no one to route to, but clustered
-			// JetStream refuses to start without a route: a route to itself
-			// satisfies it (nats-server recognises and drops it) and the
-			// others' routes to this node do the clustering.
-			if cport == server.RANDOM_PORT {
-				return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-cluster-listen %s: without --nats-routes the cluster port must be fixed, so that other nodes can route to it", cfg.ClusterListen)
-			}
-			self := chost
-			if self == "" || net.ParseIP(self).IsUnspecified() {
-				self = "127.0.0.1"
-			}
-			routes = []*url.URL{{Scheme: "nats", Host: net.JoinHostPort(self, strconv.Itoa(cport))}}
-		}
-		opts.Cluster.Name = ClusterName
-		opts.Cluster.Host = chost
-		opts.Cluster.Port = cport
-		// A peer cut off without a FIN (a link down, a machine gone) is
-		// noticed by pings: at nats-server's defaults only after a minute
-		// or more, and meanwhile its interest stands here, so requests
-		// for the fleet's streams and buckets go to it and are never
-		// answered, and the connected majority cannot take its groups
-		// over. Pinged every routePingInterval, it is dropped within
-		// routePingsOut of them.
-		opts.Cluster.PingInterval = routePingInterval
-		opts.Cluster.MaxPingsOut = routePingsOut
-		if cfg.Secret != "" {
-			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.Secret
-			for i, r := range routes {
-				withUser := *r
-				withUser.User = url.UserPassword(RouteUser, cfg.Secret)
-				routes[i] = &withUser
-			}
-		}
-		opts.Routes = routes
-	} else if len(routes) > 0 {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-routes needs --nats-cluster-listen: routes join a cluster this server does not listen for")
+	if err := clusterOptions(opts, cfg, routes); err != nil {
+		return nil, err
 	}
 	if cfg.TLS != nil {
 		clientTLS, err := cfg.TLS.serverConfig()
@@ -181,6 +141,58 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// clusterOptions sets the route options of opts from cfg: the cluster
+// port, the routes (with the fleet's secret), and their pings. Errors:
+// invalid config.
+func clusterOptions(opts *server.Options, cfg ServerConfig, routes []*url.URL) error {
+	if cfg.ClusterListen == "" {
+		if len(routes) > 0 {
+			return leasehold.Errorf(leasehold.KindInvalid, "--nats-routes needs --nats-cluster-listen: routes join a cluster this server does not listen for")
+		}
+		return nil
+	}
+	chost, cport, err := parseListen("--nats-cluster-listen", cfg.ClusterListen)
+	if err != nil {
+		return err
+	}
+	if len(routes) == 0 {
+		// The fleet's first node has no one to route to, but clustered
+		// JetStream refuses to start without a route: a route to itself
+		// satisfies it (nats-server recognises and drops it) and the
+		// others' routes to this node do the clustering.
+		if cport == server.RANDOM_PORT {
+			return leasehold.Errorf(leasehold.KindInvalid, "--nats-cluster-listen %s: without --nats-routes the cluster port must be fixed, so that other nodes can route to it", cfg.ClusterListen)
+		}
+		self := chost
+		if self == "" || net.ParseIP(self).IsUnspecified() {
+			self = "127.0.0.1"
+		}
+		routes = []*url.URL{{Scheme: "nats", Host: net.JoinHostPort(self, strconv.Itoa(cport))}}
+	}
+	opts.Cluster.Name = ClusterName
+	opts.Cluster.Host = chost
+	opts.Cluster.Port = cport
+	// A peer cut off without a FIN (a link down, a machine gone) is
+	// noticed by pings: at nats-server's defaults only after a minute
+	// or more, and meanwhile its interest stands here, so requests
+	// for the fleet's streams and buckets go to it and are never
+	// answered, and the connected majority cannot take its groups
+	// over. Pinged every routePingInterval, it is dropped within
+	// routePingsOut of them.
+	opts.Cluster.PingInterval = routePingInterval
+	opts.Cluster.MaxPingsOut = routePingsOut
+	if cfg.Secret != "" {
+		opts.Cluster.Username, opts.Cluster.Password = RouteUser, cfg.Secret
+		for i, r := range routes {
+			withUser := *r
+			withUser.User = url.UserPassword(RouteUser, cfg.Secret)
+			routes[i] = &withUser
+		}
+	}
+	opts.Routes = routes
+	return nil
 }
 
 // waitServerReady waits until s takes clients, or until it reports a fatal

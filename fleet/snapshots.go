@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -476,6 +477,35 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "uploading the snapshot of group %q: %v", meta.Name, err)
 	}
 
+	sum, err := r.sendChunks(ctx, subj, body, info)
+	if err != nil {
+		return fail(err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != snap.SHA256 || int64(info.Size) != snap.Size {
+		return fail(leasehold.Errorf(leasehold.KindInternal, "the snapshot file of group %q is not the recorded one (sha-256 %s, %d bytes; recorded %s, %d bytes)", meta.Name, got, info.Size, snap.SHA256, snap.Size))
+	}
+	info.Digest = jetstream.GetObjectDigestValue(sum)
+
+	data, err := json.Marshal(info)
+	if err != nil {
+		return fail(leasehold.Wrap(leasehold.KindInternal, err, "snapshot info: %v", err))
+	}
+	m := nats.NewMsg(snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	m.Data = data
+	if _, err := r.pub.PublishMsg(ctx, m); err != nil {
+		return fail(err)
+	}
+	if old != nil && !old.Deleted {
+		r.purgeLater(snapshotChunksSubj + old.NUID)
+	}
+	return info, nil
+}
+
+// sendChunks publishes body on subj in chunks of r.chunk, a window of
+// them in flight, counting them and their bytes into info, and returns
+// the digest of what it sent once every chunk is acknowledged.
+func (r *Replicator) sendChunks(ctx context.Context, subj string, body io.Reader, info *jetstream.ObjectInfo) (hash.Hash, error) {
 	window := max(1, snapshotInFlight/int(r.chunk))
 	bufs := make([][]byte, window)
 	acks := make([]jetstream.PubAckFuture, window)
@@ -497,7 +527,7 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 	sum := sha256.New()
 	for i := 0; ; i = (i + 1) % window {
 		if err := settle(i); err != nil {
-			return fail(err)
+			return nil, err
 		}
 		if bufs[i] == nil {
 			bufs[i] = make([]byte, r.chunk)
@@ -509,7 +539,7 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 			m.Data = bufs[i][:n]
 			ack, err := r.pub.PublishMsgAsync(m)
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			acks[i] = ack
 			info.Chunks++
@@ -519,33 +549,15 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 			break
 		}
 		if rerr != nil {
-			return fail(leasehold.Wrap(leasehold.KindInternal, rerr, "reading the snapshot of group %q: %v", meta.Name, rerr))
+			return nil, leasehold.Wrap(leasehold.KindInternal, rerr, "reading the snapshot of group %q: %v", info.Name, rerr)
 		}
 	}
 	for i := range acks {
 		if err := settle(i); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != snap.SHA256 || int64(info.Size) != snap.Size {
-		return fail(leasehold.Errorf(leasehold.KindInternal, "the snapshot file of group %q is not the recorded one (sha-256 %s, %d bytes; recorded %s, %d bytes)", meta.Name, got, info.Size, snap.SHA256, snap.Size))
-	}
-	info.Digest = jetstream.GetObjectDigestValue(sum)
-
-	data, err := json.Marshal(info)
-	if err != nil {
-		return fail(leasehold.Wrap(leasehold.KindInternal, err, "snapshot info: %v", err))
-	}
-	m := nats.NewMsg(snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Data = data
-	if _, err := r.pub.PublishMsg(ctx, m); err != nil {
-		return fail(err)
-	}
-	if old != nil && !old.Deleted {
-		r.purgeLater(snapshotChunksSubj + old.NUID)
-	}
-	return info, nil
+	return sum, nil
 }
 
 // purgeLater queues the chunks on subj to be purged by the purger, so an

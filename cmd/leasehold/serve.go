@@ -105,9 +105,8 @@ func NewMain(stdout, stderr io.Writer) *Main {
 	}
 }
 
-// ParseFlags reads LEASEHOLD_<FLAG> from the environment, then the flags,
-// which win. A bad value is a usage error.
-func (m *Main) ParseFlags(args []string) error {
+// flagSet is serve's flags, bound to m's fields.
+func (m *Main) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("leasehold serve", flag.ContinueOnError)
 	fs.SetOutput(m.stderr)
 	fs.Usage = func() { serveUsage(m.stderr, fs) }
@@ -147,6 +146,13 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.TLSKey, "tls-key", m.TLSKey, "the private key (PEM) of --tls-cert")
 	fs.StringVar(&m.TLSClientCA, "tls-client-ca", m.TLSClientCA, "ask every client for a certificate signed by a CA in this file (PEM), and refuse those without one")
 	fs.Var(&m.TrustedProxies, "trusted-proxy", "a reverse proxy's address or CIDR whose X-Forwarded-Proto: https is believed (the dashboard cookie is then Secure, with HSTS); repeat it or separate with commas")
+	return fs
+}
+
+// ParseFlags reads LEASEHOLD_<FLAG> from the environment, then the flags,
+// which win. A bad value is a usage error.
+func (m *Main) ParseFlags(args []string) error {
+	fs := m.flagSet()
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		env := "LEASEHOLD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
