@@ -67,12 +67,6 @@ type Rebuilder interface {
 	Rebuild(ctx context.Context, origin string) error
 }
 
-// RebuildFunc is a function as a Rebuilder.
-type RebuildFunc func(ctx context.Context, origin string) error
-
-// Rebuild calls f.
-func (f RebuildFunc) Rebuild(ctx context.Context, origin string) error { return f(ctx, origin) }
-
 // NewFolder returns node's folder of the stream, reading publish records
 // from records; rebuild, if not nil, rebuilds the part of a peer whose
 // events the stream lost.

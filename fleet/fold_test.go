@@ -389,7 +389,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	// The folder stopped, its rebuilder may be swapped for a test's.
-	b.folder.rebuilder = RebuildFunc(func(ctx context.Context, origin string) error {
+	b.folder.rebuilder = rebuildFunc(func(ctx context.Context, origin string) error {
 		if down.Load() {
 			return errors.New("node-a does not answer")
 		}
@@ -826,3 +826,8 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// rebuildFunc is a function as a Rebuilder, for a test's rebuilds.
+type rebuildFunc func(ctx context.Context, origin string) error
+
+func (f rebuildFunc) Rebuild(ctx context.Context, origin string) error { return f(ctx, origin) }

@@ -4,10 +4,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -96,3 +103,60 @@ func (f *ownFleet) Forward(context.Context, string, appliance.AdminOp) (applianc
 }
 
 func (f *ownFleet) Ready() error { return nil }
+
+// TestFleetJoinRefused: a fleet that cannot join for good (its NATS
+// address in use) ends by itself with a JoinError naming the node, its
+// gate still closed to the coordinator; Stop after that is safe.
+func TestFleetJoinRefused(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	_, _, _, err = joinNode(context.Background(), appliance.Config{DataDir: dir, Logger: claimQuiet},
+		Config{Name: "node-a", Listen: taken.Addr().String(), Dir: filepath.Join(dir, "nats"), Logger: claimQuiet})
+	var je *JoinError
+	if !errors.As(err, &je) || je.Node != "node-a" || !strings.Contains(err.Error(), "--nats-listen") {
+		t.Fatalf("joining on an address in use: %v, want a JoinError naming node-a and --nats-listen", err)
+	}
+}
+
+// TestFleetStopWhileJoining: a fleet stopped while it still waits for
+// NATS (nothing listens where it connects) stops at once, with no error,
+// and its gate never opened.
+func TestFleetStopWhileJoining(t *testing.T) {
+	free := natstest.FreePort(t)
+	gate, err := NewGate(Config{Name: "node-a", NATS: fmt.Sprintf("nats://127.0.0.1:%d", free), Logger: claimQuiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, db, err := openApp(appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet, Fleet: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 10*time.Second, "the fleet waits for NATS", func() bool {
+		return strings.Contains(fmt.Sprint(gate.Ready()), "NATS at")
+	})
+	stopped := make(chan struct{})
+	go func() { f.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not end a join under way")
+	}
+	if err := f.Err(); err != nil {
+		t.Fatalf("a fleet stopped while joining ended with %v", err)
+	}
+	if _, ok := gate.Holds("g"); ok || gate.Ready() == nil {
+		t.Fatal("the gate opened for a fleet that never joined")
+	}
+}
