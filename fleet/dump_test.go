@@ -38,7 +38,7 @@ func dumpOpen(t testing.TB, name, dir string) *dumpNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
-	// As Join does: the publisher's and the dumper's reads need them.
+	// As the fleet's join does: the publisher's and the dumper's reads need them.
 	if _, err := db.PeerIndexes(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}

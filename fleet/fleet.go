@@ -496,7 +496,7 @@ func (f *Fleet) isJoined() bool {
 // Collector is the fleet's metrics, to register at start: until the node
 // has joined only leasehold_peer_connected is collected. It describes no
 // metrics up front (an unchecked collector), since its parts are made by
-// Join.
+// the join.
 func (f *Fleet) Collector() prometheus.Collector { return fleetMetrics{f} }
 
 // fleetMetrics collects the fleet's parts once they exist.

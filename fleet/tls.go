@@ -45,8 +45,9 @@ func (t TLS) load() (tlsFiles, error) {
 	return tlsFiles{cert: cert, ca: pool}, nil
 }
 
-// Check reads the files as StartServer and Join will, so that a wrong path
-// or a key that does not match its certificate stops the node at start.
+// Check reads the files as StartServer and the fleet's join will, so that
+// a wrong path or a key that does not match its certificate stops the
+// node at start.
 // Errors: KindInvalid, naming the flag.
 func (t TLS) Check() error {
 	_, err := t.load()
