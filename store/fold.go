@@ -115,40 +115,17 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q is not valid", origin, g.Name)
 	}
 	now := ms(tx.now)
-	// A quarantine travels with the group: its window is the same at
-	// whichever node owns it next (rule 10).
-	var qErr, qNode, qAt any
-	if q := g.Quarantine; q != nil {
-		qErr, qNode, qAt = q.Error, q.Node, ms(q.At)
-	}
-	// So do the source's water marks (rule 11), shown wherever the group is.
-	var low, high, marksAt any
-	if g.MarksAt != nil && g.Low != nil && g.High != nil {
-		low, high, marksAt = *g.Low, *g.High, ms(*g.MarksAt)
-	}
-	// And its kind (rule 12), so only a node of that kind leases it after
-	// a takeover; a peer from before kinds sends none: the default.
-	kind := g.Kind
-	if kind == "" {
-		kind = leasehold.DefaultKind
-	}
-	if !leasehold.ValidKind(kind) {
-		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q has an invalid kind %q", origin, g.Name, kind)
-	}
-	// And what its source last said (rule 13); the count in a row is not
-	// carried, so a peer's error counts as the one that makes a finding.
-	var sErr, sNode, sAt any
-	var sCount int64
-	if e := g.SourceError; e != nil {
-		sErr, sNode, sAt, sCount = e.Error, e.Node, ms(e.At), 2
+	carried, err := carriedColumns(origin, g)
+	if err != nil {
+		return 0, false, err
 	}
 	var id, rev int64
 	var owned bool
-	err := tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
+	err = tx.queryRow(qFoldGroupFind, g.Name).Scan(&id, &owned, &rev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		res, err := tx.exec(qFoldGroupNew, g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev,
-			qErr, qNode, qAt, low, high, marksAt, kind, sErr, sNode, sAt, sCount)
+		res, err := tx.exec(qFoldGroupNew, append([]any{g.Name, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, now, ms(g.CreatedAt), g.ClaimRev},
+			carried...)...)
 		if err != nil {
 			return 0, false, mapError(err, "folding a peer's group")
 		}
@@ -169,37 +146,8 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		if owned && int64(g.ClaimRev) == rev {
 			return id, false, nil
 		}
-		if owned {
-			if err := tx.disown(id, maxAttempts); err != nil {
-				return 0, false, err
-			}
-		}
-		if _, err := tx.exec(qFoldGroupSet, id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now,
-			qErr, qNode, qAt, low, high, marksAt, kind, sErr, sNode, sAt, sCount); err != nil {
-			return 0, false, mapError(err, "folding a peer's group")
-		}
-		if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
-			return 0, false, mapError(err, "folding a peer's group")
-		}
-		if int64(g.ClaimRev) > rev {
-			// The first state under a newer claim: ranges outside the
-			// plan it comes with are not the new owner's. This node
-			// planned them under an earlier claim (its own, or an earlier
-			// owner's late plan it replayed) that the new owner had not
-			// heard of when it adopted the group. They go, and come back
-			// as the new owner replays that plan, in the same place, so
-			// planning them never meets them. Only a newer claim: a state
-			// under the same claim may be an older message folded again
-			// after a rebuild, whose plan the ranges here have outgrown.
-			res, err := tx.exec(qFoldRangesOutside, id, g.TailEnd, g.HistoryFloor)
-			if err != nil {
-				return 0, false, mapError(err, "folding a peer's group")
-			}
-			if n, _ := res.RowsAffected(); n > 0 {
-				if _, err := tx.exec(qGroupUrgent, id); err != nil {
-					return 0, false, mapError(err, "folding a peer's group")
-				}
-			}
+		if err := tx.foldKnownGroup(id, rev, owned, g, maxAttempts, now, carried); err != nil {
+			return 0, false, err
 		}
 	}
 	var snapNext, snapSize, snapAt any
@@ -212,6 +160,79 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 		return 0, false, mapError(err, "folding a peer's group")
 	}
 	return id, true, nil
+}
+
+// carriedColumns are what a group's state carries to whichever node owns
+// it next, as the last columns of qFoldGroupNew and qFoldGroupSet: its
+// quarantine, water marks, kind and source error.
+func carriedColumns(origin string, g PeerGroup) ([]any, error) {
+	// A quarantine travels with the group: its window is the same at
+	// whichever node owns it next (rule 10).
+	var qErr, qNode, qAt any
+	if q := g.Quarantine; q != nil {
+		qErr, qNode, qAt = q.Error, q.Node, ms(q.At)
+	}
+	// So do the source's water marks (rule 11), shown wherever the group is.
+	var low, high, marksAt any
+	if g.MarksAt != nil && g.Low != nil && g.High != nil {
+		low, high, marksAt = *g.Low, *g.High, ms(*g.MarksAt)
+	}
+	// And its kind (rule 12), so only a node of that kind leases it after
+	// a takeover; a peer from before kinds sends none: the default.
+	kind := g.Kind
+	if kind == "" {
+		kind = leasehold.DefaultKind
+	}
+	if !leasehold.ValidKind(kind) {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q has an invalid kind %q", origin, g.Name, kind)
+	}
+	// And what its source last said (rule 13); the count in a row is not
+	// carried, so a peer's error counts as the one that makes a finding.
+	var sErr, sNode, sAt any
+	var sCount int64
+	if e := g.SourceError; e != nil {
+		sErr, sNode, sAt, sCount = e.Error, e.Node, ms(e.At), 2
+	}
+	return []any{qErr, qNode, qAt, low, high, marksAt, kind, sErr, sNode, sAt, sCount}, nil
+}
+
+// foldKnownGroup takes a peer's state of group id, known here under claim
+// revision rev, at the same claim or a newer one; a group this node owned
+// is disowned first.
+func (tx *Tx) foldKnownGroup(id, rev int64, owned bool, g PeerGroup, maxAttempts int64, now int64, carried []any) error {
+	if owned {
+		if err := tx.disown(id, maxAttempts); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.exec(qFoldGroupSet, append([]any{id, g.Priority, g.Active, g.RangeSize, g.Start, g.TailEnd, g.HistoryFloor, g.ClaimRev, now},
+		carried...)...); err != nil {
+		return mapError(err, "folding a peer's group")
+	}
+	if _, err := tx.exec(qFoldLeaseSet, id, g.Fence); err != nil {
+		return mapError(err, "folding a peer's group")
+	}
+	if int64(g.ClaimRev) <= rev {
+		return nil
+	}
+	// The first state under a newer claim: ranges outside the plan it
+	// comes with are not the new owner's. This node planned them under an
+	// earlier claim (its own, or an earlier owner's late plan it replayed)
+	// that the new owner had not heard of when it adopted the group. They
+	// go, and come back as the new owner replays that plan, in the same
+	// place, so planning them never meets them. Only a newer claim: a
+	// state under the same claim may be an older message folded again
+	// after a rebuild, whose plan the ranges here have outgrown.
+	res, err := tx.exec(qFoldRangesOutside, id, g.TailEnd, g.HistoryFloor)
+	if err != nil {
+		return mapError(err, "folding a peer's group")
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if _, err := tx.exec(qGroupUrgent, id); err != nil {
+			return mapError(err, "folding a peer's group")
+		}
+	}
+	return nil
 }
 
 // replayPlans plans the group's tail up to tailEnd and its history down to
