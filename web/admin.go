@@ -339,7 +339,6 @@ func (s *Server) putRules(c echo.Context) error {
 	return c.JSON(http.StatusCreated, leasehold.RulesVersion{Version: v})
 }
 
-
 func (s *Server) getRules(c echo.Context) error {
 	return c.JSON(http.StatusOK, leasehold.RulesOf(s.app.Coordinator.Rules()))
 }

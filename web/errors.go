@@ -28,7 +28,6 @@ var statusOf = map[leasehold.Kind]int{
 	leasehold.KindInternal:      http.StatusInternalServerError,
 }
 
-
 // handleError answers every error a handler returns: the kind's status and
 // the error body. Only internal errors are logged with their cause.
 func (s *Server) handleError(err error, c echo.Context) {
