@@ -45,7 +45,6 @@ var sizeAllowed = map[string]string{
 	// Left for a later round: long but straight-line, each read top to
 	// bottom as one procedure.
 	"store/db.go:Open":                        "opening steps in order (pragmas, checks, migrations)",
-	"appliance/backup.go:Restore":             "restore steps in order, each undone on failure",
 	"cmd/leasehold/worker.go:runWorker":       "the worker command's flags and wiring",
 	"cmd/leasehold/usenet.go:runUsenetWorker": "the usenet worker command's flags and wiring",
 	"source/nntp/pipeline.go:Client.pipeline": "the pipelined reader's one select loop",
