@@ -221,17 +221,23 @@ type RuleSet struct {
 	Body    []byte `json:"body"`
 }
 
-// Grant is the answer to a lease: the group, the fence every holder call
-// must name, the current rules and the snapshot to resume from, if any.
+// Grant is a lease of a group, on the node and in a worker's client alike
+// (LeaseAnswer is its wire form): the group, the fence every holder call
+// must name, the current rules, the snapshot to resume from (nil: start an
+// empty window) and the lease's TTL. A client's Group has ID, Name,
+// Priority, RangeSize and Start set, its Snapshot Next, Size and SHA256.
 type Grant struct {
 	Group    Group
 	Fence    int64
 	Rules    RuleSet
 	Snapshot *Snapshot
 	// Takeover is true when the group was taken from a quiet holder;
-	// TakenFrom names that holder (empty if it was deleted since).
+	// TakenFrom names that holder (empty if it was deleted since; never
+	// sent on the wire, so always empty in a client's Grant).
 	Takeover  bool
 	TakenFrom string
+	// TTL is how long the lease lives without a holder call.
+	TTL time.Duration
 }
 
 // Finding is something the watchman reports as stuck, with its age.

@@ -241,49 +241,10 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 		}
 		defer lock.Release()
 	}
-	m, raw, err := readBackupManifest(dir)
+	m, cf, total, err := checkBackup(ctx, dir, opts.VerifyKey, progress)
 	if err != nil {
 		return m, err
 	}
-	if opts.VerifyKey != nil {
-		if err := verifyBackup(dir, raw, opts.VerifyKey); err != nil {
-			return m, err
-		}
-	}
-	var total int64
-	for _, f := range m.Files {
-		total += f.Size
-	}
-	// Every sum first: nothing is written for a damaged backup.
-	var done int64
-	for _, f := range m.Files {
-		if err := checkFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), f, nil, func(n int64) { progress("checking", done+n, total) }); err != nil {
-			return m, err
-		}
-		done += f.Size
-	}
-	cf, err := store.InspectCatalog(ctx, filepath.Join(dir, leasehold.BackupCatalogName))
-	if err != nil {
-		return m, err
-	}
-	if cf.CatalogID != m.CatalogID {
-		return m, leasehold.Errorf(leasehold.KindUnprocessable, "the backup's catalog is %s, its manifest names %s", cf.CatalogID, m.CatalogID)
-	}
-	listed := map[string]leasehold.BackupFile{}
-	for _, f := range m.Files {
-		listed[f.Path] = f
-	}
-	for _, s := range cf.Snapshots {
-		p := leasehold.BackupSnapshotPath(s.GroupID, s.File)
-		f, ok := listed[p]
-		if !ok || f.SHA256 != s.SHA256 || f.Size != s.Size {
-			return m, leasehold.Errorf(leasehold.KindUnprocessable, "the backup's catalog records window snapshot %s (group %d), which the backup does not hold as recorded", p, s.GroupID)
-		}
-	}
-	if len(cf.Snapshots) != len(m.Files)-1 {
-		return m, leasehold.Errorf(leasehold.KindUnprocessable, "the backup holds %d snapshot files, its catalog records %d", len(m.Files)-1, len(cf.Snapshots))
-	}
-
 	if lock == nil {
 		if lock, err = LockDataDir(dataDir); err != nil {
 			return m, err
@@ -306,7 +267,7 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 			}
 		}
 	}()
-	done = 0
+	var done int64
 	for _, f := range m.Files {
 		dst := filepath.Join(stage, filepath.FromSlash(f.Path))
 		if err := checkFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), f, &dst, func(n int64) { progress("copying", done+n, total) }); err != nil {
@@ -343,6 +304,58 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 		return m, fileError(err, "restoring: removing "+stage)
 	}
 	return m, syncDir(dataDir)
+}
+
+// checkBackup reads dir's manifest and checks the backup whole before
+// anything is written: the signature (with verifyKey), every file's size
+// and sum, and the catalog against the manifest and the snapshots it
+// records. It returns the manifest, what the catalog holds and the bytes
+// to copy.
+func checkBackup(ctx context.Context, dir string, verifyKey []byte, progress func(string, int64, int64)) (leasehold.BackupManifest, store.CatalogFile, int64, error) {
+	var none store.CatalogFile
+	m, raw, err := readBackupManifest(dir)
+	if err != nil {
+		return m, none, 0, err
+	}
+	if verifyKey != nil {
+		if err := verifyBackup(dir, raw, verifyKey); err != nil {
+			return m, none, 0, err
+		}
+	}
+	var total int64
+	for _, f := range m.Files {
+		total += f.Size
+	}
+	// Every sum first: nothing is written for a damaged backup.
+	var done int64
+	for _, f := range m.Files {
+		if err := checkFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), f, nil, func(n int64) { progress("checking", done+n, total) }); err != nil {
+			return m, none, 0, err
+		}
+		done += f.Size
+	}
+	cf, err := store.InspectCatalog(ctx, filepath.Join(dir, leasehold.BackupCatalogName))
+	if err != nil {
+		return m, none, 0, err
+	}
+	if cf.CatalogID != m.CatalogID {
+		return m, none, 0, leasehold.Errorf(leasehold.KindUnprocessable, "the backup's catalog is %s, its manifest names %s", cf.CatalogID, m.CatalogID)
+	}
+	listed := map[string]leasehold.BackupFile{}
+	for _, f := range m.Files {
+		listed[f.Path] = f
+	}
+	for _, s := range cf.Snapshots {
+		p := leasehold.BackupSnapshotPath(s.GroupID, s.File)
+		f, ok := listed[p]
+		if !ok || f.SHA256 != s.SHA256 || f.Size != s.Size {
+			return m, none, 0, leasehold.Errorf(leasehold.KindUnprocessable, "the backup's catalog records window snapshot %s (group %d), which the backup does not hold as recorded", p, s.GroupID)
+		}
+	}
+	if len(cf.Snapshots) != len(m.Files)-1 {
+		return m, none, 0, leasehold.Errorf(leasehold.KindUnprocessable, "the backup holds %d snapshot files, its catalog records %d", len(m.Files)-1, len(cf.Snapshots))
+	}
+	return m, cf, total, nil
 }
 
 // ReadBackupManifest reads and checks dir's manifest. Errors: not found,

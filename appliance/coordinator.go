@@ -473,6 +473,7 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		return nil, nil
 	}
 	g.Rules = c.Rules()
+	g.TTL = c.ttl
 	c.recorder.LeaseGranted(g.Takeover)
 	return g, nil
 }

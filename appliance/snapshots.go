@@ -218,68 +218,127 @@ func (s *Snapshots) sweep(ctx context.Context) (int64, error) {
 	return last, nil
 }
 
-// Put stores an upload as the group's snapshot. Errors: not found, lease
-// lost, conflict (another upload of the group is under way, or an
-// operator's upload while the group is held), too large, unprocessable (the
-// digest does not match), no space, invalid (the body broke off).
+// Put stores an upload as the group's snapshot, by who sends it: the
+// fleet's adoption (Adopting), the holder (NodeID set) or an operator.
+// Errors as PutHeld, PutOperator and Adopt say.
 func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, error) {
-	var snap leasehold.Snapshot
+	switch {
+	case u.Adopting:
+		return s.Adopt(ctx, u)
+	case u.NodeID > 0:
+		return s.PutHeld(ctx, u)
+	default:
+		return s.PutOperator(ctx, u)
+	}
+}
+
+// PutHeld stores the window the group's holder uploads, under its lease
+// (u.NodeID at u.Fence). Errors: not found, lease lost, conflict (another
+// upload of the group is under way), too large, unprocessable (the digest
+// does not match), no space, invalid (the body broke off).
+func (s *Snapshots) PutHeld(ctx context.Context, u Upload) (leasehold.Snapshot, error) {
+	return s.put(ctx, u, uploadChecks{
+		// Refuse early, before reading gigabytes, if the caller cannot
+		// write; the record checks again inside the transaction.
+		before: func(ctx context.Context) error {
+			if err := s.claims.early(ctx, s.db, u.GroupID, true); err != nil {
+				return err
+			}
+			return s.db.CheckHolder(ctx, u.GroupID, u.NodeID, u.Fence)
+		},
+		record:  func(tx *store.Tx) (holding, error) { return s.claims.check(tx, u.GroupID) },
+		claimed: true,
+	})
+}
+
+// PutOperator stores a window an operator uploads, refused while the group
+// is held, and, unless u.Force, where it would plan finished work again
+// (rule 2). Errors: as PutHeld, with conflict for a held group or undone
+// work.
+func (s *Snapshots) PutOperator(ctx context.Context, u Upload) (leasehold.Snapshot, error) {
+	return s.put(ctx, u, uploadChecks{
+		before: func(ctx context.Context) error {
+			if err := s.claims.early(ctx, s.db, u.GroupID, false); err != nil {
+				return err
+			}
+			if err := s.unheld(ctx, u.GroupID); err != nil || u.Force {
+				return err
+			}
+			done, err := s.db.DoneFrom(ctx, u.GroupID, u.Next)
+			if err != nil {
+				return err
+			}
+			return undoesWork(u, done)
+		},
+		record: func(tx *store.Tx) (holding, error) {
+			h, err := s.claims.check(tx, u.GroupID)
+			if err != nil || u.Force {
+				return h, err
+			}
+			// Asked again: a range may have been finished meanwhile.
+			done, err := tx.DoneFrom(u.GroupID, u.Next)
+			if err != nil {
+				return h, err
+			}
+			return h, undoesWork(u, done)
+		},
+		claimed: true,
+	})
+}
+
+// Adopt stores a group's replicated window for the node that has just won
+// the group's claim, before it owns the group (the window must be in place
+// when its first lease is granted): the fleet fence, which asks that the
+// group be owned here, is not asked. The group must be unheld here.
+// Errors: as PutOperator.
+func (s *Snapshots) Adopt(ctx context.Context, u Upload) (leasehold.Snapshot, error) {
+	return s.put(ctx, u, uploadChecks{
+		before: func(ctx context.Context) error { return s.unheld(ctx, u.GroupID) },
+		record: func(*store.Tx) (holding, error) { return holding{}, nil },
+	})
+}
+
+// uploadChecks are what one kind of upload asks of the group: before its
+// body is read, and inside the write that records it (returning the claim
+// it was recorded under). claimed asks that the claim is still held once
+// the record is committed.
+type uploadChecks struct {
+	before  func(ctx context.Context) error
+	record  func(tx *store.Tx) (holding, error)
+	claimed bool
+}
+
+// unheld refuses a group that a worker holds.
+func (s *Snapshots) unheld(ctx context.Context, groupID int64) error {
+	holder, fence, err := s.db.HolderOf(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	if holder != 0 {
+		return leasehold.Errorf(leasehold.KindConflict, "group %d is held by node %d at fence %d; release it first", groupID, holder, fence)
+	}
+	return nil
+}
+
+// put is every upload's core: one upload of a group at a time, the body
+// written to a new file, and the file recorded as the group's window.
+func (s *Snapshots) put(ctx context.Context, u Upload, checks uploadChecks) (leasehold.Snapshot, error) {
 	if u.Next < 0 {
-		return snap, leasehold.Errorf(leasehold.KindInvalid, "next must be 0 or more")
+		return leasehold.Snapshot{}, leasehold.Errorf(leasehold.KindInvalid, "next must be 0 or more")
 	}
 	slot := &uploadSlot{node: u.NodeID, fence: u.Fence, stop: u.StopFunc, done: make(chan struct{})}
 	if err := s.takeSlot(ctx, u.GroupID, slot); err != nil {
-		return snap, err
+		return leasehold.Snapshot{}, err
 	}
 	defer s.freeSlot(u.GroupID, slot)
-
-	// Refuse early, before reading gigabytes, if the caller cannot write;
-	// the record below checks again inside the transaction.
-	if !u.Adopting {
-		if err := s.claims.early(ctx, s.db, u.GroupID, u.NodeID > 0); err != nil {
-			return snap, err
-		}
+	if err := checks.before(ctx); err != nil {
+		return leasehold.Snapshot{}, err
 	}
-	if u.NodeID > 0 {
-		if err := s.db.CheckHolder(ctx, u.GroupID, u.NodeID, u.Fence); err != nil {
-			return snap, err
-		}
-	} else {
-		holder, fence, err := s.db.HolderOf(ctx, u.GroupID)
-		if err != nil {
-			return snap, err
-		}
-		if holder != 0 {
-			return snap, leasehold.Errorf(leasehold.KindConflict, "group %d is held by node %d at fence %d; release it first", u.GroupID, holder, fence)
-		}
-		if !u.Force && !u.Adopting {
-			done, err := s.db.DoneFrom(ctx, u.GroupID, u.Next)
-			if err != nil {
-				return snap, err
-			}
-			if err := undoesWork(u, done); err != nil {
-				return snap, err
-			}
-		}
-	}
-
-	seq := s.seq.Add(1)
-	part := s.path(u.GroupID, seq, ".part")
-	final := s.path(u.GroupID, seq, ".gz")
-	size, sum, err := s.write(part, u)
+	snap, err := s.storeFile(u)
 	if err != nil {
-		os.Remove(part)
-		return snap, err
+		return leasehold.Snapshot{}, err
 	}
-	if err := os.Rename(part, final); err != nil {
-		os.Remove(part)
-		return snap, fileError(err, "storing the snapshot")
-	}
-	if err := syncDir(s.dir); err != nil {
-		os.Remove(final)
-		return snap, fileError(err, "storing the snapshot")
-	}
-	snap = leasehold.Snapshot{Next: u.Next, Size: size, SHA256: sum, At: s.now().UTC().Truncate(time.Millisecond), File: seq}
+	final := s.path(u.GroupID, snap.File, ".gz")
 	// fence.write, written out: the new file is removed only if the record
 	// was not committed. Once it is, the catalog points at the new file and
 	// the old one is gone, so a claim that lapsed before the answer
@@ -288,23 +347,11 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 	var h holding
 	err = s.db.Write(ctx, func(tx *store.Tx) error {
 		var err error
-		if !u.Adopting {
-			if h, err = s.claims.check(tx, u.GroupID); err != nil {
-				return err
-			}
-		}
-		if u.NodeID == 0 && !u.Force && !u.Adopting {
-			// Asked again: a range may have been finished meanwhile.
-			done, err := tx.DoneFrom(u.GroupID, u.Next)
-			if err != nil {
-				return err
-			}
-			if err := undoesWork(u, done); err != nil {
-				return err
-			}
+		if h, err = checks.record(tx); err != nil {
+			return err
 		}
 		old, err := tx.SetSnapshot(u.GroupID, u.NodeID, u.Fence, snap)
-		if err == nil && old != nil && old.File != seq {
+		if err == nil && old != nil && old.File != snap.File {
 			oldPath := s.path(u.GroupID, old.File, ".gz")
 			tx.AfterCommit(func() { s.remove(oldPath) })
 		}
@@ -314,13 +361,34 @@ func (s *Snapshots) Put(ctx context.Context, u Upload) (leasehold.Snapshot, erro
 		os.Remove(final)
 		return leasehold.Snapshot{}, err
 	}
-	if u.Adopting {
-		return snap, nil
-	}
-	if err := s.claims.still(h); err != nil {
-		return leasehold.Snapshot{}, err
+	if checks.claimed {
+		if err := s.claims.still(h); err != nil {
+			return leasehold.Snapshot{}, err
+		}
 	}
 	return snap, nil
+}
+
+// storeFile writes the body to the group's next snapshot file, durably, and
+// describes it; nothing of it is left on an error.
+func (s *Snapshots) storeFile(u Upload) (leasehold.Snapshot, error) {
+	seq := s.seq.Add(1)
+	part := s.path(u.GroupID, seq, ".part")
+	final := s.path(u.GroupID, seq, ".gz")
+	size, sum, err := s.write(part, u)
+	if err != nil {
+		os.Remove(part)
+		return leasehold.Snapshot{}, err
+	}
+	if err := os.Rename(part, final); err != nil {
+		os.Remove(part)
+		return leasehold.Snapshot{}, fileError(err, "storing the snapshot")
+	}
+	if err := syncDir(s.dir); err != nil {
+		os.Remove(final)
+		return leasehold.Snapshot{}, fileError(err, "storing the snapshot")
+	}
+	return leasehold.Snapshot{Next: u.Next, Size: size, SHA256: sum, At: s.now().UTC().Truncate(time.Millisecond), File: seq}, nil
 }
 
 // takeSlot makes slot the group's one upload under way. An upload by a

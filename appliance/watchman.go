@@ -35,11 +35,8 @@ type Watchman struct {
 // Now is the time on the node's clock.
 func (w *Watchman) Now() time.Time { return w.now() }
 
-// Report is the watchman's answer.
-type Report struct {
-	Stuck   []leasehold.Finding `json:"stuck"`
-	Backlog leasehold.Backlog   `json:"backlog"`
-}
+// Report is the watchman's answer, as GET /findings sends it.
+type Report = leasehold.Findings
 
 // FindingKinds are every kind of finding, in the order they are shown.
 var FindingKinds = []string{

@@ -16,20 +16,10 @@ import (
 
 // NodeSpec is the registration of a worker node. Nil fields take the node's
 // defaults.
-type NodeSpec struct {
-	Name        string `json:"name"`
-	PriorityMin *int64 `json:"priority_min,omitempty"`
-	PriorityMax *int64 `json:"priority_max,omitempty"`
-	Capacity    *int64 `json:"capacity,omitempty"`
-	// Kinds are the kinds of group its worker reads; none is [default].
-	Kinds []string `json:"kinds,omitempty"`
-}
+type NodeSpec = leasehold.NodeSpec
 
 // NodeChange is what ChangeNode sets on a node; nil fields stay.
-type NodeChange struct {
-	Kinds    []string `json:"kinds,omitempty"`
-	Capacity *int64   `json:"capacity,omitempty"`
-}
+type NodeChange = leasehold.NodeChange
 
 // ChangeNode sets node id's kinds or capacity (PATCH /nodes/{id}). An
 // unknown id is leasehold.ErrNotFound; a bad kind leasehold.ErrInvalid.
@@ -76,7 +66,7 @@ func (c *Client) ResumeNode(ctx context.Context, id int64, by string) (*leasehol
 func (c *Client) pauseOrResume(ctx context.Context, id int64, verb, by string) (*leasehold.Node, error) {
 	var in any
 	if by != "" {
-		in = map[string]string{"by": by}
+		in = leasehold.PauseCall{By: by}
 	}
 	var n leasehold.Node
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/nodes/%d/%s", id, verb), in, &n); err != nil {
@@ -100,9 +90,7 @@ func (c *Client) DeleteNode(ctx context.Context, id int64, force bool) error {
 // RotateNodeToken gives node id a new token and returns it; the old one
 // is refused from then on. The admin token may do it, or the node's own.
 func (c *Client) RotateNodeToken(ctx context.Context, id int64) (string, error) {
-	var out struct {
-		Token string `json:"token"`
-	}
+	var out leasehold.NewToken
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/nodes/%d/token", id), nil, &out); err != nil {
 		return "", err
 	}
@@ -113,9 +101,7 @@ func (c *Client) RotateNodeToken(ctx context.Context, id int64) (string, error) 
 // old one and every dashboard session signed in with it are refused from
 // then on, and a node that keeps its token in a file has replaced it.
 func (c *Client) RotateAdminToken(ctx context.Context) (string, error) {
-	var out struct {
-		Token string `json:"token"`
-	}
+	var out leasehold.NewToken
 	if _, err := c.do(ctx, http.MethodPost, "/api/v1/admin/token", nil, &out); err != nil {
 		return "", err
 	}
@@ -124,14 +110,7 @@ func (c *Client) RotateAdminToken(ctx context.Context) (string, error) {
 
 // GroupSpec creates or updates a group. Nil fields keep the current value
 // (or take the default on creation); Start counts only on creation.
-type GroupSpec struct {
-	Priority  *int64 `json:"priority,omitempty"`
-	Active    *bool  `json:"active,omitempty"`
-	RangeSize *int64 `json:"range_size,omitempty"`
-	Start     *int64 `json:"start,omitempty"`
-	// Kind is the source the group is read from (default: default).
-	Kind *string `json:"kind,omitempty"`
-}
+type GroupSpec = leasehold.GroupSpec
 
 // PutGroup creates the group name, or updates it, and reports which. A bad
 // name is leasehold.ErrInvalid.
@@ -150,10 +129,7 @@ func (c *Client) PutGroup(ctx context.Context, name string, spec GroupSpec) (g *
 
 // GroupPage is one page of groups; Next is the cursor of the following page,
 // empty after the last.
-type GroupPage struct {
-	Groups []leasehold.Group `json:"groups"`
-	Next   string            `json:"next"`
-}
+type GroupPage = leasehold.GroupPage
 
 // Groups lists up to limit groups (0: the node's default) after the cursor
 // after (empty: from the first), in id order.
@@ -196,19 +172,17 @@ func (c *Client) Group(ctx context.Context, name string) (*leasehold.GroupDetail
 // PlanTail plans the group's tail up to high and returns how many ranges
 // were planned; the same call twice plans nothing new.
 func (c *Client) PlanTail(ctx context.Context, name string, high int64) (int64, error) {
-	return c.plan(ctx, name, "tail", map[string]int64{"high": high})
+	return c.plan(ctx, name, "tail", leasehold.PlanTailCall{High: &high})
 }
 
 // PlanHistory plans the group's history down to low and returns how many
 // ranges were planned; the same call twice plans nothing new.
 func (c *Client) PlanHistory(ctx context.Context, name string, low int64) (int64, error) {
-	return c.plan(ctx, name, "history", map[string]int64{"low": low})
+	return c.plan(ctx, name, "history", leasehold.PlanHistoryCall{Low: &low})
 }
 
 func (c *Client) plan(ctx context.Context, name, verb string, in any) (int64, error) {
-	var out struct {
-		Planned int64 `json:"planned"`
-	}
+	var out leasehold.Planned
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/groups/%s/%s", name, verb), in, &out); err != nil {
 		return 0, err
 	}
@@ -217,10 +191,7 @@ func (c *Client) plan(ctx context.Context, name, verb string, in any) (int64, er
 
 // RangePage is one page of a group's ranges; Next is the cursor of the
 // following page, empty after the last.
-type RangePage struct {
-	Ranges []leasehold.Range `json:"ranges"`
-	Next   string            `json:"next"`
-}
+type RangePage = leasehold.RangePage
 
 // Ranges lists up to limit ranges (0: the node's default) of group name
 // after the cursor after, only those of status when it is not empty.
@@ -288,17 +259,12 @@ func (c *Client) DropGroupSnapshot(ctx context.Context, name string) (*leasehold
 
 // Rules is a version of the rules the workers index by; Body is the JSON
 // object as the operator put it.
-type Rules struct {
-	Version int64           `json:"version"`
-	Body    json.RawMessage `json:"body"`
-}
+type Rules = leasehold.Rules
 
 // PutRules stores body, a JSON object, as the next version of the rules and
 // returns its version. Anything but an object is leasehold.ErrInvalid.
 func (c *Client) PutRules(ctx context.Context, body json.RawMessage) (int64, error) {
-	var out struct {
-		Version int64 `json:"version"`
-	}
+	var out leasehold.RulesVersion
 	if _, err := c.do(ctx, http.MethodPut, "/api/v1/rules", body, &out); err != nil {
 		return 0, err
 	}
@@ -316,10 +282,7 @@ func (c *Client) CurrentRules(ctx context.Context) (*Rules, error) {
 
 // Findings is the watchman's report: what is stuck, with its age, and the
 // backlog of planned work waiting for a worker (never a stall).
-type Findings struct {
-	Stuck   []leasehold.Finding `json:"stuck"`
-	Backlog leasehold.Backlog   `json:"backlog"`
-}
+type Findings = leasehold.Findings
 
 // Findings returns the watchman's current report.
 func (c *Client) Findings(ctx context.Context) (*Findings, error) {

@@ -98,12 +98,7 @@ var kindByStatus = map[int]leasehold.Kind{
 // wins over the status, so a 409 is lease_lost or conflict as the node said.
 func decodeError(req *http.Request, resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var wire struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var wire leasehold.ErrorBody
 	_ = json.Unmarshal(body, &wire)
 	kind := leasehold.Kind(wire.Error.Code)
 	if kind == "" {

@@ -17,27 +17,9 @@ import (
 
 // Grant is a lease of a group: the fence every holder call names, the
 // current rules, the snapshot to resume from (nil: start an empty window)
-// and the lease's TTL.
-type Grant struct {
-	// Group has ID, Name and Priority set.
-	Group    leasehold.Group
-	Fence    int64
-	Rules    Rules
-	Snapshot *leasehold.Snapshot
-	TTL      time.Duration
-	// Takeover is true when the group was taken from a holder that went
-	// quiet (an extra field of the node's answer; false if not sent).
-	Takeover bool
-}
-
-type grantWire struct {
-	Group    leasehold.Group     `json:"group"`
-	Fence    int64               `json:"fence"`
-	Rules    Rules               `json:"rules"`
-	Snapshot *leasehold.Snapshot `json:"snapshot"`
-	TTLS     float64             `json:"ttl_s"`
-	Takeover bool                `json:"takeover"`
-}
+// and the lease's TTL. It is the node's own type, read from the wire form
+// leasehold.LeaseAnswer.
+type Grant = leasehold.Grant
 
 // Lease asks the node for a group. It returns nil, nil when there is
 // nothing to lease: the node is paused, at capacity, or nothing is planned
@@ -47,38 +29,36 @@ type grantWire struct {
 // lost on the way back, the group granted by it is held until the TTL lets
 // it go.
 func (c *Client) Lease(ctx context.Context) (*Grant, error) {
-	var w grantWire
-	ok, err := c.do(ctx, http.MethodPost, "/api/v1/leases", nil, &w)
+	var a leasehold.LeaseAnswer
+	ok, err := c.do(ctx, http.MethodPost, "/api/v1/leases", nil, &a)
 	if err != nil || !ok {
 		return nil, err
 	}
-	return &Grant{Group: w.Group, Fence: w.Fence, Rules: w.Rules, Snapshot: w.Snapshot, TTL: seconds(w.TTLS), Takeover: w.Takeover}, nil
-}
-
-type fenceBody struct {
-	Fence int64 `json:"fence"`
+	return a.Grant(), nil
 }
 
 // Next returns the range to work on in group: the one in work, or the
 // group's lowest planned range. It returns nil, nil when the group is caught
 // up: save the window, upload it and release.
 func (c *Client) Next(ctx context.Context, group, fence int64) (*leasehold.Range, error) {
-	var out struct {
-		Range leasehold.Range `json:"range"`
-	}
-	ok, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/next", group), fenceBody{fence}, &out)
-	if err != nil || !ok {
+	return c.next(ctx, group, leasehold.NextCall{Fence: leasehold.Int(fence)})
+}
+
+func (c *Client) next(ctx context.Context, group int64, in leasehold.NextCall) (*leasehold.Range, error) {
+	var out leasehold.NextAnswer
+	ok, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/next", group), in, &out)
+	if err != nil || !ok || out.Range == nil {
 		return nil, err
 	}
 	out.Range.GroupID = group
-	return &out.Range, nil
+	return out.Range, nil
 }
 
 // Finished is a range reported done in the call that asks for the next
-// one (NextAfter).
+// one (NextAfter); on the wire it is leasehold.Finished.
 type Finished struct {
-	Range   int64 `json:"range"`
-	Headers int64 `json:"headers"`
+	Range   int64
+	Headers int64
 }
 
 // NextAfter finishes done (as Finish does) and leases the group's next
@@ -90,40 +70,25 @@ func (c *Client) NextAfter(ctx context.Context, group, fence int64, done *Finish
 	if done == nil {
 		return c.Next(ctx, group, fence)
 	}
-	in := struct {
-		Fence    int64     `json:"fence"`
-		Finished *Finished `json:"finished"`
-	}{fence, done}
-	var out struct {
-		Range leasehold.Range `json:"range"`
-	}
-	ok, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/next", group), in, &out)
-	if err != nil || !ok {
-		return nil, err
-	}
-	out.Range.GroupID = group
-	return &out.Range, nil
+	return c.next(ctx, group, leasehold.NextCall{Fence: leasehold.Int(fence),
+		Finished: &leasehold.Finished{Range: leasehold.Int(done.Range), Headers: leasehold.Int(done.Headers)}})
 }
 
 // Heartbeat keeps the lease of group alive and returns its TTL.
 func (c *Client) Heartbeat(ctx context.Context, group, fence int64) (time.Duration, error) {
-	var out struct {
-		TTLS float64 `json:"ttl_s"`
-	}
-	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/heartbeat", group), fenceBody{fence}, &out); err != nil {
+	var out leasehold.HeartbeatAnswer
+	in := leasehold.HolderCall{Fence: leasehold.Int(fence)}
+	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/heartbeat", group), in, &out); err != nil {
 		return 0, err
 	}
-	return seconds(out.TTLS), nil
+	return leasehold.Seconds(out.TTLS), nil
 }
 
 // Progress moves the resume point of range id to next: every id below it is
 // in the window. A next that goes backwards or past end+1 is
 // leasehold.ErrUnprocessable.
 func (c *Client) Progress(ctx context.Context, id, fence, next int64) (*leasehold.Range, error) {
-	in := struct {
-		Fence int64 `json:"fence"`
-		Next  int64 `json:"next"`
-	}{fence, next}
+	in := leasehold.ProgressCall{Fence: leasehold.Int(fence), Next: leasehold.Int(next)}
 	var r leasehold.Range
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/ranges/%d/progress", id), in, &r); err != nil {
 		return nil, err
@@ -133,10 +98,7 @@ func (c *Client) Progress(ctx context.Context, id, fence, next int64) (*leasehol
 
 // Finish marks range id done with the number of headers it indexed.
 func (c *Client) Finish(ctx context.Context, id, fence, headers int64) (*leasehold.Range, error) {
-	in := struct {
-		Fence   int64 `json:"fence"`
-		Headers int64 `json:"headers"`
-	}{fence, headers}
+	in := leasehold.FinishCall{Fence: leasehold.Int(fence), Headers: leasehold.Int(headers)}
 	var r leasehold.Range
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/ranges/%d/finish", id), in, &r); err != nil {
 		return nil, err
@@ -147,7 +109,8 @@ func (c *Client) Finish(ctx context.Context, id, fence, headers int64) (*leaseho
 // Release gives group back; its range in work goes back to planned at its
 // resume point.
 func (c *Client) Release(ctx context.Context, group, fence int64) error {
-	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/release", group), fenceBody{fence}, nil)
+	in := leasehold.ReleaseCall{Fence: leasehold.Int(fence)}
+	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/release", group), in, nil)
 	return err
 }
 
@@ -156,10 +119,8 @@ func (c *Client) Release(ctx context.Context, group, fence int64) error {
 // group, leasing it to nobody until an operator keeps the window, drops
 // it or restores another. A text over 4096 bytes is cut to fit.
 func (c *Client) ReleaseUnreadable(ctx context.Context, group, fence int64, windowError string) error {
-	in := struct {
-		Fence       int64  `json:"fence"`
-		WindowError string `json:"window_error"`
-	}{fence, errorText(windowError)}
+	text := errorText(windowError)
+	in := leasehold.ReleaseCall{Fence: leasehold.Int(fence), WindowError: &text}
 	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/release", group), in, nil)
 	return err
 }
@@ -171,11 +132,8 @@ func (c *Client) ReleaseUnreadable(ctx context.Context, group, fence int64, wind
 // last_error. The range leaves the holder's work: take the next one with
 // Next.
 func (c *Client) FailRange(ctx context.Context, id, fence int64, text string, retry bool) (*leasehold.Range, error) {
-	in := struct {
-		Fence int64  `json:"fence"`
-		Error string `json:"error"`
-		Retry bool   `json:"retry"`
-	}{fence, errorText(text), retry}
+	text = errorText(text)
+	in := leasehold.FailCall{Fence: leasehold.Int(fence), Error: &text, Retry: &retry}
 	var r leasehold.Range
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/ranges/%d/fail", id), in, &r); err != nil {
 		return nil, err
@@ -221,5 +179,3 @@ func (e *PermanentError) Error() string { return e.Err.Error() }
 
 // Unwrap is the error marked permanent.
 func (e *PermanentError) Unwrap() error { return e.Err }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/client/synthetic"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -132,13 +133,7 @@ func (e *env) checkWindow(name string) {
 // waitFor polls cond until it holds, failing the test after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Eventually(t, 60*time.Second, what, cond)
 }
 
 // transport is the worker's real HTTP transport with a switch to cut it,

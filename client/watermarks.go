@@ -12,9 +12,7 @@ import (
 // marks are oldest (never reported first): the groups to ask the source
 // about next (rule 11). It takes a node token.
 func (c *Client) Watermarks(ctx context.Context, limit int) ([]leasehold.Watermarks, error) {
-	var out struct {
-		Groups []leasehold.Watermarks `json:"groups"`
-	}
+	var out leasehold.WatermarksAnswer
 	if _, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/watermarks?limit=%d", limit), nil, &out); err != nil {
 		return nil, err
 	}
@@ -26,13 +24,8 @@ func (c *Client) Watermarks(ctx context.Context, limit int) ([]leasehold.Waterma
 // high and answers how many ranges it planned. Errors: not found (no such
 // group), unprocessable (inconsistent marks). It takes a node token.
 func (c *Client) ReportWatermarks(ctx context.Context, name string, low, high int64) (int64, error) {
-	in := struct {
-		Low  int64 `json:"low"`
-		High int64 `json:"high"`
-	}{low, high}
-	var out struct {
-		Planned int64 `json:"planned"`
-	}
+	in := leasehold.WatermarkCall{Low: leasehold.Int(low), High: leasehold.Int(high)}
+	var out leasehold.WatermarkReport
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/groups/%s/watermark", name), in, &out); err != nil {
 		return 0, err
 	}
@@ -45,9 +38,7 @@ func (c *Client) ReportWatermarks(ctx context.Context, name string, low, high in
 // other kinds is a clear error, not a worker that never gets work. It
 // takes a node token.
 func (c *Client) Kinds(ctx context.Context) ([]string, error) {
-	var out struct {
-		Kinds []string `json:"kinds"`
-	}
+	var out leasehold.WatermarksAnswer
 	if _, err := c.do(ctx, http.MethodGet, "/api/v1/watermarks?limit=1", nil, &out); err != nil {
 		return nil, err
 	}
@@ -63,9 +54,7 @@ func (c *Client) ReportSourceError(ctx context.Context, name, text string) error
 	if len(text) > 4096 {
 		text = text[:4096]
 	}
-	in := struct {
-		Error string `json:"error"`
-	}{text}
+	in := leasehold.WatermarkCall{Error: &text}
 	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/groups/%s/watermark", name), in, nil)
 	return err
 }

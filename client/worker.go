@@ -411,41 +411,11 @@ func (h *hold) work(ctx context.Context) outcome {
 			return caughtUp
 		}
 		if h.windowNext == 0 {
-			// An empty window starts at the group's first range. It goes
-			// up at once: without any snapshot the node keeps finished
-			// ranges done on the next lease, so a crash or a panic before
-			// the first upload would lose them from every later window;
-			// with one, the next lease plans again all after it.
-			h.windowNext = r.Start
-			if err := h.upload(ctx); err != nil {
-				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
-					return lost
-				}
-				h.log.Warn("upload of the empty window failed; going on", "err", err)
+			if out, ok := h.startWindow(ctx, r.Start); !ok {
+				return out
 			}
 		}
-		h.mu.Lock()
-		h.rng, h.pending, h.sent, h.headers = *r, r.Next, r.Next, 0
-		h.mu.Unlock()
-
-		h.dirty = true
-		err, panicked := h.index(ctx, *r)
-		switch {
-		case panicked:
-			return suspect
-		case h.isLost.Load():
-			return lost
-		case err != nil:
-			if ctx.Err() == nil {
-				h.log.Error("index failed; releasing the group", "range", r.ID, "err", err)
-			}
-			h.mu.Lock()
-			h.windowNext = h.pending
-			h.mu.Unlock()
-			out := h.judge(ctx, err, "index")
-			if out == failed && !h.failRange(ctx, *r, err) {
-				return lost
-			}
+		if out, ok := h.indexRange(ctx, r); !ok {
 			return out
 		}
 		iv := h.w.snapshotInterval()
@@ -457,17 +427,72 @@ func (h *hold) work(ctx context.Context) outcome {
 			return out
 		}
 		if iv > 0 && time.Since(h.lastSnapshot) >= iv {
-			if err := h.upload(ctx); err != nil {
-				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
-					return lost
-				}
-				if ctx.Err() != nil {
-					return stopped
-				}
-				h.log.Warn("window upload failed; going on", "err", err)
+			if out, ok := h.uploadDue(ctx); !ok {
+				return out
 			}
 		}
 	}
+}
+
+// startWindow starts an empty window at the group's first range. It goes
+// up at once: without any snapshot the node keeps finished ranges done on
+// the next lease, so a crash or a panic before the first upload would lose
+// them from every later window; with one, the next lease plans again all
+// after it. A failed upload other than a lost lease is only logged.
+func (h *hold) startWindow(ctx context.Context, start int64) (outcome, bool) {
+	h.windowNext = start
+	if err := h.upload(ctx); err != nil {
+		if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
+			return lost, false
+		}
+		h.log.Warn("upload of the empty window failed; going on", "err", err)
+	}
+	return 0, true
+}
+
+// indexRange makes r the range in work and indexes it; false with the
+// hold's outcome when the work of the group ends with it.
+func (h *hold) indexRange(ctx context.Context, r *leasehold.Range) (outcome, bool) {
+	h.mu.Lock()
+	h.rng, h.pending, h.sent, h.headers = *r, r.Next, r.Next, 0
+	h.mu.Unlock()
+
+	h.dirty = true
+	err, panicked := h.index(ctx, *r)
+	switch {
+	case panicked:
+		return suspect, false
+	case h.isLost.Load():
+		return lost, false
+	case err != nil:
+		if ctx.Err() == nil {
+			h.log.Error("index failed; releasing the group", "range", r.ID, "err", err)
+		}
+		h.mu.Lock()
+		h.windowNext = h.pending
+		h.mu.Unlock()
+		out := h.judge(ctx, err, "index")
+		if out == failed && !h.failRange(ctx, *r, err) {
+			return lost, false
+		}
+		return out, false
+	}
+	return 0, true
+}
+
+// uploadDue uploads the window the snapshot interval asks for; a failed
+// upload other than a lost lease or a stop is only logged.
+func (h *hold) uploadDue(ctx context.Context) (outcome, bool) {
+	if err := h.upload(ctx); err != nil {
+		if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
+			return lost, false
+		}
+		if ctx.Err() != nil {
+			return stopped, false
+		}
+		h.log.Warn("window upload failed; going on", "err", err)
+	}
+	return 0, true
 }
 
 // judge turns an error of the work into its outcome.

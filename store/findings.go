@@ -70,84 +70,11 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 		b.Limit = 100
 	}
 	out := []leasehold.Finding{}
-	add := func(kind, q string, bound time.Duration, detail func(age time.Duration, extra int64, text string) string) error {
-		if bound <= 0 && kind != leasehold.FindingRangeFailed && kind != leasehold.FindingWindowUnreadable && kind != leasehold.FindingFlapping &&
-			kind != leasehold.FindingSourceUnreadable {
-			return nil
+	for _, fq := range findingQueries(b) {
+		var err error
+		if out, err = db.findingsOf(ctx, now, b.Limit, fq, out); err != nil {
+			return nil, err
 		}
-		rows, err := db.query(ctx, q, ms(now.Add(-bound)), b.Limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var f leasehold.Finding
-			var rng sql.NullInt64
-			var since, extra int64
-			var text string
-			if err := rows.Scan(&f.Group, &rng, &f.Node, &since, &extra, &text); err != nil {
-				return mapError(err, "computing findings")
-			}
-			f.Kind, f.Range, f.Since = kind, nullInt(rng), fromMS(since)
-			age := now.Sub(f.Since)
-			f.AgeS = age.Seconds()
-			f.Detail = detail(age, extra, text)
-			out = append(out, f)
-		}
-		return mapError(rows.Err(), "computing findings")
-	}
-	round := func(d time.Duration) time.Duration { return d.Round(time.Second) }
-	if err := add(leasehold.FindingRangeStale, qFindRangeStale, b.RangeHeartbeat,
-		func(age time.Duration, next int64, _ string) string {
-			return fmt.Sprintf("no heartbeat for %s (bound %s), resume point %d", round(age), b.RangeHeartbeat, next)
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingLeaseQuiet, qFindLeaseQuiet, b.LeaseQuiet,
-		func(age time.Duration, fence int64, _ string) string {
-			return fmt.Sprintf("holder quiet for %s at fence %d: awaiting takeover", round(age), fence)
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingRangeFailed, qFindRangeFailed, 0,
-		func(_ time.Duration, attempts int64, lastErr string) string {
-			if lastErr != "" {
-				return fmt.Sprintf("failed after %s: %s; retry it when the cause is fixed", attemptsText(attempts), lastErr)
-			}
-			return fmt.Sprintf("failed after %s: retry it when the cause is fixed", attemptsText(attempts))
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingNodeUnseen, qFindNodeUnseen, b.NodeUnseen,
-		func(age time.Duration, _ int64, _ string) string {
-			return fmt.Sprintf("not seen for %s", round(age))
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingSnapshotOld, qFindSnapshotOld, b.SnapshotAge,
-		func(age time.Duration, next int64, _ string) string {
-			return fmt.Sprintf("window snapshot %s old (next %d) on a group in work", round(age), next)
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingWindowUnreadable, qFindWindowUnreadable, 0,
-		func(_ time.Duration, _ int64, windowErr string) string {
-			return fmt.Sprintf("quarantined: the window would not load: %s; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another (PUT .../snapshot)", windowErr)
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingFlapping, qFindFlapping, 0,
-		func(_ time.Duration, flaps int64, _ string) string {
-			return fmt.Sprintf("released or taken over %d times in a row with no range progressing: "+
-				"read its workers' logs and the range's last error; pause the node that cannot work it", flaps)
-		}); err != nil {
-		return nil, err
-	}
-	if err := add(leasehold.FindingSourceUnreadable, qFindSourceUnreadable, 0,
-		func(_ time.Duration, n int64, sourceErr string) string {
-			return fmt.Sprintf("its source could not be read %d times in a row: %s; fix the source or the worker's access, or make the group inactive", n, sourceErr)
-		}); err != nil {
-		return nil, err
 	}
 	stranded, err := db.kindsWithoutWorker(ctx, now, b.NodeUnseen)
 	if err != nil {
@@ -159,6 +86,80 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 				"run a worker for it on a node registered with --kinds %s (or add the kind to one: admin nodes kinds)", kind, kind, kind)})
 	}
 	return out, nil
+}
+
+// findingQuery is one kind of finding read by one query: its rows are
+// older than bound (a kind without a bound is always asked), and detail
+// says each in words from its age, a number and a text the query gives.
+type findingQuery struct {
+	kind   string
+	q      string
+	bound  time.Duration
+	detail func(age time.Duration, extra int64, text string) string
+}
+
+// findingQueries are the finding kinds read by a query, in the order shown.
+func findingQueries(b FindingBounds) []findingQuery {
+	round := func(d time.Duration) time.Duration { return d.Round(time.Second) }
+	return []findingQuery{
+		{leasehold.FindingRangeStale, qFindRangeStale, b.RangeHeartbeat, func(age time.Duration, next int64, _ string) string {
+			return fmt.Sprintf("no heartbeat for %s (bound %s), resume point %d", round(age), b.RangeHeartbeat, next)
+		}},
+		{leasehold.FindingLeaseQuiet, qFindLeaseQuiet, b.LeaseQuiet, func(age time.Duration, fence int64, _ string) string {
+			return fmt.Sprintf("holder quiet for %s at fence %d: awaiting takeover", round(age), fence)
+		}},
+		{leasehold.FindingRangeFailed, qFindRangeFailed, 0, func(_ time.Duration, attempts int64, lastErr string) string {
+			if lastErr != "" {
+				return fmt.Sprintf("failed after %s: %s; retry it when the cause is fixed", attemptsText(attempts), lastErr)
+			}
+			return fmt.Sprintf("failed after %s: retry it when the cause is fixed", attemptsText(attempts))
+		}},
+		{leasehold.FindingNodeUnseen, qFindNodeUnseen, b.NodeUnseen, func(age time.Duration, _ int64, _ string) string {
+			return fmt.Sprintf("not seen for %s", round(age))
+		}},
+		{leasehold.FindingSnapshotOld, qFindSnapshotOld, b.SnapshotAge, func(age time.Duration, next int64, _ string) string {
+			return fmt.Sprintf("window snapshot %s old (next %d) on a group in work", round(age), next)
+		}},
+		{leasehold.FindingWindowUnreadable, qFindWindowUnreadable, 0, func(_ time.Duration, _ int64, windowErr string) string {
+			return fmt.Sprintf("quarantined: the window would not load: %s; keep it (DELETE .../quarantine), drop it (DELETE .../snapshot) or restore another (PUT .../snapshot)", windowErr)
+		}},
+		{leasehold.FindingFlapping, qFindFlapping, 0, func(_ time.Duration, flaps int64, _ string) string {
+			return fmt.Sprintf("released or taken over %d times in a row with no range progressing: "+
+				"read its workers' logs and the range's last error; pause the node that cannot work it", flaps)
+		}},
+		{leasehold.FindingSourceUnreadable, qFindSourceUnreadable, 0, func(_ time.Duration, n int64, sourceErr string) string {
+			return fmt.Sprintf("its source could not be read %d times in a row: %s; fix the source or the worker's access, or make the group inactive", n, sourceErr)
+		}},
+	}
+}
+
+// findingsOf appends the findings of one query to out, at most limit.
+// A kind whose bound is off (0 or less) is not asked, unless it has none.
+func (db *DB) findingsOf(ctx context.Context, now time.Time, limit int, fq findingQuery, out []leasehold.Finding) ([]leasehold.Finding, error) {
+	if fq.bound <= 0 && fq.kind != leasehold.FindingRangeFailed && fq.kind != leasehold.FindingWindowUnreadable && fq.kind != leasehold.FindingFlapping &&
+		fq.kind != leasehold.FindingSourceUnreadable {
+		return out, nil
+	}
+	rows, err := db.query(ctx, fq.q, ms(now.Add(-fq.bound)), limit)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var f leasehold.Finding
+		var rng sql.NullInt64
+		var since, extra int64
+		var text string
+		if err := rows.Scan(&f.Group, &rng, &f.Node, &since, &extra, &text); err != nil {
+			return out, mapError(err, "computing findings")
+		}
+		f.Kind, f.Range, f.Since = fq.kind, nullInt(rng), fromMS(since)
+		age := now.Sub(f.Since)
+		f.AgeS = age.Seconds()
+		f.Detail = fq.detail(age, extra, text)
+		out = append(out, f)
+	}
+	return out, mapError(rows.Err(), "computing findings")
 }
 
 // kindsWithoutWorker lists the kinds with open work that no live node

@@ -172,3 +172,77 @@ func (db *DB) PeerOwner(ctx context.Context, name string) (string, error) {
 	}
 	return origin, mapError(err, "reading a group's owner")
 }
+
+// OwnGroup lets this node lease the named group: its claim was won at
+// claimRev. A group whose state was a peer's is adopted: from here on it
+// is this node's own, and rule 2 is applied at once from the snapshot this
+// node holds (S = its next), or from the group's start if the peer had a
+// snapshot this node has no copy of, since the next worker starts from
+// that window; so a group whose newest window never left its old owner is
+// worked again from what did. An owned group only has its claim revision
+// set. A claim won anew (another revision than the one the group is owned
+// under) means this node stopped holding the group in between, however
+// briefly: every lease granted under the earlier claim is ended here, its
+// range back to planned at its resume point, so no holder of it is
+// answered again (the fleet fence compares the claim held with the
+// revision recorded here). A missing group is not found.
+func (tx *Tx) OwnGroup(name string, claimRev uint64, maxAttempts int64) error {
+	id, owned, _, err := tx.groupOwnership(name)
+	if err != nil {
+		return err
+	}
+	if owned {
+		_, _, was, err := tx.GroupClaim(id)
+		if err != nil || was == claimRev {
+			return err
+		}
+		if err := tx.endLease(id, maxAttempts, "claim won anew"); err != nil {
+			return err
+		}
+		if _, err = tx.exec(qGroupClaimRev, id, claimRev); err != nil {
+			return mapError(err, "owning a group")
+		}
+		// Told, as any ownership change is: peers learn the new claim,
+		// and its first state carries the whole group (the publisher).
+		return tx.event(EventGroupOwned, id, 0, 0, map[string]any{"claim_rev": claimRev, "anew": true})
+	}
+	var start int64
+	if err := tx.queryRow(qGroupAdopt, id, claimRev).Scan(&start); err != nil {
+		return mapError(err, "owning a group")
+	}
+	var origin string
+	var peerSnap sql.NullInt64
+	err = tx.queryRow(qPeerGroupOf, id).Scan(&origin, &peerSnap)
+	if errors.Is(err, sql.ErrNoRows) {
+		return tx.event(EventGroupOwned, id, 0, 0, map[string]any{"claim_rev": claimRev})
+	}
+	if err != nil {
+		return mapError(err, "owning a group")
+	}
+	if _, err := tx.exec(qPeerGroupDrop, id); err != nil {
+		return mapError(err, "owning a group")
+	}
+	var local sql.NullInt64
+	if err := tx.queryRow(qLeaseSnapNext, id).Scan(&local); err != nil {
+		return mapError(err, "owning a group")
+	}
+	// The takeover rule, now: the window this node's workers will resume
+	// is the snapshot it holds (imported just before, and possibly older
+	// than the peer's newest, which may never have been replicated), so
+	// every range that snapshot does not cover is planned again, done or
+	// not. Without one, but with the peer having had one, the window
+	// starts empty: from the group's start.
+	switch {
+	case local.Valid:
+		next := local.Int64
+		err = tx.replan(id, &next, 1<<62)
+	case peerSnap.Valid:
+		err = tx.replan(id, &start, 1<<62)
+	default:
+		err = tx.replan(id, nil, 1<<62)
+	}
+	if err != nil {
+		return err
+	}
+	return tx.event(EventGroupAdopted, id, 0, 0, map[string]any{"claim_rev": claimRev, "from": origin})
+}

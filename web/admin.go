@@ -98,14 +98,7 @@ func groupName(c echo.Context) (string, error) {
 }
 
 func (s *Server) registerNode(c echo.Context) error {
-	var req struct {
-		Name        string `json:"name"`
-		PriorityMin *int64 `json:"priority_min"`
-		PriorityMax *int64 `json:"priority_max"`
-		Capacity    *int64 `json:"capacity"`
-		// Kinds are the kinds of group the node's worker reads (rule 12).
-		Kinds []string `json:"kinds"`
-	}
+	var req leasehold.NodeSpec
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
@@ -150,9 +143,7 @@ func (s *Server) setPaused(c echo.Context, paused bool) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		By string `json:"by"`
-	}
+	var req leasehold.PauseCall
 	if err := bind(c, &req, true); err != nil {
 		return err
 	}
@@ -169,10 +160,7 @@ func (s *Server) changeNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Kinds    []string `json:"kinds"`
-		Capacity *int64   `json:"capacity"`
-	}
+	var req leasehold.NodeChange
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
@@ -206,13 +194,7 @@ func (s *Server) putGroup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Priority  *int64  `json:"priority"`
-		Active    *bool   `json:"active"`
-		RangeSize *int64  `json:"range_size"`
-		Start     *int64  `json:"start"`
-		Kind      *string `json:"kind"`
-	}
+	var req leasehold.GroupSpec
 	if err := bind(c, &req, true); err != nil {
 		return err
 	}
@@ -245,7 +227,7 @@ func (s *Server) listGroups(c echo.Context) error {
 	if len(gs) > 0 {
 		last = gs[len(gs)-1].ID
 	}
-	return c.JSON(http.StatusOK, map[string]any{"groups": gs, "next": nextCursor(len(gs), limit, last)})
+	return c.JSON(http.StatusOK, leasehold.GroupPage{Groups: gs, Next: nextCursor(len(gs), limit, last)})
 }
 
 func (s *Server) getGroup(c echo.Context) error {
@@ -265,9 +247,7 @@ func (s *Server) planTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		High *int64 `json:"high"`
-	}
+	var req leasehold.PlanTailCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
@@ -281,7 +261,7 @@ func (s *Server) planTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]int64{"planned": n})
+	return c.JSON(http.StatusOK, leasehold.Planned{Planned: n})
 }
 
 func (s *Server) planHistory(c echo.Context) error {
@@ -289,9 +269,7 @@ func (s *Server) planHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Low *int64 `json:"low"`
-	}
+	var req leasehold.PlanHistoryCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
@@ -305,7 +283,7 @@ func (s *Server) planHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]int64{"planned": n})
+	return c.JSON(http.StatusOK, leasehold.Planned{Planned: n})
 }
 
 func (s *Server) listRanges(c echo.Context) error {
@@ -331,7 +309,7 @@ func (s *Server) listRanges(c echo.Context) error {
 	if len(rs) > 0 {
 		last = rs[len(rs)-1].ID
 	}
-	return c.JSON(http.StatusOK, map[string]any{"ranges": rs, "next": nextCursor(len(rs), limit, last)})
+	return c.JSON(http.StatusOK, leasehold.RangePage{Ranges: rs, Next: nextCursor(len(rs), limit, last)})
 }
 
 func (s *Server) retryRange(c echo.Context) error {
@@ -358,19 +336,11 @@ func (s *Server) putRules(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, map[string]int64{"version": v})
+	return c.JSON(http.StatusCreated, leasehold.RulesVersion{Version: v})
 }
-
-// rulesJSON is a rule set as the API shows it: the body as JSON.
-type rulesJSON struct {
-	Version int64           `json:"version"`
-	Body    json.RawMessage `json:"body"`
-}
-
-func rulesOf(rs leasehold.RuleSet) rulesJSON { return rulesJSON{Version: rs.Version, Body: rs.Body} }
 
 func (s *Server) getRules(c echo.Context) error {
-	return c.JSON(http.StatusOK, rulesOf(s.node.Admin.Rules()))
+	return c.JSON(http.StatusOK, leasehold.RulesOf(s.node.Admin.Rules()))
 }
 
 func (s *Server) findings(c echo.Context) error {

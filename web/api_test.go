@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // api is a tiny raw client: the tests speak HTTP as curl would.
@@ -357,16 +358,9 @@ func TestSnapshots(t *testing.T) {
 		conn.Close()
 		// Wait until the node has answered the broken upload (400: the body
 		// broke off) and so cleaned up after it.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if w.metric(`leasehold_http_requests_total{method="PUT",route="/api/v1/leases/:group/snapshot",status="400"}`) > brokenBefore {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the node never answered the broken upload")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Eventually(t, 10*time.Second, "the node's answer to the broken upload", func() bool {
+			return w.metric(`leasehold_http_requests_total{method="PUT",route="/api/v1/leases/:group/snapshot",status="400"}`) > brokenBefore
+		})
 		check(t, "101")
 	})
 	t.Run("RawBodyCompressed", func(t *testing.T) {

@@ -28,14 +28,6 @@ var statusOf = map[leasehold.Kind]int{
 	leasehold.KindInternal:      http.StatusInternalServerError,
 }
 
-// errorBody is the API's error answer.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // handleError answers every error a handler returns: the kind's status and
 // the error body. Only internal errors are logged with their cause.
 func (s *Server) handleError(err error, c echo.Context) {
@@ -68,7 +60,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if kind == leasehold.KindUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="leasehold"`)
 	}
-	var body errorBody
+	var body leasehold.ErrorBody
 	body.Error.Code = string(kind)
 	body.Error.Message = leasehold.ErrorMessage(err)
 	if c.Request().Method == http.MethodHead {

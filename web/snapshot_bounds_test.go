@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestSnapshotGzipBomb: a gzip upload that expands past
@@ -101,13 +102,10 @@ func TestSnapshotTrickleFreed(t *testing.T) {
 	answer := trickle(t, w.node.URL, put+"101", w.w1, tick.C)
 	// The trickle holds the slot once a second upload of the holder's is
 	// refused as a conflict.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	poll.Until(t, 10*time.Second, "the trickled upload to take the slot", func() error {
 		a := w.do("PUT", put+"101", w.w1, strings.NewReader("probe"))
 		if a.status == http.StatusConflict {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the trickled upload never took the slot: the probe got %d %s", a.status, a.body)
+			return nil
 		}
 		select {
 		case <-answer:
@@ -116,8 +114,8 @@ func TestSnapshotTrickleFreed(t *testing.T) {
 			answer = trickle(t, w.node.URL, put+"101", w.w1, tick.C)
 		default:
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the probe got %d %s", a.status, a.body)
+	})
 	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d}`, w.fence)); a.status != 200 {
 		t.Fatalf("release: %d %s", a.status, a.body)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestSnapshotUploadLosesLease: a holder's snapshot upload is streamed, so
@@ -111,11 +113,5 @@ func TestSnapshotUploadLosesLease(t *testing.T) {
 // waitFor polls cond until it holds, failing the test after five seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 5s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, what, cond)
 }

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // nodeStates is the nodes page's state of each node, "name:state" sorted
@@ -25,16 +27,16 @@ const nodeStates = `Array.from(document.querySelectorAll('#nodes tbody tr[data-n
 // says what it was last when it never is.
 func (p *page) untilText(what, expr, want string) {
 	p.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](expr))
-		if err == nil && got == want {
-			return
+	var got string
+	err := poll.Wait(20*time.Second, 100*time.Millisecond, func() error {
+		var err error
+		if got, err = chromedp.Run(p.ctx, chromedp.Evaluate[string](expr)); err == nil && got != want {
+			return errors.New("not yet")
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: %q after 20s, want %q (last error %v)", what, got, want, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		p.t.Fatalf("%s: %q after 20s, want %q (last error %v)", what, got, want, err)
 	}
 }
 

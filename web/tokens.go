@@ -77,7 +77,7 @@ func (s *Server) rotateAdminToken(c echo.Context) error {
 	if s.admin.file == "" {
 		s.log.Warn("admin token rotated in memory only: it was given on the command line or in the environment, and a restart brings that one back", caller(c)...)
 	}
-	return c.JSON(http.StatusCreated, map[string]string{"token": token})
+	return c.JSON(http.StatusCreated, leasehold.NewToken{Token: token})
 }
 
 // requireAdminOrSelf lets the admin token through, or the token of the
@@ -118,7 +118,7 @@ func (s *Server) rotateNodeToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, map[string]string{"token": token})
+	return c.JSON(http.StatusCreated, leasehold.NewToken{Token: token})
 }
 
 // The kinds of failed authentication: a bearer token refused on an admin

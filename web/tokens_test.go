@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -247,13 +248,7 @@ func TestConnectionCap(t *testing.T) {
 		t.Error("a 6th connection was served, cap 5")
 	}
 	open[0].Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for !served(dial("127.0.0.1")) {
-		if time.Now().After(deadline) {
-			t.Fatal("closing a connection made no room")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Eventually(t, 10*time.Second, "room made by closing a connection", func() bool { return served(dial("127.0.0.1")) })
 	for _, c := range []struct {
 		series string
 		min    float64

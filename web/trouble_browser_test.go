@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // page drives one signed-in browser tab in a test.
@@ -44,16 +46,15 @@ func (p *page) js(what, expr string) string {
 // false.
 func (p *page) until(what, expr string) {
 	p.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	err := poll.Wait(20*time.Second, 100*time.Millisecond, func() error {
 		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](expr))
-		if err == nil && ok {
-			return
+		if err == nil && !ok {
+			return errors.New("not yet")
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: not so after 20s (last error %v)", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		p.t.Fatalf("%s: not so after 20s (last error %v)", what, err)
 	}
 }
 

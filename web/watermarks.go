@@ -24,7 +24,7 @@ func (s *Server) watermarks(c echo.Context) error {
 	}
 	// kinds says which kinds the list is drawn from: the caller's (rule
 	// 12), so a worker can tell at start that its node reads its source.
-	return c.JSON(http.StatusOK, map[string]any{"groups": ws, "kinds": kinds})
+	return c.JSON(http.StatusOK, leasehold.WatermarksAnswer{Groups: ws, Kinds: kinds})
 }
 
 // reportWatermarks answers POST /api/v1/groups/{name}/watermark.
@@ -33,12 +33,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Low  *int64 `json:"low"`
-		High *int64 `json:"high"`
-		// Error is what the source said instead of water marks (rule 13).
-		Error *string `json:"error"`
-	}
+	var req leasehold.WatermarkCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
@@ -49,7 +44,7 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 		if err := s.node.Holders.ReportSourceError(c.Request().Context(), nodeOf(c).ID, name, *req.Error); err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, watermarkReport{})
+		return c.JSON(http.StatusOK, leasehold.WatermarkReport{})
 	}
 	if req.Low == nil || req.High == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "low and high are required: the water marks as the source reports them")
@@ -69,11 +64,5 @@ func (s *Server) reportWatermarks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, watermarkReport{Planned: n, Capped: g.TailEnd < *req.High})
-}
-
-// watermarkReport is the answer to a water mark report.
-type watermarkReport struct {
-	Planned int64 `json:"planned"`
-	Capped  bool  `json:"capped"`
+	return c.JSON(http.StatusOK, leasehold.WatermarkReport{Planned: n, Capped: g.TailEnd < *req.High})
 }

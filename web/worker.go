@@ -9,16 +9,12 @@ import (
 	"github.com/leasehold/leasehold/appliance"
 )
 
-// fenced is the body of every holder call.
-type fenced struct {
-	Fence *int64 `json:"fence"`
-}
-
-func (f fenced) fence() (int64, error) {
-	if f.Fence == nil {
+// fenceOf is the fence every holder call names, required.
+func fenceOf(f *int64) (int64, error) {
+	if f == nil {
 		return 0, leasehold.Errorf(leasehold.KindInvalid, "fence is required: the fence your lease was granted at")
 	}
-	return *f.Fence, nil
+	return *f, nil
 }
 
 // groupCall reads the group id from the path and the fence from the body.
@@ -26,18 +22,12 @@ func groupCall(c echo.Context) (groupID, fence int64, err error) {
 	if groupID, err = pathID(c, "group"); err != nil {
 		return 0, 0, err
 	}
-	var req fenced
+	var req leasehold.HolderCall
 	if err := bind(c, &req, false); err != nil {
 		return 0, 0, err
 	}
-	fence, err = req.fence()
+	fence, err = fenceOf(req.Fence)
 	return groupID, fence, err
-}
-
-type snapshotJSON struct {
-	Next   int64  `json:"next"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
 }
 
 func (s *Server) lease(c echo.Context) error {
@@ -54,21 +44,7 @@ func (s *Server) lease(c echo.Context) error {
 	if g.Takeover {
 		s.logTakeover(c, g)
 	}
-	var snap *snapshotJSON
-	if g.Snapshot != nil {
-		snap = &snapshotJSON{Next: g.Snapshot.Next, Size: g.Snapshot.Size, SHA256: g.Snapshot.SHA256}
-	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"group": map[string]any{
-			"id": g.Group.ID, "name": g.Group.Name, "priority": g.Group.Priority,
-			"range_size": g.Group.RangeSize, "start": g.Group.Start,
-		},
-		"fence":    g.Fence,
-		"rules":    rulesOf(g.Rules),
-		"snapshot": snap,
-		"takeover": g.Takeover,
-		"ttl_s":    s.node.Holders.TTL().Seconds(),
-	})
+	return c.JSON(http.StatusOK, leasehold.AnswerOf(g))
 }
 
 func (s *Server) next(c echo.Context) error {
@@ -76,17 +52,11 @@ func (s *Server) next(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		fenced
-		Finished *struct {
-			Range   *int64 `json:"range"`
-			Headers *int64 `json:"headers"`
-		} `json:"finished"`
-	}
+	var req leasehold.NextCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	fence, err := req.fence()
+	fence, err := fenceOf(req.Fence)
 	if err != nil {
 		return err
 	}
@@ -107,7 +77,7 @@ func (s *Server) next(c echo.Context) error {
 	if r == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"range": r})
+	return c.JSON(http.StatusOK, leasehold.NextAnswer{Range: r})
 }
 
 func (s *Server) heartbeat(c echo.Context) error {
@@ -118,7 +88,7 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if err := s.node.Holders.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]float64{"ttl_s": s.node.Holders.TTL().Seconds()})
+	return c.JSON(http.StatusOK, leasehold.HeartbeatAnswer{TTLS: s.node.Holders.TTL().Seconds()})
 }
 
 func (s *Server) release(c echo.Context) error {
@@ -126,16 +96,11 @@ func (s *Server) release(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		fenced
-		// WindowError, when given, says the holder's window would not
-		// load: the group is quarantined (rule 10).
-		WindowError *string `json:"window_error"`
-	}
+	var req leasehold.ReleaseCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	fence, err := req.fence()
+	fence, err := fenceOf(req.Fence)
 	if err != nil {
 		return err
 	}
@@ -150,7 +115,7 @@ func (s *Server) release(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"group_id": gid, "released": true, "quarantined": req.WindowError != nil})
+	return c.JSON(http.StatusOK, leasehold.ReleaseAnswer{GroupID: gid, Released: true, Quarantined: req.WindowError != nil})
 }
 
 // fail is rule 10 for a range: the holder says why it cannot index it.
@@ -159,15 +124,11 @@ func (s *Server) fail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		fenced
-		Error *string `json:"error"`
-		Retry *bool   `json:"retry"`
-	}
+	var req leasehold.FailCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	fence, err := req.fence()
+	fence, err := fenceOf(req.Fence)
 	if err != nil {
 		return err
 	}
@@ -191,14 +152,11 @@ func (s *Server) progress(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		fenced
-		Next *int64 `json:"next"`
-	}
+	var req leasehold.ProgressCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	fence, err := req.fence()
+	fence, err := fenceOf(req.Fence)
 	if err != nil {
 		return err
 	}
@@ -217,14 +175,11 @@ func (s *Server) finish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		fenced
-		Headers *int64 `json:"headers"`
-	}
+	var req leasehold.FinishCall
 	if err := bind(c, &req, false); err != nil {
 		return err
 	}
-	fence, err := req.fence()
+	fence, err := fenceOf(req.Fence)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // catalogRows reads every row of every table of the catalog at path,
@@ -250,11 +251,12 @@ func TestBackupUnderLoad(t *testing.T) {
 		}()
 	}
 	// Every group has a window before the first backup.
-	for deadline := time.Now().Add(30 * time.Second); uploads.Load() < 2*groups; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d uploads in 30s", uploads.Load())
+	poll.Until(t, 30*time.Second, "a window of every group", func() error {
+		if n := uploads.Load(); n < 2*groups {
+			return fmt.Errorf("only %d uploads", n)
 		}
-	}
+		return nil
+	})
 	for b := range 5 {
 		mu.Lock()
 		floor := map[string]int{}

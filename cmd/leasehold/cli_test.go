@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -124,11 +126,14 @@ func TestInterruptExitCode(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "waiting:"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("admin wait never waited: %q", stderr.String())
+	if poll.Wait(30*time.Second, poll.Every, func() error {
+		if !strings.Contains(stderr.String(), "waiting:") {
+			return errors.New("not yet")
 		}
+		return nil
+	}) != nil {
+		cmd.Process.Kill()
+		t.Fatalf("admin wait never waited: %q", stderr.String())
 	}
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -108,17 +109,18 @@ func startServe(t *testing.T, bin, data string) *served {
 			cmd.Process.Kill()
 		}
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	var url string
+	poll.Until(t, 30*time.Second, "serve on "+data+" to start", func() error {
 		if m := servingURL.FindStringSubmatch(log.String()); m != nil {
-			return &served{proc: cmd.Process, url: m[1], exited: exited}
+			url = m[1]
+			return nil
 		}
 		select {
 		case <-exited:
 			t.Fatalf("serve on %s exited at start: %s", data, log.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve on %s did not start within 30s: %s", data, log.String())
-		}
-	}
+		return fmt.Errorf("not serving yet: %s", log.String())
+	})
+	return &served{proc: cmd.Process, url: url, exited: exited}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // newTestMain is NewMain for a test that serves: its API answers are
@@ -250,21 +252,16 @@ func TestParseBytes(t *testing.T) {
 // pollReady polls url's /readyz until it answers 200, failing t after d.
 func pollReady(t *testing.T, url string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	poll.Until(t, d, "readyz to answer 200", func() error {
 		resp, err := http.Get(url + "/readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("readyz still %d after %v: %s", resp.StatusCode, d, body)
-			}
-		} else if time.Now().After(deadline) {
-			t.Fatalf("readyz: %v", err)
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d: %s", resp.StatusCode, body)
+		}
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -115,36 +116,31 @@ func TestRollingStart(t *testing.T) {
 	}
 	// Twice (20 s): a node that gave up on its fleet after a while would
 	// be gone by then.
-	deadline := time.Now().Add(45 * time.Second)
-	for strings.Count(a.log.String(), "joining the fleet: still waiting") < 2 {
+	poll.Until(t, 45*time.Second, "a's log to say what it waits for", func() error {
 		select {
 		case err := <-a.done:
 			t.Fatalf("a exited while its peers were not up: %v\n%s", err, a.log.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a's log does not say what it waits for:\n%s", a.log.String())
+		if strings.Count(a.log.String(), "joining the fleet: still waiting") < 2 {
+			return fmt.Errorf("the log so far:\n%s", a.log.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	b := start(1)
 	c := start(2)
 	for _, n := range []*node{a, b, c} {
-		deadline := time.Now().Add(90 * time.Second)
-		for {
+		poll.Until(t, 90*time.Second, "a node ready after the fleet was started", func() error {
 			code, body := status(n, "/readyz")
 			if code == 200 {
-				break
+				return nil
 			}
 			select {
 			case err := <-n.done:
 				t.Fatalf("a node exited while joining: %v\n%s", err, n.log.String())
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a node not ready 90s after the fleet was started: %d %s\n%s", code, body, n.log.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("%d %s\n%s", code, body, n.log.String())
+		})
 	}
 }

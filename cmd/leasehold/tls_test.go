@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -127,17 +129,13 @@ func servedName(t *testing.T, hc *http.Client, u string) (string, error) {
 // waitServed polls until the node serves the certificate named cn.
 func waitServed(t *testing.T, hc *http.Client, u, cn string, log *syncbuf.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	poll.Until(t, 20*time.Second, "the node to serve "+cn, func() error {
 		got, err := servedName(t, hc, u)
 		if got == cn {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still served %q (%v), want %q\n%s", got, err, cn, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("still served %q (%v)\n%s", got, err, log)
+	})
 }
 
 // install copies a pair over the files the node serves, each by rename,
@@ -179,13 +177,7 @@ func TestServeTLSRotation(t *testing.T) {
 
 	// A certificate without its key: refused, the last good pair stays.
 	install(t, first, secondKey, certFile, keyFile)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(log.String(), "does not load") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warning about a bad pair:\n%s", log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Eventually(t, 20*time.Second, "a warning about a bad pair", func() bool { return strings.Contains(log.String(), "does not load") })
 	if got, err := servedName(t, hc, u); got != "second" {
 		t.Fatalf("after a bad pair: served %q (%v), want the last good one", got, err)
 	}

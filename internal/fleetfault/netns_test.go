@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestNet makes the namespaces and bridges (root only), reaches a node's
@@ -89,13 +91,7 @@ func TestNet(t *testing.T) {
 	if err := nw.Heal(ctx, "node-a"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for err := dialRoute(); err != nil; err = dialRoute() {
-		if time.Now().After(deadline) {
-			t.Fatalf("node-a's route from node-b after the heal: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, "node-a's route from node-b after the heal", dialRoute)
 	if err := nw.Teardown(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // NNRPD starts an nnrpd of its own on a free port of 127.0.0.1, run as
@@ -37,18 +39,14 @@ func NNRPD(t testing.TB) string {
 		cmd.Wait()
 	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "usenettest: nnrpd on "+addr+" to answer", func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return addr
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("usenettest: nnrpd on %s never answered: %v", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
+	return addr
 }
 
 // NZBGet runs Debian's nzbget standalone on nzb against the news server

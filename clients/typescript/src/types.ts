@@ -1,4 +1,4 @@
-// The API's objects (../../shared/API.md, web/openapi.json). Ids are
+// The API's objects (web/openapi.json). Ids are
 // numbers: JSON numbers, exact up to 2^53, which every id a node plans is
 // far below. Times are RFC 3339 strings in UTC.
 
