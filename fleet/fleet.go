@@ -159,12 +159,8 @@ func (f *Fleet) wait(what string) { f.waiting.Store(&what) }
 func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) error {
 	f.app = app
 	start := time.Now()
-	// The publisher's indexes exist only while peer sync runs.
-	if made, err := app.DB.PeerIndexes(ctx, true); err != nil {
-		return err
-	} else if len(made) > 0 {
-		f.log.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
-	}
+	// The publisher's indexes are the catalog's to keep: it made them as it
+	// opened with an outbox (store.Options.NoOutbox).
 	if err := f.startNATS(); err != nil {
 		return err
 	}

@@ -827,8 +827,8 @@ var peerIndexes = []struct{ name, create string }{
 
 // PeerIndexes makes the indexes peer sync reads (on) or drops them (off),
 // and returns the names of those it made or dropped. Making one reads
-// every range, a few seconds for millions, with the writer held: peer
-// sync calls it once as it starts, before it publishes.
+// every range, a few seconds for millions, with the writer held: Open
+// calls it once, as Options.NoOutbox says, before any write.
 func (db *DB) PeerIndexes(ctx context.Context, on bool) ([]string, error) {
 	var changed []string
 	err := db.Write(ctx, func(tx *Tx) error {
