@@ -199,6 +199,14 @@ func Open(path string, o Options) (*DB, error) {
 			return nil, err
 		}
 	}
+	// Peer sync's indexes follow the outbox: the publisher reads them, and
+	// a node alone would pay for them on every range write. Making one on
+	// millions of ranges takes seconds, once, as a node first opens for a
+	// fleet.
+	if err := db.settlePeerIndexes(!o.NoOutbox); err != nil {
+		w.Close()
+		return nil, err
+	}
 	var mode string
 	if err := w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
 		w.Close()
@@ -228,14 +236,6 @@ func Open(path string, o Options) (*DB, error) {
 		<-db.stopped
 		r.Close()
 		w.Close()
-		return nil, err
-	}
-	// Peer sync's indexes follow the outbox: the publisher reads them, and
-	// a node alone would pay for them on every range write. Making one on
-	// millions of ranges takes seconds, once, as a node first opens for a
-	// fleet.
-	if _, err := db.PeerIndexes(context.Background(), !o.NoOutbox); err != nil {
-		db.Close()
 		return nil, err
 	}
 	return db, nil
