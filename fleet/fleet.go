@@ -200,13 +200,8 @@ func (f *Fleet) run(ctx context.Context) error {
 // join starts the embedded server (or connects to the external NATS),
 // sets up the stream and buckets, and makes the parts.
 func (f *Fleet) join(ctx context.Context) error {
-	start := time.Now()
-	// The publisher's indexes exist only while peer sync runs.
-	if made, err := f.node.DB.PeerIndexes(ctx, true); err != nil {
-		return err
-	} else if len(made) > 0 {
-		f.log.Info("peers: made peer sync's indexes", "indexes", made, "took", time.Since(start).Round(time.Millisecond))
-	}
+	// The publisher's indexes are the catalog's to keep: it made them as it
+	// opened with an outbox (store.Options.NoOutbox).
 	if err := f.startNATS(); err != nil {
 		return err
 	}

@@ -5,6 +5,11 @@
 #      `leasehold serve` (synchronous=FULL), 32 workers each a registered node,
 #      at 1,000 / 100,000 / 1,000,000 groups seeded through the store's bulk
 #      path, with group commit and (at 100,000) with one commit per write;
+#      then the worker's steady pattern (ranges finished with next) at
+#      BENCH_STEADY_GROUPS groups (default 5,000), each row with its target:
+#      `serve` with its defaults (target >= 3,000 ranges/s), `--nats off`
+#      (the lone node's moonshot, >= 5,000) and a fleet of one (embedded
+#      NATS, peer sync on) beside them;
 #   2. the same cycle in process (Go benchmark, no HTTP);
 #   3. this machine's limits: raw SQLite commits/s (1 and 64 updates per
 #      transaction, FULL and NORMAL) and echo answering a fixed JSON body
@@ -25,7 +30,8 @@
 #      own, unless BENCH_CATCHUP_GROUPS is set to another count or to ""
 #      to skip.
 # Environment: BENCH_SIZES (groups, default "1000 100000 1000000"),
-# BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32);
+# BENCH_SECONDS (per HTTP run, default 10), BENCH_WORKERS (default 32),
+# BENCH_STEADY_GROUPS (default 5000);
 # bench-worker.sh also reads BENCH_WORKER_SECONDS and BENCH_WORKER_GROUPS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +42,7 @@ snap_sizes=${BENCH_SNAPSHOT_MIB-1024 4096}
 worker_counts=${BENCH_WORKER_COUNTS-1 4 16}
 poll_groups=${BENCH_POLL_GROUPS-1000000}
 catchup_groups=${BENCH_CATCHUP_GROUPS-1000000}
+steady_groups=${BENCH_STEADY_GROUPS:-5000}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
 pid=""
 cleanup() {
@@ -63,9 +70,11 @@ serve_and_load() { # label groups extra-serve-flags...
 	echo "bench: $(cat "$tmp/seed.log")" >&2
 	local port
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error --nats off "$@" >"$tmp/node.log" 2>&1 &
+	# No --nats flag: serve's default, a node alone (rows that want peer
+	# sync or --nats off say so in their flags).
+	"$tmp/leasehold" serve --data "$data" --listen "127.0.0.1:$port" --history-min-free-bytes 0 --log-level error "$@" >"$tmp/node.log" 2>&1 &
 	pid=$!
-	for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+	for _ in $(seq 1 400); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
 	local cpu0 steal0 cpu1 steal1
 	cpu0=$(cpu_ticks "$pid")
 	steal0=$(steal_ticks)
@@ -90,8 +99,10 @@ serve_and_load() { # label groups extra-serve-flags...
 			printf "  (node %.0f µs of CPU a cycle, load generator %.0f: %d cores allow at most %d cycles/s at that cost; steal %.0f%% of the machine)\n", u, $3, cores, cores * 1e6 / (u + $3), 100 * st / (hz * $2 * cores) }'
 	if [ "${pattern:-four}" = steady ]; then
 		jq -r '"\(.ranges) \(.seconds) \(.loadgen_cpu_us_per_cycle) \(.cycles)"' "$tmp/r.json" |
-			awk -v n="$((cpu1 - cpu0))" -v hz="$hz" '$1 > 0 {
-				printf "  (%.0f ranges/s; node %.0f µs of CPU a range, load generator %.0f)\n", $1 / $2, 1e6 * n / hz / $1, $3 * $4 / $1 }'
+			awk -v n="$((cpu1 - cpu0))" -v hz="$hz" -v target="${target:-0}" -v load="$(cut -d' ' -f1 /proc/loadavg)" '$1 > 0 {
+				r = $1 / $2
+				t = target > 0 ? sprintf("; target >= %d: %s", target, r >= target ? "met" : "not met") : ""
+				printf "  (%.0f ranges/s%s; node %.0f µs of CPU a range, load generator %.0f; load average %s)\n", r, t, 1e6 * n / hz / $1, $3 * $4 / $1, load }'
 	fi
 	jq -r .cycles_per_s "$tmp/r.json" >"$tmp/last"
 }
@@ -103,13 +114,17 @@ done
 mid=$(echo "$sizes" | awk '{print $(NF>1?2:1)}')
 # A worker's steady pattern: a range costs one call (next with finished);
 # cycles/s here counts leases, each finishing up to ten ranges.
-seed_ranges=12 pattern=steady serve_and_load "http, FULL, steady: lease, 10 × next+finished, release, $mid groups" "$mid"
+# The default node and the lone node side by side, then a fleet of one:
+# what peer sync costs a node that turns it on.
+seed_ranges=12 pattern=steady target=3000 serve_and_load "steady, serve's defaults, $steady_groups groups" "$steady_groups"
+seed_ranges=12 pattern=steady target=5000 serve_and_load "steady, --nats off (lone node), $steady_groups groups" "$steady_groups" --nats off
+seed_ranges=12 pattern=steady serve_and_load "steady, fleet of one (peer sync on), $steady_groups" "$steady_groups" --nats-listen 127.0.0.1:0 --name bench
 serve_and_load "http, FULL, commit per write, $mid groups" "$mid" --no-group-commit
 cp "$tmp/last" "$tmp/http-nogc"
-# The default node: peer sync on (embedded NATS), publishing every event,
+# A fleet member: peer sync on (embedded NATS), publishing every event,
 # keeping a claim on every group in work.
-serve_and_load "http, FULL, peer sync on, 1000 groups" 1000 --nats "" --nats-listen 127.0.0.1:0 --name bench
-[ "$mid" = 1000 ] || serve_and_load "http, FULL, peer sync on, $mid groups" "$mid" --nats "" --nats-listen 127.0.0.1:0 --name bench
+serve_and_load "http, FULL, peer sync on, 1000 groups" 1000 --nats-listen 127.0.0.1:0 --name bench
+[ "$mid" = 1000 ] || serve_and_load "http, FULL, peer sync on, $mid groups" "$mid" --nats-listen 127.0.0.1:0 --name bench
 
 # In process, durable and not: equal rates mean the writer is bound by its
 # own CPU (the cpu-µs/cycle figure), not by fsync.

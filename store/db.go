@@ -54,11 +54,13 @@ type Options struct {
 	// returns. A write rolled back tells nothing. A worker failing its own
 	// range is not told here: that call answers with the range.
 	AttemptLimitFunc func(ctx context.Context, failed []leasehold.Range)
-	// NoOutbox is for a node running alone (serve --nats off): no change
-	// is written to the outbox, which only peer sync reads, so every
-	// write is cheaper and the outbox does not grow without bound. Open
-	// empties the outbox and leaves one EventOutboxPruned in it, so peers
-	// the node joins later rebuild its part from its dump.
+	// NoOutbox is for a node running alone (serve without a fleet): no
+	// change is written to the outbox, which only peer sync reads, so
+	// every write is cheaper and the outbox does not grow without bound.
+	// Open empties the outbox and leaves one EventOutboxPruned in it, so
+	// peers the node joins later rebuild its part from its dump. It also
+	// decides peer sync's indexes (PeerIndexes), here and nowhere else:
+	// Open drops them with NoOutbox and makes them without.
 	NoOutbox bool
 }
 
@@ -196,6 +198,14 @@ func Open(path string, o Options) (*DB, error) {
 			w.Close()
 			return nil, err
 		}
+	}
+	// Peer sync's indexes follow the outbox: the publisher reads them, and
+	// a node alone would pay for them on every range write. Making one on
+	// millions of ranges takes seconds, once, as a node first opens for a
+	// fleet.
+	if err := db.settlePeerIndexes(!o.NoOutbox); err != nil {
+		w.Close()
+		return nil, err
 	}
 	var mode string
 	if err := w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {

@@ -595,32 +595,58 @@ var peerIndexes = []struct{ name, create string }{
 
 // PeerIndexes makes the indexes peer sync reads (on) or drops them (off),
 // and returns the names of those it made or dropped. Making one reads
-// every range, a few seconds for millions, with the writer held: peer
-// sync calls it once as it starts, before it publishes.
+// every range, a few seconds for millions, with the writer held. Open
+// decides them, as Options.NoOutbox says (settlePeerIndexes); this is for
+// tests that change them on an open catalog.
 func (db *DB) PeerIndexes(ctx context.Context, on bool) ([]string, error) {
 	var changed []string
 	err := db.Write(ctx, func(tx *Tx) error {
-		changed = changed[:0]
-		for _, ix := range peerIndexes {
-			var n int
-			if err := tx.queryRowSQL(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?`, ix.name).Scan(&n); err != nil {
-				return mapError(err, "reading the schema")
-			}
-			if (n > 0) == on {
-				continue
-			}
-			q := ix.create
-			if !on {
-				q = "DROP INDEX " + ix.name
-			}
-			if _, err := tx.execSQL(q); err != nil {
-				return mapError(err, "changing peer sync's indexes")
-			}
-			changed = append(changed, ix.name)
-		}
-		return nil
+		var err error
+		changed, err = changePeerIndexes(on, func(q string, args ...any) scanner { return tx.queryRowSQL(q, args...) },
+			func(q string) error { _, err := tx.execSQL(q); return err })
+		return err
 	})
 	return changed, err
+}
+
+// settlePeerIndexes makes (on) or drops peer sync's indexes as Open opens
+// the catalog, before its writer runs, in one transaction of its own.
+func (db *DB) settlePeerIndexes(on bool) error {
+	tx, err := db.w.Begin()
+	if err != nil {
+		return mapError(err, "changing peer sync's indexes")
+	}
+	defer tx.Rollback()
+	if _, err := changePeerIndexes(on, func(q string, args ...any) scanner { return tx.QueryRow(q, args...) },
+		func(q string) error { _, err := tx.Exec(q); return err }); err != nil {
+		return err
+	}
+	return mapError(tx.Commit(), "changing peer sync's indexes")
+}
+
+// changePeerIndexes makes or drops each of peerIndexes not yet as on
+// says, reading the schema with queryRow and changing it with exec, and
+// returns the names it changed.
+func changePeerIndexes(on bool, queryRow func(q string, args ...any) scanner, exec func(q string) error) ([]string, error) {
+	var changed []string
+	for _, ix := range peerIndexes {
+		var n int
+		if err := queryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?`, ix.name).Scan(&n); err != nil {
+			return nil, mapError(err, "reading the schema")
+		}
+		if (n > 0) == on {
+			continue
+		}
+		q := ix.create
+		if !on {
+			q = "DROP INDEX " + ix.name
+		}
+		if err := exec(q); err != nil {
+			return nil, mapError(err, "changing peer sync's indexes")
+		}
+		changed = append(changed, ix.name)
+	}
+	return changed, nil
 }
 
 // Peers lists the fleet's other nodes seen here, by name, with how many

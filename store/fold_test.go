@@ -565,19 +565,33 @@ func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
 	}
 }
 
-// TestPeerIndexes: peer sync's indexes are made once and dropped once; a
-// fresh catalog has none, and the publisher's read works once they are
-// made, as one seek.
+// TestPeerIndexes: Open decides peer sync's indexes from the outbox: a
+// catalog opened alone (NoOutbox) has none, one opened with an outbox has
+// them, and reopened alone drops them. They are made once and dropped
+// once, and the publisher's read works once they are made, as one seek.
 func TestPeerIndexes(t *testing.T) {
 	ctx := context.Background()
-	db := openTest(t, "", Options{})
-	has := func() bool {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	hasIn := func(db *DB) bool {
 		var n int
 		must(t, db.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'ranges_group_updated'`).Scan(&n))
 		return n == 1
 	}
+	for i, alone := range []bool{false, true} {
+		db, err := Open(path, Options{NoOutbox: alone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := hasIn(db)
+		must(t, db.Close())
+		if got == alone {
+			t.Fatalf("open %d with NoOutbox %v: peer sync's index present %v", i, alone, got)
+		}
+	}
+	db := openTest(t, path, Options{NoOutbox: true})
+	has := func() bool { return hasIn(db) }
 	if has() {
-		t.Fatal("a fresh catalog has peer sync's index")
+		t.Fatal("a catalog alone has peer sync's index")
 	}
 	for i, c := range []struct {
 		on   bool

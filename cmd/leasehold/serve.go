@@ -49,8 +49,8 @@ type Main struct {
 
 	// Name is the node's name in its fleet.
 	Name string
-	// NATS is "" for the embedded server, "off" to run alone, or the
-	// URL(s) of an external NATS.
+	// NATS is "" to decide from the other NATS flags (settleNATS), "off"
+	// to run alone, or the URL(s) of an external NATS.
 	NATS              string
 	NATSListen        string
 	NATSClusterListen string
@@ -99,7 +99,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 		MaxConnections: web.DefaultMaxConnections(), MaxConnsPerRemote: web.DefaultMaxConnectionsPerRemote,
 		SnapshotMaxExpanded: appliance.DefaultSnapshotMaxExpandedBytes, UploadTimeout: web.DefaultSnapshotUploadTimeout,
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", LogFormat: "text", ShutdownTimeout: 30 * time.Second,
-		Name: hostNodeName(), NATSListen: "127.0.0.1:4222", ClaimTTL: 30 * time.Second,
+		Name: hostNodeName(), ClaimTTL: 30 * time.Second,
 		StreamMaxAge: 24 * time.Hour, StreamMaxBytes: 1 << 30,
 		stdout: stdout, stderr: stderr, ready: make(chan struct{}), certEvery: 2 * time.Second,
 	}
@@ -130,8 +130,8 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "text (key=value lines) or json (one object a line, for a log shipper)")
 	fs.DurationVar(&m.ShutdownTimeout, "shutdown-timeout", m.ShutdownTimeout, "how long to let requests in flight finish on SIGTERM")
 	fs.StringVar(&m.Name, "name", m.Name, "this node's name in its fleet, unique in it (default: the host name)")
-	fs.StringVar(&m.NATS, "nats", m.NATS, `peer sync: "" runs the embedded NATS server, "off" runs the node alone, else nats:// URL(s) of an external NATS, comma-separated`)
-	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "the embedded NATS server's client address (port 0 picks a free one)")
+	fs.StringVar(&m.NATS, "nats", m.NATS, `peer sync: "" runs the embedded NATS server when another --nats-* flag (listen, cluster, routes, secret, TLS) asks for a fleet and runs the node alone otherwise, "off" runs it alone always, else nats:// URL(s) of an external NATS, comma-separated`)
+	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "run the embedded NATS server with this client address (port 0 picks a free one; default with other fleet flags: "+defaultNATSListen+")")
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
 	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS (empty: the embedded server asks clients for the node's own token, made into <data>/nats.secret)")
@@ -200,7 +200,32 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := m.checkTLSFlags(); err != nil {
 		return usageError(err)
 	}
+	m.settleNATS()
 	return usageError(m.checkFleetFlags())
+}
+
+// defaultNATSListen is the embedded NATS server's client address when a
+// fleet is asked for without --nats-listen.
+const defaultNATSListen = "127.0.0.1:4222"
+
+// settleNATS decides whether the node runs peer sync: alone (as --nats
+// off) unless a flag asks for a fleet: --nats URLs of an external NATS, or
+// for the embedded server --nats-listen, --nats-cluster-listen,
+// --nats-routes, --nats-secret-file or the NATS TLS files. Alone, the
+// node runs no NATS, writes no outbox and keeps no peer sync index, so a
+// range costs it about half the CPU; restarted with a fleet's flags it
+// joins, and its peers rebuild its part from its dump.
+func (m *Main) settleNATS() {
+	if m.NATS != "" {
+		return
+	}
+	if m.NATSListen == "" && m.NATSClusterListen == "" && len(m.routes()) == 0 && m.NATSSecretFile == "" && m.natsTLS() == nil {
+		m.NATS = "off"
+		return
+	}
+	if m.NATSListen == "" {
+		m.NATSListen = defaultNATSListen
+	}
 }
 
 // checkFleetFlags refuses fleet flags that cannot work together, before
@@ -459,9 +484,6 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 		}
 		metrics.Register(peers.Collector())
 		parts = append(parts, service.Part{Name: "fleet", Service: peers})
-	} else if err := m.dropPeerIndexes(ctx, db, log); err != nil {
-		app.Close()
-		return nil, err
 	}
 	if n.web, err = m.newWeb(ctx, log, certs, app, peers, metrics, n); err != nil {
 		app.Close()
@@ -485,20 +507,6 @@ func (m *Main) applianceConfig(log *slog.Logger, metrics *web.Metrics, gate *fle
 		cfg.Fleet = gate
 	}
 	return cfg
-}
-
-// dropPeerIndexes drops peer sync's indexes from the catalog of a node
-// that runs alone: it has no use for them, and every range write would
-// pay for them.
-func (m *Main) dropPeerIndexes(ctx context.Context, db *store.DB, log *slog.Logger) error {
-	dropped, err := db.PeerIndexes(ctx, false)
-	if err != nil {
-		return err
-	}
-	if len(dropped) > 0 {
-		log.Info("dropped peer sync's indexes: the node runs alone", "indexes", dropped)
-	}
-	return nil
 }
 
 // newWeb makes the web server on its listener (--listen, connections

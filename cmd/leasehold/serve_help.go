@@ -37,6 +37,13 @@ Runs a node: the catalog and window snapshots under --data, the JSON API
 and dashboard on --listen, and peer sync with the fleet. Every flag can be
 given in the environment as the variable named beside it; a flag on the
 command line wins. SIGINT or SIGTERM stops it cleanly.
+
+A node runs alone by default: no NATS, no outbox, about half the CPU a
+range. To start a fleet, give each node the fleet's flags; it then runs
+the embedded NATS server and joins, keeping the catalog it had alone:
+  leasehold serve --name a --nats-secret-file FILE \
+    --nats-cluster-listen 10.0.0.1:6222 --nats-routes nats://10.0.0.2:6222,nats://10.0.0.3:6222
+(--nats nats://… joins through an external NATS instead.)
 `)
 	seen := map[string]bool{}
 	group := func(title string, names []string) {
