@@ -28,6 +28,18 @@ type Grant struct {
 	// Takeover is true when the group was taken from a holder that went
 	// quiet (an extra field of the node's answer; false if not sent).
 	Takeover bool
+
+	// node is the client of the node that granted the lease; nil means
+	// the Worker's Client.
+	node *Client
+}
+
+// client is the node every holder call of the grant goes to.
+func (g *Grant) client(w *Worker) *Client {
+	if g.node != nil {
+		return g.node
+	}
+	return w.Client
 }
 
 type grantWire struct {

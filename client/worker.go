@@ -100,9 +100,21 @@ type Worker struct {
 	// window past it will not load (a few bytes of gzip may say gigabytes)
 	// and is released as window_error. 0 means DefaultMaxWindowBytes.
 	MaxWindowBytes int64
+	// Failover names more nodes of the same fleet, asked in order after
+	// Client when it cannot be reached (see ParseURLs and the comment on
+	// failover). Each needs the same node token; a group is worked only
+	// at the node that granted it.
+	Failover []*Client
+	// Reprobe is how long a node that could not be reached is passed over
+	// before leases try it again. 0 means DefaultReprobe.
+	Reprobe time.Duration
 
-	held     atomic.Int64
-	failures atomic.Int64 // holds in a row that ended in failure
+	held atomic.Int64
+	// tenures are the groups held now, by name, so that a grant of a
+	// group still held from another node ends that hold first.
+	tenuresMu sync.Mutex
+	tenures   map[string]*tenure
+	failures  atomic.Int64 // holds in a row that ended in failure
 }
 
 // DefaultMaxWindowBytes is as much as a node takes of a gzip snapshot
@@ -163,6 +175,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// ended wakes the loop when a hold ends and frees capacity.
 	ended := make(chan struct{}, 1)
 	idle := 0
+	reprobe := w.Reprobe
+	if reprobe <= 0 {
+		reprobe = DefaultReprobe
+	}
+	ns := newNodes(w.Client, w.Failover, reprobe, w.logger())
+	saidIdle := false
 	for ctx.Err() == nil {
 		if w.Held() >= w.capacity() {
 			// Wait for a hold to end, or look at the capacity again soon.
@@ -173,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		g, lerr := w.Client.Lease(ctx)
+		g, at, lerr := ns.lease(ctx)
 		if errors.Is(lerr, leasehold.ErrUnauthorized) || errors.Is(lerr, leasehold.ErrForbidden) {
 			w.logger().Error("the node refuses the token; stopping", "err", lerr)
 			cancel()
@@ -182,6 +200,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		if lerr != nil || g == nil {
 			if lerr != nil && ctx.Err() == nil {
 				w.logger().Warn("lease failed", "err", lerr)
+			}
+			if lerr == nil && !saidIdle && w.Held() == 0 {
+				// Once per idle stretch, not per poll.
+				saidIdle = true
+				w.logger().Info("idle: the node has nothing to lease in this worker's band and kinds; asking again until it has",
+					"url", at.URL, "poll_max", w.poll().Max)
 			}
 			// Paused, nothing planned, at the node's own capacity or
 			// unreachable: back off, up to Poll.Max, never spin. A hold
@@ -197,10 +221,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			t.Stop()
 			continue
 		}
-		idle = 0
+		idle, saidIdle = 0, false
 		w.held.Add(1)
+		t, prev := w.begin(g.Group.Name)
 		wg.Go(func() {
 			defer func() {
+				w.end(g.Group.Name, t)
 				w.held.Add(-1)
 				select {
 				case ended <- struct{}{}:
@@ -210,7 +236,14 @@ func (w *Worker) Run(ctx context.Context) error {
 			// A group that failed goes back to the node; wait before
 			// the next lease so a failure that repeats (a node error, a
 			// source down) is not retried in a tight loop.
-			switch w.hold(ctx, g) {
+			if prev != nil {
+				// Granted anew at another node while an older hold of it
+				// (from a node gone quiet) still runs: that one is lost by
+				// the rules; it ends before this one starts.
+				prev.lose(leasehold.Errorf(leasehold.KindLeaseLost, "group %q granted again at %s", g.Group.Name, g.client(w).URL))
+				<-prev.done
+			}
+			switch w.hold(ctx, g, t) {
 			case failed, suspect, unreadable:
 				n := w.failures.Add(1)
 				sleep(ctx, w.poll().Delay(int(n-1)))
@@ -220,6 +253,63 @@ func (w *Worker) Run(ctx context.Context) error {
 		})
 	}
 	return nil
+}
+
+// tenure is one hold of a group by name, from its grant to its end.
+type tenure struct {
+	done chan struct{}
+	mu   sync.Mutex
+	h    *hold
+	why  error // set when lost before the hold began
+}
+
+// attach ties the running hold to t, losing it at once if t was lost.
+func (t *tenure) attach(h *hold) {
+	t.mu.Lock()
+	t.h = h
+	why := t.why
+	t.mu.Unlock()
+	if why != nil {
+		h.lose(why)
+	}
+}
+
+// lose ends the tenure's hold as lost: its work is cancelled and nothing
+// more is sent for it.
+func (t *tenure) lose(why error) {
+	t.mu.Lock()
+	h := t.h
+	if h == nil {
+		t.why = why
+	}
+	t.mu.Unlock()
+	if h != nil {
+		h.lose(why)
+	}
+}
+
+// begin records a new tenure of group and returns the one it replaces,
+// if the group is still held (from another node).
+func (w *Worker) begin(group string) (t, prev *tenure) {
+	t = &tenure{done: make(chan struct{})}
+	w.tenuresMu.Lock()
+	defer w.tenuresMu.Unlock()
+	if w.tenures == nil {
+		w.tenures = map[string]*tenure{}
+	}
+	prev = w.tenures[group]
+	w.tenures[group] = t
+	return t, prev
+}
+
+// end closes t and forgets it unless a newer tenure replaced it.
+func (w *Worker) end(group string, t *tenure) {
+	w.tenuresMu.Lock()
+	if w.tenures[group] == t {
+		delete(w.tenures, group)
+	}
+	w.tenuresMu.Unlock()
+	close(t.done)
 }
 
 func (w *Worker) capacity() int {
@@ -264,6 +354,7 @@ var errLeaseLost = leasehold.Errorf(leasehold.KindLeaseLost, "lease lost")
 type hold struct {
 	w      *Worker
 	g      *Grant
+	c      *Client // the node that granted g: every holder call goes there
 	log    *slog.Logger
 	window Window
 
@@ -297,8 +388,8 @@ const fallbackTTL = time.Minute
 
 // hold works one leased group until it is caught up, lost, failed or the
 // worker stops, and lets it go as the outcome says. It returns the outcome.
-func (w *Worker) hold(parent context.Context, g *Grant) outcome {
-	h := &hold{w: w, g: g, log: w.logger().With("group", g.Group.Name, "fence", g.Fence), lastSnapshot: time.Now()}
+func (w *Worker) hold(parent context.Context, g *Grant, t *tenure) outcome {
+	h := &hold{w: w, g: g, c: g.client(w), log: w.logger().With("group", g.Group.Name, "fence", g.Fence), lastSnapshot: time.Now()}
 	if g.TTL <= 0 {
 		g.TTL = fallbackTTL
 	}
@@ -309,6 +400,7 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 	workCtx, cancelWork := context.WithCancelCause(parent)
 	defer cancelWork(nil)
 	h.cancelWork = cancelWork
+	t.attach(h)
 	// Heartbeats outlive the work: they keep the lease while the window is
 	// uploaded after Run's context ended, until the release.
 	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(parent))
@@ -351,9 +443,9 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 	}
 	var err error
 	if out == unreadable {
-		err = w.Client.ReleaseUnreadable(endCtx, g.Group.ID, g.Fence, h.windowError)
+		err = h.c.ReleaseUnreadable(endCtx, g.Group.ID, g.Fence, h.windowError)
 	} else {
-		err = w.Client.Release(endCtx, g.Group.ID, g.Fence)
+		err = h.c.Release(endCtx, g.Group.ID, g.Fence)
 	}
 	if err != nil {
 		if errors.Is(err, leasehold.ErrLeaseLost) {
@@ -384,7 +476,7 @@ func snapshotNext(s *leasehold.Snapshot) int64 {
 // work loads the window and runs the group's ranges until caught up, lost,
 // stopped or failed.
 func (h *hold) work(ctx context.Context) outcome {
-	c := h.w.Client
+	c := h.c
 	if out, ok := h.loadWindow(ctx); !ok {
 		return out
 	}
@@ -491,7 +583,7 @@ func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
 	if h.g.Snapshot == nil {
 		return 0, true
 	}
-	sr, err := h.w.Client.GetSnapshot(ctx, h.g.Group.ID, h.g.Fence, 0)
+	sr, err := h.c.GetSnapshot(ctx, h.g.Group.ID, h.g.Fence, 0)
 	if err != nil {
 		return h.judge(ctx, err, "snapshot download"), false
 	}
@@ -575,7 +667,7 @@ func (h *hold) failRange(ctx context.Context, r leasehold.Range, err error) bool
 	h.mu.Lock()
 	h.rng = leasehold.Range{}
 	h.mu.Unlock()
-	_, ferr := h.w.Client.FailRange(ctx, r.ID, h.g.Fence, err.Error(), retry)
+	_, ferr := h.c.FailRange(ctx, r.ID, h.g.Fence, err.Error(), retry)
 	h.callMu.Unlock()
 	switch {
 	case ferr == nil:
@@ -622,7 +714,7 @@ func (h *hold) finish(ctx context.Context, r leasehold.Range) (outcome, bool) {
 	// The range is in the window whole: finish it even if the worker is
 	// stopping meanwhile, so that nobody redoes it.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.w.stopTimeout())
-	_, err := h.w.Client.Finish(fctx, r.ID, h.g.Fence, headers)
+	_, err := h.c.Finish(fctx, r.ID, h.g.Fence, headers)
 	cancel()
 	h.callMu.Unlock()
 	if err != nil {
@@ -644,7 +736,7 @@ func (h *hold) finishAndNext(ctx context.Context, r leasehold.Range) (*leasehold
 	h.rng = leasehold.Range{}
 	h.mu.Unlock()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.w.stopTimeout())
-	next, err := h.w.Client.NextAfter(fctx, h.g.Group.ID, h.g.Fence, &Finished{Range: r.ID, Headers: headers})
+	next, err := h.c.NextAfter(fctx, h.g.Group.ID, h.g.Fence, &Finished{Range: r.ID, Headers: headers})
 	cancel()
 	h.callMu.Unlock()
 	if err != nil {
@@ -677,7 +769,7 @@ func (h *hold) heartbeat(ctx context.Context) {
 		sentProgress, err := h.sendProgress(ctx)
 		if err == nil && !sentProgress && time.Since(h.lastContact()) >= interval {
 			var ttl time.Duration
-			if ttl, err = h.w.Client.Heartbeat(ctx, h.g.Group.ID, h.g.Fence); err == nil {
+			if ttl, err = h.c.Heartbeat(ctx, h.g.Group.ID, h.g.Fence); err == nil {
 				h.touch()
 				if ttl > 0 {
 					h.ttl.Store(int64(ttl))
@@ -709,7 +801,7 @@ func (h *hold) sendProgress(ctx context.Context) (bool, error) {
 	if id == 0 || next <= sent {
 		return false, nil
 	}
-	if _, err := h.w.Client.Progress(ctx, id, h.g.Fence, next); err != nil {
+	if _, err := h.c.Progress(ctx, id, h.g.Fence, next); err != nil {
 		if errors.Is(err, leasehold.ErrUnprocessable) {
 			// The node is past this point already; nothing to fix.
 			return false, nil
@@ -750,7 +842,7 @@ func (h *hold) lose(err error) {
 // snapshot at windowNext. Save runs again on a retry, since a streamed
 // body cannot be rewound.
 func (h *hold) upload(ctx context.Context) error {
-	c := h.w.Client
+	c := h.c
 	attempts := max(c.Retry.Attempts, 1)
 	for attempt := 0; ; attempt++ {
 		if h.isLost.Load() {
@@ -797,7 +889,7 @@ func (h *hold) uploadOnce(ctx context.Context) (*leasehold.Snapshot, string, err
 			err = gz.Close()
 		}
 	}()
-	s, err := h.w.Client.PutSnapshot(ctx, h.g.Group.ID, h.g.Fence, h.windowNext, pr, SnapshotUpload{Gzip: true})
+	s, err := h.c.PutSnapshot(ctx, h.g.Group.ID, h.g.Fence, h.windowNext, pr, SnapshotUpload{Gzip: true})
 	// Unblock a Save the node stopped reading.
 	pr.CloseWithError(errors.New("upload ended"))
 	<-saved

@@ -114,6 +114,8 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		Logger:           log,
 		SnapshotInterval: f.snapshotEvery,
 		StopTimeout:      f.stopTimeout,
+		Failover:         f.failover(f.token),
+		Reprobe:          f.reprobe,
 	}
 	if f.snapshotEvery <= 0 {
 		w.SnapshotInterval = -1
