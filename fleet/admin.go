@@ -37,6 +37,9 @@ type Admin struct {
 	// lifeFunc is this node's life now, named on the writes it carries.
 	lifeFunc func() string
 	log      *slog.Logger
+	// yield, if set, answers a peer's ask to hand a group over
+	// (Ownership.Yield); without it the ask is refused.
+	yield func(ctx context.Context, group, to string) error
 
 	mu  sync.Mutex
 	sub *nats.Subscription
@@ -112,6 +115,23 @@ func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 	var ans adminAnswer
 	if err := json.Unmarshal(m.Data, &op); err != nil {
 		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
+	} else if op.Op == opYield {
+		// Not an operator's write: asked about once a second per group an
+		// idle worker waits for, so only a handover is logged (by Yield).
+		err := leasehold.Errorf(leasehold.KindInvalid, "node %s hands no group over", a.node)
+		if a.yield != nil {
+			ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+			err = a.yield(ctx, op.Group, op.Node)
+			cancel()
+		}
+		if err != nil {
+			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+		}
+		b, _ := json.Marshal(ans)
+		if err := m.Respond(b); err != nil {
+			a.log.Warn("peers: answering an ask for a group", "group", op.Group, "err", err)
+		}
+		return
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 		res, err := a.coord.ApplyAdmin(ctx, op)

@@ -284,6 +284,7 @@ func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 		return err
 	}
 	f.admin = NewAdmin(f.nc, coord, cfg.Name, f.claims.Life, f.log)
+	f.admin.yield, f.ownership.ask = f.ownership.Yield, f.admin.AskYield
 	return f.admin.Start(ctx)
 }
 
@@ -410,9 +411,9 @@ func (f *Fleet) Ensure(ctx context.Context, group string) error {
 }
 
 // Idle is told that a lease found nothing (appliance.Fleet).
-func (f *Fleet) Idle() {
+func (f *Fleet) Idle(node int64) {
 	if f.joined.Load() {
-		f.ownership.Idle()
+		f.ownership.Idle(node)
 	}
 }
 

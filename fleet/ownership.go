@@ -54,6 +54,14 @@ type Ownership struct {
 	// set while a goroutine does.
 	lost      []string
 	disowning bool
+	// idleNodes are the worker nodes whose leases found nothing since the
+	// last offer; asked the groups in their bands peers leave unleased.
+	idleNodes map[int64]bool
+	// asked is when each group was last asked of its owner.
+	asked map[string]time.Time
+
+	// ask, if set, asks the owner of a group to hand it over (Admin.AskYield).
+	ask func(ctx context.Context, owner, group string) error
 }
 
 // ErrBehind is adopt's answer when this node has not yet folded all the
@@ -103,9 +111,18 @@ func (o *Ownership) Want(group string) {
 	}
 }
 
-// Idle is told that a lease found nothing: Start offers disowned groups'
-// claims again, at most every o.every.
-func (o *Ownership) Idle() {
+// Idle is told that a lease of worker node found nothing: Start offers
+// disowned groups' claims again, and asks peers for groups in that
+// worker's band (see spread), at most every o.every.
+func (o *Ownership) Idle(node int64) {
+	o.mu.Lock()
+	if o.idleNodes == nil {
+		o.idleNodes = map[int64]bool{}
+	}
+	if len(o.idleNodes) < spreadIdleNodes {
+		o.idleNodes[node] = true
+	}
+	o.mu.Unlock()
 	select {
 	case o.idle <- struct{}{}:
 	default:
@@ -407,4 +424,5 @@ func (o *Ownership) offer(ctx context.Context) {
 	for _, g := range won {
 		o.own(ctx, g, o.claims.Rev(g))
 	}
+	o.spread(ctx)
 }
