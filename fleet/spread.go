@@ -16,8 +16,8 @@ import (
 // offers, about a minute at the default claim TTL). So ownership moves
 // toward idle workers: a node whose worker's lease found nothing lists
 // the groups in that worker's band and kinds it does not own and which
-// have planned work (DisownedGroupsFor), and asks each one's owner to hand
-// it over (a "yield" carried like an admin write). The owner hands it over
+// have planned work (DisownedGroupsFor) in the owner's state as folded
+// here, and asks each one's owner to hand it over (a "yield" carried like an admin write). The owner hands it over
 // only if no lease holds it here (the disowning and the check are one
 // catalog write, so no lease slips in), it was not won in the last
 // spreadKeepWon (its own workers come first), and everything of it has
@@ -77,6 +77,13 @@ func (o *Ownership) spread(ctx context.Context) {
 			cl, _, err := o.claims.Owner(ctx, g)
 			if err != nil || cl.Node == o.claims.Node() {
 				continue // no owner (the offer's ClaimFree takes those) or this node
+			}
+			// Only a group whose state here is its owner's: a node that has
+			// not folded the owner's state yet (a node restarted on an older
+			// catalog that still calls the group its own) would see work
+			// the owner may have done, and adopt that older state.
+			if origin, err := o.db.PeerOwner(ctx, g); err != nil || origin != cl.Node {
+				continue
 			}
 			asks++
 			actx, cancel := context.WithTimeout(ctx, spreadAskTimeout)

@@ -77,6 +77,14 @@ func TestWorkerURLRefused(t *testing.T) {
 			t.Errorf("--url %q: exit %d, %v; want 2 naming --url", u, code, err)
 		}
 	}
+	// Tokens: one for all, or one per URL.
+	for _, tokens := range []string{"t1,t2,t3", "t1,,"} {
+		var out bytes.Buffer
+		err := runWorker(context.Background(), []string{"--url", "http://127.0.0.1:1,http://127.0.0.1:2", "--token", tokens}, &out, &out)
+		if code := exitCode(err, &out); code != 2 || err == nil || !strings.Contains(err.Error(), "--token") {
+			t.Errorf("--token %q for two URLs: exit %d, %v; want 2 naming --token", tokens, code, err)
+		}
+	}
 	// $LEASEHOLD_URL takes the same list.
 	t.Setenv("LEASEHOLD_URL", "http://127.0.0.1:8080,nope")
 	var out bytes.Buffer

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,9 @@ by commas: the worker leases at the first it can reach and passes over
 one that cannot be reached (refused, reset, timed out, 502/503/504) for
 --reprobe, then tries it again. A group is worked only at the node that
 granted it; if that node stays unreachable for a lease TTL the group is
-given up, and the node that takes it over grants it anew.
+given up, and the node that takes it over grants it anew. A node token
+is a node's own, so give one token per URL (--token T1,T2,T3, in the
+order of --url), or one token every node knows.
 
 With --source nntp:// (or nntps://, TLS) it indexes a news server: it
 reports the water marks of the node's groups (GROUP, every
@@ -63,6 +66,7 @@ planned ids, and exits 1 if one does not.
 type workerFlags struct {
 	url, token, adminToken, data, logLevel string
 	urls                                   []string // url read as a list
+	tokens                                 []string // token read as a list, one per url
 	reprobe                                time.Duration
 	capacity                               int
 	rate                                   float64
@@ -93,7 +97,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fs.StringVar(&f.url, "url", envOr("LEASEHOLD_URL", client.DefaultURL), "node URL, or several nodes of a fleet separated by commas, tried in order ($LEASEHOLD_URL)")
 	fs.DurationVar(&f.reprobe, "reprobe", client.DefaultReprobe, "how long a node that could not be reached is passed over before it is tried again")
-	fs.StringVar(&f.token, "token", "", "node token (default $LEASEHOLD_TOKEN)")
+	fs.StringVar(&f.token, "token", "", "node token, or one per --url node separated by commas (default $LEASEHOLD_TOKEN)")
 	fs.IntVar(&f.capacity, "capacity", 1, "groups held at once")
 	fs.Float64Var(&f.rate, "rate", 0, "ids a second each group's synthetic source gives (0: as fast as it goes)")
 	fs.DurationVar(&f.snapshotEvery, "snapshot-every", 10*time.Second, "upload a window between ranges this often (what a successor redoes after a crash)")
@@ -146,6 +150,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.token == "" {
 		return usageError(errors.New("worker: no node token: give --token or set LEASEHOLD_TOKEN (leasehold admin nodes register NAME prints one)"))
 	}
+	if f.tokens, err = nodeTokens(f.token, len(f.urls)); err != nil {
+		return usageError(fmt.Errorf("worker: --token: %v", err))
+	}
 	if f.capacity < 0 {
 		return usageError(errors.New("worker: --capacity must be 0 or more"))
 	}
@@ -162,7 +169,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	capacity.Store(int64(f.capacity))
 	src := synthetic.Source{Rate: f.rate}
 	w := &client.Worker{
-		Client:       f.client(f.token),
+		Client:       f.client(f.tokens[0]),
 		CapacityFunc: func() int { return int(capacity.Load()) },
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			return synthetic.NewWindow(g.Name)
@@ -173,7 +180,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Logger:           log,
 		SnapshotInterval: f.snapshotEvery,
 		StopTimeout:      f.stopTimeout,
-		Failover:         f.failover(f.token),
+		Failover:         f.failover(),
 		Reprobe:          f.reprobe,
 	}
 	if f.snapshotEvery <= 0 {
@@ -289,11 +296,31 @@ func (f *workerFlags) client(token string) *client.Client {
 	return c
 }
 
-// failover are clients of the other nodes of --url, in order.
-func (f *workerFlags) failover(token string) []*client.Client {
+// nodeTokens reads --token: one token for every node, or one per node of
+// --url, in its order.
+func nodeTokens(list string, nodes int) ([]string, error) {
+	parts := strings.Split(list, ",")
+	if len(parts) == 1 {
+		return slices.Repeat(parts, nodes), nil
+	}
+	if len(parts) != nodes {
+		return nil, fmt.Errorf("%d tokens for %d node URLs: give one token, or one per URL", len(parts), nodes)
+	}
+	for i, p := range parts {
+		if p = strings.TrimSpace(p); p == "" {
+			return nil, fmt.Errorf("token %d of %d is empty", i+1, nodes)
+		}
+		parts[i] = p
+	}
+	return parts, nil
+}
+
+// failover are clients of the other nodes of --url, in order, each with
+// its token.
+func (f *workerFlags) failover() []*client.Client {
 	var out []*client.Client
-	for _, u := range f.urls[1:] {
-		c := client.New(u, token)
+	for i, u := range f.urls[1:] {
+		c := client.New(u, f.tokens[i+1])
 		c.TLSConfig = f.nodeTLS
 		out = append(out, c)
 	}
