@@ -48,8 +48,12 @@ type IndexFunc func(ctx context.Context, g *Grant, r leasehold.Range, w Window, 
 // ranges unless told otherwise: what a killed worker's successor redoes.
 const DefaultSnapshotInterval = time.Minute
 
-// DefaultPoll is how a Worker polls a node that has nothing for it.
-var DefaultPoll = Backoff{Min: 500 * time.Millisecond, Max: 15 * time.Second}
+// DefaultPoll is how a Worker polls a node that has nothing for it. Its
+// cap is low because work can come at any moment without any plan at this
+// node (a peer hands a group over, a dead peer's groups are adopted): an
+// idle worker asks again within 4 s, and an idle poll costs the node one
+// indexed read.
+var DefaultPoll = Backoff{Min: 500 * time.Millisecond, Max: 4 * time.Second}
 
 // Worker is the pull loop of a worker node. It leases up to Capacity groups
 // at once and, for each, loads the group's window snapshot (or starts an

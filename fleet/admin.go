@@ -126,6 +126,7 @@ func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 		}
 		if err != nil {
 			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+			a.log.Debug("ownership: a group kept from a peer that asked for it", "group", op.Group, "peer", op.Node, "why", ans.Error)
 		}
 		b, _ := json.Marshal(ans)
 		if err := m.Respond(b); err != nil {

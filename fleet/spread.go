@@ -35,8 +35,10 @@ const spreadIdleNodes = 16
 // spreadAsks bounds the groups asked of their owners in one offer.
 const spreadAsks = 4
 
-// spreadAskAgain is how long a group asked for is not asked again.
-const spreadAskAgain = 2 * time.Second
+// spreadAskAgain is how long a group asked for is not asked again: about
+// an offer, so a group kept because it was just won is asked for again at
+// the next one.
+const spreadAskAgain = 900 * time.Millisecond
 
 // spreadAskTimeout bounds the owner's answer to a yield.
 const spreadAskTimeout = 3 * time.Second

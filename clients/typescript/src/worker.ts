@@ -85,7 +85,7 @@ export interface WorkerOptions<W extends Window> {
   logger?: Logger;
   /** Upload the window between ranges this long after the last upload (default 60 s; below 0: only when caught up or stopping). */
   snapshotIntervalMs?: number;
-  /** The wait between leases while the node has nothing to lease (default 500 ms to 15 s). */
+  /** The wait between leases while the node has nothing to lease (default 500 ms to 4 s). */
   poll?: { minMs: number; maxMs: number };
   /** Bounds the uploads and releases after run's signal aborts (default 30 s). */
   stopTimeoutMs?: number;
@@ -209,7 +209,9 @@ export class Worker<W extends Window = Window> {
   }
 
   private get poll() {
-    return this.o.poll ?? { minMs: 500, maxMs: 15_000 };
+    // The cap is low: work can come at any moment without a plan at this
+    // node (a peer hands a group over, a dead peer's groups are adopted).
+    return this.o.poll ?? { minMs: 500, maxMs: 4_000 };
   }
 
   get stopTimeoutMs(): number {
