@@ -106,8 +106,9 @@ type Worker struct {
 	MaxWindowBytes int64
 	// Failover names more nodes of the same fleet, asked in order after
 	// Client when it cannot be reached (see ParseURLs and the comment on
-	// failover). Each needs the same node token; a group is worked only
-	// at the node that granted it.
+	// failover). Each carries this worker's token at its node (a node
+	// token is the node's own); a group is worked only at the node that
+	// granted it.
 	Failover []*Client
 	// Reprobe is how long a node that could not be reached is passed over
 	// before leases try it again. 0 means DefaultReprobe.
