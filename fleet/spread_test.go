@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -27,12 +28,21 @@ func TestFleetWorkSpread(t *testing.T) {
 	for i := range 6 {
 		name := fmt.Sprintf("alt.spread.%d", i)
 		names = append(names, name)
-		if _, _, err := a.app.Coordinator.PutGroup(ctx, name, store.GroupSpec{RangeSize: &rs}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.app.Coordinator.PlanTail(ctx, name, 200); err != nil {
-			t.Fatal(err)
-		}
+		// A loaded machine (the race detector) may leave a's life
+		// unrenewed a moment: the write is refused then, and made again.
+		claimEventually(t, 20*time.Second, "a makes and plans "+name, func() bool {
+			if _, _, err := a.app.Coordinator.PutGroup(ctx, name, store.GroupSpec{RangeSize: &rs}); err != nil {
+				if leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+					t.Fatal(err)
+				}
+				return false
+			}
+			_, err := a.app.Coordinator.PlanTail(ctx, name, 200)
+			if err != nil && leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+				t.Fatal(err)
+			}
+			return err == nil
+		})
 	}
 	claimEventually(t, 20*time.Second, "b sees a's planned ranges", func() bool {
 		for _, name := range names {
