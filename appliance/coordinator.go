@@ -469,7 +469,7 @@ func (c *Coordinator) Lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 		g = nil
 	}
 	if g == nil {
-		c.fleet.Idle()
+		c.fleet.Idle(nodeID)
 		return nil, nil
 	}
 	g.Rules = c.Rules()

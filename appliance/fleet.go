@@ -29,10 +29,12 @@ type Fleet interface {
 	// Ensure makes sure this node holds group's claim before an admin write
 	// on it. Errors: conflict (another node owns it), unavailable.
 	Ensure(ctx context.Context, group string) error
-	// Idle is told that a lease found nothing to lease: in a fleet, the
-	// moment to take on groups no live node owns. Idle workers poll, so it
-	// is called often and must limit itself; it must not block.
-	Idle()
+	// Idle is told that a lease of worker node found nothing to lease: in
+	// a fleet, the moment to take on groups no live node owns, and to ask
+	// peers for groups in that worker's band they leave unleased. Idle
+	// workers poll, so it is called often and must limit itself; it must
+	// not block.
+	Idle(node int64)
 	// Forward carries an admin write on a peer's group to origin, its
 	// owner, and returns origin's answer (its error kind kept).
 	Forward(ctx context.Context, origin string, op AdminOp) (AdminResult, error)
@@ -59,7 +61,7 @@ func (Alone) ClaimNow(context.Context, []string) bool { return false }
 func (Alone) Ensure(context.Context, string) error { return nil }
 
 // Idle does nothing.
-func (Alone) Idle() {}
+func (Alone) Idle(int64) {}
 
 // Forward is never asked: a node alone has no peers' groups to forward.
 func (Alone) Forward(_ context.Context, origin string, _ AdminOp) (AdminResult, error) {

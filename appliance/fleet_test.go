@@ -63,7 +63,7 @@ func (f *claimFleet) committed(int) {
 func (f *claimFleet) Want(string)                             {}
 func (f *claimFleet) ClaimNow(context.Context, []string) bool { return false }
 func (f *claimFleet) Ensure(context.Context, string) error    { return nil }
-func (f *claimFleet) Idle()                                   {}
+func (f *claimFleet) Idle(int64)                              {}
 func (f *claimFleet) Forward(context.Context, string, AdminOp) (AdminResult, error) {
 	return AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "no forwarding in this test")
 }

@@ -3,8 +3,6 @@ package client
 import (
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,8 +46,12 @@ type IndexFunc func(ctx context.Context, g *Grant, r leasehold.Range, w Window, 
 // ranges unless told otherwise: what a killed worker's successor redoes.
 const DefaultSnapshotInterval = time.Minute
 
-// DefaultPoll is how a Worker polls a node that has nothing for it.
-var DefaultPoll = Backoff{Min: 500 * time.Millisecond, Max: 15 * time.Second}
+// DefaultPoll is how a Worker polls a node that has nothing for it. Its
+// cap is low because work can come at any moment without any plan at this
+// node (a peer hands a group over, a dead peer's groups are adopted): an
+// idle worker asks again within 4 s, and an idle poll costs the node one
+// indexed read.
+var DefaultPoll = Backoff{Min: 500 * time.Millisecond, Max: 4 * time.Second}
 
 // Worker is the pull loop of a worker node. It leases up to Capacity groups
 // at once and, for each, loads the group's window snapshot (or starts an
@@ -100,9 +102,22 @@ type Worker struct {
 	// window past it will not load (a few bytes of gzip may say gigabytes)
 	// and is released as window_error. 0 means DefaultMaxWindowBytes.
 	MaxWindowBytes int64
+	// Failover names more nodes of the same fleet, asked in order after
+	// Client when it cannot be reached (see ParseURLs and the comment on
+	// failover). Each carries this worker's token at its node (a node
+	// token is the node's own); a group is worked only at the node that
+	// granted it.
+	Failover []*Client
+	// Reprobe is how long a node that could not be reached is passed over
+	// before leases try it again. 0 means DefaultReprobe.
+	Reprobe time.Duration
 
-	held     atomic.Int64
-	failures atomic.Int64 // holds in a row that ended in failure
+	held atomic.Int64
+	// tenures are the groups held now, by name, so that a grant of a
+	// group still held from another node ends that hold first.
+	tenuresMu sync.Mutex
+	tenures   map[string]*tenure
+	failures  atomic.Int64 // holds in a row that ended in failure
 }
 
 // DefaultMaxWindowBytes is as much as a node takes of a gzip snapshot
@@ -163,6 +178,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// ended wakes the loop when a hold ends and frees capacity.
 	ended := make(chan struct{}, 1)
 	idle := 0
+	reprobe := w.Reprobe
+	if reprobe <= 0 {
+		reprobe = DefaultReprobe
+	}
+	ns := newNodes(w.Client, w.Failover, reprobe, w.logger())
+	saidIdle := false
 	for ctx.Err() == nil {
 		if w.Held() >= w.capacity() {
 			// Wait for a hold to end, or look at the capacity again soon.
@@ -173,7 +194,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		g, lerr := w.Client.Lease(ctx)
+		g, at, lerr := ns.lease(ctx)
 		if errors.Is(lerr, leasehold.ErrUnauthorized) || errors.Is(lerr, leasehold.ErrForbidden) {
 			w.logger().Error("the node refuses the token; stopping", "err", lerr)
 			cancel()
@@ -182,6 +203,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		if lerr != nil || g == nil {
 			if lerr != nil && ctx.Err() == nil {
 				w.logger().Warn("lease failed", "err", lerr)
+			}
+			if lerr == nil && !saidIdle && w.Held() == 0 {
+				// Once per idle stretch, not per poll.
+				saidIdle = true
+				w.logger().Info("idle: the node has nothing to lease in this worker's band and kinds; asking again until it has",
+					"url", at.URL, "poll_max", w.poll().Max)
 			}
 			// Paused, nothing planned, at the node's own capacity or
 			// unreachable: back off, up to Poll.Max, never spin. A hold
@@ -197,29 +224,99 @@ func (w *Worker) Run(ctx context.Context) error {
 			t.Stop()
 			continue
 		}
-		idle = 0
+		idle, saidIdle = 0, false
 		w.held.Add(1)
-		wg.Go(func() {
-			defer func() {
-				w.held.Add(-1)
-				select {
-				case ended <- struct{}{}:
-				default:
-				}
-			}()
-			// A group that failed goes back to the node; wait before
-			// the next lease so a failure that repeats (a node error, a
-			// source down) is not retried in a tight loop.
-			switch w.hold(ctx, g) {
-			case failed, suspect, unreadable:
-				n := w.failures.Add(1)
-				sleep(ctx, w.poll().Delay(int(n-1)))
-			case caughtUp:
-				w.failures.Store(0)
-			}
-		})
+		t, prev := w.begin(g.Group.Name)
+		wg.Go(func() { w.holdGranted(ctx, g, at, t, prev, ended) })
 	}
 	return nil
+}
+
+// holdGranted works a group granted at at, in its own goroutine, then
+// frees its slot and wakes Run's loop (ended).
+func (w *Worker) holdGranted(ctx context.Context, g *Grant, at *Client, t, prev *tenure, ended chan<- struct{}) {
+	defer func() {
+		w.end(g.Group.Name, t)
+		w.held.Add(-1)
+		select {
+		case ended <- struct{}{}:
+		default:
+		}
+	}()
+	if prev != nil {
+		// Granted anew at another node while an older hold of it (from a
+		// node gone quiet) still runs: that one is lost by the rules; it
+		// ends before this one starts.
+		prev.lose(leasehold.Errorf(leasehold.KindLeaseLost, "group %q granted again at %s", g.Group.Name, at.URL))
+		<-prev.done
+	}
+	// A group that failed goes back to the node; wait before the next
+	// lease so a failure that repeats (a node error, a source down) is
+	// not retried in a tight loop.
+	switch w.hold(ctx, g, at, t) {
+	case failed, suspect, unreadable:
+		n := w.failures.Add(1)
+		sleep(ctx, w.poll().Delay(int(n-1)))
+	case caughtUp:
+		w.failures.Store(0)
+	}
+}
+
+// tenure is one hold of a group by name, from its grant to its end.
+type tenure struct {
+	done chan struct{}
+	mu   sync.Mutex
+	h    *hold
+	why  error // set when lost before the hold began
+}
+
+// attach ties the running hold to t, losing it at once if t was lost.
+func (t *tenure) attach(h *hold) {
+	t.mu.Lock()
+	t.h = h
+	why := t.why
+	t.mu.Unlock()
+	if why != nil {
+		h.lose(why)
+	}
+}
+
+// lose ends the tenure's hold as lost: its work is cancelled and nothing
+// more is sent for it.
+func (t *tenure) lose(why error) {
+	t.mu.Lock()
+	h := t.h
+	if h == nil {
+		t.why = why
+	}
+	t.mu.Unlock()
+	if h != nil {
+		h.lose(why)
+	}
+}
+
+// begin records a new tenure of group and returns the one it replaces,
+// if the group is still held (from another node).
+func (w *Worker) begin(group string) (t, prev *tenure) {
+	t = &tenure{done: make(chan struct{})}
+	w.tenuresMu.Lock()
+	defer w.tenuresMu.Unlock()
+	if w.tenures == nil {
+		w.tenures = map[string]*tenure{}
+	}
+	prev = w.tenures[group]
+	w.tenures[group] = t
+	return t, prev
+}
+
+// end closes t and forgets it unless a newer tenure replaced it.
+func (w *Worker) end(group string, t *tenure) {
+	w.tenuresMu.Lock()
+	if w.tenures[group] == t {
+		delete(w.tenures, group)
+	}
+	w.tenuresMu.Unlock()
+	close(t.done)
 }
 
 func (w *Worker) capacity() int {
@@ -264,6 +361,7 @@ var errLeaseLost = leasehold.Errorf(leasehold.KindLeaseLost, "lease lost")
 type hold struct {
 	w      *Worker
 	g      *Grant
+	c      *Client // the node that granted g: every holder call goes there
 	log    *slog.Logger
 	window Window
 
@@ -297,8 +395,8 @@ const fallbackTTL = time.Minute
 
 // hold works one leased group until it is caught up, lost, failed or the
 // worker stops, and lets it go as the outcome says. It returns the outcome.
-func (w *Worker) hold(parent context.Context, g *Grant) outcome {
-	h := &hold{w: w, g: g, log: w.logger().With("group", g.Group.Name, "fence", g.Fence), lastSnapshot: time.Now()}
+func (w *Worker) hold(parent context.Context, g *Grant, at *Client, t *tenure) outcome {
+	h := &hold{w: w, g: g, c: at, log: w.logger().With("group", g.Group.Name, "fence", g.Fence), lastSnapshot: time.Now()}
 	if g.TTL <= 0 {
 		g.TTL = fallbackTTL
 	}
@@ -309,6 +407,7 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 	workCtx, cancelWork := context.WithCancelCause(parent)
 	defer cancelWork(nil)
 	h.cancelWork = cancelWork
+	t.attach(h)
 	// Heartbeats outlive the work: they keep the lease while the window is
 	// uploaded after Run's context ended, until the release.
 	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(parent))
@@ -351,9 +450,9 @@ func (w *Worker) hold(parent context.Context, g *Grant) outcome {
 	}
 	var err error
 	if out == unreadable {
-		err = w.Client.ReleaseUnreadable(endCtx, g.Group.ID, g.Fence, h.windowError)
+		err = h.c.ReleaseUnreadable(endCtx, g.Group.ID, g.Fence, h.windowError)
 	} else {
-		err = w.Client.Release(endCtx, g.Group.ID, g.Fence)
+		err = h.c.Release(endCtx, g.Group.ID, g.Fence)
 	}
 	if err != nil {
 		if errors.Is(err, leasehold.ErrLeaseLost) {
@@ -384,7 +483,7 @@ func snapshotNext(s *leasehold.Snapshot) int64 {
 // work loads the window and runs the group's ranges until caught up, lost,
 // stopped or failed.
 func (h *hold) work(ctx context.Context) outcome {
-	c := h.w.Client
+	c := h.c
 	if out, ok := h.loadWindow(ctx); !ok {
 		return out
 	}
@@ -516,7 +615,7 @@ func (h *hold) loadWindow(ctx context.Context) (outcome, bool) {
 	if h.g.Snapshot == nil {
 		return 0, true
 	}
-	sr, err := h.w.Client.GetSnapshot(ctx, h.g.Group.ID, h.g.Fence, 0)
+	sr, err := h.c.GetSnapshot(ctx, h.g.Group.ID, h.g.Fence, 0)
 	if err != nil {
 		return h.judge(ctx, err, "snapshot download"), false
 	}
@@ -600,7 +699,7 @@ func (h *hold) failRange(ctx context.Context, r leasehold.Range, err error) bool
 	h.mu.Lock()
 	h.rng = leasehold.Range{}
 	h.mu.Unlock()
-	_, ferr := h.w.Client.FailRange(ctx, r.ID, h.g.Fence, err.Error(), retry)
+	_, ferr := h.c.FailRange(ctx, r.ID, h.g.Fence, err.Error(), retry)
 	h.callMu.Unlock()
 	switch {
 	case ferr == nil:
@@ -647,7 +746,7 @@ func (h *hold) finish(ctx context.Context, r leasehold.Range) (outcome, bool) {
 	// The range is in the window whole: finish it even if the worker is
 	// stopping meanwhile, so that nobody redoes it.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.w.stopTimeout())
-	_, err := h.w.Client.Finish(fctx, r.ID, h.g.Fence, headers)
+	_, err := h.c.Finish(fctx, r.ID, h.g.Fence, headers)
 	cancel()
 	h.callMu.Unlock()
 	if err != nil {
@@ -669,7 +768,7 @@ func (h *hold) finishAndNext(ctx context.Context, r leasehold.Range) (*leasehold
 	h.rng = leasehold.Range{}
 	h.mu.Unlock()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.w.stopTimeout())
-	next, err := h.w.Client.NextAfter(fctx, h.g.Group.ID, h.g.Fence, &Finished{Range: r.ID, Headers: headers})
+	next, err := h.c.NextAfter(fctx, h.g.Group.ID, h.g.Fence, &Finished{Range: r.ID, Headers: headers})
 	cancel()
 	h.callMu.Unlock()
 	if err != nil {
@@ -678,156 +777,4 @@ func (h *hold) finishAndNext(ctx context.Context, r leasehold.Range) (*leasehold
 	h.touch()
 	h.windowNext = r.End + 1
 	return next, nil
-}
-
-func (w *Worker) snapshotInterval() time.Duration {
-	if w.SnapshotInterval == 0 {
-		return DefaultSnapshotInterval
-	}
-	return w.SnapshotInterval
-}
-
-// heartbeat keeps the lease alive every TTL/3 until ctx ends: with the
-// range's progress when there is new progress (a holder call is a
-// heartbeat), else with a heartbeat unless another holder call was
-// answered since the last tick. On lease_lost, or when the node has not
-// answered for a whole TTL (someone else may hold the group by now), it
-// cancels the group's work.
-func (h *hold) heartbeat(ctx context.Context) {
-	for {
-		interval := max(time.Duration(h.ttl.Load())/3, 10*time.Millisecond)
-		if sleep(ctx, interval) != nil {
-			return
-		}
-		sentProgress, err := h.sendProgress(ctx)
-		if err == nil && !sentProgress && time.Since(h.lastContact()) >= interval {
-			var ttl time.Duration
-			if ttl, err = h.w.Client.Heartbeat(ctx, h.g.Group.ID, h.g.Fence); err == nil {
-				h.touch()
-				if ttl > 0 {
-					h.ttl.Store(int64(ttl))
-				}
-			}
-		}
-		switch {
-		case err == nil, ctx.Err() != nil:
-		case errors.Is(err, leasehold.ErrLeaseLost):
-			h.lose(err)
-			return
-		case time.Since(h.lastContact()) > time.Duration(h.ttl.Load()):
-			h.lose(fmt.Errorf("no answer from the node for a TTL: %w", err))
-			return
-		default:
-			h.log.Warn("heartbeat failed", "err", err)
-		}
-	}
-}
-
-// sendProgress sends the range's new progress, if any, and reports
-// whether it did.
-func (h *hold) sendProgress(ctx context.Context) (bool, error) {
-	h.callMu.Lock()
-	defer h.callMu.Unlock()
-	h.mu.Lock()
-	id, next, sent := h.rng.ID, h.pending, h.sent
-	h.mu.Unlock()
-	if id == 0 || next <= sent {
-		return false, nil
-	}
-	if _, err := h.w.Client.Progress(ctx, id, h.g.Fence, next); err != nil {
-		if errors.Is(err, leasehold.ErrUnprocessable) {
-			// The node is past this point already; nothing to fix.
-			return false, nil
-		}
-		return false, err
-	}
-	h.touch()
-	h.mu.Lock()
-	h.sent = max(h.sent, next)
-	h.mu.Unlock()
-	return true, nil
-}
-
-// flushProgress sends the last progress before an upload or release, so
-// the range resumes where the window ends.
-func (h *hold) flushProgress(ctx context.Context) {
-	if _, err := h.sendProgress(ctx); err != nil {
-		if errors.Is(err, leasehold.ErrLeaseLost) {
-			h.lose(err)
-			return
-		}
-		h.log.Warn("last progress not sent", "err", err)
-	}
-}
-
-func (h *hold) touch()                 { h.contact.Store(time.Now().UnixNano()) }
-func (h *hold) lastContact() time.Time { return time.Unix(0, h.contact.Load()) }
-
-// lose marks the group lost and cancels its work at once.
-func (h *hold) lose(err error) {
-	if h.isLost.CompareAndSwap(false, true) {
-		h.log.Warn("lease lost; cancelling the group's work", "err", err)
-		h.cancelWork(errLeaseLost)
-	}
-}
-
-// upload saves the window gzipped and streams it to the node as the
-// snapshot at windowNext. Save runs again on a retry, since a streamed
-// body cannot be rewound.
-func (h *hold) upload(ctx context.Context) error {
-	c := h.w.Client
-	attempts := max(c.Retry.Attempts, 1)
-	for attempt := 0; ; attempt++ {
-		if h.isLost.Load() {
-			return errLeaseLost
-		}
-		s, sum, err := h.uploadOnce(ctx)
-		if err == nil && s.SHA256 != "" && s.SHA256 != sum {
-			err = leasehold.Errorf(leasehold.KindInternal, "node stored sha-256 %s, sent %s", s.SHA256, sum)
-		}
-		if err == nil {
-			h.touch()
-			h.dirty = false
-			h.lastSnapshot = time.Now()
-			h.log.Info("window uploaded", "next", s.Next, "bytes", s.Size)
-			return nil
-		}
-		k := leasehold.ErrorKind(err)
-		retry := k == leasehold.KindUnavailable || k == leasehold.KindInternal
-		if !retry || attempt+1 >= attempts || ctx.Err() != nil {
-			return err
-		}
-		if err := c.Retry.Sleep(ctx, attempt, 0); err != nil {
-			return err
-		}
-	}
-}
-
-func (h *hold) uploadOnce(ctx context.Context) (*leasehold.Snapshot, string, error) {
-	pr, pw := io.Pipe()
-	sum := sha256.New()
-	saved := make(chan struct{})
-	go func() {
-		defer close(saved)
-		var err error
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("panic in Save: %v", p)
-				h.log.Error("panic in Window.Save", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			}
-			pw.CloseWithError(err)
-		}()
-		gz := gzip.NewWriter(io.MultiWriter(pw, sum))
-		if err = h.window.Save(gz); err == nil {
-			err = gz.Close()
-		}
-	}()
-	s, err := h.w.Client.PutSnapshot(ctx, h.g.Group.ID, h.g.Fence, h.windowNext, pr, SnapshotUpload{Gzip: true})
-	// Unblock a Save the node stopped reading.
-	pr.CloseWithError(errors.New("upload ended"))
-	<-saved
-	if err != nil {
-		return nil, "", err
-	}
-	return s, hex.EncodeToString(sum.Sum(nil)), nil
 }

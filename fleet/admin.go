@@ -37,6 +37,9 @@ type Admin struct {
 	// lifeFunc is this node's life now, named on the writes it carries.
 	lifeFunc func() string
 	log      *slog.Logger
+	// yielder, if not nil, answers a peer's ask to hand a group over
+	// (Ownership.Yield); without it the ask is refused.
+	yielder Yielder
 
 	mu  sync.Mutex
 	sub *nats.Subscription
@@ -65,11 +68,16 @@ const (
 // admin writes for node; its Forward carries this node's own writes on
 // peers' groups (the fleet's Forward), started or not, naming node and
 // its life (lifeFunc, nil for none).
-func NewAdmin(nc *nats.Conn, coord AdminApplier, node string, lifeFunc func() string, log *slog.Logger) *Admin {
+func NewAdmin(nc *nats.Conn, coord AdminApplier, yielder Yielder, node string, lifeFunc func() string, log *slog.Logger) *Admin {
 	if lifeFunc == nil {
 		lifeFunc = func() string { return "" }
 	}
-	return &Admin{nc: nc, coord: coord, node: node, lifeFunc: lifeFunc, log: log}
+	return &Admin{nc: nc, coord: coord, yielder: yielder, node: node, lifeFunc: lifeFunc, log: log}
+}
+
+// Yielder answers a peer's ask to hand a group over: *Ownership is one.
+type Yielder interface {
+	Yield(ctx context.Context, group, to string) error
 }
 
 // Start answers carried admin writes until ctx ends or Stop; the writes
@@ -118,6 +126,24 @@ func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 	var ans adminAnswer
 	if err := json.Unmarshal(m.Data, &op); err != nil {
 		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
+	} else if op.Op == opYield {
+		// Not an operator's write: asked about once a second per group an
+		// idle worker waits for, so only a handover is logged (by Yield).
+		err := leasehold.Errorf(leasehold.KindInvalid, "node %s hands no group over", a.node)
+		if a.yielder != nil {
+			ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+			err = a.yielder.Yield(ctx, op.Group, op.Node)
+			cancel()
+		}
+		if err != nil {
+			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+			a.log.Debug("ownership: a group kept from a peer that asked for it", "group", op.Group, "peer", op.Node, "why", ans.Error)
+		}
+		b, _ := json.Marshal(ans)
+		if err := m.Respond(b); err != nil {
+			a.log.Warn("peers: answering an ask for a group", "group", op.Group, "err", err)
+		}
+		return
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 		res, err := a.coord.ApplyAdmin(ctx, op)
@@ -165,6 +191,33 @@ func (a *Admin) audit(m *nats.Msg, op appliance.AdminOp, ans adminAnswer) {
 // Forward carries op to origin and answers with origin's answer, its error
 // kind kept, so the caller here sees what a caller there would.
 func (a *Admin) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
+	return a.carrier().Forward(ctx, origin, op)
+}
+
+// carrier is the admin forwarder's carrying side alone: what asks a
+// peer, needing nothing of what answers here, so ownership can ask with
+// it while the forwarder answers with ownership.
+func (a *Admin) carrier() Carrier { return Carrier{nc: a.nc, node: a.node, lifeFunc: a.lifeFunc} }
+
+// Carrier carries this node's writes on peers' groups to their owners,
+// naming node and its life.
+type Carrier struct {
+	nc       *nats.Conn
+	node     string
+	lifeFunc func() string
+}
+
+// NewCarrier is node's carrier on nc; lifeFunc (nil for none) is its life now.
+func NewCarrier(nc *nats.Conn, node string, lifeFunc func() string) Carrier {
+	if lifeFunc == nil {
+		lifeFunc = func() string { return "" }
+	}
+	return Carrier{nc: nc, node: node, lifeFunc: lifeFunc}
+}
+
+// Forward carries op to origin, the owner of op's group. Errors: origin's,
+// unavailable.
+func (a Carrier) Forward(ctx context.Context, origin string, op appliance.AdminOp) (appliance.AdminResult, error) {
 	b, err := json.Marshal(op)
 	if err != nil {
 		return appliance.AdminResult{}, err

@@ -309,11 +309,12 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		return err
 	}
 	f.records = records
+	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
-		Every: cfg.ClaimTTL / 3, Logger: f.log})
+		Asker: carrier, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
 	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
-	admin := NewAdmin(f.nc, node.Coordinator, cfg.Name, f.claims.Life, f.log)
+	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
 	f.gate.parts(own, admin, f.publisher)
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -140,9 +140,9 @@ func (g *Gate) Ensure(ctx context.Context, group string) error {
 }
 
 // Idle is told that a lease found nothing (appliance.Fleet).
-func (g *Gate) Idle() {
+func (g *Gate) Idle(node int64) {
 	if p := g.through(); p != nil {
-		p.own.Idle()
+		p.own.Idle(node)
 	}
 }
 

@@ -92,9 +92,9 @@ func (f *ownFleet) Ensure(ctx context.Context, group string) error {
 	return nil
 }
 
-func (f *ownFleet) Idle() {
+func (f *ownFleet) Idle(node int64) {
 	if o := f.own.Load(); o != nil {
-		o.Idle()
+		o.Idle(node)
 	}
 }
 

@@ -36,6 +36,27 @@ func (k *Keeper) wonNow(group string) {
 	k.mu.Unlock()
 }
 
+// wonAt is when group's claim was won here, if it was lately.
+func (k *Keeper) wonAt(group string) (time.Time, bool) {
+	if k == nil {
+		return time.Time{}, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, ok := k.won[group]
+	return t, ok
+}
+
+// forget drops group's won time: its claim is let go.
+func (k *Keeper) forget(group string) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	delete(k.won, group)
+	k.mu.Unlock()
+}
+
 // Keep answers the claims (ClaimKeeper): of a batch of claims held, those
 // of groups in work here are kept; the others (owned here but not held, and
 // released more than two claim TTLs ago, not won lately, and settled:

@@ -45,6 +45,21 @@ type Ownership struct {
 	// set while a goroutine does.
 	lost      []string
 	disowning bool
+	// idleNodes are the worker nodes whose leases found nothing since the
+	// last offer; asked the groups in their bands peers leave unleased.
+	idleNodes map[int64]bool
+	// asked is when each group was last asked of its owner.
+	asked map[string]time.Time
+
+	// asker, if not nil, asks the owner of a group to hand it over
+	// (Carrier.AskYield).
+	asker Asker
+}
+
+// Asker asks a group's owner to hand it over to this node: a Carrier is
+// one.
+type Asker interface {
+	AskYield(ctx context.Context, owner, group string) error
 }
 
 // Owner makes groups this node's in the catalog as their claims are won,
@@ -82,6 +97,9 @@ type OwnershipConfig struct {
 	Keeper *Keeper
 	// Adoption, if set, adopts won groups (nil adopts nothing).
 	Adoption Adoption
+	// Asker, if set, asks peers to hand over groups idle workers here
+	// could lease (see spread); nil asks nothing.
+	Asker Asker
 	// Every is how often, at most, an idle node offers disowned groups'
 	// claims.
 	Every  time.Duration
@@ -115,7 +133,7 @@ func NewOwnership(cfg OwnershipConfig) *Ownership {
 	if cfg.Keeper == nil {
 		cfg.Keeper = NewKeeper(cfg.DB, cfg.Every, nil)
 	}
-	return &Ownership{owner: cfg.Owner, db: cfg.DB, claims: cfg.Claims, keeper: cfg.Keeper, adoption: cfg.Adoption, every: cfg.Every,
+	return &Ownership{owner: cfg.Owner, db: cfg.DB, claims: cfg.Claims, keeper: cfg.Keeper, adoption: cfg.Adoption, asker: cfg.Asker, every: cfg.Every,
 		log: cfg.Logger, wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1)}
 }
 
@@ -133,9 +151,18 @@ func (o *Ownership) Want(group string) {
 	}
 }
 
-// Idle is told that a lease found nothing: Start offers disowned groups'
-// claims again, at most every o.every.
-func (o *Ownership) Idle() {
+// Idle is told that a lease of worker node found nothing: Start offers
+// disowned groups' claims again, and asks peers for groups in that
+// worker's band (see spread), at most every o.every.
+func (o *Ownership) Idle(node int64) {
+	o.mu.Lock()
+	if o.idleNodes == nil {
+		o.idleNodes = map[int64]bool{}
+	}
+	if len(o.idleNodes) < spreadIdleNodes {
+		o.idleNodes[node] = true
+	}
+	o.mu.Unlock()
 	select {
 	case o.idle <- struct{}{}:
 	default:
@@ -388,4 +415,5 @@ func (o *Ownership) offer(ctx context.Context) {
 	for _, g := range won {
 		o.own(ctx, g, o.claims.Rev(g))
 	}
+	o.spread(ctx)
 }

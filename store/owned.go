@@ -117,6 +117,44 @@ func (db *DB) DisownedGroups(ctx context.Context, limit int) ([]string, error) {
 		WHERE owned = 0 AND active = 1 AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL) ORDER BY free_since LIMIT ?`, limit)
 }
 
+// DisownedGroupsFor lists up to limit of the groups DisownedGroups lists
+// that the worker node nodeID could lease if this node owned them: of one
+// of its kinds, with planned work in its band (rule 1's choice without
+// the ownership), oldest free first. It is what a node whose worker found
+// nothing asks its peers to hand over. A paused node, or one of capacity
+// 0, wants none. Errors: not found (the node), unavailable, internal.
+func (db *DB) DisownedGroupsFor(ctx context.Context, nodeID int64, limit int) ([]string, error) {
+	var paused bool
+	var capacity, pmin, pmax int64
+	var kindsText string
+	err := db.queryRow(ctx, `SELECT paused, capacity, priority_min, priority_max, kinds FROM nodes WHERE id = ?`, nodeID).
+		Scan(&paused, &capacity, &pmin, &pmax, &kindsText)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, leasehold.Errorf(leasehold.KindNotFound, "node %d not found", nodeID)
+	}
+	if err != nil {
+		return nil, mapError(err, "listing disowned groups for a node")
+	}
+	if paused || capacity <= 0 || pmin > pmax || limit <= 0 {
+		return nil, nil
+	}
+	var out []string
+	for _, kind := range parseKinds(kindsText) {
+		names, err := db.groupNames(ctx, "listing disowned groups for a node", `SELECT name FROM groups INDEXED BY groups_disowned
+			WHERE owned = 0 AND active = 1 AND (urgent_tail IS NOT NULL OR urgent_hist IS NOT NULL)
+			AND kind = ?1 AND quarantine_at IS NULL AND (urgent_tail BETWEEN ?2 AND ?3 OR urgent_hist BETWEEN ?2 AND ?3)
+			ORDER BY free_since LIMIT ?4`, kind, pmin, pmax, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, names...)
+		if len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
+
 // groupNames runs a query of group names on the reader pool.
 func (db *DB) groupNames(ctx context.Context, doing, q string, args ...any) ([]string, error) {
 	rows, err := db.query(ctx, q, args...)

@@ -65,7 +65,10 @@ func lineHas(out string, words ...string) bool {
 // TestWorkerURLRefused: a worker given a --url it cannot use (no scheme,
 // no host) exits 2 at start, naming the flag.
 func TestWorkerURLRefused(t *testing.T) {
-	for _, u := range []string{"127.0.0.1:8080", "localhost", "http://", "ftp://127.0.0.1:8080", "http:///api"} {
+	for _, u := range []string{"127.0.0.1:8080", "localhost", "http://", "ftp://127.0.0.1:8080", "http:///api",
+		// A list of a fleet's nodes is refused whole for one bad entry.
+		"http://127.0.0.1:8080,", "http://127.0.0.1:8080,,http://127.0.0.1:8081", "http://127.0.0.1:8080,127.0.0.1:8081",
+		"http://127.0.0.1:8080,http://127.0.0.1:8080"} {
 		var out bytes.Buffer
 		ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 		err := runWorker(ctx, []string{"--url", u, "--token", "x"}, &out, &out)
@@ -73,5 +76,20 @@ func TestWorkerURLRefused(t *testing.T) {
 		if code := exitCode(err, &out); code != 2 || err == nil || !strings.Contains(err.Error(), "--url") {
 			t.Errorf("--url %q: exit %d, %v; want 2 naming --url", u, code, err)
 		}
+	}
+	// Tokens: one for all, or one per URL.
+	for _, tokens := range []string{"t1,t2,t3", "t1,,"} {
+		var out bytes.Buffer
+		err := runWorker(context.Background(), []string{"--url", "http://127.0.0.1:1,http://127.0.0.1:2", "--token", tokens}, &out, &out)
+		if code := exitCode(err, &out); code != 2 || err == nil || !strings.Contains(err.Error(), "--token") {
+			t.Errorf("--token %q for two URLs: exit %d, %v; want 2 naming --token", tokens, code, err)
+		}
+	}
+	// $LEASEHOLD_URL takes the same list.
+	t.Setenv("LEASEHOLD_URL", "http://127.0.0.1:8080,nope")
+	var out bytes.Buffer
+	err := runWorker(context.Background(), []string{"--token", "x"}, &out, &out)
+	if code := exitCode(err, &out); code != 2 || err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("LEASEHOLD_URL with a bad entry: exit %d, %v; want 2 naming it", code, err)
 	}
 }

@@ -82,7 +82,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	defer sink.Close()
 
-	c := f.client(f.token)
+	c := f.client(f.tokens[0])
 	if err := checkNNTPKind(ctx, c); err != nil {
 		return err
 	}
@@ -114,6 +114,8 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		Logger:           log,
 		SnapshotInterval: f.snapshotEvery,
 		StopTimeout:      f.stopTimeout,
+		Failover:         f.failover(),
+		Reprobe:          f.reprobe,
 	}
 	if f.snapshotEvery <= 0 {
 		w.SnapshotInterval = -1

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,13 +22,22 @@ import (
 )
 
 const workerUsage = `Usage:
-  leasehold worker [--url U] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
+  leasehold worker [--url U[,U2,...]] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
   leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D] [--start low|last:N|days:N]
   leasehold worker --verify [--url U] [--admin-token T | --data DIR]
 
 The first runs the pull loop over the built-in synthetic source until
 interrupted, then releases what it holds. The node token is --token or
 $LEASEHOLD_TOKEN.
+
+--url (or $LEASEHOLD_URL) may name several nodes of a fleet, separated
+by commas: the worker leases at the first it can reach and passes over
+one that cannot be reached (refused, reset, timed out, 502/503/504) for
+--reprobe, then tries it again. A group is worked only at the node that
+granted it; if that node stays unreachable for a lease TTL the group is
+given up, and the node that takes it over grants it anew. A node token
+is a node's own, so give one token per URL (--token T1,T2,T3, in the
+order of --url), or one token every node knows.
 
 With --source nntp:// (or nntps://, TLS) it indexes a news server: it
 reports the water marks of the node's groups (GROUP, every
@@ -56,6 +65,9 @@ planned ids, and exits 1 if one does not.
 // workerFlags are the worker's settings.
 type workerFlags struct {
 	url, token, adminToken, data, logLevel string
+	urls                                   []string // url read as a list
+	tokens                                 []string // token read as a list, one per url
+	reprobe                                time.Duration
 	capacity                               int
 	rate                                   float64
 	snapshotEvery, stopTimeout             time.Duration
@@ -83,8 +95,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprint(stderr, workerUsage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.url, "url", envOr("LEASEHOLD_URL", client.DefaultURL), "node URL ($LEASEHOLD_URL)")
-	fs.StringVar(&f.token, "token", "", "node token (default $LEASEHOLD_TOKEN)")
+	fs.StringVar(&f.url, "url", envOr("LEASEHOLD_URL", client.DefaultURL), "node URL, or several nodes of a fleet separated by commas, tried in order ($LEASEHOLD_URL)")
+	fs.DurationVar(&f.reprobe, "reprobe", client.DefaultReprobe, "how long a node that could not be reached is passed over before it is tried again")
+	fs.StringVar(&f.token, "token", "", "node token, or one per --url node separated by commas (default $LEASEHOLD_TOKEN)")
 	fs.IntVar(&f.capacity, "capacity", 1, "groups held at once")
 	fs.Float64Var(&f.rate, "rate", 0, "ids a second each group's synthetic source gives (0: as fast as it goes)")
 	fs.DurationVar(&f.snapshotEvery, "snapshot-every", 10*time.Second, "upload a window between ranges this often (what a successor redoes after a crash)")
@@ -114,10 +127,13 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("worker: unexpected arguments %q", fs.Args()))
 	}
-	if err := checkNodeURL(f.url); err != nil {
+	var err error
+	if f.urls, err = client.ParseURLs(f.url); err != nil {
 		return usageError(fmt.Errorf("worker: --url: %v", err))
 	}
-	var err error
+	if f.reprobe <= 0 {
+		return usageError(errors.New("worker: --reprobe must be more than 0"))
+	}
 	if f.nodeTLS, err = f.node.config(); err != nil {
 		return err
 	}
@@ -133,6 +149,9 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if f.token == "" {
 		return usageError(errors.New("worker: no node token: give --token or set LEASEHOLD_TOKEN (leasehold admin nodes register NAME prints one)"))
+	}
+	if f.tokens, err = nodeTokens(f.token, len(f.urls)); err != nil {
+		return usageError(fmt.Errorf("worker: --token: %v", err))
 	}
 	if f.capacity < 0 {
 		return usageError(errors.New("worker: --capacity must be 0 or more"))
@@ -150,7 +169,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	capacity.Store(int64(f.capacity))
 	src := synthetic.Source{Rate: f.rate}
 	w := &client.Worker{
-		Client:       f.client(f.token),
+		Client:       f.client(f.tokens[0]),
 		CapacityFunc: func() int { return int(capacity.Load()) },
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			return synthetic.NewWindow(g.Name)
@@ -161,6 +180,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Logger:           log,
 		SnapshotInterval: f.snapshotEvery,
 		StopTimeout:      f.stopTimeout,
+		Failover:         f.failover(),
+		Reprobe:          f.reprobe,
 	}
 	if f.snapshotEvery <= 0 {
 		w.SnapshotInterval = -1
@@ -267,26 +288,41 @@ func verifyWindow(ctx context.Context, c *client.Client, d *leasehold.GroupDetai
 	return "", nil
 }
 
-// checkNodeURL refuses a node URL the worker cannot use, at start: one
-// without a scheme or a host (127.0.0.1:8080, http:///x) would otherwise
-// be a worker retrying for ever with nothing said at the node.
-func checkNodeURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%q is not a URL: %v", raw, err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q has no http:// or https:// scheme: give the node's URL, e.g. http://127.0.0.1:8080", raw)
-	case u.Host == "":
-		return fmt.Errorf("%q names no host: give the node's URL, e.g. http://127.0.0.1:8080", raw)
-	}
-	return nil
-}
-
-// client is a client of the node with token, speaking https as
-// --ca-file, --client-cert and --client-key say.
+// client is a client of the first node of --url with token, speaking
+// https as --ca-file, --client-cert and --client-key say.
 func (f *workerFlags) client(token string) *client.Client {
-	c := client.New(f.url, token)
+	c := client.New(f.urls[0], token)
 	c.TLSConfig = f.nodeTLS
 	return c
+}
+
+// nodeTokens reads --token: one token for every node, or one per node of
+// --url, in its order.
+func nodeTokens(list string, nodes int) ([]string, error) {
+	parts := strings.Split(list, ",")
+	if len(parts) == 1 {
+		return slices.Repeat(parts, nodes), nil
+	}
+	if len(parts) != nodes {
+		return nil, fmt.Errorf("%d tokens for %d node URLs: give one token, or one per URL", len(parts), nodes)
+	}
+	for i, p := range parts {
+		if p = strings.TrimSpace(p); p == "" {
+			return nil, fmt.Errorf("token %d of %d is empty", i+1, nodes)
+		}
+		parts[i] = p
+	}
+	return parts, nil
+}
+
+// failover are clients of the other nodes of --url, in order, each with
+// its token.
+func (f *workerFlags) failover() []*client.Client {
+	var out []*client.Client
+	for i, u := range f.urls[1:] {
+		c := client.New(u, f.tokens[i+1])
+		c.TLSConfig = f.nodeTLS
+		out = append(out, c)
+	}
+	return out
 }

@@ -85,7 +85,7 @@ export interface WorkerOptions<W extends Window> {
   logger?: Logger;
   /** Upload the window between ranges this long after the last upload (default 60 s; below 0: only when caught up or stopping). */
   snapshotIntervalMs?: number;
-  /** The wait between leases while the node has nothing to lease (default 500 ms to 15 s). */
+  /** The wait between leases while the node has nothing to lease (default 500 ms to 4 s). */
   poll?: { minMs: number; maxMs: number };
   /** Bounds the uploads and releases after run's signal aborts (default 30 s). */
   stopTimeoutMs?: number;
@@ -95,6 +95,43 @@ export interface WorkerOptions<W extends Window> {
    * past it does not load (released as window_error).
    */
   maxWindowBytes?: number;
+  /**
+   * More nodes of the same fleet, asked in order after client when it
+   * cannot be reached (refused, reset, timed out, 502/503/504); each with
+   * the same worker node's token. A group is worked only at the node that
+   * granted it: its fence and id are that node's.
+   */
+  failover?: Client[];
+  /** How long a node that could not be reached is passed over before leases try it again (default 15 s). */
+  reprobeMs?: number;
+}
+
+/** How long a node that could not be reached is passed over unless WorkerOptions.reprobeMs says otherwise. */
+export const DEFAULT_REPROBE_MS = 15_000;
+
+/**
+ * Whether an error says the node could not serve the call at all, so
+ * another node of the fleet should be asked: no connection, a timeout, or
+ * 502, 503 or 504.
+ */
+export function unreachable(e: unknown): boolean {
+  if (!(e instanceof LeaseholdError)) return false;
+  if (e.status === 502 || e.status === 503 || e.status === 504) return true;
+  return e.status === 0 && e.code === "unavailable";
+}
+
+/** A node a worker leases at, and until when it is passed over. */
+interface FleetNode {
+  client: Client;
+  lease: Client; // client with fewer retries: the next node is the better retry
+  downUntil: number; // 0: up
+}
+
+/** One hold of a group by name, from its grant to its end. */
+interface Tenure {
+  done: Promise<void>;
+  hold: Hold<Window> | null;
+  lostWhy: unknown;
 }
 
 /** What a window may expand to unless WorkerOptions.maxWindowBytes says otherwise. */
@@ -109,10 +146,52 @@ export class Worker<W extends Window = Window> {
   private heldNow = 0;
   private failures = 0;
   private ended: (() => void) | null = null;
+  private readonly nodes: FleetNode[];
+  private lastNode: FleetNode | null = null;
+  private readonly tenures = new Map<string, Tenure>();
 
   constructor(o: WorkerOptions<W>) {
     if (!o.client || !o.index || !o.newWindow) throw new Error("Worker needs client, index and newWindow");
     this.o = o;
+    const more = o.failover ?? [];
+    this.nodes = [o.client, ...more].map((c) => ({
+      client: c,
+      lease: more.length > 0 ? c.withToken(c.token, { retry: { ...c.retry, attempts: Math.min(Math.max(c.retry.attempts, 1), 2) } }) : c,
+      downUntil: 0,
+    }));
+  }
+
+  private get reprobeMs(): number {
+    return this.o.reprobeMs && this.o.reprobeMs > 0 ? this.o.reprobeMs : DEFAULT_REPROBE_MS;
+  }
+
+  /**
+   * Asks the nodes in order, passing over those marked down (all of them
+   * when every one is), for a grant; resolves with the grant (or null:
+   * nothing to lease) and the node that answered. Throws the last error
+   * when none could be reached, or an answer that is not about reaching.
+   */
+  private async leaseAny(signal: AbortSignal): Promise<{ grant: Grant | null; node: FleetNode }> {
+    const now = Date.now();
+    let order = this.nodes.filter((n) => n.downUntil <= now);
+    if (order.length === 0) order = this.nodes;
+    let last: unknown = null;
+    for (const n of order) {
+      try {
+        const grant = await n.lease.lease(signal);
+        if (n.downUntil !== 0) this.log.info("node reachable again; leasing there", { url: n.client.url });
+        n.downUntil = 0;
+        if (this.lastNode && this.lastNode !== n && this.nodes.length > 1) this.log.info("leasing at another node of the fleet", { url: n.client.url, was: this.lastNode.client.url });
+        this.lastNode = n;
+        return { grant, node: n };
+      } catch (e) {
+        if (signal.aborted || !unreachable(e)) throw e;
+        if (n.downUntil === 0 && this.nodes.length > 1) this.log.warn("node unreachable; leasing at the next node of the fleet", { url: n.client.url, retry_after_ms: this.reprobeMs, err: e });
+        n.downUntil = Date.now() + this.reprobeMs;
+        last = e;
+      }
+    }
+    throw last;
   }
 
   /** How many groups the worker holds now. */
@@ -130,7 +209,9 @@ export class Worker<W extends Window = Window> {
   }
 
   private get poll() {
-    return this.o.poll ?? { minMs: 500, maxMs: 15_000 };
+    // The cap is low: work can come at any moment without a plan at this
+    // node (a peer hands a group over, a dead peer's groups are adopted).
+    return this.o.poll ?? { minMs: 500, maxMs: 4_000 };
   }
 
   get stopTimeoutMs(): number {
@@ -154,6 +235,7 @@ export class Worker<W extends Window = Window> {
     signal.addEventListener("abort", onAbort, { once: true });
     const holds = new Set<Promise<void>>();
     let idle = 0;
+    let saidIdle = false;
     let refused: unknown = null;
     try {
       while (!stop.signal.aborted) {
@@ -162,8 +244,9 @@ export class Worker<W extends Window = Window> {
           continue;
         }
         let grant: Grant | null = null;
+        let at: FleetNode | null = null;
         try {
-          grant = await this.o.client.lease(stop.signal);
+          ({ grant, node: at } = await this.leaseAny(stop.signal));
         } catch (e) {
           if (e instanceof UnauthorizedError || e instanceof ForbiddenError) {
             this.log.error("the node refuses the token; stopping", { err: e });
@@ -173,7 +256,12 @@ export class Worker<W extends Window = Window> {
           }
           if (!stop.signal.aborted) this.log.warn("lease failed", { err: e });
         }
-        if (!grant) {
+        if (!grant || !at) {
+          if (at && !saidIdle && this.heldNow === 0) {
+            // Once per idle stretch, not per poll.
+            saidIdle = true;
+            this.log.info("idle: the node has nothing to lease in this worker's band and kinds; asking again until it has", { url: at.client.url, poll_max_ms: this.poll.maxMs });
+          }
           // Paused, nothing planned, at the node's capacity or unreachable:
           // back off, never spin; a hold that ends frees a slot: ask then.
           if (await this.waitForEnd(delayMs({ ...this.poll, attempts: 1 }, idle), stop.signal)) idle = 0;
@@ -181,11 +269,26 @@ export class Worker<W extends Window = Window> {
           continue;
         }
         idle = 0;
+        saidIdle = false;
         this.heldNow++;
         const g = grant;
+        const node = at.client;
+        let endTenure!: () => void;
+        const tenure: Tenure = { done: new Promise<void>((r) => (endTenure = r)), hold: null, lostWhy: null };
+        const prev = this.tenures.get(g.group.name);
+        this.tenures.set(g.group.name, tenure);
         const p = (async () => {
           try {
-            const out = await this.hold(stop.signal, g);
+            if (prev) {
+              // Granted anew at another node while an older hold of it
+              // (from a node gone quiet) still runs: that one is lost by
+              // the rules; it ends before this one starts.
+              const why = new LeaseLostError("lease_lost", `group ${JSON.stringify(g.group.name)} granted again at ${node.url}`, 409, "");
+              if (prev.hold) prev.hold.lose(why);
+              else prev.lostWhy = why;
+              await prev.done;
+            }
+            const out = await this.hold(stop.signal, g, node, tenure);
             if (out === "failed" || out === "suspect" || out === "unreadable") {
               // A failure that repeats is not retried in a tight loop.
               this.failures++;
@@ -196,6 +299,8 @@ export class Worker<W extends Window = Window> {
           } catch (e) {
             this.log.error("hold ended with an error", { group: g.group.name, err: e });
           } finally {
+            if (this.tenures.get(g.group.name) === tenure) this.tenures.delete(g.group.name);
+            endTenure();
             this.heldNow--;
             this.ended?.();
           }
@@ -229,8 +334,10 @@ export class Worker<W extends Window = Window> {
   }
 
   /** Works one leased group until caught up, lost, failed or stopped, and lets it go as the outcome says. */
-  private async hold(parent: AbortSignal, g: Grant): Promise<Outcome> {
-    const h = new Hold<W>(this, g);
+  private async hold(parent: AbortSignal, g: Grant, node: Client, tenure: Tenure): Promise<Outcome> {
+    const h = new Hold<W>(this, g, node);
+    tenure.hold = h as unknown as Hold<Window>;
+    if (tenure.lostWhy) h.lose(tenure.lostWhy);
     this.log.info("leased group", { group: g.group.name, fence: g.fence, snapshot_next: g.snapshot?.next ?? 0, takeover: !!g.takeover, ttl_s: g.ttl_s });
     const onParent = () => h.work.abort(parent.reason);
     parent.addEventListener("abort", onParent, { once: true });
@@ -265,8 +372,8 @@ export class Worker<W extends Window = Window> {
         }
       }
       try {
-        if (out === "unreadable") await this.o.client.releaseUnreadable(g.group.id, g.fence, h.windowError, endSignal);
-        else await this.o.client.release(g.group.id, g.fence, endSignal);
+        if (out === "unreadable") await node.releaseUnreadable(g.group.id, g.fence, h.windowError, endSignal);
+        else await node.release(g.group.id, g.fence, endSignal);
       } catch (e) {
         if (e instanceof LeaseLostError) {
           this.log.warn("lease lost before release", { group: g.group.name });
@@ -320,12 +427,14 @@ class Hold<W extends Window> {
   constructor(
     private readonly w: Worker<W>,
     private readonly g: Grant,
+    /** The node that granted g: every holder call goes there. */
+    private readonly node: Client,
   ) {
     this.ttlMs = g.ttl_s > 0 ? g.ttl_s * 1000 : FALLBACK_TTL_MS;
   }
 
   private get client(): Client {
-    return this.w.options.client;
+    return this.node;
   }
 
   private get log(): Logger {

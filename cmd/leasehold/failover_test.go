@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/syncbuf"
+)
+
+// TestWorkerFleetFailover: against a fleet of three real nodes, a worker
+// given all three URLs, its own node first, gets work planned at another
+// node within 5 s (its node asks the owner to hand groups over), keeps
+// working when its node is stopped (its groups are adopted by the others
+// after the claim TTL, and the worker leases at the next node), and every
+// group is finished.
+func TestWorkerFleetFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	secret := filepath.Join(t.TempDir(), "nats.secret")
+	if err := os.WriteFile(secret, []byte("worker-failover-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	routes := freePorts(t, 3)
+	names := []string{"node-a", "node-b", "node-c"}
+	type node struct {
+		m       *Main
+		log     *syncbuf.Buffer
+		url     string
+		admin   *client.Client
+		token   string // the worker's
+		cancel  context.CancelFunc
+		done    chan error
+		stopped bool
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		var others []string
+		for j, p := range routes {
+			if j != i {
+				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
+			}
+		}
+		dir := t.TempDir()
+		n := &node{log: &syncbuf.Buffer{}, done: make(chan error, 1)}
+		n.m = newTestMain(t, io.Discard, n.log)
+		if err := n.m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", names[i],
+			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
+			"--nats-routes", strings.Join(others, ","), "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s"}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		n.cancel = cancel
+		go func() { n.done <- n.m.Run(ctx) }()
+		t.Cleanup(func() {
+			if n.stopped {
+				return
+			}
+			cancel()
+			select {
+			case <-n.done:
+			case <-time.After(60 * time.Second):
+				t.Errorf("%s did not stop within 60s of its context's end", names[i])
+			}
+		})
+		select {
+		case <-n.m.Ready():
+		case err := <-n.done:
+			t.Fatalf("%s ended at start: %v\n%s", names[i], err, n.log.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not serve within 30s", names[i])
+		}
+		n.url = "http://" + n.m.Addr().String()
+		token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.admin = client.New(n.url, strings.TrimSpace(string(token)))
+		nodes[i] = n
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	ctx := context.Background()
+	for _, n := range nodes {
+		pollReady(t, n.url, 120*time.Second)
+		w, err := n.admin.RegisterNode(ctx, client.NodeSpec{Name: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.token = w.Token
+	}
+	// Six groups planned at a, where no worker leases.
+	rs := int64(100)
+	var groups []string
+	for i := range 6 {
+		name := fmt.Sprintf("alt.failover.%d", i)
+		groups = append(groups, name)
+		if _, _, err := a.admin.PutGroup(ctx, name, client.GroupSpec{RangeSize: &rs}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.admin.PlanTail(ctx, name, 3000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func(n *node) int {
+		total := 0
+		for _, g := range groups {
+			d, err := n.admin.Group(ctx, g)
+			if err != nil {
+				return -1
+			}
+			total += int(d.Ranges[leasehold.StatusPlanned] + d.Ranges[leasehold.StatusLeased])
+		}
+		return total
+	}
+	waitUntil := func(within time.Duration, what string, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > within {
+				t.Fatalf("%s: not within %v\nb's log:\n%s", what, within, b.log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitUntil(20*time.Second, "b sees a's planned ranges", func() bool { return left(b) == 6*30 })
+
+	// The worker's own node is b; a and c follow.
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	var wlog syncbuf.Buffer
+	wdone := make(chan error, 1)
+	go func() {
+		wdone <- runWorker(wctx, []string{"--url", strings.Join([]string{b.url, a.url, c.url}, ","),
+			"--token", strings.Join([]string{b.token, a.token, c.token}, ","), "--rate", "2000", "--reprobe", "1s",
+			"--capacity", "2", "--snapshot-every", "500ms", "--log-level", "debug"}, &wlog, &wlog)
+	}()
+	took := waitUntil(20*time.Second, "the worker at b gets a group planned at a", func() bool {
+		return strings.Contains(wlog.String(), "leased group")
+	})
+	t.Logf("the worker at b got work planned at a %v after starting", took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		var lines []string
+		for _, l := range strings.Split(b.log.String(), "\n") {
+			if strings.Contains(l, "ownership") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("the worker at b waited %v for work; want at most 5s\nb's ownership lines:\n%s\nworker:\n%s", took, strings.Join(lines, "\n"), wlog.String())
+	}
+	if strings.Contains(wlog.String(), "leasing at another node") {
+		t.Errorf("the worker left b while b could serve:\n%s", wlog.String())
+	}
+
+	// b stops while the worker holds groups there.
+	before := left(a)
+	b.cancel()
+	select {
+	case <-b.done:
+		b.stopped = true
+	case <-time.After(60 * time.Second):
+		t.Fatal("b did not stop")
+	}
+	stopped := time.Now()
+	waitUntil(60*time.Second, "the worker works at another node", func() bool {
+		return strings.Contains(wlog.String(), "leasing at another node of the fleet")
+	})
+	waitUntil(120*time.Second, "every group done with b gone", func() bool { return left(a) == 0 && left(c) == 0 })
+	t.Logf("all groups done %v after b stopped (%d ranges were left at a's count then)", time.Since(stopped).Round(time.Millisecond), before)
+	stopWorker()
+	if err := <-wdone; err != nil {
+		t.Fatalf("worker: %v\n%s", err, wlog.String())
+	}
+	for _, want := range []string{"node unreachable; leasing at the next node of the fleet"} {
+		if !strings.Contains(wlog.String(), want) {
+			t.Errorf("worker log lacks %q:\n%s", want, wlog.String())
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/store"
+)
+
+// TestFleetWorkSpread: six groups are planned at a, where no worker
+// leases; a worker registered at b, whose leases find nothing of b's
+// own, gets one of a's groups within 5 s of b seeing their ranges: b asks
+// a to hand over groups in the worker's band, a hands over those no lease
+// holds, and b claims and adopts them. Each group stays owned by one node:
+// a no longer holds the claim of a group b granted.
+func TestFleetWorkSpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	ctx := context.Background()
+	nodes, _, _ := fleetOf(t)
+	a, b := nodes[0], nodes[1]
+	rs := int64(10)
+	var names []string
+	for i := range 6 {
+		name := fmt.Sprintf("alt.spread.%d", i)
+		names = append(names, name)
+		// A loaded machine (the race detector) may leave a's life
+		// unrenewed a moment: the write is refused then, and made again.
+		claimEventually(t, 20*time.Second, "a makes and plans "+name, func() bool {
+			if _, _, err := a.app.Coordinator.PutGroup(ctx, name, store.GroupSpec{RangeSize: &rs}); err != nil {
+				if leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+					t.Fatal(err)
+				}
+				return false
+			}
+			_, err := a.app.Coordinator.PlanTail(ctx, name, 200)
+			if err != nil && leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+				t.Fatal(err)
+			}
+			return err == nil
+		})
+	}
+	claimEventually(t, 20*time.Second, "b sees a's planned ranges", func() bool {
+		for _, name := range names {
+			g, err := b.db.GroupByName(ctx, name)
+			if err != nil {
+				return false
+			}
+			r, err := b.db.Ranges(ctx, g.ID, "planned", 0, 100)
+			if err != nil || len(r) != 20 {
+				return false
+			}
+		}
+		return true
+	})
+	start := time.Now()
+	for {
+		g, err := b.app.Coordinator.Lease(ctx, b.worker)
+		if err != nil {
+			t.Fatalf("lease at b: %v", err)
+		}
+		if g != nil {
+			took := time.Since(start)
+			t.Logf("a worker at b got %s, planned at a, %v after b saw the work", g.Group.Name, took.Round(time.Millisecond))
+			if took > 5*time.Second {
+				t.Errorf("the worker at b waited %v; want at most 5s", took)
+			}
+			if _, held := a.fleet.gate.Holds(g.Group.Name); held {
+				t.Errorf("a still holds the claim of %s, granted at b", g.Group.Name)
+			}
+			if _, held := b.fleet.gate.Holds(g.Group.Name); !held {
+				t.Errorf("b granted %s without holding its claim", g.Group.Name)
+			}
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the worker at b got nothing within 30s while a had six groups planned")
+		}
+		time.Sleep(100 * time.Millisecond) // a worker's idle poll
+	}
+}
