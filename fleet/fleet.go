@@ -51,7 +51,8 @@ type Config struct {
 	// client port and routes speak TLS only, and this node's connection
 	// presents the certificate and verifies NATS against the CA.
 	TLS *TLS
-	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
+	// Replicas of the stream and buckets; 0 takes one a server routed to
+	// (PeerRoutes) and this node's, at most 3, for the
 	// embedded server and 1 for an external NATS.
 	Replicas int
 	// StreamMaxAge bounds how long the stream keeps events (default 24h);
@@ -82,8 +83,10 @@ type Fleet struct {
 	closing atomic.Bool
 	// joined is set once everything below is; it orders their reads.
 	joined atomic.Bool
-	// waiting is what Join waits for, for Ready.
+	// waiting is what Join waits for, for Ready; routed is how many peers
+	// the embedded server had routes to at Join's last try (routesUp).
 	waiting atomic.Pointer[string]
+	routed  atomic.Pointer[string]
 
 	claims    *Claims
 	ownership *Ownership
@@ -104,6 +107,17 @@ type Fleet struct {
 
 // joinLogEvery is how often a node still joining says what it waits for.
 const joinLogEvery = 10 * time.Second
+
+// joinAttemptFirst and joinAttemptMax bound one attempt of a join step.
+// A JetStream request made while the cluster has no meta leader yet, or
+// while several nodes create the same stream at once, is often never
+// answered: a short first wait tries again soon instead of idling for
+// the longest one; a step that truly takes longer (a store recovering)
+// gets doubling waits up to the longest.
+const (
+	joinAttemptFirst = 500 * time.Millisecond
+	joinAttemptMax   = 5 * time.Second
+)
 
 // New checks cfg and returns this node's part in its fleet, not joined
 // yet: give it to appliance.Open (Config.Fleet), then Join. Errors:
@@ -195,7 +209,7 @@ func (f *Fleet) startNATS() error {
 		return nil
 	}
 	if cfg.Replicas == 0 {
-		cfg.Replicas = Replicas(cfg.Routes)
+		cfg.Replicas = min(3, 1+PeerRoutes(cfg.ClusterListen, cfg.Routes))
 	}
 	f.wait("the embedded NATS server to start")
 	var err error
@@ -216,7 +230,7 @@ func (f *Fleet) startNATS() error {
 func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
-	f.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	f.wait(fmt.Sprintf("the fleet's JetStream (%s)", f.url))
 	err := f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they set up: the stream's count
@@ -333,21 +347,37 @@ func (f *Fleet) connect(ctx context.Context) error {
 	return nil
 }
 
-// routesUp says how many of the embedded server's routes are up, for the
-// log of a node waiting to join.
+// routesUp says how many peers the embedded server has routes to, for
+// the log of a node waiting to join: peers, not route connections (a
+// server keeps a pool of several to each peer), against the peers the
+// routes configured (which may name this node too).
 func (f *Fleet) routesUp() string {
 	if f.srv == nil || len(f.cfg.Routes) == 0 {
 		return "no routes"
 	}
-	return fmt.Sprintf("%d of %d peers' routes up", f.srv.NumRoutes(), len(f.cfg.Routes))
+	return fmt.Sprintf("%d peers routed (%d routes configured)", routedPeers(f.srv), len(f.cfg.Routes))
+}
+
+// routedPeers counts the distinct servers s has a route to.
+func routedPeers(s *server.Server) int {
+	rz, err := s.Routez(nil)
+	if err != nil {
+		return 0
+	}
+	peers := map[string]bool{}
+	for _, r := range rz.Routes {
+		peers[cmp.Or(r.RemoteName, r.RemoteID)] = true
+	}
+	return len(peers)
 }
 
 // retry calls fn until it succeeds, a backoffStop, or ctx ends. While it
 // fails it says, every joinLogEvery, what the node waits for.
 func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	began, said := time.Now(), time.Now()
+	wait := joinAttemptFirst
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, wait)
 		err := fn(cctx)
 		cancel()
 		var stop backoffStop
@@ -357,9 +387,14 @@ func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) e
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			wait = min(wait*2, joinAttemptMax)
+		}
+		routed := f.routesUp()
+		f.routed.Store(&routed)
 		if time.Since(said) >= joinLogEvery {
 			said = time.Now()
-			f.log.Warn("peers: joining the fleet: still waiting", "for", *f.waiting.Load(), "routes", f.routesUp(),
+			f.log.Warn("peers: joining the fleet: still waiting", "for", *f.waiting.Load(), "routes", routed,
 				"waited", time.Since(began).Round(time.Second), "last_err", err)
 		}
 		select {
@@ -376,7 +411,11 @@ func (f *Fleet) Ready() error {
 	if f.joined.Load() {
 		return nil
 	}
-	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", f.cfg.Name, *f.waiting.Load())
+	what := *f.waiting.Load()
+	if routed := f.routed.Load(); routed != nil {
+		what += ": " + *routed
+	}
+	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", f.cfg.Name, what)
 }
 
 // Holds is the claim this node holds on group now (appliance.Fleet).

@@ -115,6 +115,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A route to this server itself (the same routes list given to
+		// every node) counts in nats-server's expected cluster size, and
+		// two nodes of three then never elect a JetStream leader: only
+		// the peers' routes are kept.
+		routes = peerRoutes(routes, chost, cport)
 		if len(routes) == 0 {
 			// The fleet's first node has no one to route to, but clustered
 			// JetStream refuses to start without a route: a route to itself
@@ -208,6 +213,69 @@ func waitServerReady(s *server.Server, fatal <-chan serverFatal, cfg ServerConfi
 // quorum of three survives one loss; more only costs writes).
 func Replicas(routes []string) int {
 	return min(3, 1+len(routes))
+}
+
+// peerRoutes drops from routes those to this server's own cluster port
+// (chost:cport): the port and an address of this machine, or the host
+// the cluster port listens on.
+func peerRoutes(routes []*url.URL, chost string, cport int) []*url.URL {
+	if cport <= 0 {
+		return routes
+	}
+	var local []net.IP
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				local = append(local, n.IP)
+			}
+		}
+	}
+	hostname, _ := os.Hostname()
+	self := func(u *url.URL) bool {
+		if u.Port() != strconv.Itoa(cport) {
+			return false
+		}
+		h := u.Hostname()
+		if h == chost || strings.EqualFold(h, "localhost") || (hostname != "" && strings.EqualFold(h, hostname)) {
+			return true
+		}
+		ip := net.ParseIP(h)
+		if ip == nil {
+			return false
+		}
+		if ip.IsLoopback() {
+			return true
+		}
+		for _, l := range local {
+			if l.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	out := routes[:0:0]
+	for _, u := range routes {
+		if !self(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// PeerRoutes is how many of routes lead to other servers than the one
+// listening for routes on clusterListen (host:port): the fleet's routes
+// list may name every node, this one too.
+func PeerRoutes(clusterListen string, routes []string) int {
+	parsed, err := ParseRoutes(routes)
+	if err != nil {
+		return len(routes)
+	}
+	host, p, err := net.SplitHostPort(clusterListen)
+	if err != nil {
+		return len(routes)
+	}
+	port, _ := strconv.Atoi(p)
+	return len(peerRoutes(parsed, host, port))
 }
 
 // ParseRoutes parses route URLs, nats://host:port. Errors: KindInvalid,

@@ -366,3 +366,30 @@ func (r *silentRelay) pipe(src, dst net.Conn) {
 		}
 	}
 }
+
+// TestServerClusterSelfRoute: the same routes list given to every server,
+// each naming itself too, still lets two servers of three elect
+// JetStream's meta leader (a route to itself would count it twice in the
+// cluster's expected size, and two would never be a majority).
+func TestServerClusterSelfRoute(t *testing.T) {
+	var addrs, routes []string
+	for range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
+		addrs, routes = append(addrs, addr), append(routes, "nats://"+addr)
+	}
+	if got, want := PeerRoutes(addrs[0], routes), 2; got != want {
+		t.Fatalf("PeerRoutes(%s, %v) = %d, want %d", addrs[0], routes, got, want)
+	}
+	var servers []*server.Server
+	for i := range 2 {
+		servers = append(servers, serverStart(t, ServerConfig{Name: fmt.Sprintf("node-%d", i+1), Dir: t.TempDir(),
+			Listen: "127.0.0.1:0", ClusterListen: addrs[i], Routes: routes}))
+	}
+	js := serverJetStream(t, servers[0])
+	claimEventually(t, 30*time.Second, "JetStream with two servers of three", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+}
