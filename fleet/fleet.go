@@ -95,6 +95,7 @@ type Fleet struct {
 	dumper    *Dumper
 	snapshots *Replicator
 	admin     *Admin
+	members   *Members
 	records   jetstream.KeyValue
 
 	connected prometheus.GaugeFunc
@@ -286,6 +287,7 @@ func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 	if err != nil {
 		return err
 	}
+	f.members = NewMembers(f.claims.lives, f.claims.kv, cfg.Name, cfg.ClaimTTL, f.log)
 	f.ownership.SetAdopt(f.adopt)
 	f.ownership.SetSettled(f.settled)
 	f.ownership.Attach(f.claims)
@@ -586,7 +588,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	for _, p := range []struct {
 		name string
 		part part
-	}{{"claims", f.claims}, {"ownership", f.ownership}, {"publisher", f.publisher}, {"fold", f.folder}, {"snapshot replicas", f.snapshots}} {
+	}{{"claims", f.claims}, {"ownership", f.ownership}, {"publisher", f.publisher}, {"fold", f.folder}, {"snapshot replicas", f.snapshots}, {"members", f.members}} {
 		if err := p.part.Start(ctx); err != nil {
 			cancel(fmt.Errorf("peers: %s: %w", p.name, err))
 			break
@@ -642,6 +644,9 @@ func (f *Fleet) Close() error {
 		if f.snapshots != nil {
 			f.snapshots.Stop()
 		}
+		if f.members != nil {
+			f.members.Stop()
+		}
 		if f.nc != nil {
 			f.nc.Close()
 		}
@@ -672,8 +677,11 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 	if st.Unpublished, err = f.app.DB.UnsentCount(ctx); err != nil {
 		return st, err
 	}
-	st.Peers, err = f.app.DB.Peers(ctx)
-	return st, err
+	if st.Peers, err = f.app.DB.Peers(ctx); err != nil {
+		return st, err
+	}
+	st.Peers = f.members.Status(st.Peers)
+	return st, nil
 }
 
 // Troubles are the fleet's findings outside the catalog at now: peer

@@ -351,6 +351,10 @@ type serverLogger struct {
 	// minute, so that knocking on the port cannot fill the log.
 	mu      sync.Mutex
 	refused map[string]*refusals
+	// unreached is, by route address, the failed tries to reach a peer's
+	// route since its last line: a peer down is tried several times a
+	// second, and its errors would drown the node's log.
+	unreached map[string]*refusals
 }
 
 // refusals are a remote's refused connections since its last log line.
@@ -375,7 +379,43 @@ func (l *serverLogger) Errorf(format string, v ...any) {
 		l.refusedConn(msg, time.Now())
 		return
 	}
+	if strings.HasPrefix(msg, "Error trying to connect to route") {
+		l.routeUnreached(msg, time.Now())
+		return
+	}
 	l.log.Error(msg)
+}
+
+// routeUnreached logs a failed try to reach a peer's route: the first
+// for each address at warn, then one line a refusedLogEvery with the
+// count since, and the others at debug.
+func (l *serverLogger) routeUnreached(msg string, now time.Time) {
+	addr := msg
+	if _, after, ok := strings.Cut(msg, "dial tcp "); ok {
+		addr, _, _ = strings.Cut(after, ": ")
+	}
+	l.mu.Lock()
+	if l.unreached == nil {
+		l.unreached = map[string]*refusals{}
+	}
+	r := l.unreached[addr]
+	if r == nil {
+		if len(l.unreached) >= refusedRemotes {
+			clear(l.unreached)
+		}
+		r = &refusals{}
+		l.unreached[addr] = r
+	}
+	r.since++
+	if !r.logged.IsZero() && now.Sub(r.logged) < refusedLogEvery {
+		l.mu.Unlock()
+		l.log.Debug(msg)
+		return
+	}
+	n := r.since
+	r.logged, r.since = now, 0
+	l.mu.Unlock()
+	l.log.Warn("a peer's route cannot be reached; trying again, said again in a minute if it still fails", "route", addr, "tries", n, "detail", msg)
 }
 
 // refusedConn logs a connection NATS refused (nats-server's line, the

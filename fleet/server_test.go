@@ -393,3 +393,29 @@ func TestServerClusterSelfRoute(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestServerLogRouteUnreached: a peer down is tried several times a
+// second; its route errors are said once at warn, then at debug, and
+// again at warn a minute later with the count; another peer has its own
+// first line.
+func TestServerLogRouteUnreached(t *testing.T) {
+	var buf bytes.Buffer
+	l := &serverLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), fatal: make(chan serverFatal, 1)}
+	const b = "Error trying to connect to route (attempt %d): dial tcp 127.0.0.1:6222: connect: connection refused"
+	const c = "Error trying to connect to route (attempt %d): dial tcp 127.0.0.1:6223: connect: connection refused"
+	now := time.Now()
+	for i := range 40 {
+		l.routeUnreached(fmt.Sprintf(b, i), now.Add(time.Duration(i)*250*time.Millisecond))
+	}
+	l.routeUnreached(fmt.Sprintf(c, 1), now)
+	l.routeUnreached(fmt.Sprintf(b, 41), now.Add(refusedLogEvery))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if got, want := len(lines), 3; got != want {
+		t.Fatalf("%d lines, want %d:\n%s", got, want, buf.String())
+	}
+	for i, want := range []string{"route=127.0.0.1:6222 tries=1", "route=127.0.0.1:6223 tries=1", "route=127.0.0.1:6222 tries=40"} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "level=WARN") {
+			t.Errorf("line %d is %s, want a warning with %s", i, lines[i], want)
+		}
+	}
+}
