@@ -685,18 +685,24 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 }
 
 // Troubles are the fleet's findings outside the catalog at now: peer
-// sync stuck when the outbox has not been published for a minute
+// sync stuck when the outbox has not been published for a minute, or
+// when the fold holds at a peer's message of a newer format
 // (appliance.Troubled).
 func (f *Fleet) Troubles(now time.Time) []leasehold.Finding {
 	if !f.joined.Load() || f.publisher == nil {
 		return nil
 	}
+	var out []leasehold.Finding
+	if newer := f.folder.Newer(); newer != nil {
+		out = append(out, leasehold.Finding{Kind: leasehold.FindingPeerSyncStuck, Node: newer.Origin, Since: now,
+			Detail: newer.Error()})
+	}
 	since, err, ok := f.publisher.Stuck(now)
 	if !ok {
-		return nil
+		return out
 	}
-	return []leasehold.Finding{{Kind: leasehold.FindingPeerSyncStuck, Node: f.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
-		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)}}
+	return append(out, leasehold.Finding{Kind: leasehold.FindingPeerSyncStuck, Node: f.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
+		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)})
 }
 
 // Collector is the fleet's metrics, to register at start: until the node

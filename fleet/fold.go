@@ -2,10 +2,12 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,6 +52,12 @@ type Folder struct {
 	owed      map[string]bool
 	owedTried time.Time
 
+	// newer is the message of a newer format the fold holds at, if any
+	// (see NewerFormatError), for Troubles; newerSaid is when it was last
+	// logged (only the folding goroutine touches it).
+	newer     atomic.Pointer[NewerFormatError]
+	newerSaid time.Time
+
 	folded   prometheus.Counter
 	gaps     prometheus.Counter
 	rebuilds *prometheus.CounterVec
@@ -80,6 +88,10 @@ func NewFolder(js jetstream.JetStream, db *store.DB, node string, records jetstr
 	}
 }
 
+// Newer is the peer's message of a newer format the fold holds at, or
+// nil.
+func (f *Folder) Newer() *NewerFormatError { return f.newer.Load() }
+
 // Collectors are the folder's metrics.
 func (f *Folder) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.folded, f.gaps, f.rebuilds, f.lag}
@@ -106,6 +118,16 @@ func (f *Folder) folding(ctx context.Context) error {
 		err := f.run(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if newer := (*NewerFormatError)(nil); errors.As(err, &newer) {
+			f.newer.Store(newer)
+			if time.Since(f.newerSaid) >= time.Minute {
+				f.newerSaid = time.Now()
+				f.log.Error("peers: a peer writes a newer message format than this build reads; folding stops before it until this node is upgraded",
+					"origin", newer.Origin, "format", newer.Format, "reads", FormatVersion, "seq", newer.Seq)
+			}
+			sleep(ctx, 5*time.Second)
+			continue
 		}
 		f.log.Warn("peers: folding the stream", "err", err, "retry_in", backoff)
 		sleep(ctx, backoff)
@@ -230,6 +252,7 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 			return err
 		}
 		mark = last
+		f.newer.Store(nil)
 		if err := f.rebuildPruned(ctx, pruned); err != nil {
 			return nil // ctx ended
 		}
@@ -292,17 +315,25 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 	items := make([]foldItem, 0, len(msgs))
 	var pruned []string
 	var last uint64
+	var newer *NewerFormatError
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
 			continue
 		}
-		last = max(last, md.Sequence.Stream)
 		var m Message
 		if err := json.Unmarshal(jm.Data(), &m); err != nil {
+			last = max(last, md.Sequence.Stream)
 			f.log.Warn("peers: an event that is not a leasehold message", "subject", jm.Subject(), "seq", md.Sequence.Stream, "err", err)
 			continue
 		}
+		if formatNewer(m.Format) {
+			// Folded wrongly it would corrupt the catalog, passed over it
+			// would be lost: the fold holds here until this node reads it.
+			newer = &NewerFormatError{Origin: m.Origin, Format: m.Format, Seq: md.Sequence.Stream}
+			break
+		}
+		last = max(last, md.Sequence.Stream)
 		if m.Origin == f.node || !leasehold.ValidNodeName(m.Origin) {
 			continue // this node's own, or no one's
 		}
@@ -311,6 +342,31 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 		}
 		items = append(items, foldItem{md.Sequence.Stream, m})
 	}
+	if newer != nil && last == 0 {
+		return 0, nil, newer
+	}
+	last, pruned, err := f.foldItems(ctx, inc, items, pruned, last)
+	if err == nil && newer != nil {
+		return last, pruned, newer
+	}
+	return last, pruned, err
+}
+
+// NewerFormatError is a peer's message of a newer FormatVersion than
+// this build reads: the fold stops before it.
+type NewerFormatError struct {
+	Origin string
+	Format int
+	Seq    uint64
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("peer %q published a message of format %d at stream position %d, newer than this build reads (%d): the fold waits there until this node is upgraded", e.Origin, e.Format, e.Seq, FormatVersion)
+}
+
+// foldItems folds items, the batch's messages up to last, in one catalog
+// write with the mark (see fold).
+func (f *Folder) foldItems(ctx context.Context, inc string, items []foldItem, pruned []string, last uint64) (uint64, []string, error) {
 	apply := func(tx *store.Tx, it foldItem) error {
 		m := it.m
 		if m.Group != nil {
