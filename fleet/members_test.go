@@ -83,3 +83,35 @@ func TestMembers(t *testing.T) {
 	put(lives, "node-b", Life{Node: "node-b", Life: "2", At: time.Now()})
 	claimEventually(t, 5*time.Second, "node-b up again", func() bool { return strings.Contains(buf.String(), `msg="peers: peer up again" peer=node-b`) })
 }
+
+// TestFleetMembers: in a real fleet, each node lists the others up, and
+// a node killed is listed down by the survivors after the claim TTL.
+func TestFleetMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	ctx := context.Background()
+	nodes, _, _ := fleetOf(t)
+	a, c := nodes[0], nodes[2]
+	states := func(n *fleetNode) string {
+		st, err := n.fleet.Peers(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, p := range st.Peers {
+			out = append(out, p.Name+"="+p.State)
+		}
+		return strings.Join(out, " ")
+	}
+	claimEventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
+	c.stop()
+	claimEventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
+	st, err := a.fleet.Peers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := st.Peers[1].StateSince; since == nil || time.Since(*since) < fleetTTL {
+		t.Fatalf("c down since %v, want at least the claim TTL (%s) ago", since, fleetTTL)
+	}
+}
