@@ -357,7 +357,8 @@ type serverLogger struct {
 	unreached map[string]*refusals
 }
 
-// refusals are a remote's refused connections since its last log line.
+// refusals are the lines of one remote (or route) not logged since its
+// last logged one.
 type refusals struct {
 	logged time.Time
 	since  int
@@ -394,27 +395,11 @@ func (l *serverLogger) routeUnreached(msg string, now time.Time) {
 	if _, after, ok := strings.Cut(msg, "dial tcp "); ok {
 		addr, _, _ = strings.Cut(after, ": ")
 	}
-	l.mu.Lock()
-	if l.unreached == nil {
-		l.unreached = map[string]*refusals{}
-	}
-	r := l.unreached[addr]
-	if r == nil {
-		if len(l.unreached) >= refusedRemotes {
-			clear(l.unreached)
-		}
-		r = &refusals{}
-		l.unreached[addr] = r
-	}
-	r.since++
-	if !r.logged.IsZero() && now.Sub(r.logged) < refusedLogEvery {
-		l.mu.Unlock()
+	n, ok := l.due(&l.unreached, addr, now)
+	if !ok {
 		l.log.Debug(msg)
 		return
 	}
-	n := r.since
-	r.logged, r.since = now, 0
-	l.mu.Unlock()
 	l.log.Warn("a peer's route cannot be reached; trying again, said again in a minute if it still fails", "route", addr, "tries", n, "detail", msg)
 }
 
@@ -426,36 +411,49 @@ func (l *serverLogger) refusedConn(msg string, now time.Time) {
 	if host, _, err := net.SplitHostPort(remote); err == nil {
 		remote = host
 	}
-	l.mu.Lock()
-	if l.refused == nil {
-		l.refused = map[string]*refusals{}
+	n, ok := l.due(&l.refused, remote, now)
+	if !ok {
+		return
 	}
-	r := l.refused[remote]
+	l.log.Warn("NATS refused a connection without valid credentials", "remote", remote, "refused", n, "detail", msg)
+}
+
+// due counts one more of key's lines in set and reports whether one is
+// to be logged now (key's first, or none for refusedLogEvery), with the
+// count since the last. Past refusedRemotes keys, those not logged within
+// refusedLogEvery are forgotten, and if still too many the rest share
+// one key.
+func (l *serverLogger) due(set *map[string]*refusals, key string, now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if *set == nil {
+		*set = map[string]*refusals{}
+	}
+	m := *set
+	r := m[key]
 	if r == nil {
-		if len(l.refused) >= refusedRemotes {
-			for k, o := range l.refused {
+		if len(m) >= refusedRemotes {
+			for k, o := range m {
 				if now.Sub(o.logged) >= refusedLogEvery {
-					delete(l.refused, k)
+					delete(m, k)
 				}
 			}
 		}
-		if len(l.refused) >= refusedRemotes {
-			remote = "others"
+		if len(m) >= refusedRemotes {
+			key = "others"
 		}
-		if r = l.refused[remote]; r == nil {
+		if r = m[key]; r == nil {
 			r = &refusals{}
-			l.refused[remote] = r
+			m[key] = r
 		}
 	}
 	r.since++
 	if !r.logged.IsZero() && now.Sub(r.logged) < refusedLogEvery {
-		l.mu.Unlock()
-		return
+		return 0, false
 	}
 	n := r.since
 	r.logged, r.since = now, 0
-	l.mu.Unlock()
-	l.log.Warn("NATS refused a connection without valid credentials", "remote", remote, "refused", n, "detail", msg)
+	return n, true
 }
 func (l *serverLogger) Debugf(format string, v ...any) {}
 func (l *serverLogger) Tracef(format string, v ...any) {}
