@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -56,24 +57,24 @@ func TestMembers(t *testing.T) {
 		for _, p := range peers {
 			b.WriteString(p.Name + "=" + p.State + " ")
 			if p.Owns > 0 {
-				b.WriteString("owns ")
+				fmt.Fprintf(&b, "owns=%d ", p.Owns)
 			}
 		}
 		return strings.TrimSpace(b.String())
 	}
 	claimEventually(t, 5*time.Second, "node-b joining, owning its groups", func() bool {
-		return state(m.Status(nil)) == "node-b=joining owns"
+		return state(m.Status(nil)) == "node-b=joining owns=2"
 	})
 	// Known to the catalog (it published): up.
 	peers := m.Status([]leasehold.Peer{{Name: "node-b"}, {Name: "node-c"}})
-	if got, want := state(peers), "node-b=up owns node-c=down"; got != want {
+	if got, want := state(peers), "node-b=up owns=2 node-c=down"; got != want {
 		t.Fatalf("members %s, want %s", got, want)
 	}
 	if peers[0].Owns != 2 || peers[0].StateSince == nil {
 		t.Fatalf("node-b owns %d since %v, want 2 and a time", peers[0].Owns, peers[0].StateSince)
 	}
 	// Its life not renewed: down after the TTL, said once.
-	claimEventually(t, 10*time.Second, "node-b down", func() bool { return state(m.Status(nil)) == "node-b=down owns" })
+	claimEventually(t, 10*time.Second, "node-b down", func() bool { return state(m.Status(nil)) == "node-b=down owns=2" })
 	if got := strings.Count(buf.String(), `msg="peers: peer down" peer=node-b`); got != 1 {
 		t.Fatalf("%d lines of node-b down, want 1:\n%s", got, buf.String())
 	}
