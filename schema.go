@@ -316,6 +316,15 @@ type Peer struct {
 	Nodes  int64   `json:"nodes"`
 	// Rebuilds counts how often its part was rebuilt from a dump.
 	Rebuilds int64 `json:"rebuilds"`
+	// State is up (its life in the fleet renewed within the claim TTL),
+	// down (not seen for the claim TTL: its groups go to the others) or
+	// joining (its life stands, none of its events folded here yet).
+	State string `json:"state"`
+	// StateSince is when it entered State, on this node's clock; for down,
+	// when its life was last seen. Null when this node never saw it.
+	StateSince *time.Time `json:"state_since"`
+	// Owns is how many groups its claims name now.
+	Owns int64 `json:"owns"`
 }
 
 // FleetStatus is this node's view of its fleet: its own name, whether peer

@@ -60,10 +60,17 @@ func (c *Coordinator) ensureKnown(ctx context.Context, group string) error {
 type ForwardFunc func(ctx context.Context, origin string, op AdminOp) (AdminResult, error)
 
 // originOf names the peer whose state group is here, "" when it is this
-// node's own, unknown, or the node runs alone.
+// node's own, unknown, or the node runs alone. Every admin write on a
+// group asks it first, so a node still joining its fleet refuses them all
+// alike (unavailable): a group made before the join could not be claimed,
+// and a write on a peer's group could not be carried. Errors:
+// unavailable (not joined yet).
 func (c *Coordinator) originOf(ctx context.Context, group string) (string, ForwardFunc, error) {
 	if c.alone {
 		return "", nil, nil
+	}
+	if err := c.fleet.Ready(); err != nil {
+		return "", nil, err
 	}
 	g, err := c.db.GroupByName(ctx, group)
 	if leasehold.ErrorKind(err) == leasehold.KindNotFound {

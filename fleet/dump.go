@@ -44,6 +44,9 @@ type DumpRequest struct {
 // a receiver drops the origin's nodes that no chunk named. Err, set on a
 // last chunk, says the dump failed there.
 type DumpChunk struct {
+	// Format is the origin's FormatVersion (0 before versions: 1); a
+	// receiver refuses a dump newer than it reads.
+	Format  int              `json:"format,omitempty"`
 	Seq     int              `json:"seq"`
 	Last    bool             `json:"last"`
 	Groups  []DumpGroup      `json:"groups,omitempty"`
@@ -181,7 +184,7 @@ func (d *Dumper) serve(m *nats.Msg) {
 
 // refuse answers a request with a failed last chunk.
 func (d *Dumper) refuse(reply, why string) {
-	body, _ := json.Marshal(DumpChunk{Last: true, Catalog: d.db.CatalogID(), Err: why})
+	body, _ := json.Marshal(DumpChunk{Format: FormatVersion, Last: true, Catalog: d.db.CatalogID(), Err: why})
 	_ = d.nc.Publish(reply, body)
 }
 
@@ -206,6 +209,7 @@ type dumpWriter struct {
 // wireChunk and wireGroup are DumpChunk and DumpGroup with their rows
 // already encoded.
 type wireChunk struct {
+	Format  int               `json:"format"`
 	Seq     int               `json:"seq"`
 	Last    bool              `json:"last"`
 	Groups  []wireGroup       `json:"groups,omitempty"`
@@ -362,7 +366,7 @@ func (w *dumpWriter) send(ctx context.Context, last bool, failed string) error {
 			return err
 		}
 	}
-	body, err := json.Marshal(wireChunk{Seq: w.seq, Last: last, Groups: w.groups, Nodes: w.nodes, Catalog: w.catalog, At: w.at, Err: failed})
+	body, err := json.Marshal(wireChunk{Format: FormatVersion, Seq: w.seq, Last: last, Groups: w.groups, Nodes: w.nodes, Catalog: w.catalog, At: w.at, Err: failed})
 	if err != nil {
 		return err
 	}
@@ -445,6 +449,9 @@ func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 			return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q's dump chunk %d is not a dump chunk", origin, want)
 		case err != nil:
 			return leasehold.Wrap(leasehold.KindUnavailable, err, "receiving %q's dump: %v", origin, err)
+		}
+		if formatNewer(c.Format) {
+			return leasehold.Errorf(leasehold.KindUnprocessable, "peer %q's dump is of format %d, newer than this build reads (%d): upgrade this node", origin, c.Format, FormatVersion)
 		}
 		if c.Err != "" {
 			return leasehold.Errorf(leasehold.KindUnavailable, "peer %q could not dump its state: %s", origin, c.Err)

@@ -51,7 +51,8 @@ type Config struct {
 	// client port and routes speak TLS only, and this node's connection
 	// presents the certificate and verifies NATS against the CA.
 	TLS *TLS
-	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
+	// Replicas of the stream and buckets; 0 takes one a server routed to
+	// (PeerRoutes) and this node's, at most 3, for the
 	// embedded server and 1 for an external NATS.
 	Replicas int
 	// StreamMaxAge bounds how long the stream keeps events (default 24h);
@@ -104,6 +105,7 @@ type Fleet struct {
 	closing atomic.Bool
 	// joined is closed once every part below is made and started.
 	joined chan struct{}
+	members *Members
 
 	claims    *Claims
 	publisher *Publisher
@@ -123,6 +125,17 @@ type Fleet struct {
 
 // joinLogEvery is how often a node still joining says what it waits for.
 const joinLogEvery = 10 * time.Second
+
+// joinAttemptFirst and joinAttemptMax bound one attempt of a join step.
+// A JetStream request made while the cluster has no meta leader yet, or
+// while several nodes create the same stream at once, is often never
+// answered: a short first wait tries again soon instead of idling for
+// the longest one; a step that truly takes longer (a store recovering)
+// gets doubling waits up to the longest.
+const (
+	joinAttemptFirst = 500 * time.Millisecond
+	joinAttemptMax   = 5 * time.Second
+)
 
 // New is this node's part in the fleet of gate (NewGate), over node, not
 // started: give gate to the appliance first (appliance.Config.Fleet),
@@ -230,7 +243,7 @@ func (f *Fleet) startNATS() error {
 		return nil
 	}
 	if cfg.Replicas == 0 {
-		cfg.Replicas = Replicas(cfg.Routes)
+		cfg.Replicas = min(3, 1+PeerRoutes(cfg.ClusterListen, cfg.Routes))
 	}
 	f.gate.wait("the embedded NATS server to start")
 	srv, err := StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
@@ -308,6 +321,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	if err != nil {
 		return err
 	}
+	f.members = NewMembers(f.claims.lives, f.claims.kv, cfg.Name, cfg.ClaimTTL, f.log)
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
@@ -315,7 +329,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
 	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
-	f.gate.parts(own, admin, f.publisher)
+	f.gate.parts(own, admin, f.publisher, f.folder)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.parts = service.NewList(
@@ -326,6 +340,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		service.Part{Name: "claims", Service: f.claims},
 		service.Part{Name: "admin forwarder", Service: admin},
 		service.Part{Name: "state dumps", Service: NewDumper(f.nc, node.DB, cfg.Name, f.log)},
+		service.Part{Name: "members", Service: f.members},
 	)
 	return nil
 }
@@ -388,21 +403,37 @@ func (f *Fleet) connect(ctx context.Context) error {
 	return nil
 }
 
-// routesUp says how many of the embedded server's routes are up, for the
-// log of a node waiting to join.
+// routesUp says how many peers the embedded server has routes to, for
+// the log of a node waiting to join: peers, not route connections (a
+// server keeps a pool of several to each peer), against the peers the
+// routes configured (which may name this node too).
 func (f *Fleet) routesUp() string {
 	if f.srv == nil || len(f.cfg.Routes) == 0 {
 		return "no routes"
 	}
-	return fmt.Sprintf("%d of %d peers' routes up", f.srv.NumRoutes(), len(f.cfg.Routes))
+	return fmt.Sprintf("%d peers routed (%d routes configured)", routedPeers(f.srv), len(f.cfg.Routes))
+}
+
+// routedPeers counts the distinct servers s has a route to.
+func routedPeers(s *server.Server) int {
+	rz, err := s.Routez(nil)
+	if err != nil {
+		return 0
+	}
+	peers := map[string]bool{}
+	for _, r := range rz.Routes {
+		peers[cmp.Or(r.RemoteName, r.RemoteID)] = true
+	}
+	return len(peers)
 }
 
 // retry calls fn until it succeeds, a backoffStop, or ctx ends. While it
 // fails it says, every joinLogEvery, what the node waits for.
 func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	began, said := time.Now(), time.Now()
+	wait := joinAttemptFirst
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, wait)
 		err := fn(cctx)
 		cancel()
 		var stop backoffStop
@@ -412,9 +443,14 @@ func (f *Fleet) retry(ctx context.Context, fn func(ctx context.Context) error) e
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			wait = min(wait*2, joinAttemptMax)
+		}
+		routed := f.routesUp()
+		f.gate.routed.Store(&routed)
 		if time.Since(said) >= joinLogEvery {
 			said = time.Now()
-			f.log.Warn("peers: joining the fleet: still waiting", "for", f.gate.waitingFor(), "routes", f.routesUp(),
+			f.log.Warn("peers: joining the fleet: still waiting", "for", f.gate.waitingFor(), "routes", routed,
 				"waited", time.Since(began).Round(time.Second), "last_err", err)
 		}
 		select {
@@ -475,8 +511,11 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 	if st.Unpublished, err = f.node.DB.UnsentCount(ctx); err != nil {
 		return st, err
 	}
-	st.Peers, err = f.node.DB.Peers(ctx)
-	return st, err
+	if st.Peers, err = f.node.DB.Peers(ctx); err != nil {
+		return st, err
+	}
+	st.Peers = f.members.Status(st.Peers)
+	return st, nil
 }
 
 // isJoined reports whether Joined is closed.

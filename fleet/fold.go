@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,6 +51,12 @@ type Folder struct {
 	// restart asks again. Only the folding goroutine touches it.
 	owed      map[string]bool
 	owedTried time.Time
+
+	// newer is the message of a newer format the fold holds at, if any
+	// (see NewerFormatError), for Troubles; newerSaid is when it was last
+	// logged (only the folding goroutine touches it).
+	newer     atomic.Pointer[NewerFormatError]
+	newerSaid time.Time
 
 	folded   prometheus.Counter
 	gaps     prometheus.Counter
@@ -94,6 +102,10 @@ func NewFolder(js jetstream.JetStream, db *store.DB, node string, records jetstr
 	}
 }
 
+// Newer is the peer's message of a newer format the fold holds at, or
+// nil.
+func (f *Folder) Newer() *NewerFormatError { return f.newer.Load() }
+
 // Collectors are the folder's metrics.
 func (f *Folder) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{f.folded, f.gaps, f.rebuilds, f.lag}
@@ -120,6 +132,16 @@ func (f *Folder) folding(ctx context.Context) error {
 		err := f.run(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if newer := (*NewerFormatError)(nil); errors.As(err, &newer) {
+			f.newer.Store(newer)
+			if time.Since(f.newerSaid) >= time.Minute {
+				f.newerSaid = time.Now()
+				f.log.Error("peers: a peer writes a newer message format than this build reads; folding stops before it until this node is upgraded",
+					"origin", newer.Origin, "format", newer.Format, "reads", FormatVersion, "seq", newer.Seq)
+			}
+			sleep(ctx, 5*time.Second)
+			continue
 		}
 		f.log.Warn("peers: folding the stream", "err", err, "retry_in", backoff)
 		sleep(ctx, backoff)
@@ -245,6 +267,7 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 				return err
 			}
 			mark = last
+			f.newer.Store(nil)
 			if err := f.rebuildPruned(ctx, pruned); err != nil {
 				return nil // ctx ended
 			}
@@ -305,7 +328,32 @@ func (f *Folder) rebuildPruned(ctx context.Context, pruned []string) error {
 // store.EventOutboxPruned). A message that cannot be folded (bad JSON, a
 // bad row) is logged and passed over, never retried forever.
 func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, []string, error) {
-	items, pruned, last := f.read(msgs)
+	items, pruned, last, newer := f.read(msgs)
+	if newer != nil && last == 0 {
+		return 0, nil, newer
+	}
+	last, pruned, err := f.foldItems(ctx, inc, items, pruned, last)
+	if err == nil && newer != nil {
+		return last, pruned, newer
+	}
+	return last, pruned, err
+}
+
+// NewerFormatError is a peer's message of a newer FormatVersion than
+// this build reads: the fold stops before it.
+type NewerFormatError struct {
+	Origin string
+	Format int
+	Seq    uint64
+}
+
+func (e *NewerFormatError) Error() string {
+	return fmt.Sprintf("peer %q published a message of format %d at stream position %d, newer than this build reads (%d): the fold waits there until this node is upgraded", e.Origin, e.Format, e.Seq, FormatVersion)
+}
+
+// foldItems folds items, the batch's messages up to last, in one catalog
+// write with the mark (see fold).
+func (f *Folder) foldItems(ctx context.Context, inc string, items []foldItem, pruned []string, last uint64) (uint64, []string, error) {
 	// The rebuilds the batch calls for are owed in the write that moves the
 	// mark past it, so a crash before they are made does not forget them.
 	mark := func(tx *store.Tx) error {
@@ -349,20 +397,28 @@ func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (ui
 
 // read is a batch of stream messages as the items to fold (peers' own,
 // readable), the origins that pruned their outboxes (to be rebuilt), and
-// the stream position the batch reaches.
-func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, last uint64) {
+// the stream position the batch reaches, up to a message of a newer
+// format (newer), where it stops.
+func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, last uint64, newer *NewerFormatError) {
 	items = make([]foldItem, 0, len(msgs))
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
 			continue
 		}
-		last = max(last, md.Sequence.Stream)
 		var m Message
 		if err := json.Unmarshal(jm.Data(), &m); err != nil {
+			last = max(last, md.Sequence.Stream)
 			f.log.Warn("peers: an event that is not a leasehold message", "subject", jm.Subject(), "seq", md.Sequence.Stream, "err", err)
 			continue
 		}
+		if formatNewer(m.Format) {
+			// Folded wrongly it would corrupt the catalog, passed over it
+			// would be lost: the fold holds here until this node reads it.
+			newer = &NewerFormatError{Origin: m.Origin, Format: m.Format, Seq: md.Sequence.Stream}
+			break
+		}
+		last = max(last, md.Sequence.Stream)
 		if m.Origin == f.node || !leasehold.ValidNodeName(m.Origin) {
 			continue // this node's own, or no one's
 		}
@@ -371,7 +427,7 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, 
 		}
 		items = append(items, foldItem{md.Sequence.Stream, m})
 	}
-	return items, pruned, last
+	return items, pruned, last, newer
 }
 
 // apply folds one peer's message into the catalog: its group and ranges,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -831,3 +832,72 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 type rebuildFunc func(ctx context.Context, origin string) error
 
 func (f rebuildFunc) Rebuild(ctx context.Context, origin string) error { return f(ctx, origin) }
+
+// TestFoldNewerFormat: a peer's message of a newer format than this
+// build reads is not folded: the fold holds before it (what came before
+// is folded, nothing after), Newer names it for the findings, and once
+// the message is gone (here: the peer's newer message purged) folding
+// goes on. A dump chunk of a newer format is refused as unprocessable.
+func TestFoldNewerFormat(t *testing.T) {
+	s := natstest.Server(t)
+	url := s.ClientURL()
+	ctx := context.Background()
+	stream := foldSetUp(t, natstest.Connect(t, url))
+	b := foldJoin(t, url, "node-b", t.TempDir())
+	js := natstest.Connect(t, url)
+	publish := func(m Message) uint64 {
+		t.Helper()
+		body, _ := json.Marshal(m)
+		msg := nats.NewMsg(SubjectPrefix + m.Origin)
+		msg.Data = body
+		ack, err := js.PublishMsg(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	group := func(name string) *store.PeerGroup {
+		return &store.PeerGroup{Group: leasehold.Group{Name: name, Priority: 1, Active: true, RangeSize: 100, Start: 1, Kind: "default"}}
+	}
+	at := time.Now()
+	first := publish(Message{Format: FormatVersion, Origin: "node-a", Catalog: "ca", Event: 1, Parts: 1, At: at, Kind: store.EventGroupUpdated, Group: group("alt.old")})
+	newer := publish(Message{Format: FormatVersion + 1, Origin: "node-a", Catalog: "ca", Event: 2, Parts: 1, At: at, Kind: store.EventGroupUpdated, Group: group("alt.newer")})
+	publish(Message{Format: FormatVersion, Origin: "node-a", Catalog: "ca", Event: 3, Parts: 1, At: at, Kind: store.EventGroupUpdated, Group: group("alt.after")})
+	claimEventually(t, 10*time.Second, "the fold holds at the newer message", func() bool {
+		n := b.folder.Newer()
+		return n != nil && n.Seq == newer && n.Format == FormatVersion+1 && n.Origin == "node-a"
+	})
+	if _, mark, err := b.db.FoldMark(ctx); err != nil || mark != first {
+		t.Fatalf("fold mark %d, %v; want %d, the message before the newer one", mark, err, first)
+	}
+	if _, err := b.db.GroupByName(ctx, "alt.old"); err != nil {
+		t.Fatalf("the message before the newer one is not folded: %v", err)
+	}
+	for _, g := range []string{"alt.newer", "alt.after"} {
+		if _, err := b.db.GroupByName(ctx, g); err == nil {
+			t.Fatalf("%s is folded past a message of a newer format", g)
+		}
+	}
+	if err := stream.DeleteMsg(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	claimEventually(t, 20*time.Second, "folding goes on past the purged message", func() bool {
+		_, err := b.db.GroupByName(ctx, "alt.after")
+		return err == nil && b.folder.Newer() == nil
+	})
+
+	// A dump of a newer format: refused.
+	nc := dumpConn(t, url)
+	sub, err := nc.Subscribe(DumpSubjectPrefix+"node-x", func(m *nats.Msg) {
+		body, _ := json.Marshal(DumpChunk{Format: FormatVersion + 1, Seq: 0, Last: true, Catalog: "cx"})
+		_ = m.Respond(body)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	err = Rebuild(ctx, b.nc, b.db, "node-x", b.app.Config.MaxAttempts)
+	if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "newer than this build reads") {
+		t.Fatalf("a dump of a newer format: %v (%s); want unprocessable", err, leasehold.ErrorKind(err))
+	}
+}

@@ -25,6 +25,9 @@ type Gate struct {
 	// answer only once joined is set.
 	made   atomic.Pointer[gateParts]
 	joined atomic.Bool
+	// routed is how many peers the embedded server had routes to at the
+	// join's last try, for Ready.
+	routed atomic.Pointer[string]
 }
 
 // gateParts are what a joined node's gate answers from.
@@ -32,6 +35,7 @@ type gateParts struct {
 	own       *Ownership
 	admin     *Admin
 	publisher *Publisher
+	folder    *Folder
 }
 
 // NewGate checks cfg and returns the gate of this node's fleet, closed:
@@ -82,8 +86,8 @@ func (g *Gate) wait(what string) { g.waiting.Store(&what) }
 func (g *Gate) waitingFor() string { return *g.waiting.Load() }
 
 // parts records the fleet's parts, made but not started.
-func (g *Gate) parts(own *Ownership, admin *Admin, publisher *Publisher) {
-	g.made.Store(&gateParts{own: own, admin: admin, publisher: publisher})
+func (g *Gate) parts(own *Ownership, admin *Admin, publisher *Publisher, folder *Folder) {
+	g.made.Store(&gateParts{own: own, admin: admin, publisher: publisher, folder: folder})
 }
 
 // open lets the coordinator through: the fleet has joined and started the
@@ -104,7 +108,11 @@ func (g *Gate) Ready() error {
 	if g.joined.Load() {
 		return nil
 	}
-	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", g.cfg.Name, g.waitingFor())
+	what := g.waitingFor()
+	if routed := g.routed.Load(); routed != nil {
+		what += ": " + *routed
+	}
+	return leasehold.Errorf(leasehold.KindUnavailable, "joining the fleet as %s: waiting for %s", g.cfg.Name, what)
 }
 
 // Holds is the claim this node holds on group now (appliance.Fleet).
@@ -157,17 +165,23 @@ func (g *Gate) Forward(ctx context.Context, origin string, op appliance.AdminOp)
 }
 
 // Troubles are the fleet's findings outside the catalog at now: peer
-// sync stuck when the outbox has not been published for a minute
+// sync stuck when the outbox has not been published for a minute, or
+// when the fold holds at a peer's message of a newer format
 // (appliance.Troubled).
 func (g *Gate) Troubles(now time.Time) []leasehold.Finding {
 	p := g.through()
 	if p == nil {
 		return nil
 	}
+	var out []leasehold.Finding
+	if newer := p.folder.Newer(); newer != nil {
+		out = append(out, leasehold.Finding{Kind: leasehold.FindingPeerSyncStuck, Node: newer.Origin, Since: now,
+			Detail: newer.Error()})
+	}
 	since, err, ok := p.publisher.Stuck(now)
 	if !ok {
-		return nil
+		return out
 	}
-	return []leasehold.Finding{{Kind: leasehold.FindingPeerSyncStuck, Node: g.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
-		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)}}
+	return append(out, leasehold.Finding{Kind: leasehold.FindingPeerSyncStuck, Node: g.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
+		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)})
 }

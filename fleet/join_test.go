@@ -160,3 +160,91 @@ func TestFleetStopWhileJoining(t *testing.T) {
 		t.Fatal("the gate opened for a fleet that never joined")
 	}
 }
+
+// readyNode is a node of TestFleetReady: its fleet part made and its
+// appliance open, its fleet started (joining).
+type readyNode struct {
+	name  string
+	app   *appliance.Appliance
+	gate  *Gate
+	fleet *Fleet
+}
+
+// startReady opens node name of a fleet routed on routes and starts its
+// fleet; its gate's Ready says when it has joined. A group write made before the join
+// is checked to be refused as unavailable, as every write during the join
+// is.
+func startReady(t *testing.T, name string, cluster int, routes []string) *readyNode {
+	t.Helper()
+	dir := t.TempDir()
+	gate, err := NewGate(Config{Name: name, Listen: "127.0.0.1:0", ClusterListen: fmt.Sprintf("127.0.0.1:%d", cluster), Routes: routes,
+		Dir: dir + "/nats", ClaimTTL: 30 * time.Second, Logger: claimQuiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, db, err := openApp(appliance.Config{DataDir: dir, Logger: claimQuiet, Fleet: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, write := range []struct {
+		what string
+		err  func() error
+	}{
+		{"PUT /groups", func() error {
+			_, _, err := app.Coordinator.PutGroup(context.Background(), "alt.joining", store.GroupSpec{})
+			return err
+		}},
+		{"POST /groups/{name}/tail", func() error { _, err := app.Coordinator.PlanTail(context.Background(), "alt.joining", 10); return err }},
+	} {
+		if err := write.err(); leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.ErrorKind(err))
+		}
+	}
+	n := &readyNode{name: name, app: app, gate: gate, fleet: f}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Stop()
+		app.Close()
+	})
+	return n
+}
+
+// waitReady polls nodes' Ready until each has joined (at most 60 s) and
+// returns how long each took from start.
+func waitReady(t *testing.T, start time.Time, nodes ...*readyNode) {
+	t.Helper()
+	for _, n := range nodes {
+		claimEventually(t, 60*time.Second, n.name+" ready", func() bool { return n.gate.Ready() == nil })
+		t.Logf("%s ready %.1f s after the start", n.name, time.Since(start).Seconds())
+	}
+}
+
+// TestFleetReady times a fleet forming: three nodes started together are
+// ready within seconds (the figure is printed, not asserted: a loaded
+// machine is slower). While a node joins, writes on groups are refused
+// as unavailable, all alike.
+func TestFleetReady(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	ports := []int{natstest.FreePort(t), natstest.FreePort(t), natstest.FreePort(t)}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	start := time.Now()
+	var nodes []*readyNode
+	for i, name := range []string{"node-a", "node-b", "node-c"} {
+		nodes = append(nodes, startReady(t, name, ports[i], routes))
+	}
+	waitReady(t, start, nodes...)
+	if _, _, err := nodes[0].app.Coordinator.PutGroup(context.Background(), "alt.joined", store.GroupSpec{}); err != nil {
+		t.Fatalf("PUT /groups once joined: %v", err)
+	}
+}

@@ -42,6 +42,17 @@ const (
 	HeaderEvent   = "Leasehold-Event"
 )
 
+// FormatVersion is the format of the peer messages and dumps this build
+// writes, and the newest it reads. A message or dump without one is of
+// the format before versions (1). A change a node of the previous build
+// would misread raises it: such a node then stops at the first message
+// of the newer format (its fold holds there, saying so, until it is
+// upgraded) instead of folding it wrongly, and refuses such a dump.
+const FormatVersion = 1
+
+// formatNewer reports whether format is newer than this build reads.
+func formatNewer(format int) bool { return format > FormatVersion }
+
 // MaxRangesPerMessage bounds a message's ranges; an event touching more is
 // published as several parts, each a Message with the same Event.
 const MaxRangesPerMessage = 1000
@@ -59,6 +70,9 @@ const MaxRangesPerMessage = 1000
 // sent only when all of it was acknowledged, so a resend carries it all
 // again.
 type Message struct {
+	// Format is the FormatVersion of the node that wrote it (0 before
+	// versions: format 1).
+	Format  int       `json:"format,omitempty"`
 	Origin  string    `json:"origin"`  // the publishing node's fleet name
 	Catalog string    `json:"catalog"` // the origin's catalog id
 	Event   int64     `json:"event"`   // the origin's outbox id

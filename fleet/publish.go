@@ -310,7 +310,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 	subject := SubjectPrefix + p.node
 	var out []*nats.Msg
 	for i, e := range events {
-		m := Message{Origin: p.node, Catalog: p.catalog, Event: e.ID, Parts: 1, At: e.At, Kind: e.Kind}
+		m := Message{Format: FormatVersion, Origin: p.node, Catalog: p.catalog, Event: e.ID, Parts: 1, At: e.At, Kind: e.Kind}
 		var ranges []store.PeerRange
 		if e.GroupID != nil && last[*e.GroupID] == i {
 			g, rs, mirrored, err := p.db.OwnState(ctx, *e.GroupID, first[*e.GroupID])

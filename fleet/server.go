@@ -157,6 +157,11 @@ func clusterOptions(opts *server.Options, cfg ServerConfig, routes []*url.URL) e
 	if err != nil {
 		return err
 	}
+	// A route to this server itself (the same routes list given to every
+	// node) counts in nats-server's expected cluster size, and two nodes
+	// of three then never elect a JetStream leader: only the peers'
+	// routes are kept.
+	routes = peerRoutes(routes, chost, cport)
 	if len(routes) == 0 {
 		// The fleet's first node has no one to route to, but clustered
 		// JetStream refuses to start without a route: a route to itself
@@ -220,6 +225,69 @@ func waitServerReady(s *server.Server, fatal <-chan serverFatal, cfg ServerConfi
 // quorum of three survives one loss; more only costs writes).
 func Replicas(routes []string) int {
 	return min(3, 1+len(routes))
+}
+
+// peerRoutes drops from routes those to this server's own cluster port
+// (chost:cport): the port and an address of this machine, or the host
+// the cluster port listens on.
+func peerRoutes(routes []*url.URL, chost string, cport int) []*url.URL {
+	if cport <= 0 {
+		return routes
+	}
+	var local []net.IP
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				local = append(local, n.IP)
+			}
+		}
+	}
+	hostname, _ := os.Hostname()
+	self := func(u *url.URL) bool {
+		if u.Port() != strconv.Itoa(cport) {
+			return false
+		}
+		h := u.Hostname()
+		if h == chost || strings.EqualFold(h, "localhost") || (hostname != "" && strings.EqualFold(h, hostname)) {
+			return true
+		}
+		ip := net.ParseIP(h)
+		if ip == nil {
+			return false
+		}
+		if ip.IsLoopback() {
+			return true
+		}
+		for _, l := range local {
+			if l.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	out := routes[:0:0]
+	for _, u := range routes {
+		if !self(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// PeerRoutes is how many of routes lead to other servers than the one
+// listening for routes on clusterListen (host:port): the fleet's routes
+// list may name every node, this one too.
+func PeerRoutes(clusterListen string, routes []string) int {
+	parsed, err := ParseRoutes(routes)
+	if err != nil {
+		return len(routes)
+	}
+	host, p, err := net.SplitHostPort(clusterListen)
+	if err != nil {
+		return len(routes)
+	}
+	port, _ := strconv.Atoi(p)
+	return len(peerRoutes(parsed, host, port))
 }
 
 // ParseRoutes parses route URLs, nats://host:port. Errors: KindInvalid,
@@ -295,9 +363,14 @@ type serverLogger struct {
 	// minute, so that knocking on the port cannot fill the log.
 	mu      sync.Mutex
 	refused map[string]*refusals
+	// unreached is, by route address, the failed tries to reach a peer's
+	// route since its last line: a peer down is tried several times a
+	// second, and its errors would drown the node's log.
+	unreached map[string]*refusals
 }
 
-// refusals are a remote's refused connections since its last log line.
+// refusals are the lines of one remote (or route) not logged since its
+// last logged one.
 type refusals struct {
 	logged time.Time
 	since  int
@@ -319,7 +392,27 @@ func (l *serverLogger) Errorf(format string, v ...any) {
 		l.refusedConn(msg, time.Now())
 		return
 	}
+	if strings.HasPrefix(msg, "Error trying to connect to route") {
+		l.routeUnreached(msg, time.Now())
+		return
+	}
 	l.log.Error(msg)
+}
+
+// routeUnreached logs a failed try to reach a peer's route: the first
+// for each address at warn, then one line a refusedLogEvery with the
+// count since, and the others at debug.
+func (l *serverLogger) routeUnreached(msg string, now time.Time) {
+	addr := msg
+	if _, after, ok := strings.Cut(msg, "dial tcp "); ok {
+		addr, _, _ = strings.Cut(after, ": ")
+	}
+	n, ok := l.due(&l.unreached, addr, now)
+	if !ok {
+		l.log.Debug(msg)
+		return
+	}
+	l.log.Warn("a peer's route cannot be reached; trying again, said again in a minute if it still fails", "route", addr, "tries", n, "detail", msg)
 }
 
 // refusedConn logs a connection NATS refused (nats-server's line, the
@@ -330,36 +423,49 @@ func (l *serverLogger) refusedConn(msg string, now time.Time) {
 	if host, _, err := net.SplitHostPort(remote); err == nil {
 		remote = host
 	}
-	l.mu.Lock()
-	if l.refused == nil {
-		l.refused = map[string]*refusals{}
+	n, ok := l.due(&l.refused, remote, now)
+	if !ok {
+		return
 	}
-	r := l.refused[remote]
+	l.log.Warn("NATS refused a connection without valid credentials", "remote", remote, "refused", n, "detail", msg)
+}
+
+// due counts one more of key's lines in set and reports whether one is
+// to be logged now (key's first, or none for refusedLogEvery), with the
+// count since the last. Past refusedRemotes keys, those not logged within
+// refusedLogEvery are forgotten, and if still too many the rest share
+// one key.
+func (l *serverLogger) due(set *map[string]*refusals, key string, now time.Time) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if *set == nil {
+		*set = map[string]*refusals{}
+	}
+	m := *set
+	r := m[key]
 	if r == nil {
-		if len(l.refused) >= refusedRemotes {
-			for k, o := range l.refused {
+		if len(m) >= refusedRemotes {
+			for k, o := range m {
 				if now.Sub(o.logged) >= refusedLogEvery {
-					delete(l.refused, k)
+					delete(m, k)
 				}
 			}
 		}
-		if len(l.refused) >= refusedRemotes {
-			remote = "others"
+		if len(m) >= refusedRemotes {
+			key = "others"
 		}
-		if r = l.refused[remote]; r == nil {
+		if r = m[key]; r == nil {
 			r = &refusals{}
-			l.refused[remote] = r
+			m[key] = r
 		}
 	}
 	r.since++
 	if !r.logged.IsZero() && now.Sub(r.logged) < refusedLogEvery {
-		l.mu.Unlock()
-		return
+		return 0, false
 	}
 	n := r.since
 	r.logged, r.since = now, 0
-	l.mu.Unlock()
-	l.log.Warn("NATS refused a connection without valid credentials", "remote", remote, "refused", n, "detail", msg)
+	return n, true
 }
 func (l *serverLogger) Debugf(format string, v ...any) {}
 func (l *serverLogger) Tracef(format string, v ...any) {}

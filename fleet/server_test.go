@@ -366,3 +366,56 @@ func (r *silentRelay) pipe(src, dst net.Conn) {
 		}
 	}
 }
+
+// TestServerClusterSelfRoute: the same routes list given to every server,
+// each naming itself too, still lets two servers of three elect
+// JetStream's meta leader (a route to itself would count it twice in the
+// cluster's expected size, and two would never be a majority).
+func TestServerClusterSelfRoute(t *testing.T) {
+	var addrs, routes []string
+	for range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
+		addrs, routes = append(addrs, addr), append(routes, "nats://"+addr)
+	}
+	if got, want := PeerRoutes(addrs[0], routes), 2; got != want {
+		t.Fatalf("PeerRoutes(%s, %v) = %d, want %d", addrs[0], routes, got, want)
+	}
+	var servers []*server.Server
+	for i := range 2 {
+		servers = append(servers, serverStart(t, ServerConfig{Name: fmt.Sprintf("node-%d", i+1), Dir: t.TempDir(),
+			Listen: "127.0.0.1:0", ClusterListen: addrs[i], Routes: routes}))
+	}
+	js := serverJetStream(t, servers[0])
+	claimEventually(t, 30*time.Second, "JetStream with two servers of three", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+}
+
+// TestServerLogRouteUnreached: a peer down is tried several times a
+// second; its route errors are said once at warn, then at debug, and
+// again at warn a minute later with the count; another peer has its own
+// first line.
+func TestServerLogRouteUnreached(t *testing.T) {
+	var buf bytes.Buffer
+	l := &serverLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), fatal: make(chan serverFatal, 1)}
+	const b = "Error trying to connect to route (attempt %d): dial tcp 127.0.0.1:6222: connect: connection refused"
+	const c = "Error trying to connect to route (attempt %d): dial tcp 127.0.0.1:6223: connect: connection refused"
+	now := time.Now()
+	for i := range 40 {
+		l.routeUnreached(fmt.Sprintf(b, i), now.Add(time.Duration(i)*250*time.Millisecond))
+	}
+	l.routeUnreached(fmt.Sprintf(c, 1), now)
+	l.routeUnreached(fmt.Sprintf(b, 41), now.Add(refusedLogEvery))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if got, want := len(lines), 3; got != want {
+		t.Fatalf("%d lines, want %d:\n%s", got, want, buf.String())
+	}
+	for i, want := range []string{"route=127.0.0.1:6222 tries=1", "route=127.0.0.1:6223 tries=1", "route=127.0.0.1:6222 tries=40"} {
+		if !strings.Contains(lines[i], want) || !strings.Contains(lines[i], "level=WARN") {
+			t.Errorf("line %d is %s, want a warning with %s", i, lines[i], want)
+		}
+	}
+}

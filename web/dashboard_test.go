@@ -393,6 +393,16 @@ func TestFleetPage(t *testing.T) {
 			return leasehold.FleetStatus{}, leasehold.Errorf(leasehold.KindUnavailable, "the fleet is not reachable")
 		}
 		ps, err := db.Peers(ctx)
+		for i := range ps {
+			// node-b is up and owns a group; node-c was not seen for the
+			// claim TTL.
+			ps[i].State, ps[i].StateSince = "up", &lastB
+			if ps[i].Name == "node-b" {
+				ps[i].Owns = 1
+			} else {
+				ps[i].State, ps[i].StateSince = "down", &lastC
+			}
+		}
 		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Unpublished: 3, Published: 977, Peers: ps}, err
 	}
 	srv := httptest.NewServer(web.New(web.NodeOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
@@ -427,8 +437,8 @@ func TestFleetPage(t *testing.T) {
 			attr, value string
 			want        []string
 		}{
-			{"data-peer", "node-b", []string{"<td>node-b</td>", stamp(lastB), "1m30s ago", "<td>4242</td>", "90.0 s", "<td>1</td>"}},
-			{"data-peer", "node-c", []string{"<td>node-c</td>", stamp(lastC), "2s ago", "<td>4300</td>", "2.0 s"}},
+			{"data-peer", "node-b", []string{"<td>node-b</td>", `<span class="badge ok">up</span> <span class="note">since ` + stamp(lastB), stamp(lastB), "1m30s ago", "<td>4242</td>", "90.0 s", "<td>1</td>"}},
+			{"data-peer", "node-c", []string{"<td>node-c</td>", `<span class="badge down">down</span> <span class="note">since ` + stamp(lastC), stamp(lastC), "2s ago", "<td>4300</td>", "2.0 s"}},
 			{"data-node", "wb1", []string{"<td>node-b</td><td>wb1</td>", "active", "<td>1</td>", "30s ago"}},
 			{"data-node", "wc1", []string{"<td>node-c</td><td>wc1</td>", `<span class="node-paused paused">paused</span> by ops`, "never"}},
 		}

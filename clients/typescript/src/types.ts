@@ -162,7 +162,15 @@ export interface Fleet {
   unpublished?: number;
   /** The stream position of this node's last acknowledged event. */
   published?: number;
-  peers: Array<Record<string, unknown> & { name: string }>;
+  peers: Array<Record<string, unknown> & {
+    name: string;
+    /** up, down (no life seen for the claim TTL) or joining. */
+    state: "up" | "down" | "joining";
+    /** When it entered its state; for down, when its life was last seen. */
+    state_since?: string | null;
+    /** How many groups its claims name now. */
+    owns?: number;
+  }>;
 }
 
 export interface Watermark {

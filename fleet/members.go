@@ -1,0 +1,260 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/service"
+)
+
+// Member states, as GET /api/v1/peers gives them.
+const (
+	// MemberUp is a member whose life in the fleet was renewed within the
+	// claim TTL.
+	MemberUp = "up"
+	// MemberDown is a member whose life was not seen for the claim TTL:
+	// its claims have lapsed and its groups go to the others.
+	MemberDown = "down"
+	// MemberJoining is a member whose life stands but none of whose
+	// events has been folded here yet.
+	MemberJoining = "joining"
+)
+
+// membersMax bounds the members and the claims remembered: a fleet is a
+// handful of nodes, so past it a bucket written by strangers cannot grow
+// this node's memory without end.
+const (
+	membersMax = 1024
+	ownersMax  = 1 << 20
+)
+
+// Members follows who is in the fleet: every node's life in LivesBucket
+// (up while it is renewed, down once it was not seen for the claim TTL)
+// and who owns which group in ClaimsBucket. It logs one line per
+// member's change of state. The lives bucket drops an unrenewed life
+// silently (its TTL leaves no marker), so a member is found down by a
+// tick, not by an event.
+type Members struct {
+	lives, claims jetstream.KeyValue
+	self          string
+	ttl           time.Duration
+	now           func() time.Time
+	log           *slog.Logger
+
+	mu      sync.Mutex
+	members map[string]*member
+	owners  map[string]string // group → the node whose claim names it
+	// began is when the lives were first read: a member known from the
+	// catalog whose life was not among them is down since then at the
+	// latest.
+	began time.Time
+
+	service.Base
+}
+
+// member is one node's life as this node saw it.
+type member struct {
+	state string
+	since time.Time
+	seen  time.Time // this node's clock when its life was last seen
+}
+
+// NewMembers follows the fleet's members in lives and claims; self is
+// this node, never listed.
+func NewMembers(lives, claims jetstream.KeyValue, self string, ttl time.Duration, log *slog.Logger) *Members {
+	return &Members{lives: lives, claims: claims, self: self, ttl: ttl, now: time.Now, log: log,
+		members: map[string]*member{}, owners: map[string]string{}}
+}
+
+// Start watches the lives and the claims and ticks for lapsed lives until
+// ctx ends or Stop. Errors: service.ErrStarted.
+func (m *Members) Start(ctx context.Context) error {
+	return m.Begin(ctx,
+		func(ctx context.Context) error { m.watch(ctx, m.lives, m.life); return nil },
+		func(ctx context.Context) error { m.watch(ctx, m.claims, m.claim); return nil },
+		func(ctx context.Context) error { m.tick(ctx); return nil })
+}
+
+// watch follows every key of kv with seen, starting over while NATS is
+// unreachable.
+func (m *Members) watch(ctx context.Context, kv jetstream.KeyValue, seen func(jetstream.KeyValueEntry)) {
+	for ctx.Err() == nil {
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(m.ttl / 6):
+			}
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil {
+				m.mu.Lock()
+				if m.began.IsZero() && kv == m.lives {
+					m.began = m.now()
+				}
+				m.mu.Unlock()
+				continue
+			}
+			seen(e)
+		}
+		w.Stop()
+	}
+}
+
+// life is one watched write of a node's life: the node is up.
+func (m *Members) life(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return // a life deleted: found down by the tick, a TTL after it was seen
+	}
+	var l Life
+	if json.Unmarshal(e.Value(), &l) != nil || l.Node == m.self || !leasehold.ValidNodeName(l.Node) {
+		return
+	}
+	now := m.now()
+	m.mu.Lock()
+	mb := m.members[l.Node]
+	if mb == nil {
+		if len(m.members) >= membersMax {
+			m.mu.Unlock()
+			return
+		}
+		mb = &member{}
+		m.members[l.Node] = mb
+	}
+	was, since := mb.state, mb.since
+	mb.seen = now
+	if mb.state != MemberUp {
+		mb.state, mb.since = MemberUp, now
+	}
+	m.mu.Unlock()
+	switch was {
+	case MemberUp:
+	case MemberDown:
+		m.log.Info("peers: peer up again", "peer", l.Node, "down_since", since.UTC().Format(time.RFC3339))
+	default:
+		m.log.Info("peers: peer in the fleet", "peer", l.Node)
+	}
+}
+
+// claim is one watched write or delete of a group's claim.
+func (m *Members) claim(e jetstream.KeyValueEntry) {
+	group := claimGroup(e.Key())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(m.owners, group)
+		return
+	}
+	var cl Claim
+	if json.Unmarshal(e.Value(), &cl) != nil {
+		return
+	}
+	if _, ok := m.owners[group]; ok || len(m.owners) < ownersMax {
+		m.owners[group] = cl.Node
+	}
+}
+
+// tick finds, every TTL/6, members whose life was not seen for the TTL.
+func (m *Members) tick(ctx context.Context) {
+	t := time.NewTicker(m.ttl / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.lapse(m.now())
+	}
+}
+
+// lapse marks down, at now, the members not seen for the TTL, logging
+// each with the groups its claims still name (those the others adopt).
+func (m *Members) lapse(now time.Time) {
+	type down struct {
+		node   string
+		since  time.Time
+		groups int
+	}
+	var downs []down
+	m.mu.Lock()
+	for node, mb := range m.members {
+		if mb.state == MemberUp && now.Sub(mb.seen) >= m.ttl {
+			mb.state, mb.since = MemberDown, mb.seen
+			downs = append(downs, down{node: node, since: mb.seen})
+		}
+	}
+	for i, d := range downs {
+		for _, owner := range m.owners {
+			if owner == d.node {
+				downs[i].groups++
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, d := range downs {
+		m.log.Warn("peers: peer down", "peer", d.node, "since", d.since.UTC().Format(time.RFC3339),
+			"groups_to_adopt", d.groups)
+	}
+}
+
+// Owned counts the groups each node's claim names, this node's too.
+func (m *Members) Owned() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int64{}
+	for _, node := range m.owners {
+		out[node]++
+	}
+	return out
+}
+
+// Status gives peers, the catalog's view of the fleet, each member's
+// state and the groups it owns, and adds the members the catalog does not
+// know yet (they published nothing), sorted by name. A member of the
+// catalog whose life was never seen here is down since its last event
+// (or since this node began watching).
+func (m *Members) Status(peers []leasehold.Peer) []leasehold.Peer {
+	owned := m.Owned()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	known := map[string]bool{}
+	for i := range peers {
+		p := &peers[i]
+		known[p.Name] = true
+		p.Owns = owned[p.Name]
+		mb := m.members[p.Name]
+		switch {
+		case mb != nil:
+			p.State, p.StateSince = mb.state, new(mb.since.UTC())
+		case p.LastEventAt != nil:
+			p.State, p.StateSince = MemberDown, new(p.LastEventAt.UTC())
+		default:
+			p.State = MemberDown
+			if !m.began.IsZero() {
+				p.StateSince = new(m.began.UTC())
+			}
+		}
+	}
+	for node, mb := range m.members {
+		if known[node] {
+			continue
+		}
+		p := leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC()), Owns: owned[node]}
+		if mb.state == MemberUp {
+			p.State = MemberJoining
+		}
+		peers = append(peers, p)
+	}
+	slices.SortFunc(peers, func(a, b leasehold.Peer) int { return cmp.Compare(a.Name, b.Name) })
+	return peers
+}

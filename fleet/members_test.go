@@ -1,0 +1,118 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/syncbuf"
+)
+
+// TestMembers: a peer whose life is in the fleet is listed before it has
+// published (joining), up once the catalog knows it, with the groups its
+// claims name, and down once its life was not seen for the TTL, with one
+// log line for each change; this node itself is never listed.
+func TestMembers(t *testing.T) {
+	ctx := context.Background()
+	s := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	js := serverJetStream(t, s)
+	lives, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LivesBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ClaimsBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(kv jetstream.KeyValue, key string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, ClaimKey(key), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf syncbuf.Buffer
+	const ttl = 1500 * time.Millisecond
+	m := NewMembers(lives, claims, "node-a", ttl, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	put(lives, "node-a", Life{Node: "node-a", Life: "1", At: time.Now()})
+	put(lives, "node-b", Life{Node: "node-b", Life: "1", At: time.Now()})
+	put(claims, "alt.one", Claim{Node: "node-b", Life: "1", At: time.Now()})
+	put(claims, "alt.two", Claim{Node: "node-b", Life: "1", At: time.Now()})
+	state := func(peers []leasehold.Peer) string {
+		var b bytes.Buffer
+		for _, p := range peers {
+			b.WriteString(p.Name + "=" + p.State + " ")
+			if p.Owns > 0 {
+				fmt.Fprintf(&b, "owns=%d ", p.Owns)
+			}
+		}
+		return strings.TrimSpace(b.String())
+	}
+	claimEventually(t, 5*time.Second, "node-b joining, owning its groups", func() bool {
+		return state(m.Status(nil)) == "node-b=joining owns=2"
+	})
+	// Known to the catalog (it published): up.
+	peers := m.Status([]leasehold.Peer{{Name: "node-b"}, {Name: "node-c"}})
+	if got, want := state(peers), "node-b=up owns=2 node-c=down"; got != want {
+		t.Fatalf("members %s, want %s", got, want)
+	}
+	if peers[0].Owns != 2 || peers[0].StateSince == nil {
+		t.Fatalf("node-b owns %d since %v, want 2 and a time", peers[0].Owns, peers[0].StateSince)
+	}
+	// Its life not renewed: down after the TTL, said once.
+	claimEventually(t, 10*time.Second, "node-b down", func() bool { return state(m.Status(nil)) == "node-b=down owns=2" })
+	if got := strings.Count(buf.String(), `msg="peers: peer down" peer=node-b`); got != 1 {
+		t.Fatalf("%d lines of node-b down, want 1:\n%s", got, buf.String())
+	}
+	if !strings.Contains(buf.String(), "groups_to_adopt=2") {
+		t.Fatalf("the down line does not count its groups:\n%s", buf.String())
+	}
+	put(lives, "node-b", Life{Node: "node-b", Life: "2", At: time.Now()})
+	claimEventually(t, 5*time.Second, "node-b up again", func() bool { return strings.Contains(buf.String(), `msg="peers: peer up again" peer=node-b`) })
+}
+
+// TestFleetMembers: in a real fleet, each node lists the others up, and
+// a node killed is listed down by the survivors after the claim TTL.
+func TestFleetMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet takes a while")
+	}
+	ctx := context.Background()
+	nodes, _, _ := fleetOf(t)
+	a, c := nodes[0], nodes[2]
+	states := func(n *fleetNode) string {
+		st, err := n.fleet.Peers(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, p := range st.Peers {
+			out = append(out, p.Name+"="+p.State)
+		}
+		return strings.Join(out, " ")
+	}
+	claimEventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
+	c.stop()
+	claimEventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
+	st, err := a.fleet.Peers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := st.Peers[1].StateSince; since == nil || time.Since(*since) < fleetTTL {
+		t.Fatalf("c down since %v, want at least the claim TTL (%s) ago", since, fleetTTL)
+	}
+}
