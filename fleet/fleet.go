@@ -104,7 +104,7 @@ type Fleet struct {
 	// closing quiets the disconnect warning of a node leaving on purpose.
 	closing atomic.Bool
 	// joined is closed once every part below is made and started.
-	joined chan struct{}
+	joined  chan struct{}
 	members *Members
 
 	claims    *Claims
