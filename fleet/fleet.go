@@ -47,12 +47,17 @@ type Config struct {
 	// clients, and this node presents, in place of Secret: the node's own
 	// (LocalSecret) when the fleet has no shared secret.
 	ClientToken string
+	// Auth is how this node authenticates to an external NATS when not
+	// by the token in Secret.
+	Auth Auth
 	// TLS, if set, is the node's NATS certificate: the embedded server's
 	// client port and routes speak TLS only, and this node's connection
-	// presents the certificate and verifies NATS against the CA.
+	// presents the certificate and verifies NATS against the CA. To an
+	// external NATS the CA alone will do.
 	TLS *TLS
-	// Replicas of the stream and buckets; 0 takes Replicas(Routes) for the
-	// embedded server and 1 for an external NATS.
+	// Replicas of the stream and buckets, at most MaxReplicas; 0 takes
+	// Replicas(Routes) for the embedded server, and for an external NATS
+	// MaxReplicas on a cluster and 1 on a standalone server.
 	Replicas int
 	// StreamMaxAge bounds how long the stream keeps events (default 24h);
 	// a node away longer rebuilds its peers' parts from their dumps.
@@ -84,6 +89,8 @@ type Fleet struct {
 	joined atomic.Bool
 	// waiting is what Join waits for, for Ready.
 	waiting atomic.Pointer[string]
+	// engine is the last probe of the streams and buckets (Offline).
+	engine engine
 
 	claims    *Claims
 	ownership *Ownership
@@ -128,9 +135,22 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	if cfg.TLS != nil {
-		if err := cfg.TLS.Check(); err != nil {
+		check := cfg.TLS.Check
+		if cfg.NATS != "" {
+			check = cfg.TLS.CheckClient
+		}
+		if err := check(); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Replicas < 0 || cfg.Replicas > MaxReplicas {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-replicas %d: want 1 to %d, or 0 to take what the NATS cluster can keep", cfg.Replicas, MaxReplicas)
+	}
+	if cfg.Auth.set() && cfg.NATS == "" {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "--nats-user, --nats-nkey-file and --nats-creds-file authenticate to an external NATS (--nats URL); the embedded server takes the fleet's secret")
+	}
+	if err := cfg.Auth.check(cmp.Or(cfg.ClientToken, cfg.Secret)); err != nil {
+		return nil, err
 	}
 	f := &Fleet{cfg: cfg, log: cfg.Logger}
 	f.wait("starting")
@@ -188,9 +208,7 @@ func (f *Fleet) Join(ctx context.Context, app *appliance.Appliance) error {
 func (f *Fleet) startNATS() error {
 	cfg := &f.cfg
 	if cfg.NATS != "" {
-		if cfg.Replicas == 0 {
-			cfg.Replicas = 1
-		}
+		// Replicas 0 is settled once connected (externalReplicas).
 		f.url = cfg.NATS
 		return nil
 	}
@@ -217,6 +235,9 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
 	f.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	if cfg.Replicas == 0 {
+		cfg.Replicas = f.externalReplicas()
+	}
 	err := f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they set up: the stream's count
@@ -229,7 +250,7 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 			Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 			MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
 		}); err != nil {
-			return fmt.Errorf("stream %s: %w", StreamName, err)
+			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
 		}
 		var err error
 		records, err = f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -306,6 +327,11 @@ func (f *Fleet) connect(ctx context.Context) error {
 	if token := cmp.Or(f.cfg.ClientToken, f.cfg.Secret); token != "" {
 		opts = append(opts, nats.Token(token))
 	}
+	auth, err := f.cfg.Auth.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, auth...)
 	if f.cfg.TLS != nil {
 		tc, err := f.cfg.TLS.clientConfig()
 		if err != nil {
@@ -314,11 +340,11 @@ func (f *Fleet) connect(ctx context.Context) error {
 		opts = append(opts, nats.Secure(tc))
 	}
 	f.wait("NATS at " + f.url)
-	err := f.retry(ctx, func(context.Context) error {
+	err = f.retry(ctx, func(context.Context) error {
 		var err error
 		f.nc, err = nats.Connect(f.url, opts...)
-		if errors.Is(err, nats.ErrAuthorization) {
-			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its secret is wrong or missing (--nats-secret-file): %v", f.url, err)}
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its credentials are wrong or missing (%s): %v", f.url, f.credentialFlags(), err)}
 		}
 		return err
 	})
@@ -627,6 +653,7 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 	if !f.joined.Load() {
 		return st, nil
 	}
+	st.Offline = f.Offline(ctx)
 	st.Owned = int64(len(f.claims.Owned()))
 	st.Published = f.publisher.Position()
 	var err error
