@@ -31,7 +31,9 @@ type Auth struct {
 }
 
 // set reports whether any of a's ways is given.
-func (a Auth) set() bool { return a.User != "" || a.Password != "" || a.NKeyFile != "" || a.CredsFile != "" }
+func (a Auth) set() bool {
+	return a.User != "" || a.Password != "" || a.NKeyFile != "" || a.CredsFile != ""
+}
 
 // check refuses an Auth that cannot be used: two ways at once, a user
 // without a password, a file that cannot be read. Errors: KindInvalid,

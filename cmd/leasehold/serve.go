@@ -61,10 +61,10 @@ type Main struct {
 	// TLS, every peer verified against the CA.
 	NATSTLSCert, NATSTLSKey, NATSTLSCA string
 	// NATSClient is the credentials and copies for an external NATS.
-	NATSClient natsClientFlags
-	ClaimTTL                           time.Duration
-	StreamMaxAge                       time.Duration
-	StreamMaxBytes                     byteSize
+	NATSClient     natsClientFlags
+	ClaimTTL       time.Duration
+	StreamMaxAge   time.Duration
+	StreamMaxBytes byteSize
 
 	// TLSCert and TLSKey make the node serve HTTPS only; TLSClientCA
 	// also asks clients for a certificate that CA signed.
