@@ -60,11 +60,12 @@ type Main struct {
 	// server's client port and routes, and this node's connection) under
 	// TLS, every peer verified against the CA.
 	NATSTLSCert, NATSTLSKey, NATSTLSCA string
+	ClaimTTL                           time.Duration
+	StreamMaxAge                       time.Duration
+	StreamMaxBytes                     byteSize
+
 	// NATSClient is the credentials and copies for an external NATS.
-	NATSClient     natsClientFlags
-	ClaimTTL       time.Duration
-	StreamMaxAge   time.Duration
-	StreamMaxBytes byteSize
+	NATSClient natsClientFlags
 
 	// TLSCert and TLSKey make the node serve HTTPS only; TLSClientCA
 	// also asks clients for a certificate that CA signed.
