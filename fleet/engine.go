@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -212,4 +214,14 @@ func (f *Fleet) credentialFlags() string {
 		return "--nats-creds-file " + a.CredsFile
 	}
 	return "--nats-secret-file"
+}
+
+// refusedTLS reports whether err is a NATS server's certificate this node
+// cannot verify: a wrong CA or a certificate for another name, which
+// trying again does not mend.
+func refusedTLS(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host)
 }

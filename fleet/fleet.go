@@ -346,6 +346,9 @@ func (f *Fleet) connect(ctx context.Context) error {
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
 			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its credentials are wrong or missing (%s): %v", f.url, f.credentialFlags(), err)}
 		}
+		if refusedTLS(err) {
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s: its certificate is not one this node can verify (--nats-tls-ca): %v", f.url, err)}
+		}
 		return err
 	})
 	if err != nil {
