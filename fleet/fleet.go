@@ -313,6 +313,11 @@ func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 func (f *Fleet) connect(ctx context.Context) error {
 	opts := []nats.Option{nats.Name("leasehold " + f.cfg.Name), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond), nats.Timeout(5 * time.Second),
+		// A server of an external cluster cut off without a FIN would
+		// hold this node for minutes at nats.go's pings (every 2 min);
+		// pinged as routes are, the node moves to another server within
+		// seconds.
+		nats.PingInterval(routePingInterval), nats.MaxPingsOutstanding(routePingsOut),
 		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			f.conn.Store(true)
