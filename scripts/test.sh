@@ -104,6 +104,10 @@ bash scripts/fleetfault.sh --kills 1 --pauses 1 --partitions 1 --claim-ttl 20s -
 # were the lost plan and the peer's hole of RELIABILITY.md, both fixed.
 echo "test: scripts/fleetfault.sh --short --gate all --skip-if-unsupported"
 bash scripts/fleetfault.sh --short --gate all --skip-if-unsupported
+# The same with the fleet's NATS a three-server nats-server cluster apart,
+# each fault hitting a node's NATS server too: every check gates.
+echo "test: scripts/fleetfault.sh --short --nats external --gate all --skip-if-unsupported"
+bash scripts/fleetfault.sh --short --nats external --gate all --skip-if-unsupported
 echo "test: scripts/check-systemd.sh"
 bash scripts/check-systemd.sh
 echo "test: scripts/crashtest.sh --kills 5"
