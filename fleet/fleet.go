@@ -313,11 +313,6 @@ func (f *Fleet) wire(ctx context.Context, records jetstream.KeyValue) error {
 func (f *Fleet) connect(ctx context.Context) error {
 	opts := []nats.Option{nats.Name("leasehold " + f.cfg.Name), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond), nats.Timeout(5 * time.Second),
-		// A server of an external cluster cut off without a FIN would
-		// hold this node for minutes at nats.go's pings (every 2 min);
-		// pinged as routes are, the node moves to another server within
-		// seconds.
-		nats.PingInterval(routePingInterval), nats.MaxPingsOutstanding(routePingsOut),
 		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			f.conn.Store(true)
@@ -337,6 +332,13 @@ func (f *Fleet) connect(ctx context.Context) error {
 		return err
 	}
 	opts = append(opts, auth...)
+	if f.cfg.NATS != "" {
+		// A server of an external cluster cut off without a FIN would hold
+		// this node for minutes at nats.go's pings (every 2 min); pinged
+		// as routes are, the node moves to another server of its list
+		// within seconds. The embedded server is in this process.
+		opts = append(opts, nats.PingInterval(routePingInterval), nats.MaxPingsOutstanding(routePingsOut))
+	}
 	if f.cfg.TLS != nil {
 		tc, err := f.cfg.TLS.clientConfig()
 		if err != nil {
