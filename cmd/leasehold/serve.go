@@ -246,7 +246,7 @@ func (m *Main) checkFleetFlags() error {
 		if m.NATSClusterListen != "" || m.NATSRoutes != "" {
 			return fmt.Errorf("--nats-cluster-listen and --nats-routes cluster the embedded NATS server; with --nats %s the external NATS does the clustering", m.NATS)
 		}
-		return m.checkSecret("an external NATS (--nats)")
+		return m.checkSecret("an external NATS (--nats; or its credentials: --nats-user with --nats-password-file, --nats-nkey-file, --nats-creds-file)")
 	}
 	if _, _, err := net.SplitHostPort(m.NATSListen); err != nil {
 		return fmt.Errorf("--nats-listen %q is not host:port", m.NATSListen)
