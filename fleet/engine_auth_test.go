@@ -41,10 +41,15 @@ func authOperator(t *testing.T, opts *server.Options) (creds, stranger string) {
 			t.Fatal(err)
 		}
 	}
-	okp, err := nkeys.CreateOperator()
-	must(err)
-	opub, err := okp.PublicKey()
-	must(err)
+	// key makes a key pair and its public key.
+	key := func(create func() (nkeys.KeyPair, error)) (nkeys.KeyPair, string) {
+		kp, err := create()
+		must(err)
+		pub, err := kp.PublicKey()
+		must(err)
+		return kp, pub
+	}
+	okp, opub := key(nkeys.CreateOperator)
 	oc := jwt.NewOperatorClaims(opub)
 	ojwt, err := oc.Encode(okp)
 	must(err)
@@ -52,19 +57,13 @@ func authOperator(t *testing.T, opts *server.Options) (creds, stranger string) {
 	must(err)
 	resolver := &server.MemAccResolver{}
 	// The system account, which an operator's NATS runs on.
-	skp, err := nkeys.CreateAccount()
-	must(err)
-	spub, err := skp.PublicKey()
-	must(err)
+	_, spub := key(nkeys.CreateAccount)
 	sjwt, err := jwt.NewAccountClaims(spub).Encode(okp)
 	must(err)
 	must(resolver.Store(spub, sjwt))
 	opts.SystemAccount = spub
 	user := func(register bool) string {
-		akp, err := nkeys.CreateAccount()
-		must(err)
-		apub, err := akp.PublicKey()
-		must(err)
+		akp, apub := key(nkeys.CreateAccount)
 		ac := jwt.NewAccountClaims(apub)
 		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
 		ajwt, err := ac.Encode(okp)
@@ -72,10 +71,7 @@ func authOperator(t *testing.T, opts *server.Options) (creds, stranger string) {
 		if register {
 			must(resolver.Store(apub, ajwt))
 		}
-		ukp, err := nkeys.CreateUser()
-		must(err)
-		upub, err := ukp.PublicKey()
-		must(err)
+		ukp, upub := key(nkeys.CreateUser)
 		useed, err := ukp.Seed()
 		must(err)
 		ujwt, err := jwt.NewUserClaims(upub).Encode(akp)
