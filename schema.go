@@ -343,7 +343,11 @@ type FleetStatus struct {
 	// the stream acknowledged: a peer whose Folded for this node has
 	// reached it has seen every change this node published.
 	Published uint64 `json:"published"`
-	Peers     []Peer `json:"peers"`
+	// Offline names the fleet's streams and buckets NATS cannot serve now
+	// (no leader, no answer), "" when all can: while one cannot, writes
+	// are refused (503) though the node is connected.
+	Offline string `json:"offline,omitempty"`
+	Peers   []Peer `json:"peers"`
 }
 
 // Group states, as the metrics count them: the first that holds of

@@ -275,7 +275,8 @@ func (a *Appliance) Close() error {
 }
 
 // Ready reports whether the catalog can be written, the data disk has
-// room and the node has joined its fleet: nil when ready. Errors:
+// room, the node has joined its fleet and the fleet's streams are served
+// (Engine): nil when ready. Errors:
 // unavailable, no space.
 func (a *Appliance) Ready(ctx context.Context) error {
 	if err := probeWritable(a.Config.DataDir, probeBytes); err != nil {
@@ -284,7 +285,13 @@ func (a *Appliance) Ready(ctx context.Context) error {
 	if err := a.db.Ping(ctx); err != nil {
 		return err
 	}
-	return a.Coordinator.fleet.Ready()
+	if err := a.Coordinator.fleet.Ready(); err != nil {
+		return err
+	}
+	if e, ok := a.Coordinator.fleet.(Engine); ok {
+		return e.EngineOffline(ctx)
+	}
+	return nil
 }
 
 // Troubles are the findings of the node's fleet outside the catalog (a

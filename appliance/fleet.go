@@ -44,6 +44,15 @@ type Fleet interface {
 	Ready() error
 }
 
+// Engine is a Fleet on an engine that can be offline while the node has
+// joined (NATS without a leader for the fleet's streams): the node is
+// then not ready, though its own catalog is.
+type Engine interface {
+	// EngineOffline is nil while the engine serves the fleet. Errors:
+	// unavailable, naming what is offline.
+	EngineOffline(ctx context.Context) error
+}
+
 // Alone is the Fleet of a node that runs alone: it owns every group,
 // forwards nothing and is always ready.
 type Alone struct{}

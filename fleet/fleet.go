@@ -47,13 +47,18 @@ type Config struct {
 	// clients, and this node presents, in place of Secret: the node's own
 	// (LocalSecret) when the fleet has no shared secret.
 	ClientToken string
+	// Auth is how this node authenticates to an external NATS when not
+	// by the token in Secret.
+	Auth Auth
 	// TLS, if set, is the node's NATS certificate: the embedded server's
 	// client port and routes speak TLS only, and this node's connection
-	// presents the certificate and verifies NATS against the CA.
+	// presents the certificate and verifies NATS against the CA. To an
+	// external NATS the CA alone will do.
 	TLS *TLS
-	// Replicas of the stream and buckets; 0 takes one a server routed to
-	// (PeerRoutes) and this node's, at most 3, for the
-	// embedded server and 1 for an external NATS.
+	// Replicas of the stream and buckets, at most MaxReplicas; 0 takes,
+	// for the embedded server, one a server routed to (PeerRoutes) and
+	// this node's, and for an external NATS MaxReplicas on a cluster and 1
+	// on a standalone server.
 	Replicas int
 	// StreamMaxAge bounds how long the stream keeps events (default 24h);
 	// a node away longer rebuilds its peers' parts from their dumps.
@@ -106,6 +111,8 @@ type Fleet struct {
 	// joined is closed once every part below is made and started.
 	joined  chan struct{}
 	members *Members
+	// engine is the last probe of the streams and buckets (Offline).
+	engine engine
 
 	claims    *Claims
 	publisher *Publisher
@@ -236,9 +243,7 @@ func (f *Fleet) join(ctx context.Context) error {
 func (f *Fleet) startNATS() error {
 	cfg := &f.cfg
 	if cfg.NATS != "" {
-		if cfg.Replicas == 0 {
-			cfg.Replicas = 1
-		}
+		// Replicas 0 is settled once connected (externalReplicas).
 		f.url = cfg.NATS
 		return nil
 	}
@@ -267,6 +272,9 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
 	f.gate.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	if cfg.Replicas == 0 {
+		cfg.Replicas = f.externalReplicas()
+	}
 	err := f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they set up: the stream's count
@@ -279,7 +287,7 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 			Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 			MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
 		}); err != nil {
-			return fmt.Errorf("stream %s: %w", StreamName, err)
+			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
 		}
 		var err error
 		records, err = f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -329,7 +337,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
 	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
-	f.gate.parts(own, admin, f.publisher, f.folder)
+	f.gate.parts(f, own, admin)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.parts = service.NewList(
@@ -376,6 +384,18 @@ func (f *Fleet) connect(ctx context.Context) error {
 	if token := cmp.Or(f.cfg.ClientToken, f.cfg.Secret); token != "" {
 		opts = append(opts, nats.Token(token))
 	}
+	auth, err := f.cfg.Auth.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, auth...)
+	if f.cfg.NATS != "" {
+		// A server of an external cluster cut off without a FIN would hold
+		// this node for minutes at nats.go's pings (every 2 min); pinged
+		// as routes are, the node moves to another server of its list
+		// within seconds. The embedded server is in this process.
+		opts = append(opts, nats.PingInterval(routePingInterval), nats.MaxPingsOutstanding(routePingsOut))
+	}
 	if f.cfg.TLS != nil {
 		tc, err := f.cfg.TLS.clientConfig()
 		if err != nil {
@@ -384,11 +404,14 @@ func (f *Fleet) connect(ctx context.Context) error {
 		opts = append(opts, nats.Secure(tc))
 	}
 	f.gate.wait("NATS at " + f.url)
-	err := f.retry(ctx, func(context.Context) error {
+	err = f.retry(ctx, func(context.Context) error {
 		var err error
 		f.nc, err = nats.Connect(f.url, opts...)
-		if errors.Is(err, nats.ErrAuthorization) {
-			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its secret is wrong or missing (--nats-secret-file): %v", f.url, err)}
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its credentials are wrong or missing (%s): %v", f.url, f.credentialFlags(), err)}
+		}
+		if refusedTLS(err) {
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s: its certificate is not one this node can verify (--nats-tls-ca): %v", f.url, err)}
 		}
 		return err
 	})
@@ -505,6 +528,7 @@ func (f *Fleet) Peers(ctx context.Context) (leasehold.FleetStatus, error) {
 	if !f.isJoined() {
 		return st, nil
 	}
+	st.Offline = f.Offline(ctx)
 	st.Owned = int64(len(f.claims.Owned()))
 	st.Published = f.publisher.Position()
 	var err error

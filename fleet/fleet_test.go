@@ -393,14 +393,21 @@ func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 // stderr, and everything it logs to logs when given.
 func fleetJoin(t *testing.T, url, name string, logs ...io.Writer) *fleetNode {
 	t.Helper()
+	return fleetJoinWith(t, Config{Name: name, NATS: url, ClaimTTL: fleetTTL}, logs...)
+}
+
+// fleetJoinWith is fleetJoin with the node's fleet config as given.
+func fleetJoinWith(t *testing.T, cfg Config, logs ...io.Writer) *fleetNode {
+	t.Helper()
 	ctx := context.Background()
+	name := cfg.Name
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	if len(logs) > 0 {
 		h = slog.NewJSONHandler(io.MultiWriter(logs...), &slog.HandlerOptions{Level: slog.LevelInfo})
 	}
 	log := slog.New(h).With("node", name)
-	app, db, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log},
-		Config{Name: name, NATS: url, ClaimTTL: fleetTTL, Logger: log})
+	cfg.Logger = log
+	app, db, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,7 @@ type gateParts struct {
 	admin     *Admin
 	publisher *Publisher
 	folder    *Folder
+	fleet     *Fleet
 }
 
 // NewGate checks cfg and returns the gate of this node's fleet, closed:
@@ -72,9 +74,22 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, err
 	}
 	if cfg.TLS != nil {
-		if err := cfg.TLS.Check(); err != nil {
+		check := cfg.TLS.Check
+		if cfg.NATS != "" {
+			check = cfg.TLS.CheckClient // to an external NATS the CA alone will do
+		}
+		if err := check(); err != nil {
 			return cfg, err
 		}
+	}
+	if cfg.Replicas < 0 || cfg.Replicas > MaxReplicas {
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "--nats-replicas %d: want 1 to %d, or 0 to take what the NATS cluster can keep", cfg.Replicas, MaxReplicas)
+	}
+	if cfg.Auth.set() && cfg.NATS == "" {
+		return cfg, leasehold.Errorf(leasehold.KindInvalid, "--nats-user, --nats-nkey-file and --nats-creds-file authenticate to an external NATS (--nats URL); the embedded server takes the fleet's secret")
+	}
+	if err := cfg.Auth.check(cmp.Or(cfg.ClientToken, cfg.Secret)); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -86,8 +101,8 @@ func (g *Gate) wait(what string) { g.waiting.Store(&what) }
 func (g *Gate) waitingFor() string { return *g.waiting.Load() }
 
 // parts records the fleet's parts, made but not started.
-func (g *Gate) parts(own *Ownership, admin *Admin, publisher *Publisher, folder *Folder) {
-	g.made.Store(&gateParts{own: own, admin: admin, publisher: publisher, folder: folder})
+func (g *Gate) parts(f *Fleet, own *Ownership, admin *Admin) {
+	g.made.Store(&gateParts{own: own, admin: admin, publisher: f.publisher, folder: f.folder, fleet: f})
 }
 
 // open lets the coordinator through: the fleet has joined and started the
@@ -184,4 +199,18 @@ func (g *Gate) Troubles(now time.Time) []leasehold.Finding {
 	}
 	return append(out, leasehold.Finding{Kind: leasehold.FindingPeerSyncStuck, Node: g.cfg.Name, Since: since, AgeS: now.Sub(since).Seconds(),
 		Detail: fmt.Sprintf("the outbox has not been published to the fleet's stream since %s: %v", since.UTC().Format(time.RFC3339), err)})
+}
+
+// EngineOffline is nil when the fleet's streams and buckets can all be
+// served, for /readyz (appliance.Engine). Errors: unavailable, naming
+// what is offline.
+func (g *Gate) EngineOffline(ctx context.Context) error {
+	p := g.through()
+	if p == nil {
+		return nil
+	}
+	if off := p.fleet.Offline(ctx); off != "" {
+		return leasehold.Errorf(leasehold.KindUnavailable, "the fleet's streams and buckets are offline in NATS (%s): writes on groups are refused until NATS has them back", off)
+	}
+	return nil
 }

@@ -20,19 +20,28 @@ type TLS struct {
 
 // tlsFiles is TLS read: the key pair and the CA's pool.
 type tlsFiles struct {
-	cert tls.Certificate
+	cert *tls.Certificate // nil for a client without a certificate
 	ca   *x509.CertPool
 }
 
-// load reads the files, each error naming the flag to fix. Errors:
-// KindInvalid.
-func (t TLS) load() (tlsFiles, error) {
-	if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" {
+// load reads the files, each error naming the flag to fix. The embedded
+// server needs its certificate (needCert); a client of an external NATS
+// needs only the CA that signed the servers', and a certificate of its own
+// only if that NATS asks for one. Errors: KindInvalid.
+func (t TLS) load(needCert bool) (tlsFiles, error) {
+	if needCert && (t.CertFile == "" || t.KeyFile == "" || t.CAFile == "") {
 		return tlsFiles{}, leasehold.Errorf(leasehold.KindInvalid, "NATS TLS needs all of --nats-tls-cert, --nats-tls-key and --nats-tls-ca")
 	}
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return tlsFiles{}, leasehold.Wrap(leasehold.KindInvalid, err, "--nats-tls-cert %s, --nats-tls-key %s: %v", t.CertFile, t.KeyFile, err)
+	if t.CAFile == "" || (t.CertFile == "") != (t.KeyFile == "") {
+		return tlsFiles{}, leasehold.Errorf(leasehold.KindInvalid, "TLS to an external NATS needs --nats-tls-ca, and --nats-tls-cert with --nats-tls-key if it asks for a client certificate")
+	}
+	var files tlsFiles
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return tlsFiles{}, leasehold.Wrap(leasehold.KindInvalid, err, "--nats-tls-cert %s, --nats-tls-key %s: %v", t.CertFile, t.KeyFile, err)
+		}
+		files.cert = &cert
 	}
 	pem, err := os.ReadFile(t.CAFile)
 	if err != nil {
@@ -42,7 +51,8 @@ func (t TLS) load() (tlsFiles, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return tlsFiles{}, leasehold.Errorf(leasehold.KindInvalid, "--nats-tls-ca %s: no PEM certificate in it", t.CAFile)
 	}
-	return tlsFiles{cert: cert, ca: pool}, nil
+	files.ca = pool
+	return files, nil
 }
 
 // Check reads the files as StartServer and the fleet's join will, so that
@@ -50,7 +60,14 @@ func (t TLS) load() (tlsFiles, error) {
 // node at start.
 // Errors: KindInvalid, naming the flag.
 func (t TLS) Check() error {
-	_, err := t.load()
+	_, err := t.load(true)
+	return err
+}
+
+// CheckClient is Check for a client of an external NATS, where the CA
+// alone will do. Errors: KindInvalid, naming the flag.
+func (t TLS) CheckClient() error {
+	_, err := t.load(false)
 	return err
 }
 
@@ -58,12 +75,12 @@ func (t TLS) Check() error {
 // routes (a route is both server and client, so the CA is both pools): a
 // peer without a certificate the CA signed is refused in the handshake.
 func (t TLS) serverConfig() (*tls.Config, error) {
-	f, err := t.load()
+	f, err := t.load(true)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{f.cert},
+		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*f.cert},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: f.ca, RootCAs: f.ca,
 	}, nil
 }
@@ -71,11 +88,16 @@ func (t TLS) serverConfig() (*tls.Config, error) {
 // clientConfig is this node's connection to NATS: it presents the node's
 // certificate and verifies the server's against the CA (the server's
 // certificate must name the address the node dials, 127.0.0.1 for its own
-// embedded server on loopback).
+// embedded server on loopback). Without a certificate (an external NATS
+// that asks for none) it only verifies the server.
 func (t TLS) clientConfig() (*tls.Config, error) {
-	f, err := t.load()
+	f, err := t.load(false)
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{f.cert}, RootCAs: f.ca}, nil
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: f.ca}
+	if f.cert != nil {
+		tc.Certificates = []tls.Certificate{*f.cert}
+	}
+	return tc, nil
 }

@@ -26,6 +26,10 @@
 #              does not work
 #   --out DIR  keep the nodes' data and logs and history.jsonl there
 #              (default: a temporary directory, removed after a pass)
+#   --nats external  the fleet's NATS is a three-server nats-server
+#              cluster apart (internal/fleetfault/cmd/natsd, built from the
+#              module leasehold depends on), one beside each node on the
+#              route network; each fault hits the node's NATS server too
 # Other flags go to the harness (fleetfault -h lists them). Needs root and
 # iproute2.
 set -euo pipefail
@@ -33,6 +37,7 @@ cd "$(dirname "$0")/.."
 
 mode=(--short)
 args=()
+external=""
 out=""
 skip=""
 while [ $# -gt 0 ]; do
@@ -45,6 +50,15 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--out=*) out=${1#--out=} ;;
+	--nats)
+		[ "$2" = external ] && external=1
+		args+=("$1" "$2")
+		shift
+		;;
+	--nats=external)
+		external=1
+		args+=("$1")
+		;;
 	-h | --help)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 		exit 0
@@ -103,6 +117,10 @@ trap 'exit 130' INT TERM HUP
 echo "fleetfault: building leasehold and the harness"
 go build -o "$tmp/leasehold" ./cmd/leasehold
 go build -o "$tmp/fleetfault" ./internal/fleetfault/cmd/fleetfault
+if [ -n "$external" ]; then
+	go build -o "$tmp/natsd" ./internal/fleetfault/cmd/natsd
+	args+=(--natsd "$tmp/natsd")
+fi
 
 # A bound on the whole run: --long makes 60 faults of about 20s each.
 limit=300

@@ -65,6 +65,9 @@ type Main struct {
 	StreamMaxAge                       time.Duration
 	StreamMaxBytes                     byteSize
 
+	// NATSClient is the credentials and copies for an external NATS.
+	NATSClient natsClientFlags
+
 	// TLSCert and TLSKey make the node serve HTTPS only; TLSClientCA
 	// also asks clients for a certificate that CA signed.
 	TLSCert, TLSKey, TLSClientCA string
@@ -138,7 +141,8 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.BoolVar(&m.NATSInsecure, "nats-insecure", m.NATSInsecure, "run peer sync without --nats-secret-file where NATS can be reached beyond this host (routes, a non-loopback --nats-listen, an external NATS): the routes and an external NATS are then open, and anyone who reaches them can join the fleet and rewrite its catalog (the client port still asks for <data>/nats.secret)")
 	fs.StringVar(&m.NATSTLSCert, "nats-tls-cert", m.NATSTLSCert, "this node's NATS certificate (PEM): the embedded server's client port and routes speak TLS only, and this node presents it to NATS (with --nats-tls-key and --nats-tls-ca)")
 	fs.StringVar(&m.NATSTLSKey, "nats-tls-key", m.NATSTLSKey, "the private key of --nats-tls-cert (PEM)")
-	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it")
+	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it (alone, without --nats-tls-cert and --nats-tls-key, for an external NATS that asks no client certificate)")
+	m.NATSClient.register(fs)
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
@@ -243,9 +247,16 @@ func (m *Main) checkFleetFlags() error {
 	if t := m.natsTLS(); t != nil && m.NATS != "off" {
 		// Read now: a wrong path is one line at start, not a fleet that
 		// never joins.
-		if err := t.Check(); err != nil {
+		check := t.Check
+		if m.NATS != "" {
+			check = t.CheckClient // an external NATS may ask no certificate
+		}
+		if err := check(); err != nil {
 			return err
 		}
+	}
+	if err := m.NATSClient.check(m); err != nil {
+		return err
 	}
 	switch m.NATS {
 	case "off":
@@ -266,7 +277,7 @@ func (m *Main) checkFleetFlags() error {
 		if m.NATSClusterListen != "" || m.NATSRoutes != "" {
 			return fmt.Errorf("--nats-cluster-listen and --nats-routes cluster the embedded NATS server; with --nats %s the external NATS does the clustering", m.NATS)
 		}
-		return m.checkSecret("an external NATS (--nats)")
+		return m.checkSecret("an external NATS (--nats; or its credentials: --nats-user with --nats-password-file, --nats-nkey-file, --nats-creds-file)")
 	}
 	if _, _, err := net.SplitHostPort(m.NATSListen); err != nil {
 		return fmt.Errorf("--nats-listen %q is not host:port", m.NATSListen)
@@ -297,7 +308,7 @@ func (m *Main) checkFleetFlags() error {
 // can join the fleet, claim its groups and rewrite its catalog. The
 // operator may opt out with --nats-insecure.
 func (m *Main) checkSecret(what string) error {
-	if m.NATSSecretFile != "" || m.NATSInsecure {
+	if m.NATSSecretFile != "" || m.NATSInsecure || m.NATSClient.set() {
 		return nil
 	}
 	return fmt.Errorf("%s needs --nats-secret-file FILE, the fleet's shared secret (make one: head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE), or --nats-insecure to run it open", what)
@@ -665,6 +676,7 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 	switch {
 	case secret != "":
 		m.natsAuth = "--nats-secret-file " + m.NATSSecretFile
+	case m.NATSClient.set():
 	case m.NATS == "":
 		if token, err = fleet.LocalSecret(m.DataDir); err != nil {
 			return nil, err
@@ -676,6 +688,13 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 	default:
 		m.natsAuth = "none (--nats-insecure)"
 	}
+	auth, from, err := m.NATSClient.auth(log)
+	if err != nil {
+		return nil, err
+	}
+	if from != "" {
+		m.natsAuth = from
+	}
 	if m.natsTLS() != nil {
 		m.natsAuth += ", TLS"
 	}
@@ -684,7 +703,7 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 	}
 	return fleet.NewGate(fleet.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
-		ClientToken: token, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
+		ClientToken: token, Auth: auth, Replicas: m.NATSClient.Replicas, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
 }

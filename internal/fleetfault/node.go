@@ -52,17 +52,30 @@ func newNode(cfg *Config, nw *Net, nn NetNode, routes []string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"netns", "exec", nn.NS, cfg.Bin, "serve",
-		"--name", nn.Name, "--data", dir,
-		"--listen", nn.HTTPAddr(),
+	nats := []string{
 		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", NATSPort),
 		"--nats-cluster-listen", fmt.Sprintf("%s:%d", nn.RouteIP, RoutePort),
 		"--nats-routes", strings.Join(routes, ","),
+	}
+	if cfg.NATSBin != "" {
+		// Every NATS server of the cluster, over the route network: the
+		// node's client goes to another when one is gone.
+		var urls []string
+		for _, r := range routes {
+			urls = append(urls, strings.Replace(r, fmt.Sprintf(":%d", RoutePort), fmt.Sprintf(":%d", NATSPort), 1))
+		}
+		nats = []string{"--nats", strings.Join(urls, ",")}
+	}
+	args := []string{"netns", "exec", nn.NS, cfg.Bin, "serve",
+		"--name", nn.Name, "--data", dir,
+		"--listen", nn.HTTPAddr()}
+	args = append(args, nats...)
+	args = append(args,
 		"--nats-secret-file", cfg.secretFile,
 		"--lease-ttl", cfg.LeaseTTL.String(), "--claim-ttl", cfg.ClaimTTL.String(),
 		"--max-attempts", fmt.Sprint(cfg.MaxAttempts),
 		"--history-min-free-bytes", "0",
-	}
+	)
 	if cfg.LogLevel != "" {
 		args = append(args, "--log-level", cfg.LogLevel)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -53,6 +54,12 @@ type Config struct {
 	// embedded NATS servers' notices (leader elections, routes) to the
 	// node logs, for a post-mortem of a fault's timeline.
 	LogLevel string
+	// NATSBin, when set, is the external mode: the fleet's NATS is a
+	// cluster of its own, one natsd (internal/fleetfault/cmd/natsd, this
+	// binary) in each node's namespace beside the node, which the nodes
+	// reach over the route network (--nats URLs); every fault hits the
+	// namespace's NATS server as it hits the node.
+	NATSBin string
 	// RequireTakeover makes a fault longer than the claim TTL + 5 s whose
 	// node's groups in work were not all granted or owned elsewhere within
 	// that a violation (it is reported either way).
@@ -115,6 +122,10 @@ type run struct {
 	// until caught up, so the drain is not slowed by voluntary releases.
 	draining atomic.Bool
 	other    []string
+
+	// nats is, in the external mode, the NATS server in each node's
+	// namespace, by node name.
+	nats map[string]*Node
 }
 
 func (r *run) since() time.Duration { return time.Since(r.t0) }
@@ -137,7 +148,7 @@ var nodeNames = []string{"node-a", "node-b", "node-c"}
 // is gone when it returns. The error is for a run that could not be
 // carried out; violations are in the report.
 func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error) {
-	r := &run{cfg: &cfg, out: out, hist: &History{}, t0: time.Now(), admin: map[string]*client.Client{}, held: map[string]int{}, finished: map[string]int64{}}
+	r := &run{cfg: &cfg, out: out, nats: map[string]*Node{}, hist: &History{}, t0: time.Now(), admin: map[string]*client.Client{}, held: map[string]int{}, finished: map[string]int64{}}
 	if cfg.Out, err = filepath.Abs(cfg.Out); err != nil {
 		return nil, err
 	}
@@ -171,10 +182,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 			return nil, err
 		}
 		r.nodes = append(r.nodes, n)
+		if cfg.NATSBin != "" {
+			if r.nats[nn.Name], err = newNATS(&cfg, nn, routes); err != nil {
+				return nil, err
+			}
+		}
 	}
 	defer func() {
 		var wg sync.WaitGroup
 		for _, n := range r.nodes {
+			wg.Go(func() { n.Close(10 * time.Second) })
+		}
+		wg.Wait()
+		// The NATS servers after the nodes, which would log their loss.
+		for _, n := range r.nats {
 			wg.Go(func() { n.Close(10 * time.Second) })
 		}
 		wg.Wait()
@@ -315,6 +336,9 @@ func (r *run) client(n *Node, token string) *client.Client {
 func (r *run) startFleet(ctx context.Context) error {
 	cfg := r.cfg
 	t0 := time.Now()
+	if err := r.startNATS(ctx); err != nil {
+		return err
+	}
 	for i, n := range r.nodes {
 		if err := n.Start(); err != nil {
 			return err
@@ -521,10 +545,17 @@ func (r *run) faults(ctx context.Context) {
 		switch kind {
 		case "kill":
 			if err = n.Kill(); err == nil {
-				r.logf("fault %d/%d: SIGKILL %s", i+1, len(kinds), n.Name)
+				err = r.natsFault(n, (*Node).Kill)
+				r.logf("fault %d/%d: SIGKILL %s%s", i+1, len(kinds), n.Name, r.andNATS(n))
 				sleepCtx(ctx, cfg.Down)
 				f.End = r.since()
-				if err = n.Start(); err == nil {
+				if nerr := r.natsFault(n, (*Node).Start); err == nil {
+					err = nerr
+				}
+				if err == nil {
+					err = n.Start()
+				}
+				if err == nil {
 					var took time.Duration
 					took, err = n.waitStatus(ctx, r.probe, "/healthz", cfg.ReadyWithin)
 					r.logf("  %s restarted on its data; /healthz 200 after %.1fs", n.Name, took.Seconds())
@@ -532,15 +563,16 @@ func (r *run) faults(ctx context.Context) {
 			}
 		case "pause":
 			if err = n.Pause(); err == nil {
-				r.logf("fault %d/%d: SIGSTOP %s for %s", i+1, len(kinds), n.Name, cfg.PauseFor)
+				err = r.natsFault(n, (*Node).Pause)
+				r.logf("fault %d/%d: SIGSTOP %s%s for %s", i+1, len(kinds), n.Name, r.andNATS(n), cfg.PauseFor)
 				sleepCtx(ctx, cfg.PauseFor)
-				err = n.Resume()
+				err = errors.Join(err, r.natsFault(n, (*Node).Resume), n.Resume())
 				f.End = r.since()
 				r.logf("  SIGCONT %s", n.Name)
 			}
 		case "partition":
 			if err = r.net.Cut(ctx, n.Name); err == nil {
-				r.logf("fault %d/%d: partition: %s's route link down for %s (its HTTP stays up)", i+1, len(kinds), n.Name, cfg.CutFor)
+				r.logf("fault %d/%d: partition: %s's route link down for %s (its HTTP stays up)%s", i+1, len(kinds), n.Name, cfg.CutFor, r.andNATS(n))
 				sleepCtx(ctx, cfg.CutFor)
 				err = r.net.Heal(context.WithoutCancel(ctx), n.Name)
 				f.End = r.since()

@@ -44,8 +44,14 @@ func mainExit(ctx context.Context, args []string) int {
 	pauseFor := fs.Duration("pause-for", 0, "how long a SIGSTOP lasts (default 10s; make it longer than --claim-ttl + 5s to see takeovers)")
 	cutFor := fs.Duration("cut-for", 0, "how long a partition lasts (default 12s; make it longer than --claim-ttl + 5s to see takeovers)")
 	logLevel := fs.String("log-level", "", "the nodes' --log-level (default info; debug adds the NATS servers' leader elections and routes to the node logs)")
+	natsMode := fs.String("nats", "embedded", `the fleet's NATS: "embedded" (each node's own server, clustered over the routes) or "external" (a three-server nats-server cluster apart, one natsd beside each node, hit by every fault as its node is; needs --natsd)`)
+	natsd := fs.String("natsd", "", "the natsd binary (internal/fleetfault/cmd/natsd), for --nats external")
 	requireTakeover := fs.Bool("require-takeover", false, "fail the run when a pause or partition longer than the claim TTL + 5s leaves some of its node's groups in work neither granted nor owned elsewhere within that")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if (*natsMode != "embedded" && *natsMode != "external") || (*natsMode == "external") != (*natsd != "") {
+		fmt.Fprintf(os.Stderr, "fleetfault: --nats %q: want embedded, or external with --natsd\n", *natsMode)
 		return 2
 	}
 	if *gate != "all" && *gate != "holders" {
@@ -97,6 +103,7 @@ func mainExit(ctx context.Context, args []string) int {
 		cfg.Groups = *groups
 	}
 	cfg.Bin, cfg.Out, cfg.Prefix, cfg.LogLevel, cfg.RequireTakeover = *bin, *out, *prefix, *logLevel, *requireTakeover
+	cfg.NATSBin = *natsd
 	if cfg.Bin == "" || cfg.Out == "" || (cfg.Start != "serial" && cfg.Start != "together") || len(cfg.Prefix) > 10 {
 		fmt.Fprintln(os.Stderr, "fleetfault: --bin and --out are required, --start is serial or together, --prefix at most 10 bytes")
 		return 2
@@ -109,8 +116,8 @@ func mainExit(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "fleetfault: cannot run here: %v\n", err)
 		return 3
 	}
-	fmt.Printf("fleetfault: %d kills, %d pauses, %d partitions; %s start; lease TTL %s, claim TTL %s; %d groups, %d workers a node; a partition takes a node's route veth down at the hub\n",
-		cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Start, cfg.LeaseTTL, cfg.ClaimTTL, cfg.Groups, cfg.WorkersPerNode)
+	fmt.Printf("fleetfault: %d kills, %d pauses, %d partitions; %s start; lease TTL %s, claim TTL %s; %d groups, %d workers a node; a partition takes a node's route veth down at the hub; %s NATS\n",
+		cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Start, cfg.LeaseTTL, cfg.ClaimTTL, cfg.Groups, cfg.WorkersPerNode, *natsMode)
 	t0 := time.Now()
 	rep, err := fleetfault.Run(ctx, cfg, os.Stdout)
 	if err != nil {

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+)
+
+// TestServeNATSClientFlags: the credentials of an external NATS are taken
+// from files, one way at a time, only with an external NATS, and any of
+// them is the secret rule's credential; the copies are 0-3.
+func TestServeNATSClientFlags(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "password")
+	if err := os.WriteFile(pw, []byte("pass-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ext := []string{"--nats", "nats://10.0.0.1:4222,nats://10.0.0.2:4222"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string // "" when the flags are taken
+	}{
+		{"UserPassword", append(ext, "--nats-user", "leasehold", "--nats-password-file", pw), ""},
+		{"Creds", append(ext, "--nats-creds-file", pw, "--nats-replicas", "3"), ""},
+		{"CAOnly", append(ext, "--nats-creds-file", pw, "--nats-tls-ca", natstest.MakeCerts(t, "nats-ca").CA), ""},
+		{"CAOnlyEmbedded", []string{"--nats-tls-ca", natstest.MakeCerts(t, "nats-ca").CA}, "needs all of"},
+		{"NoCredentials", ext, "--nats-secret-file"},
+		{"UserWithoutPassword", append(ext, "--nats-user", "leasehold"), "go together"},
+		{"TwoWays", append(ext, "--nats-nkey-file", pw, "--nats-creds-file", pw), "give one of"},
+		{"MissingFile", append(ext, "--nats-creds-file", filepath.Join(dir, "none")), "--nats-creds-file"},
+		{"Embedded", []string{"--nats-creds-file", pw}, "external NATS"},
+		{"Replicas", append(ext, "--nats-creds-file", pw, "--nats-replicas", "4"), "--nats-replicas 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMain(io.Discard, io.Discard)
+			err := m.ParseFlags(append([]string{"--data", filepath.Join(t.TempDir(), "data")}, tc.args...))
+			switch {
+			case tc.msg == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)):
+				t.Fatalf("ParseFlags = %v; want an error naming %q", err, tc.msg)
+			}
+		})
+	}
+}
