@@ -15,10 +15,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-)
 
-// Version is the build's version; set with -ldflags "-X main.Version=…".
-var Version = "dev"
+	"github.com/leasehold/leasehold/internal/buildinfo"
+)
 
 // command is one subcommand of leasehold: the usage text, the completion
 // scripts and the dispatch are all made from commands, so they agree.
@@ -78,10 +77,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: leasehold version\n\nPrints the version of this binary.")
+		fmt.Fprintln(stderr, "Usage: leasehold version\n\nPrints this binary's version, the VCS revision and commit time it was\nbuilt from, and its Go version.")
 		return errHelp
 	}
-	fmt.Fprintln(stdout, "leasehold", Version)
+	fmt.Fprintln(stdout, buildinfo.Get())
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/fleet"
+	"github.com/leasehold/leasehold/internal/buildinfo"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
 )
@@ -374,7 +375,7 @@ func (m *Main) Run(ctx context.Context) error {
 	defer lock.Release()
 
 	metrics := web.NewMetrics()
-	metrics.SetVersion(Version)
+	metrics.SetBuild(buildinfo.Get())
 	peerFleet, err := m.newFleet(log)
 	if err != nil {
 		return usageError(err)
@@ -438,7 +439,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if peerFleet != nil {
 		natsURL = "joining"
 	}
-	serving := []any{"version", Version, "url", m.url(ln.Addr()), "data", m.DataDir,
+	serving := []any{"version", buildinfo.Get().Version, "revision", buildinfo.Get().Short(), "url", m.url(ln.Addr()), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
 		"name", m.Name, "nats", natsURL}
 	if m.natsAuth != "" {
