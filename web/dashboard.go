@@ -24,8 +24,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // The dashboard: server-rendered pages over the appliance, signed in with
