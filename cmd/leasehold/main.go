@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -174,8 +175,20 @@ var errHelp = errors.New("help shown")
 
 // parseFlags parses args into fs: -h is errHelp (exit 0), anything else
 // wrong a usage error (exit 2).
+//
+// The flag package prints a bad flag's error before the usage; the error
+// is dropped there, as exitCode prints it once, last, where it is seen.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
 	err := fs.Parse(args)
+	fs.SetOutput(out)
+	said := buf.Bytes()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		said = bytes.TrimPrefix(said, []byte(err.Error()+"\n"))
+	}
+	out.Write(said)
 	if errors.Is(err, flag.ErrHelp) {
 		return errHelp
 	}
