@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
@@ -57,4 +59,24 @@ func TestNodesPageWorkerAgent(t *testing.T) {
 	if !strings.Contains(r, "odd&lt;b&gt;"+strings.Repeat("x", 122)+"</span>") {
 		t.Errorf("w2's agent is not cut to 128 bytes without control characters: %s", r)
 	}
+}
+
+// TestNodesPageInBrowser: in headless Chromium, at desktop and phone
+// width, the nodes page shows a worker's program and address and the
+// footer the build; screenshots nodes-desktop.png and nodes-phone.png.
+func TestNodesPageInBrowser(t *testing.T) {
+	ctx := newBrowser(t)
+	w := newWorld(t, nodetest.Options{})
+	if _, err := client.New(w.node.URL, w.w1).Watermarks(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	p := signIn(t, ctx, w.node)
+	p.open("/nodes", `#node-w1 .user-agent`)
+	p.until("the footer names the build", `document.querySelector("footer#build").innerText.includes("leasehold dev")`)
+	p.until("w1's worker and address are shown", `document.querySelector("#node-w1 .agent").innerText.includes("leasehold-go-client/dev") && document.querySelector("#node-w1 .agent").innerText.includes("from 127.0.0.1")`)
+	p.shot("nodes-desktop.png")
+	p.do("a phone's screen", chromedp.EmulateViewport(390, 844))
+	p.open("/nodes", `#node-w1 .user-agent`)
+	p.until("nothing wider than the phone", `document.documentElement.scrollWidth <= 390`)
+	p.shot("nodes-phone.png")
 }
