@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // DefaultURL is the node's address when none is given.
@@ -57,6 +58,10 @@ type Client struct {
 	// Retry is the backoff for connection errors and 503 answers.
 	// Attempts counts the first try; 1 turns retries off.
 	Retry Backoff
+	// UserAgent names the program and its version to the node, which
+	// shows a worker's last one on its nodes page. New sets this
+	// client's; a worker program puts its own first.
+	UserAgent string
 }
 
 // New returns a client of the node at baseURL (DefaultURL when empty) that
@@ -65,7 +70,8 @@ func New(baseURL, token string) *Client {
 	if baseURL == "" {
 		baseURL = DefaultURL
 	}
-	return &Client{URL: strings.TrimRight(baseURL, "/"), Token: token, Retry: DefaultRetry}
+	return &Client{URL: strings.TrimRight(baseURL, "/"), Token: token, Retry: DefaultRetry,
+		UserAgent: buildinfo.Get().UserAgent("leasehold-go-client")}
 }
 
 // HTTPError is the cause kept in a *leasehold.Error made from an answer: which
@@ -219,6 +225,9 @@ func (c *Client) newRequest(ctx context.Context, r request, payload []byte) (*ht
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}

@@ -48,7 +48,7 @@ for g in ex.one ex.two ex.three; do
 done
 "$lh" admin nodes register example --capacity 2 -q >"$tmp/example.token"
 step "3 groups planned 1..1000 in ranges of 100; running the example worker until it is idle for 3s"
-LEASEHOLD_NODE_TOKEN=$(cat "$tmp/example.token") timeout 120 "$tmp/worker" -idle 3s >"$tmp/worker.log" 2>&1 ||
+LEASEHOLD_TOKEN=$(cat "$tmp/example.token") timeout 120 "$tmp/worker" -idle 3s >"$tmp/worker.log" 2>&1 ||
 	fail "the example worker did not stop cleanly"
 
 for g in ex.one ex.two ex.three; do

@@ -5,8 +5,9 @@
 # rules, zsh and fish for the completion scripts, xmllint and nzbget for
 # the Usenet worker's NZBs), then runs gofmt, go vet, the alert rules' unit tests, go test
 # -race over every package, the TypeScript client's tests (their answers
-# checked against web/openapi.json), and the scripts that drive the real
-# binary.
+# checked against web/openapi.json), the release process (dry run), and
+# the scripts that drive the real binary (example-worker-ts.sh packs the
+# TypeScript client and installs it into a new project).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -79,6 +80,12 @@ ts_record=$(mktemp -d)
 	LEASEHOLD_API_RECORD="$ts_record" LEASEHOLD_BIN="${TMPDIR:-/tmp}/leasehold-ts-bin" npm test)
 go run ./internal/nodetest/apicheck "$ts_record"
 rm -rf "$ts_record"
+
+# The release process without its writes: CHANGELOG's Unreleased
+# section, linux amd64 and arm64 binaries stamped with HEAD, checksums
+# checked, and the amd64 binary's `leasehold version` naming the commit.
+echo "test: scripts/release.sh --dry-run v0.0.0-ci"
+bash scripts/release.sh --dry-run v0.0.0-ci
 
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh

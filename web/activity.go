@@ -162,6 +162,10 @@ func (s *Server) logQuarantine(c echo.Context, groupID, fence int64, text string
 		append([]any{"group", group, "group_id", groupID, "fence", fence, "error", text}, caller(c)...)...)
 }
 
+// auditNameKey is where a handler whose route has no name in its path
+// (registering a node) leaves the name it wrote to, for the audit line.
+const auditNameKey = "leasehold.audit_name"
+
 // auditAdmin logs every admin write once it is answered: the route, what
 // it named (the path's parameters), the status, who and from where. The
 // body is not logged: it may be a window of gigabytes, and names in the
@@ -179,6 +183,9 @@ func (s *Server) auditAdmin(via string) echo.MiddlewareFunc {
 			}
 			if q := c.Request().URL.RawQuery; q != "" {
 				args = append(args, "query", q)
+			}
+			if name, ok := c.Get(auditNameKey).(string); ok {
+				args = append(args, "node", name)
 			}
 			if via != "" {
 				args = append(args, "via", via)

@@ -78,6 +78,8 @@ func TestOperatorLog(t *testing.T) {
 		t.Fatalf("%d admin write lines, want 5 (group, plan, 2 nodes, pause):\n%s", len(writes), logs.String())
 	}
 	wantFields(t, writes[0], map[string]any{"level": "INFO", "who": "admin", "method": "PUT", "route": "/api/v1/groups/:name", "name": "g", "status": 201})
+	// A registration names the node it made, though its path does not.
+	wantFields(t, writes[2], map[string]any{"who": "admin", "method": "POST", "route": "/api/v1/nodes", "node": "w1", "status": 201})
 	wantFields(t, writes[4], map[string]any{"who": "admin", "route": "/api/v1/nodes/:id/pause", "id": "2", "status": 200})
 	if a := w.j("POST", "/nodes/2/resume", w.admin, ""); a.status != 200 {
 		t.Fatalf("resume: %d %s", a.status, a.body)

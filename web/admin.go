@@ -108,6 +108,7 @@ func (s *Server) registerNode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	c.Set(auditNameKey, n.Name)
 	return c.JSON(http.StatusCreated, n)
 }
 

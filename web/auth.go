@@ -59,6 +59,8 @@ func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
 		a, err := s.node.Holders.AuthNode(c.Request().Context(), t)
 		if err == nil {
 			c.Set(nodeKey, a)
+			r := c.Request()
+			s.agents.seen(a.ID, r.UserAgent(), r.RemoteAddr, s.node.Config.NowFunc())
 			return next(c)
 		}
 		if !errors.Is(err, leasehold.ErrUnauthorized) {

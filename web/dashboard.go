@@ -10,6 +10,7 @@ import (
 	"html"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // The dashboard: server-rendered pages over the appliance, signed in with
@@ -105,6 +107,9 @@ type pageData struct {
 	// Fleet is the node's place in its fleet for the nav; nil when the
 	// node runs alone (--nats off) or nobody is signed in.
 	Fleet *fleetBadge
+	// Build is the running build for the footer; shown only to someone
+	// signed in, as a version tells a stranger what to try.
+	Build buildinfo.Info
 	Data  any
 }
 
@@ -134,6 +139,7 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 		"throughput": throughputSVG,
 		"groupsLink": groupsLink,
 		"clears":     clears,
+		"band":       band,
 	}
 	for _, name := range []string{"signin", "overview", "groups", "group", "nodes", "fleet"} {
 		d.pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(dashboardFS, "dashboard/layout.html", "dashboard/"+name+".html"))
@@ -229,6 +235,7 @@ func (d *dashboard) render(c echo.Context, status int, name, title string, data 
 	p := pageData{Title: title, SignedIn: signedIn && name != "signin", Live: name != "signin", Now: d.s.node.Config.NowFunc(), Data: data}
 	if p.SignedIn {
 		p.Fleet = d.badge(c)
+		p.Build = buildinfo.Get()
 	}
 	if err := d.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
 		return err
@@ -471,10 +478,17 @@ func (d *dashboard) nodes(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	agents := make(map[int64]*workerAgent, len(ns))
+	for _, n := range ns {
+		if a, ok := d.s.agents.get(n.ID); ok {
+			agents[n.ID] = &a
+		}
+	}
 	return d.render(c, http.StatusOK, "nodes", "Nodes", struct {
-		Nodes []leasehold.Node
-		Now   time.Time
-	}{ns, d.s.node.Config.NowFunc()})
+		Nodes  []leasehold.Node
+		Agents map[int64]*workerAgent
+		Now    time.Time
+	}{ns, agents, d.s.node.Config.NowFunc()})
 }
 
 // fleet shows the fleet as this node sees it: its own name, whether peer
@@ -746,3 +760,12 @@ func axisValue(f float64) string {
 
 // bytesText is a size for people: 512 B, 1.5 KiB, 2.0 GiB.
 func bytesText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+
+// band is a node's priority band as the nodes page shows it: "all" for
+// the whole int32 range (the default), else "min … max".
+func band(min, max int64) string {
+	if min <= math.MinInt32 && max >= math.MaxInt32 {
+		return "all"
+	}
+	return fmt.Sprintf("%d … %d", min, max)
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // Metrics are the node's Prometheus metrics. Make them before the
@@ -114,7 +113,7 @@ func NewMetrics() *Metrics {
 	}
 	m.connRefused, m.connOpen = newConnectionMetrics()
 	m.authFailed = newAuthFailureMetric()
-	m.SetVersion("")
+	m.SetBuild(buildinfo.Get())
 	m.reg.MustRegister(m.requests, m.latency, m.batch, m.leases, m.takeovers,
 		m.finished, m.headers, m.failures, m.quarantines, m.snapshot, m.refused, m.build,
 		m.connRefused, m.connOpen, m.authFailed,
@@ -122,26 +121,11 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// SetVersion labels leasehold_build_info with the binary's version (the
-// one `leasehold version` prints); "" takes the module's version from the
-// build information.
-func (m *Metrics) SetVersion(version string) {
-	revision, goVersion := "unknown", runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if version == "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
-	}
-	if version == "" {
-		version = "unknown"
-	}
+// SetBuild labels leasehold_build_info with the running build (the one
+// `leasehold version` prints).
+func (m *Metrics) SetBuild(b buildinfo.Info) {
 	m.build.Reset()
-	m.build.WithLabelValues(version, revision, goVersion).Set(1)
+	m.build.WithLabelValues(b.Version, b.Revision, b.GoVersion).Set(1)
 }
 
 // Register adds collectors (the appliance's gauges) to the registry.

@@ -65,6 +65,8 @@ type Server struct {
 	authFails authFailures
 	// timeline is the operator's log as the dashboard shows it.
 	timeline *timeline
+	// agents are the worker nodes' last User-Agent and address.
+	agents workerAgents
 
 	jsonRead   time.Duration // how long a JSON request may take to arrive
 	streamIdle time.Duration // how long a snapshot stream may stall

@@ -190,7 +190,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			verbs := nounUsage(noun)
 			if verbs == "" {
 				fs.Usage()
-				return usageError(fmt.Errorf("admin: unknown noun %q", noun))
+				return usageError(fmt.Errorf("admin: unknown noun %q%s", noun, didYouMean(noun, "")))
 			}
 			fmt.Fprint(stderr, verbs)
 			if len(rest) == 0 {
@@ -203,7 +203,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	v, ok := lookupVerb(noun, verb)
 	if !ok {
 		fs.Usage()
-		return usageError(fmt.Errorf("admin: unknown command %q %q", noun, verb))
+		return usageError(fmt.Errorf("admin: unknown command %q %q%s", noun, verb, didYouMean(noun, verb)))
 	}
 	a := &adminCmd{op: o, stdout: stdout, stderr: stderr}
 	vf := flag.NewFlagSet(strings.TrimSpace("admin "+noun+" "+verb), flag.ContinueOnError)

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -15,10 +16,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-)
 
-// Version is the build's version; set with -ldflags "-X main.Version=…".
-var Version = "dev"
+	"github.com/leasehold/leasehold/internal/buildinfo"
+)
 
 // command is one subcommand of leasehold: the usage text, the completion
 // scripts and the dispatch are all made from commands, so they agree.
@@ -78,10 +78,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintln(stderr, "Usage: leasehold version\n\nPrints the version of this binary.")
+		fmt.Fprintln(stderr, "Usage: leasehold version\n\nPrints this binary's version, the VCS revision and commit time it was\nbuilt from, and its Go version.")
 		return errHelp
 	}
-	fmt.Fprintln(stdout, "leasehold", Version)
+	fmt.Fprintln(stdout, buildinfo.Get())
 	return nil
 }
 
@@ -175,8 +175,20 @@ var errHelp = errors.New("help shown")
 
 // parseFlags parses args into fs: -h is errHelp (exit 0), anything else
 // wrong a usage error (exit 2).
+//
+// The flag package prints a bad flag's error before the usage; the error
+// is dropped there, as exitCode prints it once, last, where it is seen.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
 	err := fs.Parse(args)
+	fs.SetOutput(out)
+	said := buf.Bytes()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		said = bytes.TrimPrefix(said, []byte(err.Error()+"\n"))
+	}
+	out.Write(said)
 	if errors.Is(err, flag.ErrHelp) {
 		return errHelp
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/client/synthetic"
+	"github.com/leasehold/leasehold/internal/buildinfo"
 	"github.com/leasehold/leasehold/source/binaries"
 )
 
@@ -293,6 +294,11 @@ func verifyWindow(ctx context.Context, c *client.Client, d *leasehold.GroupDetai
 func (f *workerFlags) client(token string) *client.Client {
 	c := client.New(f.urls[0], token)
 	c.TLSConfig = f.nodeTLS
+	program := "leasehold-worker"
+	if strings.HasPrefix(f.source, "nntp") {
+		program = "leasehold-usenet"
+	}
+	c.UserAgent = buildinfo.Get().UserAgent(program) + " " + c.UserAgent
 	return c
 }
 

@@ -5,7 +5,7 @@
 // client's pull loop carries from range to range and uploads to the node,
 // where a real indexer would keep its article headers.
 //
-//	LEASEHOLD_URL=http://127.0.0.1:8080 LEASEHOLD_NODE_TOKEN=... go run . -idle 5s
+//	LEASEHOLD_URL=http://127.0.0.1:8080 LEASEHOLD_TOKEN=... go run . -idle 5s
 //
 // It stops on SIGINT or SIGTERM, or, with -idle, once it has held no group
 // for that long; the pull loop then uploads its windows and releases its
@@ -62,9 +62,16 @@ func main() {
 	idle := flag.Duration("idle", 0, "stop once no group has been held for this long (0: run until a signal)")
 	capacity := flag.Int("capacity", 2, "groups held at once")
 	flag.Parse()
-	token := os.Getenv("LEASEHOLD_NODE_TOKEN") // never a flag: argument lists are public
+	// Never a flag: argument lists are public. LEASEHOLD_TOKEN is the name
+	// every leasehold worker reads; the older LEASEHOLD_NODE_TOKEN is still
+	// read, with a warning, and will go.
+	token := os.Getenv("LEASEHOLD_TOKEN")
+	if old := os.Getenv("LEASEHOLD_NODE_TOKEN"); token == "" && old != "" {
+		fmt.Fprintln(os.Stderr, "worker: LEASEHOLD_NODE_TOKEN is deprecated; set LEASEHOLD_TOKEN")
+		token = old
+	}
 	if *url == "" || token == "" {
-		fmt.Fprintln(os.Stderr, "worker: set LEASEHOLD_URL (or -url) and LEASEHOLD_NODE_TOKEN, the worker node's token")
+		fmt.Fprintln(os.Stderr, "worker: set LEASEHOLD_URL (or -url) and LEASEHOLD_TOKEN, the worker node's token")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -74,6 +81,7 @@ func main() {
 	defer cancel()
 
 	c := client.New(*url, token)
+	c.UserAgent = "leasehold-example-worker " + c.UserAgent
 	if ca := os.Getenv("LEASEHOLD_CA_FILE"); ca != "" { // a node serving HTTPS with its own CA's certificate
 		cfg, err := client.LoadTLS(ca, "", "")
 		if err != nil {

@@ -5,13 +5,19 @@
 // (examples/worker), so either can take over from the other. It prints
 // what it indexed.
 //
-//   LEASEHOLD_URL=http://127.0.0.1:8080 LEASEHOLD_NODE_TOKEN=… node examples/worker.mjs --idle 3
+//   LEASEHOLD_URL=http://127.0.0.1:8080 LEASEHOLD_TOKEN=… node examples/worker.mjs --idle 3
 //
 // The token comes from the environment only: argument lists are public.
+// LEASEHOLD_TOKEN is the name every leasehold worker reads; the older
+// LEASEHOLD_NODE_TOKEN is still read, with a warning, and will go.
+//
+// It imports the package by its name, so the same file runs here (a
+// package may import itself) and copied into a project that installed
+// @leasehold/client.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 
-import { Client, Worker } from "../dist/index.js";
+import { Client, Worker, version } from "@leasehold/client";
 
 const { values: flags } = parseArgs({
   options: {
@@ -20,9 +26,13 @@ const { values: flags } = parseArgs({
     capacity: { type: "string", default: "2" },
   },
 });
-const token = process.env.LEASEHOLD_NODE_TOKEN ?? "";
+let token = process.env.LEASEHOLD_TOKEN ?? "";
+if (!token && process.env.LEASEHOLD_NODE_TOKEN) {
+  console.error("worker: LEASEHOLD_NODE_TOKEN is deprecated; set LEASEHOLD_TOKEN");
+  token = process.env.LEASEHOLD_NODE_TOKEN;
+}
 if (!flags.url || !token) {
-  console.error("worker: set LEASEHOLD_URL (or --url) and LEASEHOLD_NODE_TOKEN, the worker node's token");
+  console.error("worker: set LEASEHOLD_URL (or --url) and LEASEHOLD_TOKEN, the worker node's token");
   process.exit(2);
 }
 
@@ -51,7 +61,7 @@ process.once("SIGTERM", () => stop.abort());
 
 const worker = new Worker({
   // A node serving HTTPS with its own CA's certificate: LEASEHOLD_CA_FILE.
-  client: new Client({ url: flags.url, token, ...(process.env.LEASEHOLD_CA_FILE ? { ca: readFileSync(process.env.LEASEHOLD_CA_FILE) } : {}) }),
+  client: new Client({ url: flags.url, token, userAgent: `leasehold-example-worker-js (@leasehold/client ${version})`, ...(process.env.LEASEHOLD_CA_FILE ? { ca: readFileSync(process.env.LEASEHOLD_CA_FILE) } : {}) }),
   capacity: Number(flags.capacity),
   newWindow: (group) => new CountWindow(group.name),
   snapshotIntervalMs: -1, // windows go up when a group is caught up, and at the stop

@@ -5,6 +5,7 @@
 
 import { createHash } from "node:crypto";
 import { httpsFetch, type PEM } from "./https.js";
+import { version } from "./version.js";
 
 import { InternalError, LeaseholdError, UnavailableError, ConflictError, errorFromAnswer, makeError } from "./errors.js";
 import type {
@@ -84,6 +85,10 @@ export interface ClientOptions {
   /** A client certificate and key (PEM), for a node with --tls-client-ca. */
   cert?: PEM;
   key?: PEM;
+  /** Names the program to the node (its nodes page shows a worker's last
+   * one); "leasehold-client-ts/<version>" by default. A program puts its
+   * own name and version first. */
+  userAgent?: string;
 }
 
 interface Call {
@@ -98,6 +103,9 @@ interface Call {
 }
 
 const enc = encodeURIComponent;
+
+/** What a client sends as User-Agent unless told otherwise. */
+export const USER_AGENT = `leasehold-client-ts/${version} node/${process.versions.node}`;
 
 function toBytes(digest: Uint8Array | string): Uint8Array {
   return typeof digest === "string" ? Buffer.from(digest, "hex") : digest;
@@ -123,18 +131,20 @@ export class Client {
   readonly url: string;
   readonly token: string;
   readonly retry: Backoff;
+  readonly userAgent: string;
   private readonly fetchFn: typeof fetch;
 
   constructor(o: ClientOptions = {}) {
     this.url = (o.url || DEFAULT_URL).replace(/\/+$/, "");
     this.token = o.token ?? "";
     this.retry = o.retry ?? DEFAULT_RETRY;
+    this.userAgent = o.userAgent ?? USER_AGENT;
     this.fetchFn = o.fetch ?? (o.ca || o.cert || o.key ? httpsFetch({ ca: o.ca, cert: o.cert, key: o.key }) : fetch);
   }
 
   /** withToken is a client of the same node with another token. */
   withToken(token: string, o: { retry?: Backoff } = {}): Client {
-    return new Client({ url: this.url, token, retry: o.retry ?? this.retry, fetch: this.fetchFn });
+    return new Client({ url: this.url, token, retry: o.retry ?? this.retry, fetch: this.fetchFn, userAgent: this.userAgent });
   }
 
   // ---- the transport ----
@@ -151,6 +161,7 @@ export class Client {
     for (let attempt = 0; ; attempt++) {
       const headers: Record<string, string> = { Accept: "application/json", ...c.headers };
       if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
+      if (this.userAgent) headers["User-Agent"] = this.userAgent;
       const init: RequestInit & { duplex?: "half" } = { method: c.method, headers, signal: c.signal ?? null };
       if (c.json !== undefined) {
         headers["Content-Type"] = "application/json";

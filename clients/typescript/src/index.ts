@@ -7,3 +7,4 @@ export * from "./types.js";
 export * from "./client.js";
 export * from "./worker.js";
 export * from "./https.js";
+export { version } from "./version.js";
