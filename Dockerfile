@@ -6,7 +6,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=docker
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/leasehold/leasehold/internal/buildinfo.Version=${VERSION}" -o /out/leasehold ./cmd/leasehold \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/leasehold/leasehold.buildVersion=${VERSION}" -o /out/leasehold ./cmd/leasehold \
     && mkdir -p /out/data
 
 FROM scratch

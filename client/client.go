@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // DefaultURL is the node's address when none is given.
@@ -71,7 +70,7 @@ func New(baseURL, token string) *Client {
 		baseURL = DefaultURL
 	}
 	return &Client{URL: strings.TrimRight(baseURL, "/"), Token: token, Retry: DefaultRetry,
-		UserAgent: buildinfo.Get().UserAgent("leasehold-go-client")}
+		UserAgent: leasehold.Build().UserAgent("leasehold-go-client")}
 }
 
 // HTTPError is the cause kept in a *leasehold.Error made from an answer: which

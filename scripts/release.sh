@@ -75,8 +75,8 @@ if [ -z "$out" ]; then
 	fi
 fi
 mkdir -p "$out"
-pkg=github.com/leasehold/leasehold/internal/buildinfo
-ldflags="-s -w -X $pkg.Version=$version -X $pkg.Revision=$revision -X $pkg.Date=$when"
+pkg=github.com/leasehold/leasehold
+ldflags="-s -w -X $pkg.buildVersion=$version -X $pkg.buildRevision=$revision -X $pkg.buildDate=$when"
 for arch in amd64 arm64; do
 	bin=leasehold-$version-linux-$arch
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$bin" ./cmd/leasehold

@@ -25,7 +25,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // The dashboard: server-rendered pages over the appliance, signed in with
@@ -109,7 +108,7 @@ type pageData struct {
 	Fleet *fleetBadge
 	// Build is the running build for the footer; shown only to someone
 	// signed in, as a version tells a stranger what to try.
-	Build buildinfo.Info
+	Build leasehold.BuildInfo
 	Data  any
 }
 
@@ -235,7 +234,7 @@ func (d *dashboard) render(c echo.Context, status int, name, title string, data 
 	p := pageData{Title: title, SignedIn: signedIn && name != "signin", Live: name != "signin", Now: d.s.node.Config.NowFunc(), Data: data}
 	if p.SignedIn {
 		p.Fleet = d.badge(c)
-		p.Build = buildinfo.Get()
+		p.Build = leasehold.Build()
 	}
 	if err := d.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // Metrics are the node's Prometheus metrics. Make them before the
@@ -113,7 +112,7 @@ func NewMetrics() *Metrics {
 	}
 	m.connRefused, m.connOpen = newConnectionMetrics()
 	m.authFailed = newAuthFailureMetric()
-	m.SetBuild(buildinfo.Get())
+	m.SetBuild(leasehold.Build())
 	m.reg.MustRegister(m.requests, m.latency, m.batch, m.leases, m.takeovers,
 		m.finished, m.headers, m.failures, m.quarantines, m.snapshot, m.refused, m.build,
 		m.connRefused, m.connOpen, m.authFailed,
@@ -123,7 +122,7 @@ func NewMetrics() *Metrics {
 
 // SetBuild labels leasehold_build_info with the running build (the one
 // `leasehold version` prints).
-func (m *Metrics) SetBuild(b buildinfo.Info) {
+func (m *Metrics) SetBuild(b leasehold.BuildInfo) {
 	m.build.Reset()
 	m.build.WithLabelValues(b.Version, b.Revision, b.GoVersion).Set(1)
 }

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"github.com/leasehold/leasehold"
+
 	"bytes"
 	"context"
 	"errors"
@@ -16,8 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/leasehold/leasehold/internal/buildinfo"
 )
 
 // command is one subcommand of leasehold: the usage text, the completion
@@ -81,7 +81,7 @@ func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "Usage: leasehold version\n\nPrints this binary's version, the VCS revision and commit time it was\nbuilt from, and its Go version.")
 		return errHelp
 	}
-	fmt.Fprintln(stdout, buildinfo.Get())
+	fmt.Fprintln(stdout, leasehold.Build())
 	return nil
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/fleet"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 	"github.com/leasehold/leasehold/service"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
@@ -472,7 +471,7 @@ type nodeParts struct {
 // construction, and says the node is serving. Nothing is started.
 func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certificates) (*nodeParts, error) {
 	metrics := web.NewMetrics()
-	metrics.SetBuild(buildinfo.Get())
+	metrics.SetBuild(leasehold.Build())
 	gate, err := m.newGate(log)
 	if err != nil {
 		return nil, usageError(err)
@@ -558,7 +557,7 @@ func (m *Main) logServing(log *slog.Logger, addr net.Addr, tokenFile string, pee
 	if peerSync {
 		natsURL = "joining"
 	}
-	serving := []any{"version", buildinfo.Get().Version, "revision", buildinfo.Get().Short(), "url", m.url(addr), "data", m.DataDir,
+	serving := []any{"version", leasehold.Build().Version, "revision", leasehold.Build().Short(), "url", m.url(addr), "data", m.DataDir,
 		"admin_token", tokenFrom, "lease_ttl", m.LeaseTTL, "synchronous", m.Synchronous, "group_commit", !m.NoGroupCommit,
 		"name", m.Name, "nats", natsURL}
 	if m.natsAuth != "" {

@@ -18,7 +18,6 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/client/synthetic"
-	"github.com/leasehold/leasehold/internal/buildinfo"
 	"github.com/leasehold/leasehold/source/binaries"
 )
 
@@ -298,7 +297,7 @@ func (f *workerFlags) client(token string) *client.Client {
 	if strings.HasPrefix(f.source, "nntp") {
 		program = "leasehold-usenet"
 	}
-	c.UserAgent = buildinfo.Get().UserAgent(program) + " " + c.UserAgent
+	c.UserAgent = leasehold.Build().UserAgent(program) + " " + c.UserAgent
 	return c
 }
 

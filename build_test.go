@@ -1,16 +1,16 @@
-package buildinfo
+package leasehold
 
 import (
 	"runtime"
 	"testing"
 )
 
-// TestRead: what the release build sets wins; what nobody set reads
+// TestBuildRead: what the release build sets wins; what nobody set reads
 // "dev" and "unknown", never empty (a label or a column always has one).
-func TestRead(t *testing.T) {
-	i := read("v1.2.3", "0123456789abcdef0123", "2026-12-06T12:00:00Z")
+func TestBuildRead(t *testing.T) {
+	i := readBuild("v1.2.3", "0123456789abcdef0123", "2026-12-06T12:00:00Z")
 	if i.Version != "v1.2.3" || i.Revision != "0123456789abcdef0123" || i.Date != "2026-12-06T12:00:00Z" || i.GoVersion != runtime.Version() {
-		t.Fatalf("read(set) = %+v", i)
+		t.Fatalf("readBuild(set) = %+v", i)
 	}
 	if got, want := i.String(), "leasehold v1.2.3 (revision 0123456789abcdef0123, 2026-12-06T12:00:00Z, "+runtime.Version()+")"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
@@ -19,11 +19,11 @@ func TestRead(t *testing.T) {
 		t.Errorf("UserAgent() = %q, want %q", got, want)
 	}
 	// A test binary has no VCS stamp and no module version.
-	i = read("", "", "")
+	i = readBuild("", "", "")
 	if i.Version != "dev" || i.Revision == "" || i.Date == "" || i.GoVersion == "" {
-		t.Fatalf("read(unset) = %+v", i)
+		t.Fatalf("readBuild(unset) = %+v", i)
 	}
-	if got := (Info{Revision: "0123456789abcdef+dirty"}).Short(); got != "0123456789ab+dirty" {
+	if got := (BuildInfo{Revision: "0123456789abcdef+dirty"}).Short(); got != "0123456789ab+dirty" {
 		t.Errorf("Short() = %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-// Package buildinfo names the running build of leasehold: its version,
+// The running build of leasehold (Build): its version,
 // the VCS revision and commit time it was built from, and the Go version.
 // `leasehold version`, /metrics (leasehold_build_info), the dashboard's
 // footer and the workers' User-Agent all read it, so they agree.
@@ -8,7 +8,8 @@
 // revision and time from the Go toolchain's VCS stamp when it has one
 // (-buildvcs, off on some machines through GOFLAGS), and the version from
 // the module when built as a dependency (`go install …@v1.2.3`).
-package buildinfo
+
+package leasehold
 
 import (
 	"runtime"
@@ -19,18 +20,18 @@ import (
 
 // Set by the release build:
 //
-//	-ldflags "-X github.com/leasehold/leasehold/internal/buildinfo.Version=v1.2.3
-//	          -X github.com/leasehold/leasehold/internal/buildinfo.Revision=<sha>
-//	          -X github.com/leasehold/leasehold/internal/buildinfo.Date=<RFC 3339>"
+//	-ldflags "-X github.com/leasehold/leasehold.buildVersion=v1.2.3
+//	          -X github.com/leasehold/leasehold.buildRevision=<sha>
+//	          -X github.com/leasehold/leasehold.buildDate=<RFC 3339>"
 var (
-	Version  = ""
-	Revision = ""
-	Date     = ""
+	buildVersion  = ""
+	buildRevision = ""
+	buildDate     = ""
 )
 
-// Info is one build's identity. Unknown parts are "unknown", never empty,
+// BuildInfo is one build's identity. Unknown parts are "unknown", never empty,
 // so labels and columns always have a value.
-type Info struct {
+type BuildInfo struct {
 	Version   string // v1.2.3, or "dev" for a checkout
 	Revision  string // the full commit hash, "+dirty" when the tree had changes
 	Date      string // the commit's time (RFC 3339, UTC)
@@ -38,18 +39,18 @@ type Info struct {
 }
 
 var (
-	once sync.Once
-	info Info
+	buildOnce sync.Once
+	buildInfo BuildInfo
 )
 
-// Get returns the running build's identity.
-func Get() Info {
-	once.Do(func() { info = read(Version, Revision, Date) })
-	return info
+// Build returns the running build's identity.
+func Build() BuildInfo {
+	buildOnce.Do(func() { buildInfo = readBuild(buildVersion, buildRevision, buildDate) })
+	return buildInfo
 }
 
-func read(version, revision, date string) Info {
-	i := Info{Version: version, Revision: revision, Date: date, GoVersion: runtime.Version()}
+func readBuild(version, revision, date string) BuildInfo {
+	i := BuildInfo{Version: version, Revision: revision, Date: date, GoVersion: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		var modified bool
 		for _, s := range bi.Settings {
@@ -89,7 +90,7 @@ func read(version, revision, date string) Info {
 
 // Short is the revision's first 12 characters (and "+dirty"), for a
 // footer or a User-Agent.
-func (i Info) Short() string {
+func (i BuildInfo) Short() string {
 	r, dirty := strings.CutSuffix(i.Revision, "+dirty")
 	if len(r) > 12 {
 		r = r[:12]
@@ -101,12 +102,12 @@ func (i Info) Short() string {
 }
 
 // String is the one line `leasehold version` prints.
-func (i Info) String() string {
+func (i BuildInfo) String() string {
 	return "leasehold " + i.Version + " (revision " + i.Revision + ", " + i.Date + ", " + i.GoVersion + ")"
 }
 
 // UserAgent is what a worker of this build sends: the program, its
 // version and short revision, e.g. "leasehold-worker/v1.2.3 (abcdef012345)".
-func (i Info) UserAgent(program string) string {
+func (i BuildInfo) UserAgent(program string) string {
 	return program + "/" + i.Version + " (" + i.Short() + ")"
 }
