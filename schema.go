@@ -222,7 +222,7 @@ type RuleSet struct {
 }
 
 // Grant is a lease of a group, on the node and in a worker's client alike
-// (LeaseAnswer is its wire form): the group, the fence every holder call
+// (its wire form is the lease answer of wire.go): the group, the fence every holder call
 // must name, the current rules, the snapshot to resume from (nil: start an
 // empty window) and the lease's TTL. A client's Group has ID, Name,
 // Priority, RangeSize and Start set, its Snapshot Next, Size and SHA256.

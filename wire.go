@@ -71,7 +71,7 @@ type FinishCall struct {
 type LeaseAnswer struct {
 	Fence    int64        `json:"fence"`
 	Group    LeasedGroup  `json:"group"`
-	Rules    Rules        `json:"rules"`
+	Rules    RulesJSON    `json:"rules"`
 	Snapshot *SnapshotRef `json:"snapshot"`
 	Takeover bool         `json:"takeover"`
 	TTLS     float64      `json:"ttl_s"`
@@ -93,15 +93,15 @@ type SnapshotRef struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Rules is a rule set as the API shows it: Body is the JSON object as the
+// RulesJSON is a rule set as the API shows it: Body is the JSON object as the
 // operator put it (null before any).
-type Rules struct {
+type RulesJSON struct {
 	Version int64           `json:"version"`
 	Body    json.RawMessage `json:"body"`
 }
 
 // RulesOf is a rule set as the API shows it.
-func RulesOf(rs RuleSet) Rules { return Rules{Version: rs.Version, Body: rs.Body} }
+func RulesOf(rs RuleSet) RulesJSON { return RulesJSON{Version: rs.Version, Body: rs.Body} }
 
 // AnswerOf is g as the node sends it.
 func AnswerOf(g *Grant) LeaseAnswer {
@@ -230,8 +230,8 @@ type PlanHistoryCall struct {
 	Low *int64 `json:"low"`
 }
 
-// Planned is how many ranges a plan call planned (openapi: Planned).
-type Planned struct {
+// PlanAnswer is how many ranges a plan call planned (openapi: Planned).
+type PlanAnswer struct {
 	Planned int64 `json:"planned"`
 }
 

@@ -182,7 +182,7 @@ func (c *Client) PlanHistory(ctx context.Context, name string, low int64) (int64
 }
 
 func (c *Client) plan(ctx context.Context, name, verb string, in any) (int64, error) {
-	var out leasehold.Planned
+	var out leasehold.PlanAnswer
 	if _, err := c.do(ctx, http.MethodPost, pathf("/api/v1/groups/%s/%s", name, verb), in, &out); err != nil {
 		return 0, err
 	}
@@ -259,7 +259,7 @@ func (c *Client) DropGroupSnapshot(ctx context.Context, name string) (*leasehold
 
 // Rules is a version of the rules the workers index by; Body is the JSON
 // object as the operator put it.
-type Rules = leasehold.Rules
+type Rules = leasehold.RulesJSON
 
 // PutRules stores body, a JSON object, as the next version of the rules and
 // returns its version. Anything but an object is leasehold.ErrInvalid.

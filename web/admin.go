@@ -262,7 +262,7 @@ func (s *Server) planTail(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, leasehold.Planned{Planned: n})
+	return c.JSON(http.StatusOK, leasehold.PlanAnswer{Planned: n})
 }
 
 func (s *Server) planHistory(c echo.Context) error {
@@ -284,7 +284,7 @@ func (s *Server) planHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, leasehold.Planned{Planned: n})
+	return c.JSON(http.StatusOK, leasehold.PlanAnswer{Planned: n})
 }
 
 func (s *Server) listRanges(c echo.Context) error {
