@@ -162,6 +162,9 @@ export interface Fleet {
   unpublished?: number;
   /** The stream position of this node's last acknowledged event. */
   published?: number;
+  /** Present while NATS cannot serve some of the fleet's streams and
+   * buckets: which, and why. Writes on groups are refused (503) meanwhile. */
+  offline?: string;
   peers: Array<Record<string, unknown> & {
     name: string;
     /** up, down (no life seen for the claim TTL) or joining. */
