@@ -896,6 +896,11 @@ func TestFoldNewerFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Unsubscribe() })
+	// The server has the subscription once the flush is answered: a
+	// request before that finds no responder.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	err = Rebuild(ctx, b.nc, b.db, "node-x", b.app.Config.MaxAttempts)
 	if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "newer than this build reads") {
 		t.Fatalf("a dump of a newer format: %v (%s); want unprocessable", err, leasehold.ErrorKind(err))
