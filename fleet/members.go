@@ -139,9 +139,10 @@ func (m *Members) life(e jetstream.KeyValueEntry) {
 	switch was {
 	case MemberUp:
 	case MemberDown:
-		m.log.Info("peers: peer up again", "peer", l.Node, "down_since", since.UTC().Format(time.RFC3339))
+		m.log.Info("peers: peer up again", "peer", l.Node, "down_since", since.UTC().Format(time.RFC3339),
+			leasehold.TimelineAttr, leasehold.TimelinePeerUp)
 	default:
-		m.log.Info("peers: peer in the fleet", "peer", l.Node)
+		m.log.Info("peers: peer in the fleet", "peer", l.Node, leasehold.TimelineAttr, leasehold.TimelinePeerUp)
 	}
 }
 
@@ -203,7 +204,7 @@ func (m *Members) lapse(now time.Time) {
 	m.mu.Unlock()
 	for _, d := range downs {
 		m.log.Warn("peers: peer down", "peer", d.node, "since", d.since.UTC().Format(time.RFC3339),
-			"groups_to_adopt", d.groups)
+			"groups_to_adopt", d.groups, leasehold.TimelineAttr, leasehold.TimelinePeerDown)
 	}
 }
 
