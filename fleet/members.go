@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/service"
@@ -258,4 +259,46 @@ func (m *Members) Status(peers []leasehold.Peer) []leasehold.Peer {
 	}
 	slices.SortFunc(peers, func(a, b leasehold.Peer) int { return cmp.Compare(a.Name, b.Name) })
 	return peers
+}
+
+// membersDesc is the members-by-state gauge: one series per state, each
+// always served (0 too), so an alert on down members has a series before
+// any member goes down.
+var membersDesc = prometheus.NewDesc("leasehold_peer_members",
+	"Fleet members other than this node by state (up, down, joining), as GET /api/v1/peers lists them.",
+	[]string{"state"}, nil)
+
+// membersReadMax bounds the catalog read of a scrape.
+const membersReadMax = 2 * time.Second
+
+// Collector is the members-by-state gauge, counted at scrape time from
+// Status over the catalog's peers (read by peers), so it and GET
+// /api/v1/peers agree. A scrape whose catalog read fails serves no
+// series rather than counts missing the catalog's members.
+func (m *Members) Collector(peers func(context.Context) ([]leasehold.Peer, error)) prometheus.Collector {
+	return membersMetric{m: m, peers: peers}
+}
+
+// membersMetric collects membersDesc.
+type membersMetric struct {
+	m     *Members
+	peers func(context.Context) ([]leasehold.Peer, error)
+}
+
+func (c membersMetric) Describe(ch chan<- *prometheus.Desc) { ch <- membersDesc }
+
+func (c membersMetric) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), membersReadMax)
+	defer cancel()
+	known, err := c.peers(ctx)
+	if err != nil {
+		return
+	}
+	count := map[string]float64{MemberUp: 0, MemberDown: 0, MemberJoining: 0}
+	for _, p := range c.m.Status(known) {
+		count[p.State]++
+	}
+	for state, n := range count {
+		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, n, state)
+	}
 }
