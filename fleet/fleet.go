@@ -569,7 +569,7 @@ func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 	if !f.isJoined() {
 		return
 	}
-	members := []prometheus.Collector{f.members.Collector(f.node.DB.Peers)}
+	members := []prometheus.Collector{f.members.Collector(f.node.DB.PeerMembers)}
 	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors(), members} {
 		for _, c := range parts {
 			c.Collect(ch)

@@ -131,7 +131,8 @@ func membersByState(t *testing.T, c prometheus.Collector) string {
 }
 
 // TestFleetMembers: in a real fleet, each node lists the others up, and
-// a node killed is listed down by the survivors after the claim TTL.
+// a node killed is listed down by the survivors after the claim TTL; the
+// members gauge counts the same.
 func TestFleetMembers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
@@ -151,8 +152,15 @@ func TestFleetMembers(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	claimEventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
+	// The fleet's gauge counts what its catalog and its members say.
+	if got, want := membersByState(t, a.fleet.Collector()), "down=0 joining=0 up=2"; got != want {
+		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
+	}
 	c.stop()
 	claimEventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
+	if got, want := membersByState(t, a.fleet.Collector()), "down=1 joining=0 up=1"; got != want {
+		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
+	}
 	st, err := a.fleet.Peers(ctx)
 	if err != nil {
 		t.Fatal(err)
