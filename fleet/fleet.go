@@ -569,7 +569,8 @@ func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 	if !f.isJoined() {
 		return
 	}
-	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors()} {
+	members := []prometheus.Collector{f.members.Collector(f.node.DB.PeerMembers)}
+	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors(), members} {
 		for _, c := range parts {
 			c.Collect(ch)
 		}

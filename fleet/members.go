@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/service"
@@ -139,9 +140,10 @@ func (m *Members) life(e jetstream.KeyValueEntry) {
 	switch was {
 	case MemberUp:
 	case MemberDown:
-		m.log.Info("peers: peer up again", "peer", l.Node, "down_since", since.UTC().Format(time.RFC3339))
+		m.log.Info("peers: peer up again", "peer", l.Node, "down_since", since.UTC().Format(time.RFC3339),
+			leasehold.TimelineAttr, leasehold.TimelinePeerUp)
 	default:
-		m.log.Info("peers: peer in the fleet", "peer", l.Node)
+		m.log.Info("peers: peer in the fleet", "peer", l.Node, leasehold.TimelineAttr, leasehold.TimelinePeerUp)
 	}
 }
 
@@ -203,7 +205,7 @@ func (m *Members) lapse(now time.Time) {
 	m.mu.Unlock()
 	for _, d := range downs {
 		m.log.Warn("peers: peer down", "peer", d.node, "since", d.since.UTC().Format(time.RFC3339),
-			"groups_to_adopt", d.groups)
+			"groups_to_adopt", d.groups, leasehold.TimelineAttr, leasehold.TimelinePeerDown)
 	}
 }
 
@@ -225,13 +227,21 @@ func (m *Members) Owned() map[string]int64 {
 // (or since this node began watching).
 func (m *Members) Status(peers []leasehold.Peer) []leasehold.Peer {
 	owned := m.Owned()
+	peers = m.states(peers)
+	for i := range peers {
+		peers[i].Owns = owned[peers[i].Name]
+	}
+	return peers
+}
+
+// states is Status without the groups owned (which counts every claim).
+func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	known := map[string]bool{}
 	for i := range peers {
 		p := &peers[i]
 		known[p.Name] = true
-		p.Owns = owned[p.Name]
 		mb := m.members[p.Name]
 		switch {
 		case mb != nil:
@@ -249,7 +259,7 @@ func (m *Members) Status(peers []leasehold.Peer) []leasehold.Peer {
 		if known[node] {
 			continue
 		}
-		p := leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC()), Owns: owned[node]}
+		p := leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC())}
 		if mb.state == MemberUp {
 			p.State = MemberJoining
 		}
@@ -257,4 +267,48 @@ func (m *Members) Status(peers []leasehold.Peer) []leasehold.Peer {
 	}
 	slices.SortFunc(peers, func(a, b leasehold.Peer) int { return cmp.Compare(a.Name, b.Name) })
 	return peers
+}
+
+// membersDesc is the members-by-state gauge: one series per state, each
+// always served (0 too), so an alert on down members has a series before
+// any member goes down.
+var membersDesc = prometheus.NewDesc("leasehold_peer_members",
+	"Fleet members other than this node by state (up, down, joining), as GET /api/v1/peers lists them.",
+	[]string{"state"}, nil)
+
+// membersReadMax bounds the catalog read of a scrape.
+const membersReadMax = 2 * time.Second
+
+// Collector is the members-by-state gauge, counted at scrape time as
+// Status lists them over the catalog's peers (read by peers), so it and
+// GET /api/v1/peers agree; neither the read nor the count grows with the
+// groups, so a scrape costs the same at a million groups as at ten. A
+// scrape whose catalog read fails serves no series rather than counts
+// missing the catalog's members.
+func (m *Members) Collector(peers func(context.Context) ([]leasehold.Peer, error)) prometheus.Collector {
+	return membersMetric{m: m, peers: peers}
+}
+
+// membersMetric collects membersDesc.
+type membersMetric struct {
+	m     *Members
+	peers func(context.Context) ([]leasehold.Peer, error)
+}
+
+func (c membersMetric) Describe(ch chan<- *prometheus.Desc) { ch <- membersDesc }
+
+func (c membersMetric) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), membersReadMax)
+	defer cancel()
+	known, err := c.peers(ctx)
+	if err != nil {
+		return
+	}
+	count := map[string]float64{MemberUp: 0, MemberDown: 0, MemberJoining: 0}
+	for _, p := range c.m.states(known) {
+		count[p.State]++
+	}
+	for state, n := range count {
+		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, n, state)
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/syncbuf"
@@ -65,6 +67,18 @@ func TestMembers(t *testing.T) {
 	claimEventually(t, 5*time.Second, "node-b joining, owning its groups", func() bool {
 		return state(m.Status(nil)) == "node-b=joining owns=2"
 	})
+	// The gauge counts what Status lists over the catalog's peers.
+	known := []leasehold.Peer{}
+	gauge := m.Collector(func(context.Context) ([]leasehold.Peer, error) {
+		return slices.Clone(known), nil
+	})
+	if got, want := membersByState(t, gauge), "down=0 joining=1 up=0"; got != want {
+		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
+	}
+	known = []leasehold.Peer{{Name: "node-b"}, {Name: "node-c"}}
+	if got, want := membersByState(t, gauge), "down=1 joining=0 up=1"; got != want {
+		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
+	}
 	// Known to the catalog (it published): up.
 	peers := m.Status([]leasehold.Peer{{Name: "node-b"}, {Name: "node-c"}})
 	if got, want := state(peers), "node-b=up owns=2 node-c=down"; got != want {
@@ -78,15 +92,47 @@ func TestMembers(t *testing.T) {
 	if got := strings.Count(buf.String(), `msg="peers: peer down" peer=node-b`); got != 1 {
 		t.Fatalf("%d lines of node-b down, want 1:\n%s", got, buf.String())
 	}
-	if !strings.Contains(buf.String(), "groups_to_adopt=2") {
-		t.Fatalf("the down line does not count its groups:\n%s", buf.String())
+	if !strings.Contains(buf.String(), "groups_to_adopt=2 timeline=peer_down") {
+		t.Fatalf("the down line does not count its groups or is not marked for the timeline:\n%s", buf.String())
+	}
+	if got, want := membersByState(t, gauge), "down=2 joining=0 up=0"; got != want {
+		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
 	}
 	put(lives, "node-b", Life{Node: "node-b", Life: "2", At: time.Now()})
 	claimEventually(t, 5*time.Second, "node-b up again", func() bool { return strings.Contains(buf.String(), `msg="peers: peer up again" peer=node-b`) })
+	if !strings.Contains(buf.String(), "timeline=peer_up") {
+		t.Fatalf("the up line is not marked for the timeline:\n%s", buf.String())
+	}
+}
+
+// membersByState is leasehold_peer_members as c collects it: state=count,
+// by state.
+func membersByState(t *testing.T, c prometheus.Collector) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "leasehold_peer_members" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out = append(out, fmt.Sprintf("%s=%g", m.GetLabel()[0].GetValue(), m.GetGauge().GetValue()))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }
 
 // TestFleetMembers: in a real fleet, each node lists the others up, and
-// a node killed is listed down by the survivors after the claim TTL.
+// a node killed is listed down by the survivors after the claim TTL; the
+// members gauge counts the same.
 func TestFleetMembers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
@@ -106,8 +152,15 @@ func TestFleetMembers(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	claimEventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
+	// The fleet's gauge counts what its catalog and its members say.
+	if got, want := membersByState(t, a.fleet.Collector()), "down=0 joining=0 up=2"; got != want {
+		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
+	}
 	c.stop()
 	claimEventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
+	if got, want := membersByState(t, a.fleet.Collector()), "down=1 joining=0 up=1"; got != want {
+		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
+	}
 	st, err := a.fleet.Peers(ctx)
 	if err != nil {
 		t.Fatal(err)

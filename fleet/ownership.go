@@ -384,7 +384,8 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 		return false
 	}
 	if from != "" && o.claims.Held(group) {
-		o.log.Info(LogGroupTakenOver, "group", group, "from", from, "claim_rev", rev)
+		o.log.Info(LogGroupTakenOver, "group", group, "from", from, "claim_rev", rev,
+			leasehold.TimelineAttr, leasehold.TimelineAdoption)
 	}
 	o.keeper.wonNow(group)
 	return true

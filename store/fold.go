@@ -675,6 +675,28 @@ func (db *DB) Peers(ctx context.Context) ([]leasehold.Peer, error) {
 	return out, mapError(rows.Err(), "listing peers")
 }
 
+// PeerMembers lists the fleet's other nodes seen here, by name, with only
+// their last event's time: what their member states need (the members
+// gauge, read at every scrape), without Peers' count of their groups.
+func (db *DB) PeerMembers(ctx context.Context) ([]leasehold.Peer, error) {
+	rows, err := db.query(ctx, `SELECT name, last_event_at FROM peers ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []leasehold.Peer{}
+	for rows.Next() {
+		var p leasehold.Peer
+		var at sql.NullInt64
+		if err := rows.Scan(&p.Name, &at); err != nil {
+			return nil, mapError(err, "listing peers")
+		}
+		p.LastEventAt = fromNullMS(at)
+		out = append(out, p)
+	}
+	return out, mapError(rows.Err(), "listing peers")
+}
+
 // PeerNodes lists the worker nodes registered at peers, by origin, name.
 func (db *DB) PeerNodes(ctx context.Context) ([]PeerNode, error) {
 	rows, err := db.query(ctx, `SELECT origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, kinds

@@ -27,7 +27,9 @@ type Options struct {
 	// POST /api/v1/admin/token replaces it (0600) before it answers.
 	AdminTokenFile string
 	Metrics        *Metrics
-	Logger         *slog.Logger
+	// Logger writes the operator's log; when its handler is a
+	// TimelineFeed, the lines it marks are on this server's timeline.
+	Logger *slog.Logger
 	// Peers, when set, answers GET /api/v1/peers (peer sync runs); without
 	// it the node answers that it runs alone.
 	Peers func(context.Context) (leasehold.FleetStatus, error)
@@ -122,6 +124,10 @@ func New(node Node, o Options) *Server {
 		s.metrics.watch.Store(wc)
 	}
 	s.metrics.operator.CompareAndSwap(nil, s)
+	// The fleet's marked lines reach the timeline through the log.
+	if f, ok := s.log.Handler().(*TimelineFeed); ok {
+		f.feed(s.timeline)
+	}
 	// The room left on the data disk, read at scrape time: a disk filling
 	// up is seen before writes fail with 507 (the low-disk alert).
 	s.metrics.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

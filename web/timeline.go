@@ -1,8 +1,16 @@
 package web
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
 // The dashboard's timeline: the operator's log (activity.go) as the
@@ -105,4 +113,107 @@ func (t *timeline) held() (int, time.Time) {
 		return t.next, t.since
 	}
 	return len(t.ring), t.ring[t.next].At
+}
+
+// TimelineFeed is the node's log handler: it hands every record to the
+// handler that writes the log, and copies the records marked with
+// leasehold.TimelineAttr (the fleet's member and adoption lines) onto the
+// dashboard's timeline, so those reach the dashboard the way they reach
+// the log, with no wire from the fleet to the web server. A server whose
+// Options.Logger writes through a TimelineFeed is the one it feeds (the
+// first such); marked records before that server is made are only
+// written.
+type TimelineFeed struct {
+	next  slog.Handler
+	to    *atomic.Pointer[timeline]
+	attrs []slog.Attr // the logger's own (With), read for the entry too
+	// grouped: the logger's attributes go under a group, where a marker
+	// is no top-level attribute; its records are only written.
+	grouped bool
+}
+
+// NewTimelineFeed writes through next and feeds the timeline of the
+// server made with it.
+func NewTimelineFeed(next slog.Handler) *TimelineFeed {
+	return &TimelineFeed{next: next, to: &atomic.Pointer[timeline]{}}
+}
+
+// feed makes t the timeline fed, unless one already is.
+func (f *TimelineFeed) feed(t *timeline) { f.to.CompareAndSwap(nil, t) }
+
+// Enabled is the writing handler's.
+func (f *TimelineFeed) Enabled(ctx context.Context, l slog.Level) bool {
+	return f.next.Enabled(ctx, l)
+}
+
+// Handle writes r, and puts it on the timeline when it is marked. A
+// marked record below the log's level is neither: the log and the
+// timeline do not disagree.
+func (f *TimelineFeed) Handle(ctx context.Context, r slog.Record) error {
+	if t := f.to.Load(); t != nil && !f.grouped {
+		if e, ok := f.entry(r); ok {
+			t.add(e)
+		}
+	}
+	return f.next.Handle(ctx, r)
+}
+
+// WithAttrs is a feed over the writing handler's WithAttrs.
+func (f *TimelineFeed) WithAttrs(as []slog.Attr) slog.Handler {
+	g := *f
+	g.next = f.next.WithAttrs(as)
+	g.attrs = append(slices.Clip(f.attrs), as...)
+	return &g
+}
+
+// WithGroup is a feed over the writing handler's WithGroup.
+func (f *TimelineFeed) WithGroup(name string) slog.Handler {
+	g := *f
+	g.next = f.next.WithGroup(name)
+	g.grouped = g.grouped || name != ""
+	return &g
+}
+
+// timelineDetailMax bounds an entry's detail: a log line's attributes
+// come from the fleet, not from this node's API.
+const timelineDetailMax = 512
+
+// entry is r's timeline entry when r is marked: the marker's value is
+// its kind, its group and peer attributes name the group and who, the
+// message and the other attributes are the detail, and a warning or
+// worse is bad.
+func (f *TimelineFeed) entry(r slog.Record) (timelineEntry, bool) {
+	e := timelineEntry{At: r.Time, Who: fleetCaller, Bad: r.Level >= slog.LevelWarn}
+	var detail strings.Builder
+	detail.WriteString(r.Message)
+	sep := ": "
+	see := func(a slog.Attr) bool {
+		switch a.Key {
+		case leasehold.TimelineAttr:
+			e.Kind = a.Value.String()
+		case "group":
+			e.Group = a.Value.String()
+		case "peer":
+			e.Who = a.Value.String()
+		default:
+			fmt.Fprintf(&detail, "%s%s=%s", sep, a.Key, a.Value)
+			sep = ", "
+		}
+		return true
+	}
+	for _, a := range f.attrs {
+		see(a)
+	}
+	r.Attrs(see)
+	if e.Kind == "" {
+		return timelineEntry{}, false
+	}
+	e.Detail = detail.String()
+	if len(e.Detail) > timelineDetailMax {
+		e.Detail = e.Detail[:timelineDetailMax] + "…"
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	return e, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,9 @@ import (
 // given all three URLs, its own node first, gets work planned at another
 // node within 5 s (its node asks the owner to hand groups over), keeps
 // working when its node is stopped (its groups are adopted by the others
-// after the claim TTL, and the worker leases at the next node), and every
-// group is finished.
+// after the claim TTL, and the worker leases at the next node), every
+// group is finished, and the survivors' timelines show b down and its
+// groups adopted.
 func TestWorkerFleetFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
@@ -36,6 +38,7 @@ func TestWorkerFleetFailover(t *testing.T) {
 		log     *syncbuf.Buffer
 		url     string
 		admin   *client.Client
+		adminT  string // the admin token, for the dashboard
 		token   string // the worker's
 		cancel  context.CancelFunc
 		done    chan error
@@ -83,7 +86,8 @@ func TestWorkerFleetFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.admin = client.New(n.url, strings.TrimSpace(string(token)))
+		n.adminT = strings.TrimSpace(string(token))
+		n.admin = client.New(n.url, n.adminT)
 		nodes[i] = n
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
@@ -175,6 +179,19 @@ func TestWorkerFleetFailover(t *testing.T) {
 	})
 	waitUntil(120*time.Second, "every group done with b gone", func() bool { return left(a) == 0 && left(c) == 0 })
 	t.Logf("all groups done %v after b stopped (%d ranges were left at a's count then)", time.Since(stopped).Round(time.Millisecond), before)
+	// The survivors' timelines say b went down, and its groups were
+	// adopted (by a or c, whichever claimed them).
+	adoptions := 0
+	for _, n := range []*node{a, c} {
+		page := overviewPage(t, n.url, n.adminT)
+		if !strings.Contains(page, `data-kind="peer_down"`) || !strings.Contains(page, "node-b") {
+			t.Errorf("%s's timeline does not say node-b went down:\n%s", n.url, page)
+		}
+		adoptions += strings.Count(page, `data-kind="adoption"`)
+	}
+	if adoptions == 0 {
+		t.Errorf("no survivor's timeline shows a group adopted from node-b")
+	}
 	stopWorker()
 	if err := <-wdone; err != nil {
 		t.Fatalf("worker: %v\n%s", err, wlog.String())
@@ -184,4 +201,25 @@ func TestWorkerFleetFailover(t *testing.T) {
 			t.Errorf("worker log lacks %q:\n%s", want, wlog.String())
 		}
 	}
+}
+
+// overviewPage is the dashboard's overview at u, signed in with the
+// admin token.
+func overviewPage(t *testing.T, u, admin string) string {
+	t.Helper()
+	resp := signin(t, http.DefaultClient, u, admin)
+	req, _ := http.NewRequest("GET", u+"/", nil)
+	for _, ck := range resp.Cookies() {
+		req.AddCookie(ck)
+	}
+	page, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Body.Close()
+	body, _ := io.ReadAll(page.Body)
+	if page.StatusCode != http.StatusOK {
+		t.Fatalf("the overview at %s: %s", u, page.Status)
+	}
+	return string(body)
 }

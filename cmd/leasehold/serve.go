@@ -395,8 +395,9 @@ func (m *Main) Ready() <-chan struct{} { return m.ready }
 func (m *Main) Run(ctx context.Context) error {
 	level, _ := parseLevel(m.LogLevel)
 	// The logger is handed to every part (fleet, appliance, web); none
-	// falls back to slog's default, which is left alone.
-	log := slog.New(m.logHandler(level))
+	// falls back to slog's default, which is left alone. It feeds the
+	// dashboard's timeline the lines the fleet marks for it.
+	log := slog.New(web.NewTimelineFeed(m.logHandler(level)))
 
 	// Certificates are read first: a wrong path is refused before anything
 	// is opened or changed.
