@@ -262,7 +262,7 @@ var adminVerbs = []adminVerb{
 	{"nodes", "resume", "ID|NAME [--by WHO]", "", (*adminCmd).nodesResume},
 	{"nodes", "delete", "ID|NAME [--force]", "asks first on a terminal when the node holds groups", (*adminCmd).nodesDelete},
 	{"nodes", "rotate-token", "ID|NAME [-q]", "a new token for the node; the old one is refused at once", (*adminCmd).nodesRotateToken},
-	{"ranges", "retry", "ID", "plan a failed range again", noFlags((*adminCmd).rangesRetry)},
+	{"ranges", "retry", "ID | --failed GROUP", "plan a failed range, or every failed range of GROUP, again", (*adminCmd).rangesRetry},
 	{"rules", "show", "", "the rules workers index by", noFlags((*adminCmd).rulesShow)},
 	{"rules", "put", "FILE|-", "store new rules from FILE (- is stdin)", noFlags((*adminCmd).rulesPut)},
 	{"findings", "", "", "what is stuck, and the backlog", noFlags((*adminCmd).findings)},

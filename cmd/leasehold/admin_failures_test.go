@@ -103,3 +103,53 @@ func TestAdminGuardedWrites(t *testing.T) {
 		t.Errorf("nodes delete --force: %q", out)
 	}
 }
+
+// TestRetryFailed: `admin ranges retry --failed GROUP` plans every failed
+// range of the group again, says how many, and leaves other groups' failed
+// ranges alone.
+func TestRetryFailed(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	ctx := context.Background()
+	for _, g := range []string{"alt.x", "alt.y"} {
+		admin(t, n, "groups", "create", g, "--range-size", "100")
+		admin(t, n, "groups", "tail", g, "300")
+	}
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "--capacity", "2", "-q")))
+	for range 2 {
+		g, err := w.Lease(ctx)
+		if err != nil || g == nil {
+			t.Fatalf("lease: %v, %v", g, err)
+		}
+		fails := 2
+		if g.Group.Name == "alt.y" {
+			fails = 1
+		}
+		for range fails {
+			r, err := w.Next(ctx, g.Group.ID, g.Fence)
+			if err != nil || r == nil {
+				t.Fatalf("next: %v, %v", r, err)
+			}
+			if _, err := w.FailRange(ctx, r.ID, g.Fence, "disk full", false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if out := admin(t, n, "ranges", "retry", "--failed", "alt.x"); !strings.Contains(out, "2 failed range(s) planned again") {
+		t.Errorf("ranges retry --failed alt.x: %q, want 2 retried", out)
+	}
+	for g, want := range map[string]int{"alt.x": 0, "alt.y": 1} {
+		rs, err := client.New(n.URL, n.AdminToken).AllRanges(ctx, g, leasehold.StatusFailed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != want {
+			t.Errorf("%s: %d failed ranges after the retry, want %d", g, len(rs), want)
+		}
+	}
+	if out := admin(t, n, "ranges", "retry", "--failed", "alt.x"); !strings.Contains(out, "0 failed range(s)") {
+		t.Errorf("ranges retry --failed with none failed: %q", out)
+	}
+	if _, err := operatorRun(t, n, nil, "ranges", "retry", "--failed", "alt.x", "7"); err == nil {
+		t.Error("ranges retry --failed GROUP ID: no error, want a usage error")
+	}
+}
