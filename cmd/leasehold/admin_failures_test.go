@@ -30,6 +30,9 @@ func TestAdminFailures(t *testing.T) {
 	if err != nil || r == nil {
 		t.Fatalf("next: %v, %v", r, err)
 	}
+	if out := admin(t, n, "groups", "ranges", "alt.x", "--status", "leased"); !strings.Contains(out, " w1 ") {
+		t.Errorf("groups ranges: got\n%s\nwant the leased range's NODE named w1", out)
+	}
 	if _, err := w.FailRange(ctx, r.ID, g.Fence, "disk\nfull", false); err != nil {
 		t.Fatal(err)
 	}

@@ -125,9 +125,17 @@ func (a *adminCmd) groupsRanges(fs *flag.FlagSet) verbFunc {
 		if a.op.json {
 			return a.printJSON(rs)
 		}
+		names, err := a.nodeNames(ctx)
+		if err != nil {
+			return err
+		}
 		return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS", "LAST_ERROR"}, len(rs), func(i int) []any {
 			r := rs[i]
-			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts, lastError(r)}
+			node := optInt(r.NodeID)
+			if r.NodeID != nil && names[*r.NodeID] != "" {
+				node = names[*r.NodeID]
+			}
+			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, node, r.Attempts, lastError(r)}
 		})
 	}
 }

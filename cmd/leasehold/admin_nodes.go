@@ -213,6 +213,20 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 	})
 }
 
+// nodeNames is the worker nodes' names by id, for tables that name the
+// node a row concerns (a node deleted since keeps its id there).
+func (a *adminCmd) nodeNames(ctx context.Context) (map[int64]string, error) {
+	ns, err := a.c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[int64]string, len(ns))
+	for _, n := range ns {
+		names[n.ID] = n.Name
+	}
+	return names, nil
+}
+
 // nodeID takes a node's id or looks its name up.
 func (a *adminCmd) nodeID(ctx context.Context, arg string) (int64, error) {
 	if id, err := strconv.ParseInt(arg, 10, 64); err == nil {
