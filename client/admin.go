@@ -106,6 +106,14 @@ func (c *Client) DeleteNode(ctx context.Context, id int64, force bool) error {
 	return err
 }
 
+// DeleteGroup deletes the group name with its ranges and window. An
+// unknown group is leasehold.ErrNotFound; a held group, or any group of a
+// node running in a fleet, is leasehold.ErrConflict.
+func (c *Client) DeleteGroup(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, pathf("/api/v1/groups/%s", name), nil, nil)
+	return err
+}
+
 // RotateNodeToken gives node id a new token and returns it; the old one
 // is refused from then on. The admin token may do it, or the node's own.
 func (c *Client) RotateNodeToken(ctx context.Context, id int64) (string, error) {

@@ -662,3 +662,28 @@ func TestDashboardGroupWatermarks(t *testing.T) {
 		t.Errorf("group page after a report: want low 17, high 1200 reported 3m ago:\n%s", page)
 	}
 }
+
+// TestDeleteGroupEndpoint: DELETE /api/v1/groups/{name} is the admin's
+// only: 409 while the group is held, 404 for an unknown one, 204 for an
+// unheld one, which is gone after.
+func TestDeleteGroupEndpoint(t *testing.T) {
+	w := newWorld(t, nodetest.Options{})
+	if a := w.j("DELETE", "/groups/g", w.w1, ""); a.status != http.StatusForbidden {
+		t.Errorf("a worker deleting g: %d %s, want 403", a.status, a.body)
+	}
+	if a := w.j("DELETE", "/groups/g", w.admin, ""); a.status != http.StatusConflict || !strings.Contains(string(a.body), "held") {
+		t.Errorf("deleting held g: %d %s, want 409 saying it is held", a.status, a.body)
+	}
+	if a := w.j("DELETE", "/groups/nope", w.admin, ""); a.status != http.StatusNotFound {
+		t.Errorf("deleting an unknown group: %d %s, want 404", a.status, a.body)
+	}
+	if a := w.j("PUT", "/groups/x", w.admin, `{"range_size":100}`); a.status != 201 {
+		t.Fatalf("create x: %d %s", a.status, a.body)
+	}
+	if a := w.j("DELETE", "/groups/x", w.admin, ""); a.status != http.StatusNoContent {
+		t.Errorf("deleting x: %d %s, want 204", a.status, a.body)
+	}
+	if a := w.j("GET", "/groups/x", w.admin, ""); a.status != http.StatusNotFound {
+		t.Errorf("x after its deletion: %d, want 404", a.status)
+	}
+}

@@ -156,3 +156,25 @@ func TestRetryFailed(t *testing.T) {
 		t.Error("ranges retry --failed GROUP ID: no error, want a usage error")
 	}
 }
+
+// TestGroupsDelete: `admin groups delete` deletes an unheld group and
+// refuses a held one, saying so.
+func TestGroupsDelete(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.held", "--range-size", "100")
+	admin(t, n, "groups", "tail", "alt.held", "300")
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+	if g, err := w.Lease(context.Background()); err != nil || g == nil {
+		t.Fatalf("lease: %v, %v", g, err)
+	}
+	admin(t, n, "groups", "create", "alt.gone")
+	if out := admin(t, n, "groups", "delete", "alt.gone"); !strings.Contains(out, "group alt.gone deleted") {
+		t.Errorf("groups delete alt.gone: %q", out)
+	}
+	if out := admin(t, n, "groups", "list"); strings.Contains(out, "alt.gone") || !strings.Contains(out, "alt.held") {
+		t.Errorf("groups list after the deletion:\n%s", out)
+	}
+	if _, err := operatorRun(t, n, nil, "groups", "delete", "alt.held"); !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "held") {
+		t.Errorf("groups delete of a held group: %v, want a conflict saying it is held", err)
+	}
+}

@@ -181,6 +181,20 @@ func (a *adminCmd) groupWrite(ctx context.Context, args []string, write func(con
 	return nil
 }
 
+func (a *adminCmd) groupsDelete(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "NAME"); err != nil {
+		return err
+	}
+	if err := a.c.DeleteGroup(ctx, args[0]); err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(map[string]string{"deleted": args[0]})
+	}
+	fmt.Fprintf(a.stdout, "group %s deleted with its ranges and window\n", args[0])
+	return nil
+}
+
 func (a *adminCmd) groupsList(ctx context.Context, args []string) error {
 	if err := wantArgs(args); err != nil {
 		return err
