@@ -421,16 +421,9 @@ var (
 // committed. The tallies follow through their triggers. Errors: not
 // found, conflict (held: its holder must release it first).
 func (tx *Tx) DeleteGroup(name string) (leasehold.Group, *leasehold.Snapshot, error) {
-	g, err := tx.GroupByName(name)
+	g, l, err := tx.unheldGroup(name, "pause or delete the node, or wait for it to release the group, then delete it")
 	if err != nil {
 		return g, nil, err
-	}
-	l, err := tx.leaseRow(g.ID)
-	if err != nil {
-		return g, nil, err
-	}
-	if l.holder.Valid {
-		return g, nil, leasehold.Errorf(leasehold.KindConflict, "group %s is held by node %d at fence %d; pause or delete the node, or wait for it to release the group, then delete it", name, l.holder.Int64, l.fence)
 	}
 	// Children first, explicitly, rather than trusting ON DELETE CASCADE
 	// to reach every table a group has rows in.

@@ -161,12 +161,7 @@ func TestRetryFailed(t *testing.T) {
 // refuses a held one, saying so.
 func TestGroupsDelete(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
-	admin(t, n, "groups", "create", "alt.held", "--range-size", "100")
-	admin(t, n, "groups", "tail", "alt.held", "300")
-	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
-	if g, err := w.Lease(context.Background()); err != nil || g == nil {
-		t.Fatalf("lease: %v, %v", g, err)
-	}
+	heldGroup(t, n, "alt.held")
 	admin(t, n, "groups", "create", "alt.gone")
 	if out := admin(t, n, "groups", "delete", "alt.gone"); !strings.Contains(out, "group alt.gone deleted") {
 		t.Errorf("groups delete alt.gone: %q", out)
@@ -176,5 +171,17 @@ func TestGroupsDelete(t *testing.T) {
 	}
 	if _, err := operatorRun(t, n, nil, "groups", "delete", "alt.held"); !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "held") {
 		t.Errorf("groups delete of a held group: %v, want a conflict saying it is held", err)
+	}
+}
+
+// heldGroup creates group name with ranges planned, and a worker node w1
+// that leases it.
+func heldGroup(t *testing.T, n *nodetest.Node, name string) {
+	t.Helper()
+	admin(t, n, "groups", "create", name, "--range-size", "100")
+	admin(t, n, "groups", "tail", name, "300")
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+	if g, err := w.Lease(context.Background()); err != nil || g == nil || g.Group.Name != name {
+		t.Fatalf("lease: %v, %v; want %s", g, err, name)
 	}
 }

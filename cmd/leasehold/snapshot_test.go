@@ -157,12 +157,7 @@ func TestSnapshot(t *testing.T) {
 // file is read for sending, is never drawn.
 func TestSnapshotPutRefusedBeforeUpload(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
-	admin(t, n, "groups", "create", "alt.held", "--range-size", "100")
-	admin(t, n, "groups", "tail", "alt.held", "300")
-	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
-	if g, err := w.Lease(context.Background()); err != nil || g == nil {
-		t.Fatalf("lease: %v, %v", g, err)
-	}
+	heldGroup(t, n, "alt.held")
 	window := filepath.Join(t.TempDir(), "w.gz")
 	big := make([]byte, 8<<20)
 	for i := range big {
