@@ -119,3 +119,30 @@ func (s *Snapshots) Drop(ctx context.Context, name string, maxAttempts int64) (l
 func (a *Appliance) DropSnapshot(ctx context.Context, name string) (leasehold.Group, error) {
 	return a.Snapshots.Drop(ctx, name, a.Coordinator.maxAttempts)
 }
+
+// DeleteGroup is an operator deleting the named group: its ranges, lease
+// row and window snapshot go with it in one write, and the snapshot's
+// file once that write is committed. A node of a fleet refuses: the
+// deletion is not carried to its peers, which would keep the group (and
+// hand its claim back), so it is for a lone node only. Errors: not found,
+// conflict (held, or peer sync on), unavailable.
+func (s *Snapshots) DeleteGroup(ctx context.Context, name string) error {
+	if !s.claims.alone {
+		return leasehold.Errorf(leasehold.KindConflict, "group %s: deleting a group is not carried across the fleet yet; only a lone node (peer sync off) deletes groups", name)
+	}
+	return s.db.Write(ctx, func(tx *store.Tx) error {
+		g, old, err := tx.DeleteGroup(name)
+		if err == nil && old != nil {
+			path := s.path(g.ID, old.File, ".gz")
+			tx.AfterCommit(func() { s.remove(path) })
+		}
+		return err
+	})
+}
+
+// DeleteGroup is an operator deleting the named group
+// (Snapshots.DeleteGroup). Errors: not found, conflict (held, or peer
+// sync on), unavailable.
+func (a *Appliance) DeleteGroup(ctx context.Context, name string) error {
+	return a.Snapshots.DeleteGroup(ctx, name)
+}

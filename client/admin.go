@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/leasehold/leasehold"
 )
@@ -51,6 +52,24 @@ func (c *Client) Nodes(ctx context.Context) ([]leasehold.Node, error) {
 	return ns, nil
 }
 
+// NodesAt lists the worker nodes as Nodes does, with the node's clock at
+// its answer (its Date header; the zero time when it sent none), so that
+// how long ago a node was seen is told on the node's clock, whatever the
+// caller's says.
+func (c *Client) NodesAt(ctx context.Context) ([]leasehold.Node, time.Time, error) {
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: "/api/v1/nodes"})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer resp.Body.Close()
+	var ns []leasehold.Node
+	if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
+		return nil, time.Time{}, leasehold.Wrap(leasehold.KindInternal, err, "GET /api/v1/nodes: bad answer: %v", err)
+	}
+	at, _ := http.ParseTime(resp.Header.Get("Date"))
+	return ns, at, nil
+}
+
 // PauseNode pauses node id: it is leased nothing more until resumed, and
 // the pause outlives a restart of the node. by names who paused it (may be
 // empty). An unknown id is leasehold.ErrNotFound.
@@ -84,6 +103,14 @@ func (c *Client) DeleteNode(ctx context.Context, id int64, force bool) error {
 		path += "?force=true"
 	}
 	_, err := c.do(ctx, http.MethodDelete, path, nil, nil)
+	return err
+}
+
+// DeleteGroup deletes the group name with its ranges and window. An
+// unknown group is leasehold.ErrNotFound; a held group, or any group of a
+// node running in a fleet, is leasehold.ErrConflict.
+func (c *Client) DeleteGroup(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, pathf("/api/v1/groups/%s", name), nil, nil)
 	return err
 }
 

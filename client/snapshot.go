@@ -48,22 +48,30 @@ type SnapshotUpload struct {
 // leasehold.ErrNoSpace.
 func (c *Client) PutSnapshot(ctx context.Context, group, fence, next int64, body io.Reader, o SnapshotUpload) (*leasehold.Snapshot, error) {
 	path := pathf("/api/v1/leases/%d/snapshot?fence=%d&next=%d", group, fence, next)
-	return c.putSnapshot(ctx, path, body, o)
+	return c.putSnapshot(ctx, path, body, o, false)
 }
 
 // PutGroupSnapshot seeds or restores the window snapshot of group name as
 // an operator (admin token). The node refuses it with leasehold.ErrConflict
-// while the group is held.
+// while the group is held. The body is sent only once the node has
+// looked at the call (Expect: 100-continue), so a refusal comes before
+// a byte of it is read.
 func (c *Client) PutGroupSnapshot(ctx context.Context, name string, next int64, body io.Reader, o SnapshotUpload) (*leasehold.Snapshot, error) {
 	path := pathf("/api/v1/groups/%s/snapshot", name) + "?next=" + strconv.FormatInt(next, 10)
 	if o.Force {
 		path += "&force=true"
 	}
-	return c.putSnapshot(ctx, path, body, o)
+	return c.putSnapshot(ctx, path, body, o, true)
 }
 
-func (c *Client) putSnapshot(ctx context.Context, path string, body io.Reader, o SnapshotUpload) (*leasehold.Snapshot, error) {
+// putSnapshot sends a snapshot body to path; with expect, only after the
+// node answered 100 Continue (it refuses a held group, or one whose done
+// ranges the window would undo, before reading the body).
+func (c *Client) putSnapshot(ctx context.Context, path string, body io.Reader, o SnapshotUpload, expect bool) (*leasehold.Snapshot, error) {
 	h := http.Header{}
+	if expect {
+		h.Set("Expect", "100-continue")
+	}
 	if o.Gzip {
 		h.Set("Content-Type", "application/gzip")
 	} else {

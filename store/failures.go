@@ -139,16 +139,9 @@ func (tx *Tx) unquarantine(groupID int64) error {
 // removes after the commit. Errors: not found, conflict (the group is
 // held).
 func (tx *Tx) DropSnapshot(name string, maxAttempts int64) (leasehold.Group, *leasehold.Snapshot, error) {
-	g, err := tx.GroupByName(name)
+	g, l, err := tx.unheldGroup(name, "release it first")
 	if err != nil {
 		return g, nil, err
-	}
-	l, err := tx.leaseRow(g.ID)
-	if err != nil {
-		return g, nil, err
-	}
-	if l.holder.Valid {
-		return g, nil, leasehold.Errorf(leasehold.KindConflict, "group %s is held by node %d at fence %d; release it first", name, l.holder.Int64, l.fence)
 	}
 	if l.snapshot != nil {
 		if _, err := tx.exec(qSnapshotDrop, g.ID); err != nil {
@@ -166,6 +159,25 @@ func (tx *Tx) DropSnapshot(name string, maxAttempts int64) (leasehold.Group, *le
 	}
 	g, err = tx.Group(g.ID)
 	return g, l.snapshot, err
+}
+
+// unheldGroup is the named group and its lease row, for an operator's
+// write that no holder may see: a held group is refused, the error
+// ending with then, what the operator does first. Errors: not found,
+// conflict.
+func (tx *Tx) unheldGroup(name, then string) (leasehold.Group, leaseRow, error) {
+	g, err := tx.GroupByName(name)
+	if err != nil {
+		return g, leaseRow{}, err
+	}
+	l, err := tx.leaseRow(g.ID)
+	if err != nil {
+		return g, l, err
+	}
+	if l.holder.Valid {
+		return g, l, leasehold.Errorf(leasehold.KindConflict, "group %s is held by node %d at fence %d; %s", name, l.holder.Int64, l.fence, then)
+	}
+	return g, l, nil
 }
 
 // nodeName is a node's name; "" when it is gone.

@@ -449,3 +449,67 @@ func TestAttemptLimitTold(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteGroup: a held group is not deleted; an unheld one goes with
+// its ranges and lease row in one write, which hands back its snapshot
+// for the file to be removed, and the tallies count it no more; the other
+// groups are untouched.
+func TestDeleteGroup(t *testing.T) {
+	w := newFailWorld(t, "a", "b")
+	ctx := context.Background()
+	before, err := w.db.Tallies(ctx)
+	must(t, err)
+	snap := leasehold.Snapshot{Next: 1501, Size: 10, SHA256: "ab", At: w.clock.now, File: 7}
+	must(t, w.write(func(tx *Tx) error { _, err := tx.SetSnapshot(w.gids["a"], 0, 0, snap); return err }))
+	g := w.lease()
+	if g == nil || g.Group.ID != w.gids["a"] {
+		t.Fatalf("first lease = %+v, want group a", g)
+	}
+	del := func(name string) (*leasehold.Snapshot, error) {
+		var old *leasehold.Snapshot
+		err := w.write(func(tx *Tx) error {
+			var err error
+			_, old, err = tx.DeleteGroup(name)
+			return err
+		})
+		return old, err
+	}
+	if _, err := del("a"); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		t.Fatalf("deleting held a: %v, want a conflict", err)
+	}
+	if _, err := del("nope"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		t.Fatalf("deleting an unknown group: %v, want not found", err)
+	}
+	must(t, w.write(func(tx *Tx) error { return tx.Release(g.Group.ID, w.node, g.Fence, failMaxAttempts) }))
+	old, err := del("a")
+	if err != nil || old == nil || old.File != 7 {
+		t.Fatalf("deleting a: %+v, %v; want its snapshot (file 7) back", old, err)
+	}
+	if _, err := w.db.GroupByName(ctx, "a"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		t.Errorf("a after its deletion: %v, want not found", err)
+	}
+	if rs, err := w.db.Ranges(ctx, w.gids["a"], "", 0, 100); err != nil || len(rs) != 0 {
+		t.Errorf("a's ranges after its deletion: %d, %v; want none", len(rs), err)
+	}
+	if files, err := w.db.SnapshotFiles(ctx); err != nil || len(files) != 0 {
+		t.Errorf("snapshot files the catalog points at after a's deletion: %v, %v; want none", files, err)
+	}
+	bRanges, err := w.db.Ranges(ctx, w.gids["b"], "", 0, 100)
+	if err != nil || len(bRanges) == 0 {
+		t.Fatalf("b's ranges: %d, %v; want b untouched", len(bRanges), err)
+	}
+	after, err := w.db.Tallies(ctx)
+	must(t, err)
+	var groupsBefore, groupsAfter int64
+	for _, s := range leasehold.GroupStates {
+		groupsBefore += before.Owned[s] + before.Unowned[s]
+		groupsAfter += after.Owned[s] + after.Unowned[s]
+	}
+	var rangesAfter int64
+	for _, n := range after.Ranges {
+		rangesAfter += n
+	}
+	if groupsAfter != groupsBefore-1 || rangesAfter != int64(len(bRanges)) {
+		t.Errorf("tallies after the deletion: %d groups (was %d), %d ranges (b has %d)", groupsAfter, groupsBefore, rangesAfter, len(bRanges))
+	}
+}

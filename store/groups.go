@@ -407,3 +407,30 @@ func (db *DB) peerState(ctx context.Context, groupID int64) (*leasehold.PeerStat
 	}
 	return &p, nil
 }
+
+var (
+	qGroupDeleteRanges = wq(`DELETE FROM ranges WHERE group_id = ?`)
+	qGroupDeleteLease  = wq(`DELETE FROM group_leases WHERE group_id = ?`)
+	qGroupDeletePeer   = wq(`DELETE FROM peer_groups WHERE group_id = ?`)
+	qGroupDelete       = wq(`DELETE FROM groups WHERE id = ?`)
+)
+
+// DeleteGroup deletes the named group with its ranges, its lease row and
+// the window snapshot it records, all in tx; it returns the group and
+// that snapshot (nil for none), whose file the caller removes once tx is
+// committed. The tallies follow through their triggers. Errors: not
+// found, conflict (held: its holder must release it first).
+func (tx *Tx) DeleteGroup(name string) (leasehold.Group, *leasehold.Snapshot, error) {
+	g, l, err := tx.unheldGroup(name, "pause or delete the node, or wait for it to release the group, then delete it")
+	if err != nil {
+		return g, nil, err
+	}
+	// Children first, explicitly, rather than trusting ON DELETE CASCADE
+	// to reach every table a group has rows in.
+	for _, q := range []*query{qGroupDeleteRanges, qGroupDeleteLease, qGroupDeletePeer, qGroupDelete} {
+		if _, err := tx.exec(q, g.ID); err != nil {
+			return g, nil, mapError(err, "deleting a group")
+		}
+	}
+	return g, l.snapshot, nil
+}

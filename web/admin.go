@@ -366,6 +366,19 @@ func (s *Server) liftQuarantine(c echo.Context) error {
 	return c.JSON(http.StatusOK, g)
 }
 
+// deleteGroup deletes a group with its ranges and window; refused while
+// the group is held, and on a node of a fleet.
+func (s *Server) deleteGroup(c echo.Context) error {
+	name, err := groupName(c)
+	if err != nil {
+		return err
+	}
+	if err := s.node.Reads.DeleteGroup(c.Request().Context(), name); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // dropSnapshot drops a group's window and lifts its quarantine (rule 10);
 // refused while the group is held.
 func (s *Server) dropSnapshot(c echo.Context) error {

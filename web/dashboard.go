@@ -139,6 +139,7 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 		"groupsLink": groupsLink,
 		"clears":     clears,
 		"band":       band,
+		"deref":      func(p *int64) int64 { return *p },
 	}
 	for _, name := range []string{"signin", "overview", "groups", "group", "nodes", "fleet"} {
 		d.pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(dashboardFS, "dashboard/layout.html", "dashboard/"+name+".html"))
@@ -296,22 +297,41 @@ func (d *dashboard) signout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/signin")
 }
 
-// overviewPage is the overview: trouble first (the findings, each with
-// what clears it, and the timeline of the operator's log), then the
-// counts, the throughput and the backlog.
+// overviewPage is the overview: the findings (each with what clears
+// it), then the counts, the throughput and the backlog, and last one page
+// of the timeline of the operator's log, with links to older and newer
+// pages.
 type overviewPage struct {
 	appliance.Overview
 	Timeline      []timelineEntry
 	TimelineKept  int
 	TimelineSince time.Time
+	// Older is the timeline entries skipped (the page shows the newest
+	// after them), FirstShown and LastShown the entries shown, counted
+	// from the newest; the links to newer and older pages skip NewerAt and
+	// OlderAt, shown when HasNewer and HasOlder.
+	Older, FirstShown, LastShown int
+	NewerAt, OlderAt             int
+	HasNewer, HasOlder           bool
 }
 
 func (d *dashboard) overview(c echo.Context) error {
+	skip := 0
+	if q := c.QueryParam("older"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 || n > timelineSize {
+			return leasehold.Errorf(leasehold.KindInvalid, "older %q: want a count of timeline entries, 0 to %d", q, timelineSize)
+		}
+		skip = n
+	}
 	o, err := d.s.node.Reads.Overview(c.Request().Context(), recentBacklog)
 	if err != nil {
 		return err
 	}
-	p := overviewPage{Overview: o, Timeline: d.s.timeline.newest(timelineShown)}
+	p := overviewPage{Overview: o, Older: skip}
+	p.Timeline, p.HasOlder = d.s.timeline.page(skip, timelinePage)
+	p.FirstShown, p.LastShown = skip+1, skip+len(p.Timeline)
+	p.HasNewer, p.NewerAt, p.OlderAt = skip > 0, max(skip-timelinePage, 0), skip+timelinePage
 	p.TimelineKept, p.TimelineSince = d.s.timeline.held()
 	return d.render(c, http.StatusOK, "overview", "Overview", p)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -584,5 +585,105 @@ func TestDashboardBackRefusesControls(t *testing.T) {
 		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != c.want {
 			t.Errorf("back=%q: %d to %q, want 303 to %q", c.back, r.StatusCode, r.Header.Get("Location"), c.want)
 		}
+	}
+}
+
+// TestDashboardOverviewTimelinePaged: the overview shows the counts and
+// the chart before the timeline, and the timeline a page of
+// ten entries at a time with links to older and newer ones, so
+// the page does not grow with the log; a bad page is refused.
+func TestDashboardOverviewTimelinePaged(t *testing.T) {
+	const timelinePage = 10
+	w := newWorld(t, nodetest.Options{})
+	for i := range 20 { // 20 admin writes on top of newWorld's
+		if a := w.j("PUT", fmt.Sprintf("/groups/p%02d", i), w.admin, `{"range_size":100}`); a.status != 201 {
+			t.Fatalf("create p%02d: %d %s", i, a.status, a.body)
+		}
+	}
+	b := signedIn(t, w.node.URL, w.admin)
+	entries := regexp.MustCompile(`<tr class="entry[^"]*" data-kind="`)
+	status, _, page := b.get("/")
+	if status != http.StatusOK {
+		t.Fatalf("overview: %d", status)
+	}
+	tiles, chart, timeline := strings.Index(page, `id="count-groups"`), strings.Index(page, "Throughput, last hour"), strings.Index(page, `id="timeline"`)
+	if tiles < 0 || chart < 0 || timeline < tiles || timeline < chart {
+		t.Errorf("overview order: tiles at %d, chart at %d, timeline at %d; want the timeline below both", tiles, chart, timeline)
+	}
+	if n := len(entries.FindAllString(page, -1)); n != timelinePage {
+		t.Errorf("overview timeline: %d rows, want %d", n, timelinePage)
+	}
+	if !strings.Contains(page, `id="timeline-older" href="/?older=10#timeline-box"`) || strings.Contains(page, `id="timeline-newer"`) {
+		t.Errorf("first timeline page: want an older link and no newer one:\n%s", page[timeline:])
+	}
+	if !strings.Contains(page, `<a href="/groups/p19">p19</a>`) {
+		t.Error("first timeline page: no entry for the newest write (p19)")
+	}
+	kept := len(entries.FindAllString(page, -1))
+	for skip := timelinePage; ; skip += timelinePage {
+		_, _, older := b.get(fmt.Sprintf("/?older=%d", skip))
+		n := len(entries.FindAllString(older, -1))
+		if n == 0 || n > timelinePage {
+			t.Fatalf("/?older=%d: %d rows", skip, n)
+		}
+		kept += n
+		if !strings.Contains(older, fmt.Sprintf(`id="timeline-newer" href="/%s#timeline-box"`, map[bool]string{true: "", false: fmt.Sprintf("?older=%d", skip-timelinePage)}[skip == timelinePage])) {
+			t.Errorf("/?older=%d: no link to the newer page", skip)
+		}
+		if !strings.Contains(older, `id="timeline-older"`) {
+			break
+		}
+	}
+	if m := regexp.MustCompile(`\((\d+) kept since`).FindStringSubmatch(page); m == nil || m[1] != strconv.Itoa(kept) {
+		t.Errorf("pages showed %d entries, the timeline says it keeps %v", kept, m)
+	}
+	for _, bad := range []string{"x", "-1", "100000"} {
+		if status, _, _ := b.get("/?older=" + bad); status != http.StatusBadRequest {
+			t.Errorf("/?older=%s: %d, want 400", bad, status)
+		}
+	}
+}
+
+// TestDashboardGroupWatermarks: the group page shows the water marks its
+// source last reported and when, and says so when none were reported.
+func TestDashboardGroupWatermarks(t *testing.T) {
+	clock := nodetest.NewClock()
+	w := newWorld(t, nodetest.Options{Clock: clock.Now})
+	b := signedIn(t, w.node.URL, w.admin)
+	if _, _, page := b.get("/groups/g"); !strings.Contains(page, "No water marks reported yet") {
+		t.Errorf("group page before a report: want no water marks:\n%s", page)
+	}
+	if a := w.j("POST", "/groups/g/watermark", w.w2, `{"low":17,"high":1200}`); a.status != 200 {
+		t.Fatalf("report: %d %s", a.status, a.body)
+	}
+	clock.Advance(3 * time.Minute)
+	_, _, page := b.get("/groups/g")
+	if !strings.Contains(page, `<b id="low">17</b> … <b id="high">1200</b>, last reported 3m00s ago`) {
+		t.Errorf("group page after a report: want low 17, high 1200 reported 3m ago:\n%s", page)
+	}
+}
+
+// TestDeleteGroupEndpoint: DELETE /api/v1/groups/{name} is the admin's
+// only: 409 while the group is held, 404 for an unknown one, 204 for an
+// unheld one, which is gone after.
+func TestDeleteGroupEndpoint(t *testing.T) {
+	w := newWorld(t, nodetest.Options{})
+	if a := w.j("DELETE", "/groups/g", w.w1, ""); a.status != http.StatusForbidden {
+		t.Errorf("a worker deleting g: %d %s, want 403", a.status, a.body)
+	}
+	if a := w.j("DELETE", "/groups/g", w.admin, ""); a.status != http.StatusConflict || !strings.Contains(string(a.body), "held") {
+		t.Errorf("deleting held g: %d %s, want 409 saying it is held", a.status, a.body)
+	}
+	if a := w.j("DELETE", "/groups/nope", w.admin, ""); a.status != http.StatusNotFound {
+		t.Errorf("deleting an unknown group: %d %s, want 404", a.status, a.body)
+	}
+	if a := w.j("PUT", "/groups/x", w.admin, `{"range_size":100}`); a.status != 201 {
+		t.Fatalf("create x: %d %s", a.status, a.body)
+	}
+	if a := w.j("DELETE", "/groups/x", w.admin, ""); a.status != http.StatusNoContent {
+		t.Errorf("deleting x: %d %s, want 204", a.status, a.body)
+	}
+	if a := w.j("GET", "/groups/x", w.admin, ""); a.status != http.StatusNotFound {
+		t.Errorf("x after its deletion: %d, want 404", a.status)
 	}
 }

@@ -73,7 +73,7 @@ type Snapshots interface {
 }
 
 // Reads are the dashboard's reads, the node's health and the operator's
-// whole-node calls (backup, a snapshot dropped).
+// whole-node calls (backup, a snapshot dropped, a group deleted).
 type Reads interface {
 	Overview(ctx context.Context, backlogAge time.Duration) (appliance.Overview, error)
 	GroupRows(ctx context.Context, prefix string, after int64, limit int) ([]appliance.GroupRow, error)
@@ -87,6 +87,7 @@ type Reads interface {
 	DataFreeBytes() int64
 	Backup(ctx context.Context) (*appliance.Backup, error)
 	DropSnapshot(ctx context.Context, name string) (leasehold.Group, error)
+	DeleteGroup(ctx context.Context, name string) error
 }
 
 // Watchman is the node's findings and gauges, on its clock.

@@ -160,6 +160,7 @@ func New(node Node, o Options) *Server {
 	admin(http.MethodPut, "/groups/:name", s.putGroup)
 	admin(http.MethodGet, "/groups", s.listGroups)
 	admin(http.MethodGet, "/groups/:name", s.getGroup)
+	admin(http.MethodDelete, "/groups/:name", s.deleteGroup)
 	admin(http.MethodPost, "/groups/:name/tail", s.planTail)
 	admin(http.MethodPost, "/groups/:name/history", s.planHistory)
 	admin(http.MethodGet, "/groups/:name/ranges", s.listRanges)

@@ -35,11 +35,12 @@ import (
 // writes failed at the attempt limit whatever caused them (a claim lost),
 // as its log does.
 
-// timelineSize bounds the entries kept; the overview shows the newest
-// timelineShown of them.
+// timelineSize bounds the entries kept; the overview shows them
+// timelinePage at a time, newest first, below the counts and the chart,
+// so the page keeps its height however busy the node is.
 const (
-	timelineSize  = 500
-	timelineShown = 50
+	timelineSize = 500
+	timelinePage = 10
 )
 
 // Entry kinds, one a kind of line in the operator's log.
@@ -89,19 +90,21 @@ func (t *timeline) add(e timelineEntry) {
 	}
 }
 
-// newest is up to n entries, newest first.
-func (t *timeline) newest(n int) []timelineEntry {
+// page is up to n entries, newest first, after skipping the newest skip;
+// more says whether older ones are kept past them.
+func (t *timeline) page(skip, n int) (out []timelineEntry, more bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	kept := t.next
 	if t.full {
 		kept = len(t.ring)
 	}
-	out := make([]timelineEntry, 0, min(n, kept))
-	for i := 1; i <= kept && len(out) < n; i++ {
+	skip = max(skip, 0)
+	out = make([]timelineEntry, 0, max(min(n, kept-skip), 0))
+	for i := skip + 1; i <= kept && len(out) < n; i++ {
 		out = append(out, t.ring[(t.next-i+len(t.ring))%len(t.ring)])
 	}
-	return out
+	return out, skip+len(out) < kept
 }
 
 // held says how many entries are kept and since when: the node's start

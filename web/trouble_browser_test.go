@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,19 +183,45 @@ func TestDashboardTroubleInBrowser(t *testing.T) {
 	t.Run("Timeline", func(t *testing.T) {
 		p.t = t
 		p.open("/", `#timeline`)
+		if order := p.js("the order", `String(document.querySelector('#count-groups').compareDocumentPosition(document.querySelector('#timeline')) & Node.DOCUMENT_POSITION_FOLLOWING ? "tiles first" : "timeline first") + " " + String(document.querySelector('#throughput').compareDocumentPosition(document.querySelector('#timeline')) & Node.DOCUMENT_POSITION_FOLLOWING ? "chart first" : "timeline first")`); order != "tiles first chart first" {
+			t.Errorf("overview order: %q, want the tiles and the chart above the timeline", order)
+		}
 		first := p.js("the newest entry", `(function(){var r=document.querySelector('#timeline tbody tr'); return r.dataset.kind + " " + r.querySelector('td[data-label=group] a').getAttribute('href') + " " + r.querySelector('td[data-label=who]').textContent.trim().split(" ")[0]})()`)
 		if !strings.HasPrefix(first, "takeover /groups/") || !strings.HasSuffix(first, " w3") {
 			t.Errorf("the newest timeline entry: %q, want w3's takeover linking its group", first)
 		}
-		// Between them, the admin writes that made the groups and w3.
-		kinds := p.js("the kinds", `Array.from(document.querySelectorAll('#timeline tbody tr')).map(r => r.dataset.kind).filter(k => k !== "admin_write").join(" ")`)
-		if kinds != "takeover range_failed quarantine quarantine" {
-			t.Errorf("timeline kinds but admin writes, newest first: %q, want takeover, range_failed, quarantine twice", kinds)
+		p.shot("dashboard-overview.png")
+		// The timeline is paged: walk it through its "older" links.
+		var kinds []string
+		q1, detail := 0, ""
+		for pages := 1; ; pages++ {
+			if rows, _ := strconv.Atoi(p.js("the rows", `String(document.querySelectorAll('#timeline tbody tr').length)`)); rows < 1 || rows > 10 {
+				t.Fatalf("timeline page %d has %d rows, want 1 to 10", pages, rows)
+			}
+			// Between them, the admin writes that made the groups and w3.
+			if k := p.js("the kinds", `Array.from(document.querySelectorAll('#timeline tbody tr')).map(r => r.dataset.kind).filter(k => k !== "admin_write").join(" ")`); k != "" {
+				kinds = append(kinds, k)
+			}
+			n, _ := strconv.Atoi(p.js("the admin writes", `String(document.querySelectorAll('#timeline tr[data-kind=admin_write] a[href="/groups/q1"]').length)`))
+			q1 += n
+			if d := p.js("the failure", `(function(){var d=document.querySelector('#timeline tr[data-kind=range_failed] td.detail'); return d ? d.textContent : ""})()`); d != "" {
+				detail = d
+			}
+			if p.js("an older page", `String(!!document.querySelector('#timeline-older'))`) != "true" {
+				break
+			}
+			if pages > 10 {
+				t.Fatal("more than 10 timeline pages")
+			}
+			p.click("older", `#timeline-older`)
+			p.until("the older page", fmt.Sprintf(`location.search === "?older=%d" && !!document.querySelector('#timeline-newer')`, pages*10))
 		}
-		if n := p.js("the admin writes", `String(document.querySelectorAll('#timeline tr[data-kind=admin_write] a[href="/groups/q1"]').length)`); n != "2" {
-			t.Errorf("%s admin writes link q1, want 2 (create, plan)", n)
+		if got := strings.Join(kinds, " "); got != "takeover range_failed quarantine quarantine" {
+			t.Errorf("timeline kinds but admin writes, newest first: %q, want takeover, range_failed, quarantine twice", got)
 		}
-		detail := p.js("the failure", `document.querySelector('#timeline tr[data-kind=range_failed] td.detail').textContent`)
+		if q1 != 2 {
+			t.Errorf("%d admin writes link q1, want 2 (create, plan)", q1)
+		}
 		if !strings.Contains(detail, fmt.Sprintf("range %d", failed)) || !strings.Contains(detail, "article 7 malformed") {
 			t.Errorf("the failure's entry says %q, want its range and error", detail)
 		}
@@ -257,13 +284,33 @@ func TestDashboardTroubleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("GroupWatermarks", func(t *testing.T) {
+		p.t = t
+		must("report f's marks", w.j("POST", "/groups/f/watermark", w.w2, `{"low":40,"high":480}`), 200)
+		must("report idle's source error", w.j("POST", "/groups/idle/watermark", w.w2, `{"error":"411 no such group"}`), 200)
+		p.open("/groups/f", `#watermarks`)
+		if marks := p.js("f's marks", `document.querySelector('#watermarks').textContent`); !strings.Contains(marks, "40 … 480, last reported") {
+			t.Errorf("f's page says %q, want its water marks 40 … 480 and when", marks)
+		}
+		p.shot("dashboard-group.png")
+		p.open("/groups/idle", `#source-error`)
+		if e := p.js("idle's source error", `document.querySelector('#source-error').textContent`); !strings.Contains(e, "411 no such group") {
+			t.Errorf("idle's page says %q, want its source error", e)
+		}
+		if marks := p.js("idle's marks", `document.querySelector('#watermarks').textContent`); !strings.Contains(marks, "No water marks") {
+			t.Errorf("idle's page says %q, want no water marks", marks)
+		}
+		p.shot("dashboard-group-source-error.png")
+	})
+
 	t.Run("Phone", func(t *testing.T) {
 		p.t = t
 		p.do("a phone's screen", chromedp.EmulateViewport(390, 844))
 		for _, c := range []struct{ path, sel, shot string }{
 			{"/", "#findings", "dashboard-overview-phone.png"},
 			{"/groups", "#groups", "dashboard-groups-phone.png"},
-			{"/groups/f", "#lease", "dashboard-group-phone.png"},
+			{"/groups/f", "#watermarks", "dashboard-group-phone.png"},
+			{"/groups/idle", "#source-error", "dashboard-group-source-error-phone.png"},
 			{"/nodes", "#nodes", "dashboard-nodes-phone.png"},
 			{"/fleet", "#alone", "dashboard-fleet-phone.png"},
 		} {

@@ -125,9 +125,17 @@ func (a *adminCmd) groupsRanges(fs *flag.FlagSet) verbFunc {
 		if a.op.json {
 			return a.printJSON(rs)
 		}
+		names, err := a.nodeNames(ctx)
+		if err != nil {
+			return err
+		}
 		return a.table([]string{"ID", "START", "END", "NEXT", "STATUS", "PRIORITY", "NODE", "ATTEMPTS", "LAST_ERROR"}, len(rs), func(i int) []any {
 			r := rs[i]
-			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, optInt(r.NodeID), r.Attempts, lastError(r)}
+			node := optInt(r.NodeID)
+			if r.NodeID != nil && names[*r.NodeID] != "" {
+				node = names[*r.NodeID]
+			}
+			return []any{r.ID, r.Start, r.End, r.Next, r.Status, r.Priority, node, r.Attempts, lastError(r)}
 		})
 	}
 }
@@ -170,6 +178,20 @@ func (a *adminCmd) groupWrite(ctx context.Context, args []string, write func(con
 		return a.printJSON(g)
 	}
 	fmt.Fprintf(a.stdout, done, g.Name)
+	return nil
+}
+
+func (a *adminCmd) groupsDelete(ctx context.Context, args []string) error {
+	if err := wantArgs(args, "NAME"); err != nil {
+		return err
+	}
+	if err := a.c.DeleteGroup(ctx, args[0]); err != nil {
+		return err
+	}
+	if a.op.json {
+		return a.printJSON(map[string]string{"deleted": args[0]})
+	}
+	fmt.Fprintf(a.stdout, "group %s deleted with its ranges and window\n", args[0])
 	return nil
 }
 

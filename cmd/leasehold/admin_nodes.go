@@ -189,12 +189,15 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 	if err := wantArgs(args); err != nil {
 		return err
 	}
-	ns, err := a.c.Nodes(ctx)
+	ns, now, err := a.c.NodesAt(ctx)
 	if err != nil {
 		return err
 	}
 	if a.op.json {
 		return a.printJSON(ns)
+	}
+	if now.IsZero() { // a node that sends no Date: this machine's clock
+		now = time.Now()
 	}
 	return a.table([]string{"ID", "NAME", "KINDS", "STATE", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
 		n := ns[i]
@@ -204,10 +207,24 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 		}
 		seen := "never"
 		if n.LastSeenAt != nil {
-			seen = time.Since(*n.LastSeenAt).Round(time.Second).String() + " ago"
+			seen = max(now.Sub(*n.LastSeenAt), 0).Round(time.Second).String() + " ago"
 		}
 		return []any{n.ID, n.Name, strings.Join(n.Kinds, ","), n.State, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
 	})
+}
+
+// nodeNames is the worker nodes' names by id, for tables that name the
+// node a row concerns (a node deleted since keeps its id there).
+func (a *adminCmd) nodeNames(ctx context.Context) (map[int64]string, error) {
+	ns, err := a.c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[int64]string, len(ns))
+	for _, n := range ns {
+		names[n.ID] = n.Name
+	}
+	return names, nil
 }
 
 // nodeID takes a node's id or looks its name up.

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
@@ -146,5 +149,30 @@ func TestSnapshot(t *testing.T) {
 				t.Errorf("got %v, want a usage error", err)
 			}
 		})
+	}
+}
+
+// TestSnapshotPutRefusedBeforeUpload: `snapshot put` of a held group is
+// refused before any of the file is sent: the progress bar, drawn as the
+// file is read for sending, is never drawn.
+func TestSnapshotPutRefusedBeforeUpload(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	heldGroup(t, n, "alt.held")
+	window := filepath.Join(t.TempDir(), "w.gz")
+	big := make([]byte, 8<<20)
+	for i := range big {
+		big[i] = byte(i * 7919 >> 3)
+	}
+	if err := os.WriteFile(window, gzipped(t, big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(n.URL, n.AdminToken)
+	var stdout, stderr bytes.Buffer
+	err := snapshotPut(context.Background(), c, "alt.held", window, 1, false, true, &stdout, &stderr)
+	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("snapshot put of a held group: %v, want a conflict saying it is held", err)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("snapshot put drew %q before the refusal, want nothing drawn", stderr.String())
 	}
 }

@@ -84,8 +84,13 @@ func (rec *recorder) close() {
 func (rec *recorder) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := &capture{limit: maxRecordedBody}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &teeBody{ReadCloser: r.Body, c: in}
+		if body := r.Body; body != nil && body != http.NoBody {
+			r.Body = &teeBody{ReadCloser: body, c: in}
+			// The server looks at the request's own body once the
+			// handler is done: given back, a body the handler refused
+			// unread under Expect: 100-continue is left unsent, as
+			// without the recorder, instead of being drained.
+			defer func() { r.Body = body }()
 		}
 		out := &recordingWriter{ResponseWriter: w, body: capture{limit: maxRecordedBody}}
 		next.ServeHTTP(out, r)
