@@ -104,6 +104,8 @@ func (w *authWorld) routes() []route {
 		{"PUT", "/api/v1/groups/:name", "/api/v1/groups/m", `{}`, 201, 403, false},
 		{"GET", "/api/v1/groups", "/api/v1/groups", "", 200, 403, false},
 		{"GET", "/api/v1/groups/:name", "/api/v1/groups/g", "", 200, 403, false},
+		// A deletion that passes auth and finds no group, so g stays.
+		{"DELETE", "/api/v1/groups/:name", "/api/v1/groups/nosuch", "", 404, 403, false},
 		{"POST", "/api/v1/groups/:name/tail", "/api/v1/groups/g/tail", `{"high":1000}`, 200, 403, false},
 		{"POST", "/api/v1/groups/:name/history", "/api/v1/groups/g/history", `{"low":1}`, 200, 403, false},
 		{"GET", "/api/v1/groups/:name/ranges", "/api/v1/groups/g/ranges", "", 200, 403, false},
