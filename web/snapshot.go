@@ -24,7 +24,8 @@ import (
 // Snapshot bodies stream straight between the connection and the file:
 // never buffered whole, so memory stays flat for any size.
 
-func (s *Server) putSnapshot(c echo.Context) error {
+func (s *Server) putSnapshot(c echo.Context) (err error) {
+	defer closeOnRefusal(c, &err)
 	gid, err := pathID(c, "group")
 	if err != nil {
 		return err
@@ -36,7 +37,8 @@ func (s *Server) putSnapshot(c echo.Context) error {
 	return s.storeSnapshot(c, gid, nodeOf(c).ID, fence, false)
 }
 
-func (s *Server) adminPutSnapshot(c echo.Context) error {
+func (s *Server) adminPutSnapshot(c echo.Context) (err error) {
+	defer closeOnRefusal(c, &err)
 	name, err := groupName(c)
 	if err != nil {
 		return err
@@ -50,6 +52,16 @@ func (s *Server) adminPutSnapshot(c echo.Context) error {
 		return err
 	}
 	return s.storeSnapshot(c, g.ID, 0, 0, force)
+}
+
+// closeOnRefusal answers a refused upload on a connection that then
+// closes. Kept open, Go's server would first read up to 256 KiB of the
+// body the refusal left unread, so a slow sender (a former holder
+// trickling bytes) would not hear its refusal for as long as that takes.
+func closeOnRefusal(c echo.Context, err *error) {
+	if *err != nil && !c.Response().Committed {
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
 }
 
 func requiredQuery(c echo.Context, name string) (int64, error) {
