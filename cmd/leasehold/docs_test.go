@@ -69,6 +69,20 @@ func docCommands(t *testing.T, file string) []docCommand {
 	return out
 }
 
+// onlyFlags reports whether args are flags with their values and no
+// command: "admin --url U --data D" as a shell variable holds it.
+func onlyFlags(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		if !strings.HasPrefix(args[i], "-") {
+			return false
+		}
+		if !strings.Contains(args[i], "=") {
+			i++ // its value
+		}
+	}
+	return true
+}
+
 // shellWords splits a command line as the shell would, enough for the
 // docs: quotes, and any $VAR or $(…) stands for one word.
 func shellWords(s string) []string {
@@ -144,8 +158,12 @@ func TestDocsCommandLines(t *testing.T) {
 	for _, c := range cmds {
 		for _, words := range expand(shellWords(c.text)) {
 			args := words[1:]
-			if len(args) == 1 || (len(args) == 2 && args[0] == "admin") {
+			if len(args) == 1 || (args[0] == "admin" && onlyFlags(args[1:])) {
 				args = append(args, "-h")
+			}
+			// A loop's counter ($i) stands for its first value.
+			for j, a := range args {
+				args[j] = strings.ReplaceAll(a, "$i", "1")
 			}
 			var err error
 			var out strings.Builder
