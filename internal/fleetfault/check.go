@@ -733,7 +733,7 @@ func windowHoles(final *Final) ([]string, int) {
 func (r *Report) Print(w io.Writer) {
 	const show = 8
 	fmt.Fprintln(w, "==== fleetfault summary ====")
-	fmt.Fprintf(w, "faults by kind: kill %d, pause %d, partition %d\n", r.FaultsByKind["kill"], r.FaultsByKind["pause"], r.FaultsByKind["partition"])
+	fmt.Fprintf(w, "faults by kind: kill %d, pause %d, partition %d, upgrade %d\n", r.FaultsByKind["kill"], r.FaultsByKind["pause"], r.FaultsByKind["partition"], r.FaultsByKind["upgrade"])
 	var lat []time.Duration
 	for _, f := range r.Faults {
 		first := "none"

@@ -1,7 +1,8 @@
 // Command fleetfault runs the fleet fault harness (package
 // internal/fleetfault): three leasehold nodes in network namespaces of
 // their own, recording workers, kills, pauses and partitions one at a
-// time, and the check of the history. It prints the figures and exits 1
+// time (or, with -from-bin, a rolling upgrade from one build to another),
+// and the check of the history. It prints the figures and exits 1
 // on any violation, 2 on bad flags, 3 when the run could not be carried
 // out. scripts/fleetfault.sh builds it and runs it.
 package main
