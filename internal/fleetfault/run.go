@@ -611,6 +611,9 @@ func (r *run) faults(ctx context.Context) {
 // done, for at most within; with windows it reads the final windows too.
 func (r *run) converge(ctx context.Context, within time.Duration, windows bool) (*Final, bool) {
 	deadline := time.Now().Add(within)
+	// What it waits for, said every 15 s: a slow drain names its cause
+	// even when it ends in time.
+	said := time.Now()
 	for {
 		final := r.read(ctx)
 		if ok := len(unconverged(final)) == 0 && len(final.Unsettled) == 0; ok || time.Now().After(deadline) || ctx.Err() != nil {
@@ -618,6 +621,11 @@ func (r *run) converge(ctx context.Context, within time.Duration, windows bool) 
 				r.readWindows(ctx, final)
 			}
 			return final, ok
+		}
+		if time.Since(said) >= 15*time.Second {
+			left := append(unconverged(final), final.Unsettled...)
+			r.logf("  still waiting for %d: e.g. %s", len(left), first(left))
+			said = time.Now()
 		}
 		sleepCtx(ctx, time.Second)
 	}
