@@ -90,7 +90,7 @@ func (u *UpgradeFigures) Print(w io.Writer) {
 	fmt.Fprintf(w, "upgrade: from %s to %s, %d node(s) replaced one at a time under the load\n", u.From, u.To, len(u.Replacements))
 	var ready []time.Duration
 	for _, p := range u.Replacements {
-		how := "SIGKILL"
+		how := "SIGKILL, gone in"
 		if p.Stop == ReplaceTerm {
 			how = "SIGTERM, exited in"
 			if !p.Graceful {
