@@ -20,6 +20,7 @@
 #
 # Usage: scripts/fleetfault.sh [--short|--long] [--skip-if-unsupported]
 #          [--start serial|together] [--kills N --pauses N --partitions N] [--out DIR]
+#          [--nats external] [--upgrade-from REV [--replace term|kill] [--downgrade]]
 #   --short    one fault of each kind, serial start, under three minutes
 #   --long     twenty faults of each kind
 #   --skip-if-unsupported  exit 0, saying why, when not root or ip netns
@@ -94,6 +95,21 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
+# The upgrade's revision, checked before anything is built or made.
+[ -z "$downgrade" ] || [ -n "$upgrade" ] || {
+	echo "fleetfault: --downgrade needs --upgrade-from REV" >&2
+	exit 2
+}
+if [ -n "$upgrade" ] && [ "$upgrade" != self ]; then
+	if [ "$upgrade" = previous ]; then
+		upgrade=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD^ 2>/dev/null || echo HEAD^)
+	fi
+	rev=$(git rev-parse --verify -q "$upgrade^{commit}") || {
+		echo "fleetfault: --upgrade-from $upgrade: no such revision here" >&2
+		exit 2
+	}
+fi
+
 unsupported() {
 	if [ -n "$skip" ]; then
 		echo "fleetfault: SKIPPED: $*"
@@ -156,20 +172,10 @@ if [ -n "$external" ]; then
 	go build -o "$tmp/natsd" ./internal/fleetfault/cmd/natsd
 	args+=(--natsd "$tmp/natsd")
 fi
-[ -z "$downgrade" ] || [ -n "$upgrade" ] || {
-	echo "fleetfault: --downgrade needs --upgrade-from REV" >&2
-	exit 2
-}
 if [ -n "$upgrade" ]; then
-	if [ "$upgrade" = previous ]; then
-		upgrade=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD^ 2>/dev/null || echo HEAD^)
-	fi
 	from="$tmp/leasehold"
 	if [ "$upgrade" = self ]; then
 		echo "fleetfault: upgrade mode: this checkout's build against itself"
-	elif ! rev=$(git rev-parse --verify -q "$upgrade^{commit}"); then
-		echo "fleetfault: --upgrade-from $upgrade: no such revision here" >&2
-		exit 2
 	elif [ "$rev" = "$(git rev-parse HEAD)" ] && git diff --quiet HEAD; then
 		echo "fleetfault: upgrade mode: $upgrade is HEAD and the tree is clean: this build against itself"
 	else
