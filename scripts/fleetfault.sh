@@ -20,6 +20,7 @@
 #
 # Usage: scripts/fleetfault.sh [--short|--long] [--skip-if-unsupported]
 #          [--start serial|together] [--kills N --pauses N --partitions N] [--out DIR]
+#          [--nats external] [--upgrade-from REV [--replace term|kill] [--downgrade]]
 #   --short    one fault of each kind, serial start, under three minutes
 #   --long     twenty faults of each kind
 #   --skip-if-unsupported  exit 0, saying why, when not root or ip netns
@@ -30,6 +31,23 @@
 #              cluster apart (internal/fleetfault/cmd/natsd, built from the
 #              module leasehold depends on), one beside each node on the
 #              route network; each fault hits the node's NATS server too
+#   --upgrade-from REV  the upgrade mode: the fleet starts on the build of
+#              git revision REV (built from `git archive REV` in a
+#              temporary directory, so any revision of a clone with its
+#              history that builds will do) and, under the load, each node
+#              in turn is stopped with SIGTERM (`--replace kill`: SIGKILL),
+#              started on this checkout's build with the same data, and
+#              waited for (its /readyz, then every node ready and seeing
+#              every member up) before the next; no faults unless asked.
+#              REV `self` is this checkout's build against itself (so is
+#              HEAD on a clean tree); `previous` (or --upgrade alone) is
+#              the newest release tag (v*) before HEAD, else HEAD^ (on
+#              main, a merge's first parent: main before it). Every check
+#              gates, as in the other modes; the summary adds each
+#              replacement's stop, time to ready and settle, and the
+#              finishes acknowledged before the last one (none may be lost)
+#   --downgrade  with --upgrade-from: the other way round, this checkout's
+#              build first, replaced by REV's
 # Other flags go to the harness (fleetfault -h lists them). Needs root and
 # iproute2.
 set -euo pipefail
@@ -38,6 +56,8 @@ cd "$(dirname "$0")/.."
 mode=(--short)
 args=()
 external=""
+upgrade=""
+downgrade=""
 out=""
 skip=""
 while [ $# -gt 0 ]; do
@@ -55,6 +75,13 @@ while [ $# -gt 0 ]; do
 		args+=("$1" "$2")
 		shift
 		;;
+	--upgrade) upgrade=previous ;;
+	--upgrade-from)
+		upgrade=$2
+		shift
+		;;
+	--upgrade-from=*) upgrade=${1#--upgrade-from=} ;;
+	--downgrade) downgrade=1 ;;
 	--nats=external)
 		external=1
 		args+=("$1")
@@ -67,6 +94,21 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+
+# The upgrade's revision, checked before anything is built or made.
+[ -z "$downgrade" ] || [ -n "$upgrade" ] || {
+	echo "fleetfault: --downgrade needs --upgrade-from REV" >&2
+	exit 2
+}
+if [ -n "$upgrade" ] && [ "$upgrade" != self ]; then
+	if [ "$upgrade" = previous ]; then
+		upgrade=$(git describe --tags --abbrev=0 --match 'v[0-9]*' HEAD^ 2>/dev/null || echo HEAD^)
+	fi
+	rev=$(git rev-parse --verify -q "$upgrade^{commit}") || {
+		echo "fleetfault: --upgrade-from $upgrade: no such revision here" >&2
+		exit 2
+	}
+fi
 
 unsupported() {
 	if [ -n "$skip" ]; then
@@ -115,11 +157,42 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 echo "fleetfault: building leasehold and the harness"
-go build -o "$tmp/leasehold" ./cmd/leasehold
+bin="$tmp/leasehold"
+# Stamped with the checkout's revision (+dirty for changes not committed)
+# where git knows it, so `leasehold version` names the build even where
+# GOFLAGS turns the toolchain's VCS stamp off: the upgrade mode prints it.
+stamp=()
+if head=$(git rev-parse -q --verify HEAD 2>/dev/null); then
+	git diff --quiet HEAD 2>/dev/null || head="$head+dirty"
+	stamp=(-ldflags "-X github.com/leasehold/leasehold.buildRevision=$head")
+fi
+go build "${stamp[@]}" -o "$tmp/leasehold" ./cmd/leasehold
 go build -o "$tmp/fleetfault" ./internal/fleetfault/cmd/fleetfault
 if [ -n "$external" ]; then
 	go build -o "$tmp/natsd" ./internal/fleetfault/cmd/natsd
 	args+=(--natsd "$tmp/natsd")
+fi
+if [ -n "$upgrade" ]; then
+	from="$tmp/leasehold"
+	if [ "$upgrade" = self ]; then
+		echo "fleetfault: upgrade mode: this checkout's build against itself"
+	elif [ "$rev" = "$(git rev-parse HEAD)" ] && git diff --quiet HEAD; then
+		echo "fleetfault: upgrade mode: $upgrade is HEAD and the tree is clean: this build against itself"
+	else
+		echo "fleetfault: upgrade mode: building $upgrade (${rev:0:12}) from git archive"
+		mkdir "$tmp/from-src"
+		git archive --format=tar "$rev" | tar -x -C "$tmp/from-src"
+		# Stamped with its revision, so `leasehold version` names it in the
+		# summary (an archive has no VCS data).
+		(cd "$tmp/from-src" && go build -ldflags "-X github.com/leasehold/leasehold.buildRevision=$rev" \
+			-o "$tmp/leasehold-from" ./cmd/leasehold)
+		from="$tmp/leasehold-from"
+	fi
+	if [ -n "$downgrade" ]; then
+		bin=$from
+		from="$tmp/leasehold"
+	fi
+	args+=(--from-bin "$from")
 fi
 
 # A bound on the whole run: --long makes 60 faults of about 20s each.
@@ -134,7 +207,7 @@ rc=0
 # In the background, so that a signal to this script runs the trap at once
 # (bash runs traps only between commands) and is passed on to the harness.
 timeout --signal=TERM --kill-after=30 "$limit" \
-	"$tmp/fleetfault" "${mode[@]}" "${skipflag[@]}" --bin "$tmp/leasehold" --out "$out" --prefix "$prefix" "${args[@]}" &
+	"$tmp/fleetfault" "${mode[@]}" "${skipflag[@]}" --bin "$bin" --out "$out" --prefix "$prefix" "${args[@]}" &
 child=$!
 wait "$child" || rc=$?
 child=""

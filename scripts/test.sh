@@ -115,6 +115,12 @@ bash scripts/fleetfault.sh --short --gate all --skip-if-unsupported
 # each fault hitting a node's NATS server too: every check gates.
 echo "test: scripts/fleetfault.sh --short --nats external --gate all --skip-if-unsupported"
 bash scripts/fleetfault.sh --short --nats external --gate all --skip-if-unsupported
+# A rolling upgrade under the load, this build against itself (about
+# 90 s with the builds): each node in turn stopped with SIGTERM and
+# started again on its data, waited for before the next; every check
+# gates. RELIABILITY.md has the run from the previous release.
+echo "test: scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsupported"
+bash scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsupported
 echo "test: scripts/check-systemd.sh"
 bash scripts/check-systemd.sh
 echo "test: scripts/crashtest.sh --kills 5"

@@ -192,6 +192,8 @@ type Report struct {
 	// Other are problems the run found outside the history (a node that
 	// did not come up, a fault that could not be made).
 	Other []string
+	// Upgrade is the upgrade mode's figures, nil in other runs.
+	Upgrade *UpgradeFigures
 
 	// TakeoverBound, when set, is the liveness figure's bound: a fault
 	// that lasts longer should see the faulted node's groups taken over
@@ -731,7 +733,7 @@ func windowHoles(final *Final) ([]string, int) {
 func (r *Report) Print(w io.Writer) {
 	const show = 8
 	fmt.Fprintln(w, "==== fleetfault summary ====")
-	fmt.Fprintf(w, "faults by kind: kill %d, pause %d, partition %d\n", r.FaultsByKind["kill"], r.FaultsByKind["pause"], r.FaultsByKind["partition"])
+	fmt.Fprintf(w, "faults by kind: kill %d, pause %d, partition %d, upgrade %d\n", r.FaultsByKind["kill"], r.FaultsByKind["pause"], r.FaultsByKind["partition"], r.FaultsByKind["upgrade"])
 	var lat []time.Duration
 	for _, f := range r.Faults {
 		first := "none"
@@ -776,7 +778,7 @@ func (r *Report) Print(w io.Writer) {
 			byKind[f.Kind] = append(byKind[f.Kind], d)
 		}
 	}
-	for _, k := range []string{"kill", "pause", "partition"} {
+	for _, k := range []string{"kill", "pause", "partition", "upgrade"} {
 		if ds := byKind[k]; len(ds) > 0 {
 			slices.Sort(ds)
 			fmt.Fprintf(w, "  %-9s takeover: %d of %d faults, min %.1fs, median %.1fs, max %.1fs\n", k, len(ds), r.FaultsByKind[k],
@@ -788,6 +790,9 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  liveness: %s (claim TTL + 5s)\n", l)
 		}
 		fmt.Fprintf(w, "liveness (reported, not counted as violations): of %d faults longer than %s with groups in work, %d left some not taken over within it\n", r.long, b, len(r.Late))
+	}
+	if r.Upgrade != nil {
+		r.Upgrade.Print(w)
 	}
 	fmt.Fprintf(w, "calls by kind/status: %s\n", fmtCounts(r.CallsByKind))
 	fmt.Fprintf(w, "leases granted: %d; acknowledged holder calls checked: %d\n", r.Leases, r.AckedHolderCalls)

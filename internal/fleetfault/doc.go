@@ -17,6 +17,16 @@
 // that, at the end, cover every planned id as one uninterrupted pass
 // would. It also figures each fault's takeover latency.
 //
+// The upgrade mode (Config.FromBin, upgrade.go) is a rolling upgrade
+// under the same load and checks: the fleet starts on an older build,
+// and each node in turn is stopped (SIGTERM, or SIGKILL), started on the
+// new build with its data directory, and waited for (its /readyz, then
+// every node ready and seeing every member up) before the next. Each
+// replacement is held as a fault of kind "upgrade"; the summary adds how
+// long each took, and the finishes acknowledged before the last one,
+// none of which may be lost. The nodes' flags are the harness's, so both
+// builds must know them.
+//
 // scripts/fleetfault.sh builds the binary and runs the harness
 // (internal/fleetfault/cmd/fleetfault); it needs root and `ip netns`.
 package fleetfault

@@ -26,11 +26,11 @@ func newNATS(cfg *Config, nn NetNode, routes []string) (*Node, error) {
 		return nil, err
 	}
 	nn.Name = name
-	args := []string{"netns", "exec", nn.NS, cfg.NATSBin, "-name", name, "-dir", dir,
+	args := []string{"-name", name, "-dir", dir,
 		"-listen", fmt.Sprintf("%s:%d", nn.RouteIP, NATSPort),
 		"-cluster", fmt.Sprintf("%s:%d", nn.RouteIP, RoutePort),
 		"-routes", strings.Join(routes, ","), "-token-file", cfg.secretFile}
-	return &Node{NetNode: nn, Dir: dir, args: args, log: log}, nil
+	return &Node{NetNode: nn, Dir: dir, bin: cfg.NATSBin, args: args, log: log}, nil
 }
 
 // startNATS starts the external NATS servers together (a JetStream

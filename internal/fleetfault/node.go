@@ -14,11 +14,13 @@ import (
 )
 
 // Node is one `leasehold serve` process in its namespace, started again
-// on the same data directory after a kill.
+// on the same data directory after a kill, or on another build (SetBin)
+// in the upgrade mode.
 type Node struct {
 	NetNode
 	Dir  string
-	args []string
+	bin  string   // the leasehold binary the next Start runs
+	args []string // its arguments after `ip netns exec NS BIN`
 	log  *os.File
 
 	mu     sync.Mutex
@@ -66,7 +68,13 @@ func newNode(cfg *Config, nw *Net, nn NetNode, routes []string) (*Node, error) {
 		}
 		nats = []string{"--nats", strings.Join(urls, ",")}
 	}
-	args := []string{"netns", "exec", nn.NS, cfg.Bin, "serve",
+	// The upgrade mode starts the fleet on the older build. Every flag
+	// here must be one both builds know.
+	bin := cfg.Bin
+	if cfg.FromBin != "" {
+		bin = cfg.FromBin
+	}
+	args := []string{"serve",
 		"--name", nn.Name, "--data", dir,
 		"--listen", nn.HTTPAddr()}
 	args = append(args, nats...)
@@ -79,7 +87,14 @@ func newNode(cfg *Config, nw *Net, nn NetNode, routes []string) (*Node, error) {
 	if cfg.LogLevel != "" {
 		args = append(args, "--log-level", cfg.LogLevel)
 	}
-	return &Node{NetNode: nn, Dir: dir, args: args, log: log}, nil
+	return &Node{NetNode: nn, Dir: dir, bin: bin, args: args, log: log}, nil
+}
+
+// SetBin makes the next Start run bin: the upgrade of a stopped node.
+func (n *Node) SetBin(bin string) {
+	n.mu.Lock()
+	n.bin = bin
+	n.mu.Unlock()
 }
 
 // Start runs the node. `ip netns exec` execs the binary in place, so the
@@ -87,8 +102,8 @@ func newNode(cfg *Config, nw *Net, nn NetNode, routes []string) (*Node, error) {
 func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	fmt.Fprintf(n.log, "--- fleetfault: starting %s at %s\n", n.Name, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command("ip", n.args...)
+	fmt.Fprintf(n.log, "--- fleetfault: starting %s (%s) at %s\n", n.Name, n.bin, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command("ip", append([]string{"netns", "exec", n.NS, n.bin}, n.args...)...)
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	cmd.Env = nodeEnv()
 	if err := cmd.Start(); err != nil {
@@ -162,26 +177,35 @@ func (n *Node) Running() bool {
 	}
 }
 
-// Close ends the node: SIGCONT if it is paused, SIGTERM, then SIGKILL
-// after grace.
+// Close ends the node (Stop) and closes its log.
 func (n *Node) Close(grace time.Duration) {
+	n.Stop(grace)
+	n.log.Close()
+}
+
+// Stop ends the node as a service manager would: SIGCONT if it is
+// paused, SIGTERM, then SIGKILL after grace. It reports whether the node
+// exited on the SIGTERM within grace (true too when it was not running).
+func (n *Node) Stop(grace time.Duration) bool {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
 	n.mu.Unlock()
-	if cmd != nil {
-		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(grace):
-			cmd.Process.Signal(syscall.SIGKILL)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-			}
-		}
+	if cmd == nil {
+		return true
 	}
-	n.log.Close()
+	cmd.Process.Signal(syscall.SIGCONT)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return true
+	case <-time.After(grace):
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+	}
+	return false
 }
 
 // probe answers the status of GET path at the node, -1 for no answer,

@@ -64,6 +64,14 @@ type Config struct {
 	// node's groups in work were not all granted or owned elsewhere within
 	// that a violation (it is reported either way).
 	RequireTakeover bool
+	// FromBin, when set, is the upgrade mode (upgrade.go): the fleet
+	// starts on this build, and after the settle each node in turn is
+	// stopped, started on Bin with its data and waited for; the faults,
+	// if any, come after, on the new build. Replace is how a node is
+	// stopped (ReplaceTerm, SIGKILL after StopGrace; or ReplaceKill).
+	FromBin   string
+	Replace   string
+	StopGrace time.Duration
 
 	Settle      time.Duration // load before the first fault
 	Gap         time.Duration // after each fault is healed
@@ -126,6 +134,8 @@ type run struct {
 	// nats is, in the external mode, the NATS server in each node's
 	// namespace, by node name.
 	nats map[string]*Node
+	// replaced are the upgrade mode's replacements done.
+	replaced []Replacement
 }
 
 func (r *run) since() time.Duration { return time.Since(r.t0) }
@@ -229,6 +239,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	r.logf("load: %d workers a node, %d groups, ranges of %d ids, the tail kept %d ranges ahead of the work", cfg.WorkersPerNode, cfg.Groups, cfg.RangeSize, cfg.PlanAhead)
 
 	if sleepCtx(ctx, cfg.Settle) == nil {
+		if cfg.FromBin != "" {
+			r.upgrade(ctx)
+		}
 		r.faults(ctx)
 	}
 	stopPlan()
@@ -271,6 +284,10 @@ func (r *run) result(final *Final) *Report {
 	rep := Check(calls, faults, final)
 	rep.CheckTakeovers(r.cfg.ClaimTTL+5*time.Second, r.cfg.RequireTakeover)
 	rep.Other = append(rep.Other, r.other...)
+	if r.cfg.FromBin != "" {
+		ctx := context.Background()
+		rep.Upgrade = upgradeFigures(buildName(ctx, r.cfg.FromBin), buildName(ctx, r.cfg.Bin), r.replaced, calls, rep)
+	}
 	return rep
 }
 
@@ -594,6 +611,9 @@ func (r *run) faults(ctx context.Context) {
 // done, for at most within; with windows it reads the final windows too.
 func (r *run) converge(ctx context.Context, within time.Duration, windows bool) (*Final, bool) {
 	deadline := time.Now().Add(within)
+	// What it waits for, said every 15 s: a slow drain names its cause
+	// even when it ends in time.
+	said := time.Now()
 	for {
 		final := r.read(ctx)
 		if ok := len(unconverged(final)) == 0 && len(final.Unsettled) == 0; ok || time.Now().After(deadline) || ctx.Err() != nil {
@@ -601,6 +621,11 @@ func (r *run) converge(ctx context.Context, within time.Duration, windows bool) 
 				r.readWindows(ctx, final)
 			}
 			return final, ok
+		}
+		if time.Since(said) >= 15*time.Second {
+			left := append(unconverged(final), final.Unsettled...)
+			r.logf("  still waiting for %d: e.g. %s", len(left), first(left))
+			said = time.Now()
 		}
 		sleepCtx(ctx, time.Second)
 	}

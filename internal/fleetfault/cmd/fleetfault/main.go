@@ -1,7 +1,8 @@
 // Command fleetfault runs the fleet fault harness (package
 // internal/fleetfault): three leasehold nodes in network namespaces of
 // their own, recording workers, kills, pauses and partitions one at a
-// time, and the check of the history. It prints the figures and exits 1
+// time (or, with -from-bin, a rolling upgrade from one build to another),
+// and the check of the history. It prints the figures and exits 1
 // on any violation, 2 on bad flags, 3 when the run could not be carried
 // out. scripts/fleetfault.sh builds it and runs it.
 package main
@@ -46,6 +47,9 @@ func mainExit(ctx context.Context, args []string) int {
 	logLevel := fs.String("log-level", "", "the nodes' --log-level (default info; debug adds the NATS servers' leader elections and routes to the node logs)")
 	natsMode := fs.String("nats", "embedded", `the fleet's NATS: "embedded" (each node's own server, clustered over the routes) or "external" (a three-server nats-server cluster apart, one natsd beside each node, hit by every fault as its node is; needs --natsd)`)
 	natsd := fs.String("natsd", "", "the natsd binary (internal/fleetfault/cmd/natsd), for --nats external")
+	fromBin := fs.String("from-bin", "", "the upgrade mode: start the fleet on this leasehold build and, under the load, replace each node in turn with --bin on the same data (no faults unless --kills, --pauses or --partitions ask; they come after)")
+	replace := fs.String("replace", fleetfault.ReplaceTerm, `how the upgrade mode stops a node: "term" (SIGTERM, SIGKILL after --stop-grace) or "kill" (SIGKILL)`)
+	stopGrace := fs.Duration("stop-grace", 20*time.Second, "how long the upgrade mode waits for a node to exit on SIGTERM")
 	requireTakeover := fs.Bool("require-takeover", false, "fail the run when a pause or partition longer than the claim TTL + 5s leaves some of its node's groups in work neither granted nor owned elsewhere within that")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -66,6 +70,15 @@ func mainExit(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "fleetfault: --short or --long, not both")
 		return 2
 	}
+	if *fromBin != "" {
+		// An upgrade run replaces nodes; it faults them only when asked.
+		cfg.Kills, cfg.Pauses, cfg.Partitions = 0, 0, 0
+	}
+	if *replace != fleetfault.ReplaceTerm && *replace != fleetfault.ReplaceKill {
+		fmt.Fprintf(os.Stderr, "fleetfault: --replace %q: want term or kill\n", *replace)
+		return 2
+	}
+	cfg.FromBin, cfg.Replace, cfg.StopGrace = *fromBin, *replace, *stopGrace
 	if *kills >= 0 {
 		cfg.Kills = *kills
 	}
@@ -118,6 +131,9 @@ func mainExit(ctx context.Context, args []string) int {
 	}
 	fmt.Printf("fleetfault: %d kills, %d pauses, %d partitions; %s start; lease TTL %s, claim TTL %s; %d groups, %d workers a node; a partition takes a node's route veth down at the hub; %s NATS\n",
 		cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Start, cfg.LeaseTTL, cfg.ClaimTTL, cfg.Groups, cfg.WorkersPerNode, *natsMode)
+	if cfg.FromBin != "" {
+		fmt.Printf("fleetfault: upgrade mode: the fleet starts on %s; each node in turn is stopped (%s) and started on %s\n", cfg.FromBin, cfg.Replace, cfg.Bin)
+	}
 	t0 := time.Now()
 	rep, err := fleetfault.Run(ctx, cfg, os.Stdout)
 	if err != nil {
