@@ -111,6 +111,15 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 	}))
 	type held struct{ group, fence, rangeID int64 }
 	var leases []held
+	// inWork keeps the range a call answered as the lease's range in work.
+	inWork := func(l *held, r *leasehold.Range, err error) {
+		if err == nil {
+			l.rangeID = 0
+			if r != nil {
+				l.rangeID = r.ID
+			}
+		}
+	}
 	fast := 0
 	for step := range steps {
 		clock.now = clock.now.Add(time.Second)
@@ -134,10 +143,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 			op = "next"
 			err = db.Write(ctx, func(tx *Tx) error {
 				r, err := tx.NextRange(l.group, node, l.fence, -10, 10, 0, maxAttempts)
-				l.rangeID = 0
-				if r != nil {
-					l.rangeID = r.ID
-				}
+				inWork(l, r, err)
 				return err
 			})
 		case k < 7:
@@ -162,12 +168,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 			}
 			err = db.Write(ctx, func(tx *Tx) error {
 				r, err := tx.FinishNext(l.group, node, fence, l.rangeID, headers, -10, 10, 0, maxAttempts)
-				if err == nil {
-					l.rangeID = 0
-					if r != nil {
-						l.rangeID = r.ID
-					}
-				}
+				inWork(l, r, err)
 				return err
 			})
 		case k < 8:
