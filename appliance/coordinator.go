@@ -546,18 +546,6 @@ func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int6
 		if err := tx.TouchNode(nodeID); err != nil {
 			return err
 		}
-		if done != nil {
-			gid, err := tx.RangeGroup(done.Range)
-			if err != nil {
-				return err
-			}
-			if gid != groupID {
-				return leasehold.Errorf(leasehold.KindUnprocessable, "range %d is not of group %d", done.Range, groupID)
-			}
-			if _, err := tx.Finish(done.Range, nodeID, fence, done.Headers); err != nil {
-				return err
-			}
-		}
 		bmin, bmax, err := tx.NodeBand(nodeID)
 		if err != nil {
 			return err
@@ -565,7 +553,11 @@ func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int6
 		if tailOnly {
 			bmax = min(bmax, leasehold.TailPriority)
 		}
-		r, err = tx.NextRange(groupID, nodeID, fence, bmin, bmax, rules.Version, c.maxAttempts)
+		if done != nil {
+			r, err = tx.FinishNext(groupID, nodeID, fence, done.Range, done.Headers, bmin, bmax, rules.Version, c.maxAttempts)
+		} else {
+			r, err = tx.NextRange(groupID, nodeID, fence, bmin, bmax, rules.Version, c.maxAttempts)
+		}
 		return err
 	})
 	if err != nil {

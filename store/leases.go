@@ -79,11 +79,6 @@ var (
 	qLeaseHolder     = wq(`SELECT node_id, fence FROM group_leases WHERE group_id = ?`)
 	qLeaseProgressed = wq(`UPDATE group_leases SET progressed = 1 WHERE group_id = ? AND progressed = 0`)
 	qLeaseSetWork    = wq(`UPDATE group_leases SET range_id = ?2 WHERE group_id = ?1`)
-	// The holder check, its heartbeat and the finish's counts in one
-	// statement: no row means the caller is not the holder at that fence.
-	qLeaseFinish = wq(`UPDATE group_leases SET heartbeat_at = ?5, range_id = CASE WHEN range_id = ?4 THEN NULL ELSE range_id END,
-		progressed = 1, ranges_done = ranges_done + 1, headers = CASE WHEN headers > 9223372036854775807 - ?6 THEN 9223372036854775807 ELSE headers + ?6 END
-		WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3`)
 	// The holder check and the release in one statement.
 	qLeaseRelease = wq(`UPDATE group_leases SET node_id = NULL, range_id = NULL WHERE group_id = ?1 AND node_id = ?2 AND fence = ?3`)
 
@@ -116,10 +111,8 @@ var (
 		rule_version = ?4, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
 	qRangeByID     = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ?`)
 	qRangeProgress = wq(`UPDATE ranges SET next_id = ?2, heartbeat_at = ?3, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
-	qRangeFinish   = wq(`UPDATE ranges SET status = 'done', next_id = end_id + 1, headers = ?2, heartbeat_at = ?3, updated_at = ?3
-		WHERE id = ?1 RETURNING ` + rangeColumns)
-	qRangeBeat  = wq(`UPDATE ranges SET heartbeat_at = ?2 WHERE id = ?1 AND status = 'leased'`)
-	qRangeRetry = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
+	qRangeBeat     = wq(`UPDATE ranges SET heartbeat_at = ?2 WHERE id = ?1 AND status = 'leased'`)
+	qRangeRetry    = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
 )
 
 // flapSet counts a lease end of group ?1 at ?2 as a flap, or ends the run
@@ -508,6 +501,12 @@ func (tx *Tx) NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, m
 	if err != nil {
 		return nil, err
 	}
+	return tx.nextRange(groupID, nodeID, inWork, bandMin, bandMax, ruleVersion, maxAttempts)
+}
+
+// nextRange is NextRange once rule 6 has passed: inWork is the lease's
+// range in work as the holder check read it.
+func (tx *Tx) nextRange(groupID, nodeID int64, inWork sql.NullInt64, bandMin, bandMax, ruleVersion, maxAttempts int64) (*leasehold.Range, error) {
 	now := ms(tx.now)
 	if inWork.Valid {
 		r, err := scanRange(tx.queryRow(qRangeInWork, inWork.Int64, nodeID))
@@ -646,52 +645,6 @@ func (tx *Tx) Progress(rangeID, nodeID, fence, next int64) (leasehold.Range, err
 		return r, mapError(err, "recording progress")
 	}
 	return r, tx.event(EventRangeProgress, r.GroupID, rangeID, nodeID, map[string]any{"next": next})
-}
-
-// Finish is rule 4's end: the range is done with headers counted on the
-// lease. Finishing a range this holder already finished answers it again.
-func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, error) {
-	r, err := scanRange(tx.queryRow(qRangeByID, rangeID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", rangeID)
-	}
-	if err != nil {
-		return r, mapError(err, "reading a range")
-	}
-	if r.Status == leasehold.StatusDone && leasedTo(r, nodeID) {
-		_, err := tx.holder(r.GroupID, nodeID, fence)
-		return r, err
-	}
-	// The lease is checked (and counted) first, so a caller that lost it
-	// hears lease lost whatever became of the range; the checks after it
-	// undo the count with the write's savepoint.
-	res, err := tx.exec(qLeaseFinish, r.GroupID, nodeID, fence, rangeID, ms(tx.now), headers)
-	if err != nil {
-		return r, mapError(err, "finishing a range")
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		_, err := tx.holder(r.GroupID, nodeID, fence)
-		if err == nil {
-			err = leasehold.Errorf(leasehold.KindInternal, "group %d: finishing range %d changed no lease", r.GroupID, rangeID)
-		}
-		return r, err
-	}
-	if r.Status != leasehold.StatusLeased || !leasedTo(r, nodeID) {
-		return r, leasehold.Errorf(leasehold.KindConflict, "range %d is %s, not in your work", rangeID, r.Status)
-	}
-	// A range holds at most one header an id; the bound keeps the sums of
-	// headers on the lease and the dashboard inside int64.
-	if ids := r.End - r.Start + 1; headers > ids {
-		return r, leasehold.Errorf(leasehold.KindUnprocessable, "headers %d is more than the %d ids of range %d", headers, ids, rangeID)
-	}
-	r, err = scanRange(tx.queryRow(qRangeFinish, rangeID, headers, ms(tx.now)))
-	if err != nil {
-		return r, mapError(err, "finishing a range")
-	}
-	if _, err := tx.exec(qGroupUrgent, r.GroupID); err != nil {
-		return r, mapError(err, "finishing a range")
-	}
-	return r, tx.event(EventRangeFinished, r.GroupID, rangeID, nodeID, map[string]any{"headers": headers})
 }
 
 // Heartbeat is rule 5: the holder keeps its lease and its range alive.
