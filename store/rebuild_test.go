@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestFoldPeerGroups: a dump chunk folded in one call (new groups in
@@ -120,4 +122,42 @@ func TestFoldPeerGroups(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrInvalid) || state(chunked) != before {
 		t.Fatalf("a bad range: %v, catalog changed %v; want invalid and nothing changed", err, state(chunked) != before)
 	}
+}
+
+// TestYield: with nothing queued, Yield returns at once and commits
+// nothing; with writes queued behind a running one, it returns only once
+// they are committed.
+func TestYield(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, "", Options{})
+	commits := db.commits.Load()
+	must(t, db.Yield(ctx))
+	if n := db.commits.Load(); n != commits {
+		t.Fatalf("Yield with nothing queued committed %d times", n-commits)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // a failed test must not hold the writer, or Close waits forever
+	running := make(chan struct{})
+	go db.Write(ctx, func(*Tx) error { close(running); <-release; return nil })
+	<-running
+	queued := make(chan error, 1)
+	go func() {
+		queued <- db.Write(ctx, func(tx *Tx) error { _, _, err := tx.PutGroup("queued", GroupSpec{RangeSize: ptr(int64(10))}); return err })
+	}()
+	poll.Eventually(t, 10*time.Second, "a write queued behind the running one", func() bool { return len(db.queue) == 1 })
+	yielded := make(chan error, 1)
+	go func() { yielded <- db.Yield(ctx) }()
+	poll.Eventually(t, 10*time.Second, "Yield queued", func() bool { return len(db.queue) == 2 })
+	select {
+	case err := <-yielded:
+		t.Fatalf("Yield returned (%v) while the writes queued before it wait", err)
+	default:
+	}
+	once.Do(func() { close(release) })
+	must(t, <-yielded)
+	if _, err := db.GroupByName(ctx, "queued"); err != nil {
+		t.Fatalf("Yield returned before the queued write committed: %v", err)
+	}
+	must(t, <-queued)
 }
