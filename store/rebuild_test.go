@@ -143,7 +143,10 @@ func TestYield(t *testing.T) {
 	<-running
 	queued := make(chan error, 1)
 	go func() {
-		queued <- db.Write(ctx, func(tx *Tx) error { _, _, err := tx.PutGroup("queued", GroupSpec{RangeSize: ptr(int64(10))}); return err })
+		queued <- db.Write(ctx, func(tx *Tx) error {
+			_, _, err := tx.PutGroup("queued", GroupSpec{RangeSize: ptr(int64(10))})
+			return err
+		})
 	}()
 	poll.Eventually(t, 10*time.Second, "a write queued behind the running one", func() bool { return len(db.queue) == 1 })
 	yielded := make(chan error, 1)
