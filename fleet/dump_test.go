@@ -474,6 +474,51 @@ func TestRebuildUnavailable(t *testing.T) {
 			t.Fatalf("rebuild from a failed dump: %v, want unavailable saying why", err)
 		}
 	})
+	// Chunks sent at once are folded in fewer writes, each checked: a
+	// chunk out of order fails the rebuild, unrecorded, after the ones
+	// before it.
+	chunked := func(seqs ...int) func(m *nats.Msg) {
+		return func(m *nats.Msg) {
+			for i, seq := range seqs {
+				g := store.PeerGroup{Group: leasehold.Group{Name: fmt.Sprintf("batched.%d", seq), Active: true, RangeSize: 10, Start: 1, TailEnd: 10, HistoryFloor: 1}, ClaimRev: 1}
+				r := store.PeerRange{Range: leasehold.Range{Start: 1, End: 10, Next: 1, Status: leasehold.StatusPlanned, Priority: -1}}
+				body, _ := json.Marshal(DumpChunk{Seq: seq, Last: i == len(seqs)-1, Catalog: "cat-o", Groups: []DumpGroup{{Group: g, Ranges: []store.PeerRange{r}}}})
+				if err := m.Respond(body); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		seqs []int
+		want int // groups folded
+	}{{"Batched", []int{0, 1, 2, 3, 4, 5, 6}, 7}, {"OutOfOrder", []int{0, 1, 3, 2}, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := dumpOpen(t, "node-b", t.TempDir())
+			origin := dumpConn(t, s.ClientURL())
+			sub, err := origin.Subscribe(DumpSubjectPrefix+"node-o", chunked(tc.seqs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			origin.Flush()
+			err = Rebuild(ctx, nc, b.db, "node-o", 5)
+			ps, _ := b.db.Peers(ctx)
+			if tc.want == len(tc.seqs) && (err != nil || len(ps) != 1 || ps[0].Groups != int64(tc.want)) {
+				t.Fatalf("rebuild: %v, peers %+v; want %d groups", err, ps, tc.want)
+			}
+			if tc.want < len(tc.seqs) && (!errors.Is(err, leasehold.ErrUnavailable) || !strings.Contains(err.Error(), "chunk 3 came where 2 was due") || len(ps) != 0) {
+				t.Fatalf("rebuild: %v, peers %+v; want unavailable, chunk 3 out of order, no peer", err, ps)
+			}
+			for i := range len(tc.seqs) {
+				_, err := b.db.GroupByName(ctx, fmt.Sprintf("batched.%d", i))
+				if folded := err == nil; folded != (i < tc.want) {
+					t.Fatalf("group batched.%d folded %v: %v", i, folded, err)
+				}
+			}
+		})
+	}
 	t.Run("Stalled", func(t *testing.T) {
 		origin := dumpConn(t, s.ClientURL())
 		sub, err := origin.Subscribe(DumpSubjectPrefix+"node-s", func(m *nats.Msg) {

@@ -271,6 +271,11 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 			if err := f.rebuildPruned(ctx, pruned); err != nil {
 				return nil // ctx ended
 			}
+			// The node's own holder calls first: they wait on the one
+			// writer while the fold writes.
+			if err := f.db.Yield(ctx); err != nil && ctx.Err() != nil {
+				return nil
+			}
 		}
 		if err := msgs[len(msgs)-1].Ack(); err != nil {
 			f.log.Debug("peers: acknowledging folded events", "err", err)

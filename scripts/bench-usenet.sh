@@ -18,6 +18,8 @@
 #   BENCH_ROUNDS    rounds (default 3)
 #   BENCH_RANGE     the group's range size (default 10000)
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
+#   BENCH_USENET_TARGET  headers/s the last line holds the default worker
+#                   to (default 10413: issue 35's 1.5x of 6,942)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -97,4 +99,11 @@ for r in $(seq "$rounds"); do
 	echo "round $r: $(worker "$tmp/lh-before" "before")"
 	echo "round $r: $(worker "$tmp/lh-after" "after, pipelined, uncompressed" --source-compress=false)"
 	echo "round $r: $(worker "$tmp/lh-after" "after, pipelined and compressed")"
-done
+done | tee "$tmp/rounds"
+# Issue 35's row: the worker as it runs by default, its median round,
+# against 1.5x the 6,942 headers/s it read before pipelining and
+# compression (round 3's "today").
+grep 'after, pipelined and compressed' "$tmp/rounds" |
+	awk '{ for (i = 2; i <= NF; i++) { if ($i == "headers/s") r = $(i-1); if ($i == "headers") h = $(i-1) }; print r, h }' | sort -n |
+	awk -v target="${BENCH_USENET_TARGET:-10413}" '{ r[NR] = $1; h = $2 } END { if (NR == 0) exit; m = r[int((NR + 1) / 2)]
+		printf "usenet worker (default flags), %d headers, median of %d: %.0f headers/s (target >= %d, 1.5x round 3'"'"'s 6,942: %s)\n", h, NR, m, target, (m >= target) ? "met" : "not met" }'

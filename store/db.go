@@ -371,6 +371,19 @@ func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	return err
 }
 
+// Yield waits, when other writes are queued, until they are committed:
+// a background writer (the fold of peers' events) calls it between its
+// writes, so the writes queued behind one of its own (holder calls) go
+// in a batch without it, and the background writer gets at most every
+// other batch while they wait. With nothing queued it returns at once.
+func (db *DB) Yield(ctx context.Context) error {
+	if len(db.queue) == 0 {
+		return nil
+	}
+	// An empty write joins their batch and is answered with it.
+	return db.Write(ctx, func(*Tx) error { return nil })
+}
+
 // run owns the writer's connection for the life of the DB: it prepares the
 // writer's statements, reports on ready, then commits batches until Close.
 func (db *DB) run(conn *sql.Conn, ready chan<- error) {

@@ -378,9 +378,28 @@ type GroupRanges struct {
 // and every group's key in one more. The ranges are folded in order,
 // each as FoldRanges alone would.
 func (tx *Tx) FoldGroupsRanges(gs []GroupRanges) error {
-	args := make([]any, 0, foldRangeColumns*foldRangeBatches[0])
+	if err := tx.foldRangeRows(gs); err != nil {
+		return err
+	}
+	if len(gs) == 0 {
+		return nil
+	}
 	ids := make([]byte, 0, 16*len(gs)+2)
 	ids = append(ids, '[')
+	for _, g := range gs {
+		if len(ids) > 1 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, g.GroupID, 10)
+	}
+	_, err := tx.exec(qGroupsUrgent, string(append(ids, ']')))
+	return mapError(err, "folding a peer's ranges")
+}
+
+// foldRangeRows writes FoldGroupsRanges' ranges, leaving the groups' keys
+// as they are.
+func (tx *Tx) foldRangeRows(gs []GroupRanges) error {
+	args := make([]any, 0, foldRangeColumns*foldRangeBatches[0])
 	flush := func() error {
 		for len(args) > 0 {
 			n := len(args) / foldRangeColumns
@@ -397,10 +416,6 @@ func (tx *Tx) FoldGroupsRanges(gs []GroupRanges) error {
 		return nil
 	}
 	for _, g := range gs {
-		if len(ids) > 1 {
-			ids = append(ids, ',')
-		}
-		ids = strconv.AppendInt(ids, g.GroupID, 10)
 		for _, r := range g.Ranges {
 			if err := validPeerRange(r); err != nil {
 				return err
@@ -419,14 +434,7 @@ func (tx *Tx) FoldGroupsRanges(gs []GroupRanges) error {
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return err
-	}
-	if len(gs) == 0 {
-		return nil
-	}
-	_, err := tx.exec(qGroupsUrgent, string(append(ids, ']')))
-	return mapError(err, "folding a peer's ranges")
+	return flush()
 }
 
 // foldRangeBatches are the row counts of the range-folding statements,
