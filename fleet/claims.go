@@ -54,7 +54,8 @@ type ClaimsConfig struct {
 	// and the time a caller takes between asking Held and acting on the
 	// answer.
 	Margin time.Duration
-	// Replicas of the buckets (default 1).
+	// Replicas of the buckets (default 1); a bucket with more keeps its
+	// own, so a node joining while a server is down lowers no copies.
 	Replicas int
 	// NowFunc is the clock (default time.Now). It must run at the wall
 	// clock's rate: the server's TTL does.
@@ -185,7 +186,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 		Bucket:      ClaimsBucket,
 		Description: "leasehold group ownership claims",
 		History:     1,
-		Replicas:    cfg.Replicas,
+		Replicas:    max(cfg.Replicas, streamCopies(ctx, js, "KV_"+ClaimsBucket)),
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "claims bucket: %v", err)
@@ -195,7 +196,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 		Description: "leasehold node lives: the claims of a node stand while its key does",
 		History:     1,
 		TTL:         cfg.TTL,
-		Replicas:    cfg.Replicas,
+		Replicas:    max(cfg.Replicas, streamCopies(ctx, js, "KV_"+LivesBucket)),
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "lives bucket: %v", err)

@@ -84,7 +84,8 @@ const (
 type ReplicatorConfig struct {
 	// Node is this node's fleet name, the origin of what it uploads.
 	Node string
-	// Replicas of the object store bucket (default 1).
+	// Replicas of the object store bucket (default 1); a bucket with more
+	// keeps its own.
 	Replicas int
 	// ChunkSize of uploaded objects; 0 takes the largest that fits the
 	// server's max_payload, up to 1 MiB less headroom for headers.
@@ -177,7 +178,7 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, db *store.DB, sn
 		Bucket:      SnapshotsBucket,
 		Description: "leasehold window snapshots, one object per group",
 		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
+		Replicas:    max(cfg.Replicas, streamCopies(ctx, js, snapshotStream)),
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
