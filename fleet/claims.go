@@ -182,21 +182,21 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := createBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      ClaimsBucket,
 		Description: "leasehold group ownership claims",
 		History:     1,
-		Replicas:    max(cfg.Replicas, streamCopies(ctx, js, "KV_"+ClaimsBucket)),
+		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "claims bucket: %v", err)
 	}
-	lives, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	lives, err := createBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      LivesBucket,
 		Description: "leasehold node lives: the claims of a node stand while its key does",
 		History:     1,
 		TTL:         cfg.TTL,
-		Replicas:    max(cfg.Replicas, streamCopies(ctx, js, "KV_"+LivesBucket)),
+		Replicas:    cfg.Replicas,
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "lives bucket: %v", err)

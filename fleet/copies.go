@@ -46,14 +46,29 @@ func unplaced(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrClusterNoPeers
 }
 
-// streamCopies is how many copies stream has now, 0 if it does not exist
-// (or does not answer: the caller's own request will say why).
-func streamCopies(ctx context.Context, js jetstream.JetStream, stream string) int {
+// keepCopies is the copies to ask of stream: want, or the stream's own
+// if it has more, so that no join lowers them. Errors: the stream's info
+// unanswered (not its absence: a new stream gets want).
+func keepCopies(ctx context.Context, js jetstream.JetStream, stream string, want int) (int, error) {
 	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return want, nil
 	}
-	return s.CachedInfo().Config.Replicas
+	if err != nil {
+		return 0, fmt.Errorf("copies of %s: %w", stream, err)
+	}
+	return max(want, s.CachedInfo().Config.Replicas), nil
+}
+
+// createBucket creates or updates the key-value bucket of cfg, with the
+// copies it asks or the bucket's own if it has more (keepCopies).
+func createBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	copies, err := keepCopies(ctx, js, "KV_"+cfg.Bucket, cfg.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Replicas = copies
+	return js.CreateOrUpdateKeyValue(ctx, cfg)
 }
 
 // place calls create with the copies to ask, first the target, then one

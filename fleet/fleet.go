@@ -284,12 +284,20 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they aimed at: the stream's count
 		// stands for the stream and the buckets alike.
-		had := streamCopies(ctx, f.js, StreamName)
-		cfg.Replicas = max(cfg.Replicas, had)
-		copies, err := place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
-			_, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		target, err := keepCopies(ctx, f.js, StreamName, cfg.Replicas)
+		if err != nil {
+			return err
+		}
+		cfg.Replicas = target
+		_, err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			copies, err := keepCopies(ctx, f.js, StreamName, copies)
+			if err != nil {
+				return err
+			}
+			f.copies.Store(int32(copies))
+			_, err = f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 				Name: StreamName, Description: "leasehold events of every node of the fleet",
-				Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: max(copies, had),
+				Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: copies,
 				MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
 			})
 			return err
@@ -297,12 +305,9 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
 		}
-		f.copies.Store(int32(max(copies, had)))
 		_, err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
-			var err error
-			records, err = f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-				Bucket: PublishedBucket, Description: "leasehold publish records", History: 1,
-				Replicas: max(copies, streamCopies(ctx, f.js, "KV_"+PublishedBucket)),
+			records, err = createBucket(ctx, f.js, jetstream.KeyValueConfig{
+				Bucket: PublishedBucket, Description: "leasehold publish records", History: 1, Replicas: copies,
 			})
 			return err
 		})

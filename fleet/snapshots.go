@@ -174,11 +174,15 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, db *store.DB, sn
 	if mp := js.Conn().MaxPayload(); chunk <= 0 || (mp > 0 && int64(chunk) > mp) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "snapshot chunk size %d must be above 0 and within the server's max payload %d", chunk, mp)
 	}
+	copies, err := keepCopies(ctx, js, snapshotStream, cfg.Replicas)
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
+	}
 	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      SnapshotsBucket,
 		Description: "leasehold window snapshots, one object per group",
 		Storage:     jetstream.FileStorage,
-		Replicas:    max(cfg.Replicas, streamCopies(ctx, js, snapshotStream)),
+		Replicas:    copies,
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
