@@ -16,9 +16,8 @@ import (
 
 // The fleet's copies. A fleet aims at Config.Replicas copies of each of
 // its streams and buckets (its target, three on a fleet of three), but a
-// JetStream cluster can place a copy only on a server that is up: a
-// node started with one peer of two up would wait for the third before
-// it could serve. So the join places as many copies as the servers up
+// JetStream cluster can place a copy only on a server that is up: two
+// nodes of three up would wait for the third before they could serve. So the join places as many copies as the servers up
 // can hold, never fewer than a majority of the target (two of three;
 // one only when one is the target), and the copy raiser, a part of the
 // fleet, raises them to the target as the servers come. No join lowers
@@ -72,13 +71,13 @@ func createBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 }
 
 // place calls create with the copies to ask, first the target, then one
-// fewer at each refusal to place them, down to a majority of the target,
-// and returns the copies create was last asked for. Errors: create's.
-func place(ctx context.Context, target int, create func(ctx context.Context, copies int) error) (int, error) {
+// fewer at each refusal to place them, down to a majority of the target.
+// Errors: create's last.
+func place(ctx context.Context, target int, create func(ctx context.Context, copies int) error) error {
 	for copies := target; ; copies-- {
 		err := create(ctx, copies)
 		if err == nil || !unplaced(err) || copies <= majorityOf(target) {
-			return copies, err
+			return err
 		}
 	}
 }

@@ -289,7 +289,7 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 			return err
 		}
 		cfg.Replicas = target
-		_, err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 			copies, err := keepCopies(ctx, f.js, StreamName, copies)
 			if err != nil {
 				return err
@@ -305,7 +305,7 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
 		}
-		_, err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 			records, err = createBucket(ctx, f.js, jetstream.KeyValueConfig{
 				Bucket: PublishedBucket, Description: "leasehold publish records", History: 1, Replicas: copies,
 			})
@@ -330,7 +330,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	err := f.retry(ctx, func(ctx context.Context) error {
 		var err error
 		if f.snapshots == nil {
-			_, err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 				var err error
 				f.snapshots, err = NewReplicator(ctx, f.js, node.DB, node.Snapshots, ReplicatorConfig{Node: cfg.Name, Replicas: copies, Logger: f.log,
 					PeersFunc: func() bool { return f.claims.Peers() > 0 }})
@@ -342,7 +342,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log}
 			keeper = NewKeeper(node.DB, cfg.ClaimTTL/3, adopt)
 		}
-		_, err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 			var err error
 			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: copies, Keeper: keeper, Logger: f.log})
 			return err
