@@ -54,7 +54,7 @@ type ClaimsConfig struct {
 	// and the time a caller takes between asking Held and acting on the
 	// answer.
 	Margin time.Duration
-	// Replicas of the buckets (default 1); a bucket with more keeps its
+	// Replicas of new buckets (default 1); an existing bucket keeps its
 	// own, so a node joining while a server is down lowers no copies.
 	Replicas int
 	// NowFunc is the clock (default time.Now). It must run at the wall

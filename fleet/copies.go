@@ -20,9 +20,8 @@ import (
 // nodes of three up would wait for the third before they could serve. So the join places as many copies as the servers up
 // can hold, never fewer than a majority of the target (two of three;
 // one only when one is the target), and the copy raiser, a part of the
-// fleet, raises them to the target as the servers come. No join lowers
-// the copies a stream has: each stream keeps the larger of its own and
-// the ones asked.
+// fleet, raises them to the target as the servers come. No join changes
+// the copies a stream has (keepCopies).
 //
 // A majority is safe: JetStream acknowledges a write (an event, a
 // claim's compare-and-set) once a quorum of the stream's copies holds
@@ -45,9 +44,10 @@ func unplaced(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrClusterNoPeers
 }
 
-// keepCopies is the copies to ask of stream: want, or the stream's own
-// if it has more, so that no join lowers them. Errors: the stream's info
-// unanswered (not its absence: a new stream gets want).
+// keepCopies is the copies to ask of stream: want for a new stream, and
+// an existing stream's own, so that no join changes them: lowering them
+// is nobody's, raising them the copy raiser's (which says so). Errors:
+// the stream's info unanswered (not its absence).
 func keepCopies(ctx context.Context, js jetstream.JetStream, stream string, want int) (int, error) {
 	s, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -56,11 +56,11 @@ func keepCopies(ctx context.Context, js jetstream.JetStream, stream string, want
 	if err != nil {
 		return 0, fmt.Errorf("copies of %s: %w", stream, err)
 	}
-	return max(want, s.CachedInfo().Config.Replicas), nil
+	return s.CachedInfo().Config.Replicas, nil
 }
 
 // createBucket creates or updates the key-value bucket of cfg, with the
-// copies it asks or the bucket's own if it has more (keepCopies).
+// copies it asks if new, else its own (keepCopies).
 func createBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	copies, err := keepCopies(ctx, js, "KV_"+cfg.Bucket, cfg.Replicas)
 	if err != nil {

@@ -284,11 +284,11 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 		// A node that joins knowing fewer routes than the fleet's first
 		// nodes must not lower the copies they aimed at: the stream's count
 		// stands for the stream and the buckets alike.
-		target, err := keepCopies(ctx, f.js, StreamName, cfg.Replicas)
+		had, err := keepCopies(ctx, f.js, StreamName, cfg.Replicas)
 		if err != nil {
 			return err
 		}
-		cfg.Replicas = target
+		cfg.Replicas = max(cfg.Replicas, had)
 		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 			copies, err := keepCopies(ctx, f.js, StreamName, copies)
 			if err != nil {

@@ -84,8 +84,8 @@ const (
 type ReplicatorConfig struct {
 	// Node is this node's fleet name, the origin of what it uploads.
 	Node string
-	// Replicas of the object store bucket (default 1); a bucket with more
-	// keeps its own.
+	// Replicas of the object store bucket if new (default 1); an existing
+	// one keeps its own.
 	Replicas int
 	// ChunkSize of uploaded objects; 0 takes the largest that fits the
 	// server's max_payload, up to 1 MiB less headroom for headers.
