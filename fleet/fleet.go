@@ -306,6 +306,7 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
 		}
 		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			var err error
 			records, err = createBucket(ctx, f.js, jetstream.KeyValueConfig{
 				Bucket: PublishedBucket, Description: "leasehold publish records", History: 1, Replicas: copies,
 			})
