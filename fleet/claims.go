@@ -54,7 +54,8 @@ type ClaimsConfig struct {
 	// and the time a caller takes between asking Held and acting on the
 	// answer.
 	Margin time.Duration
-	// Replicas of the buckets (default 1).
+	// Replicas of new buckets (default 1); an existing bucket keeps its
+	// own, so a node joining while a server is down lowers no copies.
 	Replicas int
 	// NowFunc is the clock (default time.Now). It must run at the wall
 	// clock's rate: the server's TTL does.
@@ -181,7 +182,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := createBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      ClaimsBucket,
 		Description: "leasehold group ownership claims",
 		History:     1,
@@ -190,7 +191,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "claims bucket: %v", err)
 	}
-	lives, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	lives, err := createBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      LivesBucket,
 		Description: "leasehold node lives: the claims of a node stand while its key does",
 		History:     1,

@@ -88,9 +88,11 @@ const MaxReplicas = 3
 
 // externalReplicas is how many copies to ask of an external NATS when
 // Config.Replicas leaves it to the fleet: one on a standalone server (it
-// can keep no more), MaxReplicas on a cluster. A cluster that cannot place
-// them (fewer than three JetStream servers up) refuses the stream, and the
-// join waits, saying so (see placementHint).
+// can keep no more), MaxReplicas on a cluster. A cluster with fewer
+// JetStream servers up gets as many as they can hold, at least a
+// majority, and the copy raiser raises them as the servers come (place);
+// with fewer than a majority up the join waits, saying so (see
+// placementHint).
 func (f *Fleet) externalReplicas() int {
 	if f.nc.ConnectedClusterName() == "" {
 		return 1
@@ -110,7 +112,7 @@ func (f *Fleet) placementHint(err error) error {
 	if f.cfg.NATS == "" || !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrClusterNoPeers {
 		return err
 	}
-	return fmt.Errorf("%w (the NATS cluster has fewer than %d JetStream servers up to place the copies: start them, or give --nats-replicas)", err, f.cfg.Replicas)
+	return fmt.Errorf("%w (the NATS cluster has fewer than %d JetStream servers up to place a majority of the %d copies: start them, or give --nats-replicas)", err, majorityOf(f.cfg.Replicas), f.cfg.Replicas)
 }
 
 // engineStreams are the JetStream streams the fleet lives on: its events,

@@ -113,6 +113,9 @@ type Fleet struct {
 	members *Members
 	// engine is the last probe of the streams and buckets (Offline).
 	engine engine
+	// copies is how many copies the join placed of the events stream
+	// (place), for the log: the copy raiser raises them to cfg.Replicas.
+	copies atomic.Int32
 
 	claims    *Claims
 	publisher *Publisher
@@ -205,7 +208,7 @@ func (f *Fleet) run(ctx context.Context) error {
 	}
 	f.gate.open()
 	close(f.joined)
-	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.url, "replicas", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.url, "copies", f.copies.Load(), "target", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 	select {
 	case <-ctx.Done():
 		return nil
@@ -267,7 +270,9 @@ func (f *Fleet) startNATS() error {
 // setUpStream makes (or updates) the events stream and the publish
 // records' bucket, retrying while the cluster has no JetStream yet: a
 // cluster takes a moment to elect its meta leader, and longer while its
-// peers are not up (a fleet started node by node).
+// peers are not up (a fleet started node by node). Each gets as many
+// copies as the servers up can place, at least a majority of the target
+// (place); the copy raiser raises them later.
 func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
@@ -277,24 +282,38 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	err := f.retry(ctx, func(ctx context.Context) error {
 		// A node that joins knowing fewer routes than the fleet's first
-		// nodes must not lower the copies they set up: the stream's count
+		// nodes must not lower the copies they aimed at: the stream's count
 		// stands for the stream and the buckets alike.
-		if s, err := f.js.Stream(ctx, StreamName); err == nil && s.CachedInfo().Config.Replicas > cfg.Replicas {
-			cfg.Replicas = s.CachedInfo().Config.Replicas
+		had, err := keepCopies(ctx, f.js, StreamName, cfg.Replicas)
+		if err != nil {
+			return err
 		}
-		if _, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name: StreamName, Description: "leasehold events of every node of the fleet",
-			Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
-			MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
-		}); err != nil {
-			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
-		}
-		var err error
-		records, err = f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: PublishedBucket, Description: "leasehold publish records", History: 1, Replicas: cfg.Replicas,
+		cfg.Replicas = max(cfg.Replicas, had)
+		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			copies, err := keepCopies(ctx, f.js, StreamName, copies)
+			if err != nil {
+				return err
+			}
+			f.copies.Store(int32(copies))
+			_, err = f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name: StreamName, Description: "leasehold events of every node of the fleet",
+				Subjects: []string{SubjectPrefix + ">"}, Storage: jetstream.FileStorage, Replicas: copies,
+				MaxAge: cfg.StreamMaxAge, MaxBytes: cfg.StreamMaxBytes, Duplicates: 2 * time.Minute, Discard: jetstream.DiscardOld,
+			})
+			return err
 		})
 		if err != nil {
-			return fmt.Errorf("bucket %s: %w", PublishedBucket, err)
+			return fmt.Errorf("stream %s: %w", StreamName, f.placementHint(err))
+		}
+		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			var err error
+			records, err = createBucket(ctx, f.js, jetstream.KeyValueConfig{
+				Bucket: PublishedBucket, Description: "leasehold publish records", History: 1, Replicas: copies,
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", PublishedBucket, f.placementHint(err))
 		}
 		return nil
 	})
@@ -312,15 +331,23 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	err := f.retry(ctx, func(ctx context.Context) error {
 		var err error
 		if f.snapshots == nil {
-			f.snapshots, err = NewReplicator(ctx, f.js, node.DB, node.Snapshots, ReplicatorConfig{Node: cfg.Name, Replicas: cfg.Replicas, Logger: f.log,
-				PeersFunc: func() bool { return f.claims.Peers() > 0 }})
+			err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+				var err error
+				f.snapshots, err = NewReplicator(ctx, f.js, node.DB, node.Snapshots, ReplicatorConfig{Node: cfg.Name, Replicas: copies, Logger: f.log,
+					PeersFunc: func() bool { return f.claims.Peers() > 0 }})
+				return err
+			})
 			if err != nil {
 				return err
 			}
 			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log}
 			keeper = NewKeeper(node.DB, cfg.ClaimTTL/3, adopt)
 		}
-		f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: cfg.Replicas, Keeper: keeper, Logger: f.log})
+		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			var err error
+			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: copies, Keeper: keeper, Logger: f.log})
+			return err
+		})
 		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
 			return backoffStop{err}
 		}
@@ -349,6 +376,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		service.Part{Name: "admin forwarder", Service: admin},
 		service.Part{Name: "state dumps", Service: NewDumper(f.nc, node.DB, cfg.Name, f.log)},
 		service.Part{Name: "members", Service: f.members},
+		service.Part{Name: "copy raiser", Service: newCopyRaiser(f.js, engineStreams, cfg.Replicas, f.log)},
 	)
 	return nil
 }

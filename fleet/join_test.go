@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -173,12 +175,16 @@ type readyNode struct {
 // startReady opens node name of a fleet routed on routes and starts its
 // fleet; its gate's Ready says when it has joined. A group write made before the join
 // is checked to be refused as unavailable, as every write during the join
-// is.
-func startReady(t *testing.T, name string, cluster int, routes []string) *readyNode {
+// is. Everything it logs goes to logs when given.
+func startReady(t *testing.T, name string, cluster int, routes []string, logs ...io.Writer) *readyNode {
 	t.Helper()
 	dir := t.TempDir()
+	log := claimQuiet
+	if len(logs) > 0 {
+		log = slog.New(slog.NewJSONHandler(io.MultiWriter(logs...), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
+	}
 	gate, err := NewGate(Config{Name: name, Listen: "127.0.0.1:0", ClusterListen: fmt.Sprintf("127.0.0.1:%d", cluster), Routes: routes,
-		Dir: dir + "/nats", ClaimTTL: 30 * time.Second, Logger: claimQuiet})
+		Dir: dir + "/nats", ClaimTTL: 30 * time.Second, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +231,17 @@ func waitReady(t *testing.T, start time.Time, nodes ...*readyNode) {
 	}
 }
 
+// readyRoutes are the cluster ports of a fleet of three on loopback and
+// the routes each node is given.
+func readyRoutes(t *testing.T) ([]int, []string) {
+	ports := []int{natstest.FreePort(t), natstest.FreePort(t), natstest.FreePort(t)}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	return ports, routes
+}
+
 // TestFleetReady times a fleet forming: three nodes started together are
 // ready within seconds (the figure is printed, not asserted: a loaded
 // machine is slower). While a node joins, writes on groups are refused
@@ -233,11 +250,7 @@ func TestFleetReady(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}
-	ports := []int{natstest.FreePort(t), natstest.FreePort(t), natstest.FreePort(t)}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
+	ports, routes := readyRoutes(t)
 	start := time.Now()
 	var nodes []*readyNode
 	for i, name := range []string{"node-a", "node-b", "node-c"} {

@@ -84,7 +84,8 @@ const (
 type ReplicatorConfig struct {
 	// Node is this node's fleet name, the origin of what it uploads.
 	Node string
-	// Replicas of the object store bucket (default 1).
+	// Replicas of the object store bucket if new (default 1); an existing
+	// one keeps its own.
 	Replicas int
 	// ChunkSize of uploaded objects; 0 takes the largest that fits the
 	// server's max_payload, up to 1 MiB less headroom for headers.
@@ -173,11 +174,15 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, db *store.DB, sn
 	if mp := js.Conn().MaxPayload(); chunk <= 0 || (mp > 0 && int64(chunk) > mp) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "snapshot chunk size %d must be above 0 and within the server's max payload %d", chunk, mp)
 	}
+	copies, err := keepCopies(ctx, js, snapshotStream, cfg.Replicas)
+	if err != nil {
+		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
+	}
 	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      SnapshotsBucket,
 		Description: "leasehold window snapshots, one object per group",
 		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
+		Replicas:    copies,
 	})
 	if err != nil {
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "snapshots bucket: %v", err)
