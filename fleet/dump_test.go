@@ -368,7 +368,7 @@ func TestDumpManyRanges(t *testing.T) {
 	// b knew of a worker of a's that a has since deleted.
 	ctx := context.Background()
 	if err := b.db.Write(ctx, func(tx *store.Tx) error {
-		return tx.FoldNode("node-a", leasehold.Node{Name: "gone", Capacity: 1})
+		return tx.FoldNode("node-a", store.FleetNode{Node: leasehold.Node{Name: "gone", Capacity: 1}}, 3)
 	}); err != nil {
 		t.Fatal(err)
 	}
