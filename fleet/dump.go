@@ -46,12 +46,12 @@ type DumpRequest struct {
 type DumpChunk struct {
 	// Format is the origin's FormatVersion (0 before versions: 1); a
 	// receiver refuses a dump newer than it reads.
-	Format  int              `json:"format,omitempty"`
-	Seq     int              `json:"seq"`
-	Last    bool             `json:"last"`
-	Groups  []DumpGroup      `json:"groups,omitempty"`
+	Format  int               `json:"format,omitempty"`
+	Seq     int               `json:"seq"`
+	Last    bool              `json:"last"`
+	Groups  []DumpGroup       `json:"groups,omitempty"`
 	Nodes   []store.FleetNode `json:"nodes,omitempty"`
-	Catalog string           `json:"catalog"`
+	Catalog string            `json:"catalog"`
 	// At is when the origin began the dump, on its clock: the state is at
 	// least that new.
 	At  time.Time `json:"at"`
