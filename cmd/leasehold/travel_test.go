@@ -91,6 +91,15 @@ func TestTokenTravels(t *testing.T) {
 		t.Fatalf("node-b's own nodes: %+v, %v; want none (w is node-a's)", ns, err)
 	}
 
+	// w is changed only at a: at b (where it is node 1, b having none of
+	// its own) a pause or a new token is a conflict.
+	if _, err := adminB.PauseNode(ctx, 1, "ops"); !errors.Is(err, leasehold.ErrConflict) {
+		t.Errorf("pausing w at node-b: %v; want a conflict", err)
+	}
+	if _, err := atB.RotateNodeToken(ctx, 1); !errors.Is(err, leasehold.ErrConflict) {
+		t.Errorf("w's own new token at node-b: %v; want a conflict", err)
+	}
+
 	// A new token at a: the old one is refused at b, the new one holds
 	// the same lease there.
 	fresh, err := adminA.RotateNodeToken(ctx, w.ID)
