@@ -98,7 +98,8 @@ export interface WorkerOptions<W extends Window> {
   /**
    * More nodes of the same fleet, asked in order after client when it
    * cannot be reached (refused, reset, timed out, 502/503/504); each with
-   * the same worker node's token. A group is worked only at the node that
+   * the same worker node's token (registered at any node of the fleet, it
+   * works at every node). A group is worked only at the node that
    * granted it: its fence and id are that node's.
    */
   failover?: Client[];
