@@ -41,6 +41,7 @@ var (
 	qPeerNodeByHash = wq(`SELECT origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, kinds
 		FROM peer_nodes WHERE token_hash = ? ORDER BY origin LIMIT 1`)
 	qNodeNamed     = wq(`SELECT id, home FROM nodes WHERE name = ?`)
+	qNodeSeenAway  = wq(`UPDATE nodes SET last_seen_at = ?2 WHERE name = ?1 AND home = '' AND (last_seen_at IS NULL OR last_seen_at < ?2)`)
 	qVisitorInsert = wq(`INSERT INTO nodes (name, token_hash, priority_min, priority_max, capacity, paused, paused_by, paused_at, created_at, kinds, home)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`)
 )
@@ -67,11 +68,20 @@ func validHash(hash []byte) []byte {
 }
 
 // stepVisitor keeps the visitor of origin's node n (if there is one here)
-// in step with it: its band, capacity, pause, kinds and token hash. One
+// in step with it: its band, capacity, pause, kinds and token hash; and
+// a node of that name registered here takes the time n was last seen
+// there, if later than its own. One
 // whose home sends no hash (a node of an older build) can no longer come
 // in, so it is removed, as at a deletion. A change ends remembered
 // authentications and bands (NodeByTokenHash, NodeBand).
 func (tx *Tx) stepVisitor(origin string, n FleetNode, kinds string, maxAttempts int64) error {
+	if n.LastSeenAt != nil {
+		// Seen at the peer (a visitor there, its home here): a worker
+		// that works only elsewhere is not unseen at its home.
+		if _, err := tx.exec(qNodeSeenAway, n.Name, ms(*n.LastSeenAt)); err != nil {
+			return mapError(err, "folding a peer's node")
+		}
+	}
 	var id int64
 	var hash []byte
 	err := tx.queryRow(qVisitorOf, n.Name, origin).Scan(&id, &hash)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold"
 )
@@ -15,7 +16,8 @@ import (
 // follows a's events: a pause, a new token (the old one refused at once,
 // remembered authentication or not), a deletion (what it held released),
 // a hash no longer sent. Changes made here are conflicts, and a name
-// registered here keeps a peer's node of that name out.
+// registered here keeps a peer's node of that name out, and takes the
+// time that node was last seen at the peer.
 func TestVisitor(t *testing.T) {
 	ctx := context.Background()
 	w := newFailWorld(t, "g1")
@@ -109,6 +111,15 @@ func TestVisitor(t *testing.T) {
 	}
 	fold(node("wb", nil))
 	refused(h1[:])
+
+	// w, registered here, working at b (b's visitor): seen there is seen.
+	away := node("w", nil)
+	seen := w.clock.Now().Add(time.Hour)
+	away.LastSeenAt = &seen
+	must(t, w.write(func(tx *Tx) error { return tx.FoldNode("b", away, failMaxAttempts) }))
+	if n, err := db.Node(ctx, w.node); err != nil || n.LastSeenAt == nil || !n.LastSeenAt.Equal(seen) {
+		t.Fatalf("w after b's event of it: last seen %v, %v; want %v", n.LastSeenAt, err, seen)
+	}
 
 	// A name registered here keeps a's node of that name out.
 	fold(node("w", h2[:]))
