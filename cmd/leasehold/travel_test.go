@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,18 +24,11 @@ func TestTokenTravels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a two-node fleet takes a while")
 	}
-	secret := filepath.Join(t.TempDir(), "nats.secret")
-	if err := os.WriteFile(secret, []byte("token-travels-secret-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := natsSecret(t, "token-travels-secret-0123456789")
 	routes := freePorts(t, 2)
 	dataA, dataB := t.TempDir(), t.TempDir()
-	fleetArgs := func(data, name string, own, other int) []string {
-		return []string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--nats-listen", "127.0.0.1:0",
-			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", own), "--nats-routes", fmt.Sprintf("nats://127.0.0.1:%d", other)}
-	}
-	a := serveNode(t, fleetArgs(dataA, "node-a", routes[0], routes[1])...)
-	b := serveNode(t, fleetArgs(dataB, "node-b", routes[1], routes[0])...)
+	a := serveNode(t, pairArgs(secret, dataA, "node-a", routes[0], routes[1])...)
+	b := serveNode(t, pairArgs(secret, dataB, "node-b", routes[1], routes[0])...)
 	pollReady(t, a.url, 90*time.Second)
 	pollReady(t, b.url, 90*time.Second)
 	adminOf := func(url, data string) *client.Client {
