@@ -234,7 +234,8 @@ export class Worker<W extends Window = Window> {
    * Leases and works until signal aborts, then lets the running index calls
    * see their signal abort, uploads their windows, releases every group
    * and resolves. Rejects, after stopping the same way, when the node
-   * refuses the token (UnauthorizedError, ForbiddenError).
+   * (every node, with failover) refuses the token (UnauthorizedError,
+   * ForbiddenError).
    */
   async run(signal: AbortSignal): Promise<void> {
     const stop = new AbortController();
