@@ -175,6 +175,10 @@ func (c *Coordinator) RotateNodeToken(ctx context.Context, id int64) (string, er
 // NodeAuth is the node a bearer token belongs to, as AuthNode finds it.
 type NodeAuth = store.NodeAuth
 
+// ErrNameTaken is why AuthNode keeps out a peer's node whose token is
+// good: a node of its name is here already (store.ErrNameTaken).
+var ErrNameTaken = store.ErrNameTaken
+
 // AuthNode finds the node a bearer token belongs to. In a fleet, a token
 // registered at a peer lets its node in as a visitor (store.DB.Visit); a
 // node running alone folds no peer's changes, so it lets in none, not

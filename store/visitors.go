@@ -30,6 +30,11 @@ type FleetNode struct {
 	TokenHash []byte `json:"token_hash,omitempty"`
 }
 
+// ErrNameTaken is why a peer's node is kept out (an unauthorized error
+// wraps it): a node of its name is registered here, or visits from
+// another peer. Its worker is told so, its token being good elsewhere.
+var ErrNameTaken = errors.New("a name is one node in a fleet")
+
 // fleetNodeSelect reads nodes as FleetNodes (fleetScan).
 const fleetNodeSelect = `SELECT ` + nodeColumns + `, n.token_hash, n.home FROM nodes n`
 
@@ -152,10 +157,10 @@ func (tx *Tx) Visit(hash []byte) (NodeAuth, error) {
 		}
 		return NodeAuth{ID: id, Name: n.Name, TokenHash: hash, Home: home}, nil
 	case err == nil && here == "":
-		return NodeAuth{}, leasehold.Errorf(leasehold.KindUnauthorized,
+		return NodeAuth{}, leasehold.Wrap(leasehold.KindUnauthorized, ErrNameTaken,
 			"node %s of %s cannot come in: a node of that name is registered here; a name is one node in a fleet", n.Name, home)
 	case err == nil:
-		return NodeAuth{}, leasehold.Errorf(leasehold.KindUnauthorized,
+		return NodeAuth{}, leasehold.Wrap(leasehold.KindUnauthorized, ErrNameTaken,
 			"node %s of %s cannot come in: the node of that name registered at %s is working here; a name is one node in a fleet", n.Name, home, here)
 	case !errors.Is(err, sql.ErrNoRows):
 		return NodeAuth{}, mapError(err, "authenticating a peer's node")

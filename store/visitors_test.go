@@ -123,7 +123,7 @@ func TestVisitor(t *testing.T) {
 
 	// A name registered here keeps a's node of that name out.
 	fold(node("w", h2[:]))
-	if a, err := db.Visit(ctx, h2[:]); !errors.Is(err, leasehold.ErrUnauthorized) {
+	if a, err := db.Visit(ctx, h2[:]); !errors.Is(err, leasehold.ErrUnauthorized) || !errors.Is(err, ErrNameTaken) {
 		t.Fatalf("a's w with w registered here: %+v, %v; want unauthorized", a, err)
 	}
 }

@@ -19,7 +19,8 @@ import (
 // without being registered there, and is not listed among node-b's own
 // nodes. Its token changed at node-a: the old one is refused at node-b
 // within seconds, and the new one holds the same lease there. Deleted at
-// node-a: refused at node-b, and what it held there released.
+// node-a: refused at node-b, and what it held there released. A name
+// registered at both nodes keeps node-a's node of it out at node-b.
 func TestTokenTravels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a two-node fleet takes a while")
@@ -120,4 +121,18 @@ func TestTokenTravels(t *testing.T) {
 	if d, err := adminB.Group(ctx, "alt.travel"); err != nil || d.Lease != nil {
 		t.Fatalf("alt.travel at node-b after w's deletion: %+v, %v; want released", d.Lease, err)
 	}
+
+	// A name registered at both: a's node of that name is kept out at b,
+	// and its worker is told why.
+	if _, err := adminB.RegisterNode(ctx, client.NodeSpec{Name: "twice"}); err != nil {
+		t.Fatal(err)
+	}
+	twice, err := adminA.RegisterNode(ctx, client.NodeSpec{Name: "twice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "a's twice refused at node-b, saying why", func() bool {
+		_, err := client.New(b.url, twice.Token).Lease(ctx)
+		return errors.Is(err, leasehold.ErrUnauthorized) && strings.Contains(err.Error(), "a name is one node in a fleet")
+	})
 }
