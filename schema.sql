@@ -1,4 +1,4 @@
--- leasehold catalog, schema version 12 (PRAGMA user_version). A catalog at an
+-- leasehold catalog, schema version 13 (PRAGMA user_version). A catalog at an
 -- older version is brought up by the steps in migrations/, each of which also
 -- stands here.
 -- Times are INTEGER unix milliseconds from the node's clock; SQL never reads
@@ -20,7 +20,12 @@ CREATE TABLE nodes (
     created_at   INTEGER NOT NULL,
     -- The kinds of group the node's worker reads, a JSON array of names
     -- (version 12, rule 12).
-    kinds        TEXT    NOT NULL DEFAULT '["default"]'
+    kinds        TEXT    NOT NULL DEFAULT '["default"]',
+    -- The peer the node is registered at, for a visitor: a node of a peer
+    -- whose worker works here, let in by its token's hash as the peer
+    -- published it and kept in step with the peer's events of it; '' for
+    -- a node registered here (version 13).
+    home         TEXT    NOT NULL DEFAULT ''
 ) STRICT;
 
 -- Authentication looks a node up by the hash of the token it presents.
@@ -275,7 +280,8 @@ CREATE TABLE peer_groups (
 -- An origin's groups: its count, and its part in a rebuild.
 CREATE INDEX peer_groups_origin ON peer_groups (origin);
 
--- Worker nodes registered at a peer (no token or hash ever leaves it).
+-- Worker nodes registered at a peer, with the hash of their token (never
+-- the token) when the peer sends it.
 CREATE TABLE peer_nodes (
     origin       TEXT    NOT NULL,
     name         TEXT    NOT NULL,
@@ -290,8 +296,15 @@ CREATE TABLE peer_nodes (
     updated_at   INTEGER NOT NULL,
     -- As nodes.kinds (version 12).
     kinds        TEXT    NOT NULL DEFAULT '["default"]',
+    -- The sha-256 of the node's token as its origin published it; NULL
+    -- when the origin sends none (a node from before version 13): its
+    -- token is not let in here (version 13).
+    token_hash   BLOB,
     PRIMARY KEY (origin, name)
 ) STRICT;
+
+-- A token not registered here is looked up among the peers' nodes.
+CREATE INDEX peer_nodes_token_hash ON peer_nodes (token_hash) WHERE token_hash IS NOT NULL;
 
 -- The fleet's other nodes as seen here: the last of their events folded.
 CREATE TABLE peers (

@@ -175,10 +175,23 @@ func (c *Coordinator) RotateNodeToken(ctx context.Context, id int64) (string, er
 // NodeAuth is the node a bearer token belongs to, as AuthNode finds it.
 type NodeAuth = store.NodeAuth
 
-// AuthNode finds the node a bearer token belongs to. Errors: unauthorized.
+// ErrNameTaken is why AuthNode keeps out a peer's node whose token is
+// good: a node of its name is here already (store.ErrNameTaken).
+var ErrNameTaken = store.ErrNameTaken
+
+// AuthNode finds the node a bearer token belongs to. In a fleet, a token
+// registered at a peer lets its node in as a visitor (store.DB.Visit); a
+// node running alone folds no peer's changes, so it lets in none, not
+// even one let in before. Errors: unauthorized.
 func (c *Coordinator) AuthNode(ctx context.Context, token string) (NodeAuth, error) {
 	h := HashToken(token)
 	a, err := c.db.NodeByTokenHash(ctx, h)
+	if errors.Is(err, leasehold.ErrNotFound) && !c.alone {
+		a, err = c.db.Visit(ctx, h)
+	}
+	if err == nil && a.Home != "" && c.alone {
+		err = leasehold.ErrNotFound
+	}
 	if errors.Is(err, leasehold.ErrNotFound) || err == nil && subtle.ConstantTimeCompare(a.TokenHash, h) != 1 {
 		return NodeAuth{}, leasehold.Errorf(leasehold.KindUnauthorized, "unknown token")
 	}

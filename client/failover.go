@@ -141,7 +141,16 @@ func (ns *nodes) lease(ctx context.Context) (*Grant, *Client, error) {
 			return nil, nil, context.Cause(ctx)
 		}
 		if Unreachable(err) {
-			ns.markDown(n, err)
+			ns.markDown(n, err, "node unreachable; leasing at the next node of the fleet")
+			lerr = err
+			continue
+		}
+		if len(ns.all) > 1 && (errors.Is(err, leasehold.ErrUnauthorized) || errors.Is(err, leasehold.ErrForbidden)) {
+			// A token registered at one node of a fleet is let in at
+			// another once that one has folded it: a node behind (or
+			// rebuilding, or holding another node of the name) is passed
+			// over too. Refused by every node, the token is refused.
+			ns.markDown(n, err, "node refuses the token; leasing at the next node of the fleet")
 			lerr = err
 			continue
 		}
@@ -151,14 +160,14 @@ func (ns *nodes) lease(ctx context.Context) (*Grant, *Client, error) {
 	return nil, nil, lerr
 }
 
-// markDown passes n over for the reprobe time, saying so once per outage.
-func (ns *nodes) markDown(n *fleetNode, err error) {
+// markDown passes n over for the reprobe time, saying why once per outage.
+func (ns *nodes) markDown(n *fleetNode, err error, why string) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	wasUp := n.down.IsZero()
 	n.down = time.Now().Add(ns.reprobe)
 	if wasUp && len(ns.all) > 1 {
-		ns.log.Warn("node unreachable; leasing at the next node of the fleet", "url", n.c.URL, "retry_after", ns.reprobe, "err", err)
+		ns.log.Warn(why, "url", n.c.URL, "retry_after", ns.reprobe, "err", err)
 	}
 }
 

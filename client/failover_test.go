@@ -85,6 +85,29 @@ func TestWorkerFailover(t *testing.T) {
 	}
 }
 
+// TestWorkerPassesRefusingNode: a node of the list that refuses the
+// worker's token (in a fleet, one that has not yet folded the node it was
+// registered at) is passed over like an unreachable one, and the worker
+// works at the next; the token is refused only when every node refuses it.
+func TestWorkerPassesRefusingNode(t *testing.T) {
+	a := start(t, nodetest.Options{})
+	b := start(t, nodetest.Options{})
+	a.group("alt.at-a", 100, 1, 1, 300)
+	ca, n := a.workerClient("w", 1, nil)
+	cb := client.New(b.node.URL, n.Token)
+	cb.Retry = fastRetry
+	w := newWorker(t, cb, 1)
+	w.Failover = []*client.Client{ca}
+	w.Reprobe = 300 * time.Millisecond
+	log, buf := testLogger(t)
+	w.Logger = log
+	run(t, w)
+	waitFor(t, "alt.at-a done at the second node", func() bool { return a.settled("alt.at-a") })
+	if !strings.Contains(buf.String(), "node refuses the token; leasing at the next node of the fleet") {
+		t.Errorf("the worker did not say the first node refuses its token:\n%s", buf.String())
+	}
+}
+
 // TestWorkerIdleSaidOnce: a worker with nothing to lease says so once,
 // not at every poll.
 func TestWorkerIdleSaidOnce(t *testing.T) {

@@ -164,8 +164,9 @@ func (w *Worker) Held() int { return int(w.held.Load()) }
 // Run leases and works until ctx ends, then lets the running IndexFuncs see
 // the cancelled context, uploads their windows, releases every group it
 // holds and returns nil. It returns an error when the Worker is not set up,
-// or, after stopping the same way, when the node refuses the token
-// (leasehold.ErrUnauthorized, ErrForbidden): waiting would not mend that.
+// or, after stopping the same way, when the node (every node, with
+// Failover) refuses the token (leasehold.ErrUnauthorized, ErrForbidden):
+// waiting would not mend that.
 // A worker killed instead leaves its groups to the TTL.
 func (w *Worker) Run(ctx context.Context) error {
 	if w.Client == nil || w.IndexFunc == nil || w.NewWindowFunc == nil {

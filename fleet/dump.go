@@ -46,12 +46,12 @@ type DumpRequest struct {
 type DumpChunk struct {
 	// Format is the origin's FormatVersion (0 before versions: 1); a
 	// receiver refuses a dump newer than it reads.
-	Format  int              `json:"format,omitempty"`
-	Seq     int              `json:"seq"`
-	Last    bool             `json:"last"`
-	Groups  []DumpGroup      `json:"groups,omitempty"`
-	Nodes   []leasehold.Node `json:"nodes,omitempty"`
-	Catalog string           `json:"catalog"`
+	Format  int               `json:"format,omitempty"`
+	Seq     int               `json:"seq"`
+	Last    bool              `json:"last"`
+	Groups  []DumpGroup       `json:"groups,omitempty"`
+	Nodes   []store.FleetNode `json:"nodes,omitempty"`
+	Catalog string            `json:"catalog"`
 	// At is when the origin began the dump, on its clock: the state is at
 	// least that new.
 	At  time.Time `json:"at"`
@@ -269,7 +269,7 @@ func (d *Dumper) write(ctx context.Context, w *dumpWriter) error {
 		}
 		after = page[len(page)-1].Group.ID
 	}
-	nodes, err := d.db.Nodes(ctx)
+	nodes, err := d.db.FleetNodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -605,7 +605,7 @@ func foldChunk(tx *store.Tx, origin string, c DumpChunk, names []string, maxAtte
 		return err
 	}
 	for _, n := range c.Nodes {
-		if err := tx.FoldNode(origin, n); err != nil {
+		if err := tx.FoldNode(origin, n, maxAttempts); err != nil {
 			return err
 		}
 	}
@@ -617,7 +617,7 @@ func foldChunk(tx *store.Tx, origin string, c DumpChunk, names []string, maxAtte
 	if err := tx.FoldPeer(origin, c.Catalog, 0, c.At, 0); err != nil {
 		return err
 	}
-	return tx.PeerRebuilt(origin, names)
+	return tx.PeerRebuilt(origin, names, maxAttempts)
 }
 
 // arrived is a dump chunk as received and decoded, or why none was.

@@ -356,6 +356,9 @@ func TestDumpManyRanges(t *testing.T) {
 		}
 		for _, n := range c.Nodes {
 			nodes = append(nodes, n.Name)
+			if len(n.TokenHash) != 32 {
+				t.Errorf("node %s dumped with a token hash of %d bytes, want its sha-256", n.Name, len(n.TokenHash))
+			}
 		}
 	}
 	if len(starts["big"]) != 20000 || len(starts["small"]) != 5 {
@@ -368,7 +371,7 @@ func TestDumpManyRanges(t *testing.T) {
 	// b knew of a worker of a's that a has since deleted.
 	ctx := context.Background()
 	if err := b.db.Write(ctx, func(tx *store.Tx) error {
-		return tx.FoldNode("node-a", leasehold.Node{Name: "gone", Capacity: 1})
+		return tx.FoldNode("node-a", store.FleetNode{Node: leasehold.Node{Name: "gone", Capacity: 1}}, 3)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +387,14 @@ func TestDumpManyRanges(t *testing.T) {
 	if err != nil || len(peers) != 1 || peers[0].Name != "node-a" || peers[0].Catalog != a.db.CatalogID() ||
 		peers[0].Rebuilds != 1 || peers[0].Groups != 2 || peers[0].Nodes != 1 || peers[0].LastEventAt == nil {
 		t.Fatalf("peers after the rebuild: %+v, %v", peers, err)
+	}
+	// a's worker's token, by the hash the dump carried, works at b.
+	own, err := a.db.FleetNodes(ctx)
+	if err != nil || len(own) != 1 {
+		t.Fatalf("a's nodes: %+v, %v", own, err)
+	}
+	if v, err := b.db.Visit(ctx, own[0].TokenHash); err != nil || v.Name != "w" || v.Home != "node-a" {
+		t.Fatalf("a's worker at b after the rebuild: %+v, %v; want w of node-a", v, err)
 	}
 }
 

@@ -451,12 +451,12 @@ func (f *Folder) apply(tx *store.Tx, it foldItem) error {
 		}
 	}
 	if m.Node != nil {
-		if err := tx.FoldNode(m.Origin, *m.Node); err != nil {
+		if err := tx.FoldNode(m.Origin, *m.Node, f.maxAttempts); err != nil {
 			return err
 		}
 	}
 	if m.NodeGone != "" {
-		if err := tx.FoldNodeGone(m.Origin, m.NodeGone); err != nil {
+		if err := tx.FoldNodeGone(m.Origin, m.NodeGone, f.maxAttempts); err != nil {
 			return err
 		}
 	}

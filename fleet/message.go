@@ -9,7 +9,6 @@ package fleet
 import (
 	"time"
 
-	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -85,9 +84,13 @@ type Message struct {
 	Group *store.PeerGroup `json:"group,omitempty"`
 	// Ranges are ranges of Group changed since the batch's first event of it.
 	Ranges []store.PeerRange `json:"ranges,omitempty"`
-	// Node is the event's worker node as the origin holds it (no token or
-	// hash ever leaves the origin).
-	Node *leasehold.Node `json:"node,omitempty"`
+	// Node is the event's worker node as the origin holds it, with the
+	// sha-256 of its token when the node is registered at the origin
+	// (never the token): a token registered at one node works at every
+	// node (store.FleetNode). The hash is an optional field, so the format
+	// stays 1: a node of the build before ignores it, and a node without
+	// it (published by that build) lets no token in elsewhere.
+	Node *store.FleetNode `json:"node,omitempty"`
 	// NodeGone names a worker node the origin deleted.
 	NodeGone string `json:"node_gone,omitempty"`
 	// Late is a plan the origin made while it owned a group and published

@@ -396,7 +396,7 @@ func (p *Publisher) nodeState(ctx context.Context, m *Message, e leasehold.Event
 		m.NodeGone = body.Name
 		return nil
 	}
-	n, err := p.db.Node(ctx, *e.NodeID)
+	n, _, err := p.db.FleetNode(ctx, *e.NodeID)
 	switch {
 	case leasehold.ErrorKind(err) == leasehold.KindNotFound:
 	case err != nil:
@@ -524,7 +524,7 @@ func movesNode(kind string) bool {
 
 func isNodeEvent(kind string) bool {
 	switch kind {
-	case store.EventNodeRegistered, store.EventNodePaused, store.EventNodeResumed, store.EventNodeDeleted, store.EventNodeChanged:
+	case store.EventNodeRegistered, store.EventNodePaused, store.EventNodeResumed, store.EventNodeDeleted, store.EventNodeChanged, store.EventNodeToken:
 		return true
 	}
 	return false

@@ -234,12 +234,13 @@ func (db *DB) rawExec(q string, args ...any) error {
 // TestMigration: a catalog made at version 1 (testdata/schema-v1.sql, the
 // first released schema), at version 5 (testdata/schema-v5.sql, the last
 // before rule 10) or at version 6 (testdata/schema-v6.sql, the last
-// without tallies or flaps) is brought up to version 12 and the same schema a new
-// catalog gets, keeps its rows (of kind default: rule 12), and gets an
-// identity that lasts across reopening.
+// without tallies or flaps) is brought up to version 13 and the same schema a new
+// catalog gets, keeps its rows (of kind default: rule 12; its nodes
+// registered here, no visitors: version 13), and gets an identity that
+// lasts across reopening.
 func TestMigration(t *testing.T) {
-	if leasehold.SchemaVersion != 12 {
-		t.Fatalf("SchemaVersion = %d, want 12 (kinds and source errors)", leasehold.SchemaVersion)
+	if leasehold.SchemaVersion != 13 {
+		t.Fatalf("SchemaVersion = %d, want 13 (node tokens that travel)", leasehold.SchemaVersion)
 	}
 	for _, c := range []struct {
 		name    string
@@ -252,19 +253,23 @@ func TestMigration(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			old := migrateFrom(t, c.file, c.version,
-				`INSERT INTO groups (name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES ('alt.kept', 10, 1, 0, 1, 0, 0, 0)`)
+				`INSERT INTO groups (name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES ('alt.kept', 10, 1, 0, 1, 0, 0, 0)`,
+				`INSERT INTO nodes (name, token_hash, priority_min, priority_max, capacity, created_at) VALUES ('w1', x'01', -10, 10, 4, 0)`)
 			migrated := openTest(t, old, Options{})
 			fresh := openTest(t, filepath.Join(t.TempDir(), "new.db"), Options{})
 			if got, want := schemaOf(t, migrated), schemaOf(t, fresh); got != want {
 				t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
 			}
 			var v int
-			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 12 {
-				t.Errorf("user_version after migration = %d, %v; want 12", v, err)
+			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 13 {
+				t.Errorf("user_version after migration = %d, %v; want 13", v, err)
 			}
 			var n int
 			if err := migrated.r.QueryRow(`SELECT count(*) FROM groups WHERE name = 'alt.kept' AND kind = 'default'`).Scan(&n); err != nil || n != 1 {
 				t.Errorf("group kept across migration: %d, %v", n, err)
+			}
+			if ns, err := migrated.Nodes(context.Background()); err != nil || len(ns) != 1 || ns[0].Name != "w1" {
+				t.Errorf("nodes after migration: %+v, %v; want w1, registered here", ns, err)
 			}
 			id := migrated.CatalogID()
 			if len(id) != 32 || id == fresh.CatalogID() {

@@ -25,7 +25,7 @@ const (
 		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
 		WHERE r.status = 'failed' AND ?1 = ?1 ORDER BY r.updated_at DESC LIMIT ?2`
 	qFindNodeUnseen = `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity, ''
-		FROM nodes n WHERE coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
+		FROM nodes n WHERE n.home = '' AND coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
 	qFindSnapshotOld = `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0), ''
 		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
 		WHERE l.node_id IS NOT NULL AND coalesce(l.snapshot_at, l.leased_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
@@ -253,7 +253,7 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 	}{
 		{leasehold.FindingRangeStale, `SELECT count(*) FROM ranges WHERE status = 'leased' AND heartbeat_at < ?1`, b.RangeHeartbeat},
 		{leasehold.FindingLeaseQuiet, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND heartbeat_at < ?1`, b.LeaseQuiet},
-		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes WHERE coalesce(last_seen_at, created_at) < ?1`, b.NodeUnseen},
+		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes WHERE home = '' AND coalesce(last_seen_at, created_at) < ?1`, b.NodeUnseen},
 		{leasehold.FindingSnapshotOld, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND coalesce(snapshot_at, leased_at) < ?1`, b.SnapshotAge},
 	} {
 		out[c.kind] = 0

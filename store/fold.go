@@ -75,10 +75,10 @@ var (
 		urgent_tail = (SELECT min(priority) FROM ranges WHERE group_id = groups.id AND status IN ('planned', 'leased') AND priority < 0),
 		urgent_hist = (SELECT min(priority) FROM ranges WHERE group_id = groups.id AND status IN ('planned', 'leased') AND priority >= 0)
 		WHERE id IN (SELECT value FROM json_each(?1))`)
-	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at, kinds)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+	qFoldNode = wq(`INSERT INTO peer_nodes (origin, name, priority_min, priority_max, capacity, paused, paused_by, paused_at, held, last_seen_at, updated_at, kinds, token_hash)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 		ON CONFLICT (origin, name) DO UPDATE SET priority_min = ?3, priority_max = ?4, capacity = ?5, paused = ?6, paused_by = ?7,
-		paused_at = ?8, held = ?9, last_seen_at = ?10, updated_at = ?11, kinds = ?12`)
+		paused_at = ?8, held = ?9, last_seen_at = ?10, updated_at = ?11, kinds = ?12, token_hash = ?13`)
 	qFoldNodeGone = wq(`DELETE FROM peer_nodes WHERE origin = ? AND name = ?`)
 	qFoldPeer     = wq(`INSERT INTO peers (name, catalog_id, last_event, last_event_at, folded_seq, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (name) DO UPDATE SET catalog_id = ?2, last_event = max(last_event, ?3), last_event_at = max(coalesce(last_event_at, 0), ?4),
@@ -474,8 +474,10 @@ func validPeerRange(r PeerRange) error {
 	return leasehold.Errorf(leasehold.KindInvalid, "peer range %d..%d: status %q is not valid", r.Start, r.End, r.Status)
 }
 
-// FoldNode folds a worker node registered at a peer.
-func (tx *Tx) FoldNode(origin string, n leasehold.Node) error {
+// FoldNode folds a worker node of a peer, with its token's hash when the
+// peer sends one (a hash that is not a sha-256 is dropped), and keeps the
+// node's visitor here, if it has one, in step (visitors.go).
+func (tx *Tx) FoldNode(origin string, n FleetNode, maxAttempts int64) error {
 	if !leasehold.ValidNodeName(n.Name) {
 		return leasehold.Errorf(leasehold.KindInvalid, "peer %q: node %q is not valid", origin, n.Name)
 	}
@@ -483,15 +485,22 @@ func (tx *Tx) FoldNode(origin string, n leasehold.Node) error {
 	if err != nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "peer %q: node %q: %v", origin, n.Name, err)
 	}
+	n.TokenHash = validHash(n.TokenHash)
 	_, err = tx.exec(qFoldNode, origin, n.Name, n.PriorityMin, n.PriorityMax, n.Capacity, n.Paused, n.PausedBy,
-		nullMS(n.PausedAt), n.Held, nullMS(n.LastSeenAt), ms(tx.now), kinds)
-	return mapError(err, "folding a peer's node")
+		nullMS(n.PausedAt), n.Held, nullMS(n.LastSeenAt), ms(tx.now), kinds, n.TokenHash)
+	if err != nil {
+		return mapError(err, "folding a peer's node")
+	}
+	return tx.stepVisitor(origin, n, kinds, maxAttempts)
 }
 
-// FoldNodeGone removes a worker node a peer deleted.
-func (tx *Tx) FoldNodeGone(origin, name string) error {
-	_, err := tx.exec(qFoldNodeGone, origin, name)
-	return mapError(err, "folding a peer's node")
+// FoldNodeGone removes a worker node a peer deleted, and its visitor
+// here, releasing what that holds.
+func (tx *Tx) FoldNodeGone(origin, name string, maxAttempts int64) error {
+	if _, err := tx.exec(qFoldNodeGone, origin, name); err != nil {
+		return mapError(err, "folding a peer's node")
+	}
+	return tx.visitorGone(origin, name, maxAttempts)
 }
 
 // FoldPeer records the last event folded from a peer: its outbox id, when
@@ -561,7 +570,7 @@ func (db *DB) FoldMark(ctx context.Context) (stream string, seq uint64, err erro
 
 // PeerRebuilt ends the rebuild of origin's part from its dump: worker
 // nodes of origin not in the dump are removed, and the rebuild counted.
-func (tx *Tx) PeerRebuilt(origin string, nodes []string) error {
+func (tx *Tx) PeerRebuilt(origin string, nodes []string, maxAttempts int64) error {
 	keep := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		keep[n] = true
@@ -585,7 +594,7 @@ func (tx *Tx) PeerRebuilt(origin string, nodes []string) error {
 		return mapError(err, "rebuilding a peer")
 	}
 	for _, n := range gone {
-		if err := tx.FoldNodeGone(origin, n); err != nil {
+		if err := tx.FoldNodeGone(origin, n, maxAttempts); err != nil {
 			return err
 		}
 	}

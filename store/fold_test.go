@@ -492,11 +492,11 @@ func TestPeers(t *testing.T) {
 	at := foldStart.Add(-5 * time.Second)
 	must(t, db.Write(ctx, func(tx *Tx) error {
 		for _, n := range []string{"w1", "w2"} {
-			if err := tx.FoldNode("a", leasehold.Node{Name: n, PriorityMin: -1, PriorityMax: 5, Capacity: 2}); err != nil {
+			if err := tx.FoldNode("a", FleetNode{Node: leasehold.Node{Name: n, PriorityMin: -1, PriorityMax: 5, Capacity: 2}}, 3); err != nil {
 				return err
 			}
 		}
-		if err := tx.FoldNode("b", leasehold.Node{Name: "w1", Capacity: 1}); err != nil {
+		if err := tx.FoldNode("b", FleetNode{Node: leasehold.Node{Name: "w1", Capacity: 1}}, 3); err != nil {
 			return err
 		}
 		if err := tx.FoldPeer("a", "cat-a", 10, at, 100); err != nil {
@@ -522,13 +522,13 @@ func TestPeers(t *testing.T) {
 	if b := peers[1]; b.Name != "b" || b.Groups != 1 || b.Nodes != 1 || b.Folded != 101 {
 		t.Fatalf("peer b = %+v", b)
 	}
-	must(t, db.Write(ctx, func(tx *Tx) error { return tx.PeerRebuilt("a", []string{"w2"}) }))
+	must(t, db.Write(ctx, func(tx *Tx) error { return tx.PeerRebuilt("a", []string{"w2"}, 3) }))
 	nodes, err := db.PeerNodes(ctx)
 	must(t, err)
 	if len(nodes) != 2 || nodes[0].Origin != "a" || nodes[0].Name != "w2" || nodes[1].Origin != "b" || nodes[1].Name != "w1" {
 		t.Fatalf("peer nodes after a's rebuild = %+v, want a/w2 and b/w1", nodes)
 	}
-	must(t, db.Write(ctx, func(tx *Tx) error { return tx.FoldNodeGone("a", "w2") }))
+	must(t, db.Write(ctx, func(tx *Tx) error { return tx.FoldNodeGone("a", "w2", 3) }))
 	peers, err = db.Peers(ctx)
 	must(t, err)
 	if peers[0].Rebuilds != 1 || peers[0].Nodes != 0 || peers[1].Rebuilds != 0 {

@@ -143,7 +143,7 @@ func TestKindsTravel(t *testing.T) {
 	}
 	seen := foldStart
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		return tx.FoldNode("a", leasehold.Node{Name: "usenet", Capacity: 1, LastSeenAt: &seen, Kinds: []string{leasehold.KindNNTP}})
+		return tx.FoldNode("a", FleetNode{Node: leasehold.Node{Name: "usenet", Capacity: 1, LastSeenAt: &seen, Kinds: []string{leasehold.KindNNTP}}}, 3)
 	}))
 	ns, err := db.PeerNodes(ctx)
 	must(t, err)

@@ -14,6 +14,9 @@ type NodeAuth struct {
 	ID        int64
 	Name      string
 	TokenHash []byte
+	// Home is the peer a visitor is registered at, "" for a node
+	// registered here.
+	Home string
 }
 
 const nodeColumns = `n.id, n.name, n.priority_min, n.priority_max, n.capacity, n.paused, n.paused_by, n.paused_at,
@@ -103,6 +106,9 @@ func (tx *Tx) ChangeNode(id int64, c NodeChange) (leasehold.Node, error) {
 	if err != nil {
 		return n, err
 	}
+	if err := tx.notVisitor(id, n.Name); err != nil {
+		return n, err
+	}
 	if c.Kinds != nil {
 		n.Kinds = c.Kinds
 	}
@@ -155,7 +161,11 @@ func parseKinds(s string) []string {
 
 // SetPaused pauses or resumes a node. A pause is kept across restarts.
 func (tx *Tx) SetPaused(id int64, paused bool, by string) (leasehold.Node, error) {
-	if _, err := tx.Node(id); err != nil {
+	n, err := tx.Node(id)
+	if err != nil {
+		return leasehold.Node{}, err
+	}
+	if err := tx.notVisitor(id, n.Name); err != nil {
 		return leasehold.Node{}, err
 	}
 	var at any
@@ -177,12 +187,22 @@ func (tx *Tx) SetPaused(id int64, paused bool, by string) (leasehold.Node, error
 // DeleteNode removes a node and its token; the groups it held are released
 // at their resume points. Unless force, a node that holds groups is a
 // conflict naming how many: its worker is likely running, and the delete
-// takes its work away mid-range.
+// takes its work away mid-range. A visitor is a conflict: it is deleted
+// at its home.
 func (tx *Tx) DeleteNode(id int64, maxAttempts int64, force bool) error {
 	n, err := tx.Node(id)
 	if err != nil {
 		return err
 	}
+	if err := tx.notVisitor(id, n.Name); err != nil {
+		return err
+	}
+	return tx.removeNode(id, n.Name, maxAttempts, force, nil)
+}
+
+// removeNode deletes node id (named name), releasing what it holds when
+// force; body adds to its deletion event's.
+func (tx *Tx) removeNode(id int64, name string, maxAttempts int64, force bool, body map[string]any) error {
 	rows, err := tx.query(qNodeHeld, id)
 	if err != nil {
 		return mapError(err, "deleting a node")
@@ -199,7 +219,7 @@ func (tx *Tx) DeleteNode(id int64, maxAttempts int64, force bool) error {
 	rows.Close()
 	if len(held) > 0 && !force {
 		return leasehold.Errorf(leasehold.KindConflict,
-			"node %s holds %d group(s); deleting it releases them from under its worker: force the delete to do it", n.Name, len(held))
+			"node %s holds %d group(s); deleting it releases them from under its worker: force the delete to do it", name, len(held))
 	}
 	for _, g := range held {
 		if err := tx.releaseGroup(g, maxAttempts); err != nil {
@@ -214,25 +234,43 @@ func (tx *Tx) DeleteNode(id int64, maxAttempts int64, force bool) error {
 	// write of this batch from trusting them.
 	tx.db.nodeGen.Add(1)
 	tx.AfterCommit(func() { tx.db.nodeGen.Add(1); tx.db.seen.Delete(id) })
-	return tx.event(EventNodeDeleted, 0, 0, id, map[string]any{"name": n.Name})
+	if body == nil {
+		body = map[string]any{}
+	}
+	body["name"] = name
+	return tx.event(EventNodeDeleted, 0, 0, id, body)
 }
 
+// EventNodeToken is a node's token changed. Its body is empty: the new
+// hash travels only in the node's state that peer sync publishes.
+const EventNodeToken = "node_token_changed"
+
 // SetNodeToken gives a node a new token (its hash): the old one is
-// refused once this commits. Remembered authentications end with the
-// commit, as at a deletion. The hash stays here: peers never hold a
-// node's token or its hash, so there is nothing to send them. Errors:
-// not found.
+// refused here once this commits, and at every peer once it folds the
+// event (which publishes the new hash). Remembered authentications end
+// with the commit, as at a deletion. Errors: not found; conflict for a
+// visitor, whose token is its home's.
 func (tx *Tx) SetNodeToken(id int64, hash []byte) error {
-	res, err := tx.exec(qNodeToken, hash, id)
+	n, err := tx.Node(id)
 	if err != nil {
+		return err
+	}
+	if err := tx.notVisitor(id, n.Name); err != nil {
+		return err
+	}
+	if _, err := tx.exec(qNodeToken, hash, id); err != nil {
 		return mapError(err, "changing a node's token")
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return leasehold.Errorf(leasehold.KindNotFound, "node %d not found", id)
-	}
+	tx.forgetAuths()
+	return tx.event(EventNodeToken, 0, 0, id, nil)
+}
+
+// forgetAuths ends the authentications NodeByTokenHash remembers, now for
+// the rest of this write and again once it commits (before its caller
+// hears back), so no entry read before the commit is trusted after it.
+func (tx *Tx) forgetAuths() {
 	tx.db.nodeGen.Add(1)
 	tx.AfterCommit(func() { tx.db.nodeGen.Add(1) })
-	return nil
 }
 
 // TouchNode records that the node was seen now (at most once a second).
@@ -267,9 +305,10 @@ func (db *DB) Node(ctx context.Context, id int64) (leasehold.Node, error) {
 	return n, mapError(err, "reading a node")
 }
 
-// Nodes lists every node by id.
+// Nodes lists every node registered here by id; visitors are their
+// home's (PeerNodes lists them there).
 func (db *DB) Nodes(ctx context.Context) ([]leasehold.Node, error) {
-	rows, err := db.query(ctx, `SELECT `+nodeColumns+` FROM nodes n ORDER BY n.id`)
+	rows, err := db.query(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.home = '' ORDER BY n.id`)
 	if err != nil {
 		return nil, err
 	}
@@ -288,11 +327,12 @@ func (db *DB) Nodes(ctx context.Context) ([]leasehold.Node, error) {
 // NodeByTokenHash finds the node a token hash belongs to; none is not found.
 //
 // Every worker call authenticates, and a catalog read for each was a third
-// of the node's HTTP work, so found nodes are remembered. A node's id, name
-// and token hash never change; only its deletion ends them. Each entry
-// carries the deletion generation read before its catalog lookup, and a
-// deletion raises the generation once committed (before its caller hears
-// back), so an entry that raced a deletion is never trusted.
+// of the node's HTTP work, so found nodes are remembered. A node's id and
+// name never change; its deletion, a new token, or a visitor's home
+// changing it (a fold) end them. Each entry carries the generation read
+// before its catalog lookup, and each of those raises the generation once
+// committed (before its caller hears back), so an entry that raced one is
+// never trusted.
 func (db *DB) NodeByTokenHash(ctx context.Context, hash []byte) (NodeAuth, error) {
 	key := string(hash)
 	gen := db.nodeGen.Load()
@@ -303,7 +343,7 @@ func (db *DB) NodeByTokenHash(ctx context.Context, hash []byte) (NodeAuth, error
 		db.auths.Delete(key)
 	}
 	var a NodeAuth
-	err := db.queryRow(ctx, `SELECT id, name, token_hash FROM nodes WHERE token_hash = ?`, hash).Scan(&a.ID, &a.Name, &a.TokenHash)
+	err := db.queryRow(ctx, `SELECT id, name, token_hash, home FROM nodes WHERE token_hash = ?`, hash).Scan(&a.ID, &a.Name, &a.TokenHash, &a.Home)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, leasehold.Errorf(leasehold.KindNotFound, "no node has that token")
 	}

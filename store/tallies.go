@@ -56,7 +56,7 @@ const qNodeStates = `SELECT CASE WHEN n.paused THEN 'paused'
 		WHEN coalesce(n.last_seen_at, n.created_at) < ?1 THEN 'unseen'
 		WHEN EXISTS (SELECT 1 FROM group_leases l WHERE l.node_id = n.id) THEN 'active'
 		ELSE 'idle' END, count(*)
-	FROM nodes n GROUP BY 1`
+	FROM nodes n WHERE n.home = '' GROUP BY 1`
 
 // NodeStates counts this node's registered worker nodes by state as of
 // now; a node not seen for unseen is unseen. Every state is present.

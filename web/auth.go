@@ -70,6 +70,11 @@ func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
 			return leasehold.Errorf(leasehold.KindForbidden, "this endpoint takes a node's token, not the admin token")
 		}
 		s.authFailed(c, authNode)
+		if errors.Is(err, appliance.ErrNameTaken) {
+			// A good token of a peer's node kept out by a node of its name
+			// here: its worker is told why, which only names nodes.
+			return err
+		}
 		return errWrongToken
 	}
 }

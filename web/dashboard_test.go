@@ -372,10 +372,10 @@ func TestFleetPage(t *testing.T) {
 		if err := tx.FoldPeer("node-c", "cat-c", 5, lastC, 4300); err != nil {
 			return err
 		}
-		if err := tx.FoldNode("node-b", leasehold.Node{Name: "wb1", Capacity: 2, Held: 1, LastSeenAt: &seen}); err != nil {
+		if err := tx.FoldNode("node-b", store.FleetNode{Node: leasehold.Node{Name: "wb1", Capacity: 2, Held: 1, LastSeenAt: &seen}}, 3); err != nil {
 			return err
 		}
-		if err := tx.FoldNode("node-c", leasehold.Node{Name: "wc1", Capacity: 1, Paused: true, PausedBy: "ops", PausedAt: &seen}); err != nil {
+		if err := tx.FoldNode("node-c", store.FleetNode{Node: leasehold.Node{Name: "wc1", Capacity: 1, Paused: true, PausedBy: "ops", PausedAt: &seen}}, 3); err != nil {
 			return err
 		}
 		_, _, err := tx.FoldGroup("node-b", store.PeerGroup{
@@ -515,7 +515,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 		if err := tx.FoldPeer("node-b", "cat-b", 17, seen, 4242); err != nil {
 			return err
 		}
-		return tx.FoldNode("node-b", leasehold.Node{Name: "wb1", Capacity: 2, Held: 1, LastSeenAt: &seen})
+		return tx.FoldNode("node-b", store.FleetNode{Node: leasehold.Node{Name: "wb1", Capacity: 2, Held: 1, LastSeenAt: &seen}}, 3)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,24 @@ func serveNode(t *testing.T, args ...string) *servedNode {
 	return n
 }
 
+// natsSecret writes a fleet's NATS secret into a file and returns its path.
+func natsSecret(t *testing.T, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nats.secret")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// pairArgs are the flags of one node of a two-node fleet on loopback:
+// its data dir and name, the fleet's secret file, its route port and its
+// peer's.
+func pairArgs(secret, data, name string, own, other int) []string {
+	return []string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--nats-listen", "127.0.0.1:0",
+		"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", own), "--nats-routes", fmt.Sprintf("nats://127.0.0.1:%d", other)}
+}
+
 // adminCall sends an admin request to the node whose data dir is data and
 // returns the status and body.
 func adminCall(t *testing.T, url, data, method, path, body string) (int, []byte) {
@@ -108,17 +126,10 @@ func TestAloneThenFleet(t *testing.T) {
 		t.Fatalf("the serving line of a node alone does not say nats=off:\n%s", a.log.String())
 	}
 
-	secret := filepath.Join(t.TempDir(), "nats.secret")
-	if err := os.WriteFile(secret, []byte("alone-then-fleet-secret-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := natsSecret(t, "alone-then-fleet-secret-0123456789")
 	routes := freePorts(t, 2)
-	fleetArgs := func(data, name string, own, other int) []string {
-		return []string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--nats-listen", "127.0.0.1:0",
-			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", own), "--nats-routes", fmt.Sprintf("nats://127.0.0.1:%d", other)}
-	}
-	b := serveNode(t, fleetArgs(dataB, "node-b", routes[1], routes[0])...)
-	a = serveNode(t, fleetArgs(dataA, "node-a", routes[0], routes[1])...)
+	b := serveNode(t, pairArgs(secret, dataB, "node-b", routes[1], routes[0])...)
+	a = serveNode(t, pairArgs(secret, dataA, "node-a", routes[0], routes[1])...)
 	pollReady(t, a.url, 90*time.Second)
 	pollReady(t, b.url, 90*time.Second)
 

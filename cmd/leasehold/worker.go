@@ -36,8 +36,9 @@ one that cannot be reached (refused, reset, timed out, 502/503/504) for
 --reprobe, then tries it again. A group is worked only at the node that
 granted it; if that node stays unreachable for a lease TTL the group is
 given up, and the node that takes it over grants it anew. A node token
-is a node's own, so give one token per URL (--token T1,T2,T3, in the
-order of --url), or one token every node knows.
+registered at any node of a fleet works at every node, so one --token
+is enough; nodes that are not one fleet take one token per URL
+(--token T1,T2,T3, in the order of --url).
 
 With --source nntp:// (or nntps://, TLS) it indexes a news server: it
 reports the water marks of the node's groups (GROUP, every

@@ -98,7 +98,8 @@ export interface WorkerOptions<W extends Window> {
   /**
    * More nodes of the same fleet, asked in order after client when it
    * cannot be reached (refused, reset, timed out, 502/503/504); each with
-   * the same worker node's token. A group is worked only at the node that
+   * the same worker node's token (registered at any node of the fleet, it
+   * works at every node). A group is worked only at the node that
    * granted it: its fence and id are that node's.
    */
   failover?: Client[];
@@ -169,7 +170,8 @@ export class Worker<W extends Window = Window> {
    * Asks the nodes in order, passing over those marked down (all of them
    * when every one is), for a grant; resolves with the grant (or null:
    * nothing to lease) and the node that answered. Throws the last error
-   * when none could be reached, or an answer that is not about reaching.
+   * when none could be reached or let the token in, or an answer that is
+   * about neither.
    */
   private async leaseAny(signal: AbortSignal): Promise<{ grant: Grant | null; node: FleetNode }> {
     const now = Date.now();
@@ -185,8 +187,14 @@ export class Worker<W extends Window = Window> {
         this.lastNode = n;
         return { grant, node: n };
       } catch (e) {
-        if (signal.aborted || !unreachable(e)) throw e;
-        if (n.downUntil === 0 && this.nodes.length > 1) this.log.warn("node unreachable; leasing at the next node of the fleet", { url: n.client.url, retry_after_ms: this.reprobeMs, err: e });
+        // A token registered at one node of a fleet is let in at another
+        // once that one has folded it: a node that refuses it (behind, or
+        // holding another node of the name) is passed over too. Refused by
+        // every node, the token is refused.
+        const refused = this.nodes.length > 1 && (e instanceof UnauthorizedError || e instanceof ForbiddenError);
+        if (signal.aborted || !(unreachable(e) || refused)) throw e;
+        const why = refused ? "node refuses the token; leasing at the next node of the fleet" : "node unreachable; leasing at the next node of the fleet";
+        if (n.downUntil === 0 && this.nodes.length > 1) this.log.warn(why, { url: n.client.url, retry_after_ms: this.reprobeMs, err: e });
         n.downUntil = Date.now() + this.reprobeMs;
         last = e;
       }
@@ -226,7 +234,8 @@ export class Worker<W extends Window = Window> {
    * Leases and works until signal aborts, then lets the running index calls
    * see their signal abort, uploads their windows, releases every group
    * and resolves. Rejects, after stopping the same way, when the node
-   * refuses the token (UnauthorizedError, ForbiddenError).
+   * (every node, with failover) refuses the token (UnauthorizedError,
+   * ForbiddenError).
    */
   async run(signal: AbortSignal): Promise<void> {
     const stop = new AbortController();

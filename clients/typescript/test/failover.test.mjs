@@ -87,3 +87,36 @@ test("fails over to the next node and comes back to the first", async (t) => {
   assert.equal(lines.filter((l) => l.startsWith("node unreachable; leasing at the next")).length, 1, "the move said once");
   assert.ok(lines.includes("node reachable again; leasing there"), lines.join("\n"));
 });
+
+test("passes over a node that refuses the token and works at the next", async (t) => {
+  const a = await nodeWithGroup(t, "ts.refused", 300);
+  const b = await startNode([]);
+  t.after(() => b.stop());
+  const retry = { minMs: 5, maxMs: 20, attempts: 3 };
+  const lines = [];
+  const logger = { info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
+  const stop = new AbortController();
+  const worker = new Worker({
+    // b does not know a's token, as a node of a fleet that has not yet
+    // folded the node it was registered at.
+    client: new Client({ url: b.url, token: a.token, retry }),
+    failover: [new Client({ url: a.url, token: a.token, retry })],
+    reprobeMs: 300,
+    logger,
+    poll: { minMs: 20, maxMs: 200 },
+    newWindow: () => new IdWindow(),
+    async index({ range, window, progress }) {
+      for (let id = range.next; id <= range.end; id++) window.ids.add(id);
+      progress(range.end + 1, 0);
+    },
+  });
+  const done = worker.run(stop.signal);
+  t.after(() => stop.abort());
+  await waitFor("ts.refused done at the second node", async () => {
+    const d = await a.admin.getGroup("ts.refused");
+    return d.lease === null && d.ranges.planned + d.ranges.leased === 0;
+  }, 30000);
+  assert.ok(lines.includes("node refuses the token; leasing at the next node of the fleet"), lines.join("\n"));
+  stop.abort();
+  await done;
+});

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/poll"
+)
+
+// TestTokenTravels: in a fleet of two real nodes, a worker node registered
+// at node-a (one token) leases, heartbeats, finishes ranges at node-b
+// without being registered there, and is not listed among node-b's own
+// nodes. Its token changed at node-a: the old one is refused at node-b
+// within seconds, and the new one holds the same lease there. Deleted at
+// node-a: refused at node-b, and what it held there released. A name
+// registered at both nodes keeps node-a's node of it out at node-b.
+func TestTokenTravels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a two-node fleet takes a while")
+	}
+	secret := natsSecret(t, "token-travels-secret-0123456789")
+	routes := freePorts(t, 2)
+	dataA, dataB := t.TempDir(), t.TempDir()
+	a := serveNode(t, pairArgs(secret, dataA, "node-a", routes[0], routes[1])...)
+	b := serveNode(t, pairArgs(secret, dataB, "node-b", routes[1], routes[0])...)
+	pollReady(t, a.url, 90*time.Second)
+	pollReady(t, b.url, 90*time.Second)
+	adminOf := func(url, data string) *client.Client {
+		token, err := os.ReadFile(filepath.Join(data, "admin.token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.New(url, strings.TrimSpace(string(token)))
+	}
+	adminA, adminB := adminOf(a.url, dataA), adminOf(b.url, dataB)
+	ctx := context.Background()
+
+	rs := int64(100)
+	if _, _, err := adminB.PutGroup(ctx, "alt.travel", client.GroupSpec{RangeSize: &rs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adminB.PlanTail(ctx, "alt.travel", 300); err != nil {
+		t.Fatal(err)
+	}
+	w, err := adminA.RegisterNode(ctx, client.NodeSpec{Name: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := time.Now()
+
+	// At b with a's token: let in once b folds a's event of w.
+	atB := client.New(b.url, w.Token)
+	var g *client.Grant
+	poll.Until(t, 30*time.Second, "a lease at node-b with node-a's token", func() error {
+		var err error
+		g, err = atB.Lease(ctx)
+		if err == nil && g == nil {
+			err = errors.New("nothing granted")
+		}
+		return err
+	})
+	t.Logf("node-a's token worked at node-b %v after its registration", time.Since(registered).Round(time.Millisecond))
+	if _, err := atB.Heartbeat(ctx, g.Group.ID, g.Fence); err != nil {
+		t.Fatalf("heartbeat at node-b: %v", err)
+	}
+	r, err := atB.Next(ctx, g.Group.ID, g.Fence)
+	if err != nil || r == nil {
+		t.Fatalf("next at node-b: %+v, %v", r, err)
+	}
+	if f, err := atB.Finish(ctx, r.ID, g.Fence, 7); err != nil || f.Status != leasehold.StatusDone {
+		t.Fatalf("finish at node-b: %+v, %v", f, err)
+	}
+	if d, err := adminB.Group(ctx, "alt.travel"); err != nil || d.Lease == nil || d.Lease.Node != "w" || d.Ranges[leasehold.StatusDone] != 1 {
+		t.Fatalf("alt.travel at node-b: %+v, %v; want held by w, one range done", d, err)
+	}
+	if ns, err := adminB.Nodes(ctx); err != nil || len(ns) != 0 {
+		t.Fatalf("node-b's own nodes: %+v, %v; want none (w is node-a's)", ns, err)
+	}
+
+	// w is changed only at a: at b (where it is node 1, b having none of
+	// its own) a pause or a new token is a conflict.
+	if _, err := adminB.PauseNode(ctx, 1, "ops"); !errors.Is(err, leasehold.ErrConflict) {
+		t.Errorf("pausing w at node-b: %v; want a conflict", err)
+	}
+	if _, err := atB.RotateNodeToken(ctx, 1); !errors.Is(err, leasehold.ErrConflict) {
+		t.Errorf("w's own new token at node-b: %v; want a conflict", err)
+	}
+
+	// A new token at a: the old one is refused at b, the new one holds
+	// the same lease there.
+	fresh, err := adminA.RotateNodeToken(ctx, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated := time.Now()
+	poll.Eventually(t, 10*time.Second, "the old token refused at node-b", func() bool {
+		_, err := atB.Heartbeat(ctx, g.Group.ID, g.Fence)
+		return errors.Is(err, leasehold.ErrUnauthorized)
+	})
+	t.Logf("the old token was refused at node-b %v after the new one was made at node-a", time.Since(rotated).Round(time.Millisecond))
+	atB = client.New(b.url, fresh)
+	if _, err := atB.Heartbeat(ctx, g.Group.ID, g.Fence); err != nil {
+		t.Fatalf("the new token at node-b: %v", err)
+	}
+
+	// Deleted at a: refused at b, its group there released.
+	if err := adminA.DeleteNode(ctx, w.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "the deleted node's token refused at node-b", func() bool {
+		_, err := atB.Heartbeat(ctx, g.Group.ID, g.Fence)
+		return errors.Is(err, leasehold.ErrUnauthorized)
+	})
+	if d, err := adminB.Group(ctx, "alt.travel"); err != nil || d.Lease != nil {
+		t.Fatalf("alt.travel at node-b after w's deletion: %+v, %v; want released", d.Lease, err)
+	}
+
+	// A name registered at both: a's node of that name is kept out at b,
+	// and its worker is told why.
+	if _, err := adminB.RegisterNode(ctx, client.NodeSpec{Name: "twice"}); err != nil {
+		t.Fatal(err)
+	}
+	twice, err := adminA.RegisterNode(ctx, client.NodeSpec{Name: "twice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "a's twice refused at node-b, saying why", func() bool {
+		_, err := client.New(b.url, twice.Token).Lease(ctx)
+		return errors.Is(err, leasehold.ErrUnauthorized) && strings.Contains(err.Error(), "a name is one node in a fleet")
+	})
+}
