@@ -114,7 +114,8 @@ until_ok 60 "the worker to hold a group granted by n3" some_held_at 3
 step "the worker holds $(held_at 3 | tr '\n' ' ')at n3, $(since "$t1") s after its start"
 n3groups=$(held_at 3 | tr '\n' ' ')
 # shellcheck disable=SC2086
-until_ok 60 "a range done at n3" test "$(done_at 3 $n3groups)" -gt 0
+some_done_at_n3() { [ "$(done_at 3 $n3groups)" -gt 0 ]; }
+until_ok 60 "a range done at n3" some_done_at_n3
 step "ranges done at n3: $(done_at 3 $n3groups), $(since "$t1") s after the worker's start"
 
 step "block fleet-kill: kill -9 n3"

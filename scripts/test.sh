@@ -90,7 +90,7 @@ bash scripts/release.sh --dry-run v0.0.0-ci
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
-for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/example-worker-ts.sh scripts/fleet-demo.sh scripts/usenet-demo.sh; do
+for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/example-worker-ts.sh scripts/fleet-demo.sh scripts/fleet-walkthrough.sh scripts/usenet-demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
 		echo "test: $s"
 		bash "$s"
