@@ -158,8 +158,11 @@ if ! cmp -s "$tmp/killed.final" "$tmp/once.final"; then
 	diff "$tmp/killed.final" "$tmp/once.final" | head -20 >&2
 	exit 1
 fi
-diff -r "$tmp/nzb-killed" "$tmp/nzb-once" >/dev/null ||
-	{ echo "usenet-demo: the NZBs after the crash differ from one uninterrupted pass" >&2; exit 1; }
+if ! diff -r "$tmp/nzb-killed" "$tmp/nzb-once" >"$tmp/nzb.diff"; then
+	echo "usenet-demo: the NZBs after the crash differ from one uninterrupted pass:" >&2
+	head -c 3000 "$tmp/nzb.diff" >&2
+	exit 1
+fi
 nfiles=$(jq -s '[.[] | select(.type == "file")] | length' "$tmp/killed.final")
 nreleases=$(jq -s '[.[] | select(.type == "release")] | length' "$tmp/killed.final")
 

@@ -10,14 +10,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
 // NZBWriter writes the NZB of each release that has one (USENET.md
 // "NZB") under Dir: Dir/<group>/<release key>.nzb, NZB 1.1, written to a
 // temporary name, synced and renamed, so a reader never sees half of one.
+//
+// A worker killed between the two leaves its temporary file behind. The
+// name carries the writing process's id (.nzb-<pid>-*), so the first
+// write into a group's directory removes those of processes that are
+// gone, and never one another worker sharing the directory is writing.
 type NZBWriter struct {
 	Dir string
+
+	mu    sync.Mutex
+	swept map[string]bool // group directories already swept
 }
 
 // NewNZBWriter makes dir (0700) and proves it can be written, so a worker
@@ -76,7 +86,8 @@ func (n *NZBWriter) write(path string, body []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".nzb-*")
+	n.sweep(dir)
+	tmp, err := os.CreateTemp(dir, fmt.Sprintf("%s%d-*", nzbTempPrefix, os.Getpid()))
 	if err != nil {
 		return err
 	}
@@ -93,6 +104,60 @@ func (n *NZBWriter) write(path string, body []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// nzbTempPrefix starts the name of an NZB being written, before the
+// writer's process id.
+const nzbTempPrefix = ".nzb-"
+
+// sweep removes, once per directory, the temporary NZBs of writers whose
+// process is gone (killed before their rename). A failure to list or
+// remove leaves them: they are hidden files, and the next start tries
+// again.
+func (n *NZBWriter) sweep(dir string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.swept[dir] {
+		return
+	}
+	if n.swept == nil {
+		n.swept = map[string]bool{}
+	}
+	n.swept[dir] = true
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := tempWriter(e.Name())
+		if ok && pid != os.Getpid() && !processAlive(pid) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// tempWriter is the process id in a temporary NZB's name.
+func tempWriter(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, nzbTempPrefix)
+	if !ok {
+		return 0, false
+	}
+	digits, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(digits)
+	return pid, err == nil && pid > 0
+}
+
+// processAlive reports whether a process of that id runs on this host.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // safeGroup reports whether a group name is a plain directory name.

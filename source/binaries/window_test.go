@@ -547,3 +547,45 @@ func TestNZBRemovedWhenNotDue(t *testing.T) {
 		t.Errorf("the NZB of a release neither complete nor with an incomplete file is still there: %v", err)
 	}
 }
+
+// TestNZBSweepsDeadWritersTemp: a worker killed between writing an NZB's
+// temporary file and renaming it leaves the file; the next writer into
+// that group's directory removes it, and leaves alone the temporary file
+// of a writer still running and any file not of that shape.
+func TestNZBSweepsDeadWritersTemp(t *testing.T) {
+	n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const group = "alt.binaries.lh.rec.s"
+	dir := filepath.Join(n.Dir, group)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf(".nzb-%d-111", gone.Process.Pid)
+	live := fmt.Sprintf(".nzb-%d-222", os.Getppid())
+	other := ".nzb-notapid"
+	for _, name := range []string{dead, live, other} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("half an nzb"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := NewWindow(group)
+	h := nntp.Header{Number: 1, Subject: `post [1/1] - "f1.bin" yEnc (1/1)`, From: "p", MessageID: "<1@p>", Bytes: 10}
+	ups := w.Add(1, 1, []nntp.Header{h})
+	if err := n.Write(ups); err != nil || len(ups) == 0 || ups[0].Release.NZB == nil {
+		t.Fatalf("%v, %+v: want the complete release's NZB", err, ups)
+	}
+	if _, err := os.Stat(filepath.Join(dir, dead)); !os.IsNotExist(err) {
+		t.Errorf("the temporary NZB of a writer that is gone is still there: %v", err)
+	}
+	for _, name := range []string{live, other} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s was removed: %v", name, err)
+		}
+	}
+}
