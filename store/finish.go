@@ -105,10 +105,7 @@ func (tx *Tx) finishHeld(rangeID, groupID, nodeID, fence, headers int64) (r leas
 	if errors.Is(err, sql.ErrNoRows) {
 		// Lease lost (or the group gone): the range's update is undone
 		// with the write.
-		if _, err = tx.holder(r.GroupID, nodeID, fence); err == nil {
-			err = leasehold.Errorf(leasehold.KindInternal, "group %d: finishing range %d changed no lease", r.GroupID, rangeID)
-		}
-		return r, inWork, false, err
+		return r, inWork, false, tx.leaseNotCounted(r.GroupID, nodeID, fence, rangeID)
 	}
 	if err != nil {
 		return r, inWork, false, mapError(err, "finishing a range")
@@ -136,11 +133,7 @@ func (tx *Tx) finishChecked(rangeID, nodeID, fence, headers int64) (leasehold.Ra
 	var inWork sql.NullInt64
 	err = tx.queryRow(qLeaseFinish, r.GroupID, nodeID, fence, rangeID, ms(tx.now), headers).Scan(&inWork)
 	if errors.Is(err, sql.ErrNoRows) {
-		_, err := tx.holder(r.GroupID, nodeID, fence)
-		if err == nil {
-			err = leasehold.Errorf(leasehold.KindInternal, "group %d: finishing range %d changed no lease", r.GroupID, rangeID)
-		}
-		return r, err
+		return r, tx.leaseNotCounted(r.GroupID, nodeID, fence, rangeID)
 	}
 	if err != nil {
 		return r, mapError(err, "finishing a range")
@@ -161,4 +154,14 @@ func (tx *Tx) finishChecked(rangeID, nodeID, fence, headers int64) (leasehold.Ra
 		return r, mapError(err, "finishing a range")
 	}
 	return r, tx.event(EventRangeFinished, r.GroupID, rangeID, nodeID, map[string]any{"headers": headers})
+}
+
+// leaseNotCounted says why a finish's count on the lease changed no row:
+// the holder check's answer (lease lost, the group gone), or, if the
+// holder still holds, an internal error, for that cannot be.
+func (tx *Tx) leaseNotCounted(groupID, nodeID, fence, rangeID int64) error {
+	if _, err := tx.holder(groupID, nodeID, fence); err != nil {
+		return err
+	}
+	return leasehold.Errorf(leasehold.KindInternal, "group %d: finishing range %d changed no lease", groupID, rangeID)
 }
