@@ -57,6 +57,9 @@ type Members struct {
 	// catalog whose life was not among them is down since then at the
 	// latest.
 	began time.Time
+	// downs is signalled when a member is found down: its groups are to
+	// be taken over (Orphans).
+	downs chan struct{}
 
 	service.Base
 }
@@ -66,13 +69,14 @@ type member struct {
 	state string
 	since time.Time
 	seen  time.Time // this node's clock when its life was last seen
+	found time.Time // this node's clock when it was last found down
 }
 
 // NewMembers follows the fleet's members in lives and claims; self is
 // this node, never listed.
 func NewMembers(lives, claims jetstream.KeyValue, self string, ttl time.Duration, log *slog.Logger) *Members {
 	return &Members{lives: lives, claims: claims, self: self, ttl: ttl, now: time.Now, log: log,
-		members: map[string]*member{}, owners: map[string]string{}}
+		members: map[string]*member{}, owners: map[string]string{}, downs: make(chan struct{}, 1)}
 }
 
 // Start watches the lives and the claims and ticks for lapsed lives until
@@ -191,7 +195,7 @@ func (m *Members) lapse(now time.Time) {
 	m.mu.Lock()
 	for node, mb := range m.members {
 		if mb.state == MemberUp && now.Sub(mb.seen) >= m.ttl {
-			mb.state, mb.since = MemberDown, mb.seen
+			mb.state, mb.since, mb.found = MemberDown, mb.seen, now
 			downs = append(downs, down{node: node, since: mb.seen})
 		}
 	}
@@ -203,6 +207,12 @@ func (m *Members) lapse(now time.Time) {
 		}
 	}
 	m.mu.Unlock()
+	if len(downs) > 0 {
+		select {
+		case m.downs <- struct{}{}:
+		default:
+		}
+	}
 	for _, d := range downs {
 		m.log.Warn("peers: peer down", "peer", d.node, "since", d.since.UTC().Format(time.RFC3339),
 			"groups_to_adopt", d.groups, leasehold.TimelineAttr, leasehold.TimelinePeerDown)

@@ -1,0 +1,179 @@
+package fleet
+
+import (
+	"context"
+	"hash/fnv"
+	"sort"
+	"time"
+)
+
+// Takeover. A member found down (its life not seen for the claim TTL)
+// has lost its claims, and its groups are taken over by the others at
+// once, whether or not their workers are idle: left to the idle workers'
+// offers (spread.go), a dead node's groups waited until a survivor's
+// worker found nothing to do, which with busy workers was several claim
+// TTLs, and with no worker at a survivor, for ever. The survivors share
+// the dead member's groups: each takes first the groups it ranks first
+// for among itself and the members up (rendezvous hashing of node and
+// group names, so every node ranks alike without talking), and any
+// others once the member has been down for takeoverGrace, in case the
+// survivor ranked first is slow or gone too. Safety is the claims':
+// a group is taken only by the compare-and-set on its claim, once the
+// life its claim names is over as the lives stream's leader has it
+// (Claims.Claim), so a member wrongly found down here (this node's
+// watch behind) loses nothing: its claims are refused as alive.
+
+// takeoverGrace is how long after a member is found down any survivor,
+// not only the one ranked first, takes its groups.
+const takeoverGrace = 2 * time.Second
+
+// Orphans tells ownership of groups whose claims name members found down
+// (Members is one).
+type Orphans interface {
+	// Downs is signalled when a member is found down.
+	Downs() <-chan struct{}
+	// Orphans lists up to max groups whose claims name a member found
+	// down that this node should try to take over now; later says others
+	// are left for now to the survivors ranked first for them.
+	Orphans(max int) (groups []string, later bool)
+}
+
+// Downs is signalled when a member is found down (Orphans).
+func (m *Members) Downs() <-chan struct{} { return m.downs }
+
+// Orphans lists up to max groups whose claims name a member found down,
+// sorted: those this node ranks first for among itself and the members
+// up, and, once their member has been down for takeoverGrace, the others
+// (see Takeover above); later says some were left to others for now. It
+// reads memory only.
+func (m *Members) Orphans(max int) (groups []string, later bool) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	up := []string{m.self}
+	late := map[string]bool{} // down members past the grace
+	anyDown := false
+	for node, mb := range m.members {
+		switch {
+		case mb.state == MemberUp:
+			up = append(up, node)
+		case mb.state == MemberDown:
+			anyDown = true
+			late[node] = now.Sub(mb.found) >= takeoverGrace
+		}
+	}
+	if !anyDown || max <= 0 {
+		return nil, false
+	}
+	for group, owner := range m.owners {
+		pastGrace, down := late[owner]
+		if !down {
+			continue
+		}
+		if !pastGrace && takeoverRank(group, up) != m.self {
+			later = true
+			continue
+		}
+		groups = append(groups, group)
+		if len(groups) >= max {
+			break
+		}
+	}
+	sort.Strings(groups)
+	return groups, later
+}
+
+// takeoverRank is the node of nodes that ranks first for group: the one
+// with the highest hash of its name and the group's.
+func takeoverRank(group string, nodes []string) string {
+	var best string
+	var bestHash uint64
+	for _, n := range nodes {
+		h := fnv.New64a()
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+		h.Write([]byte(group))
+		if v := h.Sum64(); best == "" || v > bestHash || (v == bestHash && n < best) {
+			best, bestHash = n, v
+		}
+	}
+	return best
+}
+
+// takeoverBehindMax bounds the groups remembered as won but not yet
+// adoptable (ErrBehind), to try again at the next pass.
+const takeoverBehindMax = ownershipWanted
+
+// takeOver claims and owns the groups of members found down (o.orphans),
+// with those won earlier that could not be adopted yet, and reports how
+// many it tried, how many it took, and whether others are left to the
+// survivors ranked first for them until the grace.
+func (o *Ownership) takeOver(ctx context.Context) (tried, took int, later bool) {
+	groups, later := o.orphans.Orphans(ownershipOffer)
+	o.mu.Lock()
+	for g := range o.behind {
+		if len(groups) >= 2*ownershipOffer {
+			break
+		}
+		groups = append(groups, g)
+		delete(o.behind, g)
+	}
+	o.mu.Unlock()
+	// Only groups this node's catalog has: one it cannot own would be
+	// held here with no one to lease it.
+	known := groups[:0]
+	for _, g := range groups {
+		if _, err := o.db.GroupByName(ctx, g); err == nil {
+			known = append(known, g)
+		}
+	}
+	if len(known) == 0 {
+		return 0, 0, later
+	}
+	won, err := o.claims.ClaimFree(ctx, known, len(known))
+	if err != nil && ctx.Err() == nil {
+		o.log.Warn("ownership: taking over the groups of a peer found down", "err", err)
+	}
+	for _, g := range won {
+		if o.own(ctx, g, o.claims.Rev(g)) {
+			took++
+			continue
+		}
+		// Not adoptable yet (its claim was let go): its claim no longer
+		// names the dead member, so it is remembered here to try again.
+		o.mu.Lock()
+		if o.behind == nil {
+			o.behind = map[string]bool{}
+		}
+		if len(o.behind) < takeoverBehindMax {
+			o.behind[g] = true
+		}
+		o.mu.Unlock()
+	}
+	if took > 0 {
+		o.log.Info("ownership: took over groups of a peer found down", "groups", took, "tried", len(known))
+	}
+	return len(known), took, later
+}
+
+// takeoverWait is how long ownership waits before its next takeover pass
+// after one that tried tried groups and took took: at once while it takes
+// some, a second after one that took none (the server may not have
+// removed the dead life yet), doubling up to max while none are taken; a
+// second when there was nothing to try but groups left to others until
+// the grace, and no pass at all when there was nothing (the next member
+// found down starts again).
+func takeoverWait(last time.Duration, tried, took int, later bool, max time.Duration) (time.Duration, bool) {
+	switch {
+	case tried == 0 && later:
+		return min(ownershipOfferMax, max), true
+	case tried == 0:
+		return 0, false
+	case took > 0:
+		return 0, true
+	case last <= 0:
+		return min(ownershipOfferMax, max), true
+	default:
+		return min(2*last, max), true
+	}
+}
