@@ -93,11 +93,23 @@ func takeoverRank(group string, nodes []string) string {
 		h.Write([]byte(n))
 		h.Write([]byte{0})
 		h.Write([]byte(group))
-		if v := h.Sum64(); best == "" || v > bestHash || (v == bestHash && n < best) {
+		if v := mix64(h.Sum64()); best == "" || v > bestHash || (v == bestHash && n < best) {
 			best, bestHash = n, v
 		}
 	}
 	return best
+}
+
+// mix64 is murmur3's finaliser: FNV alone barely mixes names that differ
+// in one letter (node-a, node-b), and one node would rank first for
+// nearly every group.
+func mix64(v uint64) uint64 {
+	v ^= v >> 33
+	v *= 0xff51afd7ed558ccd
+	v ^= v >> 33
+	v *= 0xc4ceb9fe1a85ec53
+	v ^= v >> 33
+	return v
 }
 
 // takeoverBehindMax bounds the groups remembered as won but not yet

@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -98,5 +100,54 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 			}
 			return g != nil
 		})
+	}
+}
+
+// TestMembersOrphans: a member found down signals Downs, and its groups
+// are listed for this node to take over: at first only those it ranks
+// first for among itself and the members up, the others once the member
+// has been down for takeoverGrace; the groups of members up never.
+func TestMembersOrphans(t *testing.T) {
+	const ttl = 3 * time.Second
+	m := NewMembers(nil, nil, "node-a", ttl, slog.New(slog.DiscardHandler))
+	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	m.members["node-b"] = &member{state: MemberUp, since: now, seen: now.Add(time.Hour)}
+	m.members["node-c"] = &member{state: MemberUp, since: now, seen: now}
+	var mine, all []string
+	for i := range 20 {
+		g := fmt.Sprintf("alt.orphan.%d", i)
+		m.owners[g] = "node-c"
+		m.owners[g+".b"] = "node-b"
+		all = append(all, g)
+		if takeoverRank(g, []string{"node-a", "node-b"}) == "node-a" {
+			mine = append(mine, g)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(mine)
+	if got, later := m.Orphans(100); got != nil || later {
+		t.Fatalf("orphans with every member up: %v (later %v), want none", got, later)
+	}
+	now = now.Add(ttl)
+	m.lapse(now)
+	select {
+	case <-m.Downs():
+	default:
+		t.Fatal("node-c found down and Downs not signalled")
+	}
+	if len(mine) == 0 || len(mine) == len(all) {
+		t.Fatalf("node-a ranks first for %d of %d groups; the test wants a share", len(mine), len(all))
+	}
+	got, later := m.Orphans(100)
+	if !slices.Equal(got, mine) || !later {
+		t.Fatalf("orphans at first %v (later %v), want node-a's by rank %v and later", got, later, mine)
+	}
+	now = now.Add(takeoverGrace)
+	if got, later = m.Orphans(100); !slices.Equal(got, all) || later {
+		t.Fatalf("orphans after the grace %v (later %v), want all of node-c's %v", got, later, all)
+	}
+	if got, _ = m.Orphans(5); len(got) != 5 {
+		t.Fatalf("orphans at most 5: %d", len(got))
 	}
 }
