@@ -58,8 +58,10 @@ type Members struct {
 	// latest.
 	began time.Time
 	// downs is signalled when a member is found down: its groups are to
-	// be taken over (Orphans).
-	downs chan struct{}
+	// be taken over (Orphans); unseenTold once claims naming a node never
+	// seen here were told of.
+	downs      chan struct{}
+	unseenTold bool
 
 	service.Base
 }
@@ -169,9 +171,16 @@ func (m *Members) claim(e jetstream.KeyValueEntry) {
 	}
 }
 
-// tick finds, every TTL/6, members whose life was not seen for the TTL.
+// membersTickMax bounds the time between looks for lapsed lives: a
+// member found down has its groups taken over at once, so the look's
+// period adds to every takeover (a look is a pass over the members, a
+// handful).
+const membersTickMax = 500 * time.Millisecond
+
+// tick finds, every TTL/6 or membersTickMax if sooner, members whose life
+// was not seen for the TTL.
 func (m *Members) tick(ctx context.Context) {
-	t := time.NewTicker(m.ttl / 6)
+	t := time.NewTicker(min(m.ttl/6, membersTickMax))
 	defer t.Stop()
 	for {
 		select {
@@ -206,8 +215,21 @@ func (m *Members) lapse(now time.Time) {
 			}
 		}
 	}
+	// Claims naming a node whose life was never seen here (it died before
+	// this node began watching) are orphans a TTL after the watch began:
+	// told once.
+	unseen := false
+	if !m.unseenTold && !m.began.IsZero() && now.Sub(m.began) >= m.ttl {
+		m.unseenTold = true
+		for _, owner := range m.owners {
+			if owner != m.self && m.members[owner] == nil {
+				unseen = true
+				break
+			}
+		}
+	}
 	m.mu.Unlock()
-	if len(downs) > 0 {
+	if len(downs) > 0 || unseen {
 		select {
 		case m.downs <- struct{}{}:
 		default:

@@ -41,7 +41,8 @@ type Orphans interface {
 // Downs is signalled when a member is found down (Orphans).
 func (m *Members) Downs() <-chan struct{} { return m.downs }
 
-// Orphans lists up to max groups whose claims name a member found down,
+// Orphans lists up to max groups whose claims name a member found down
+// (or a node never seen here, a TTL after this node began watching),
 // sorted: those this node ranks first for among itself and the members
 // up, and, once their member has been down for takeoverGrace, the others
 // (see Takeover above); later says some were left to others for now. It
@@ -62,11 +63,18 @@ func (m *Members) Orphans(max int) (groups []string, later bool) {
 			late[node] = now.Sub(mb.found) >= takeoverGrace
 		}
 	}
-	if !anyDown || max <= 0 {
+	// A node whose life was never seen here, a TTL after the watch began,
+	// is down since then (it died before this node began watching).
+	unseenFound := m.began.Add(m.ttl)
+	unseen := !m.began.IsZero() && !now.Before(unseenFound)
+	if (!anyDown && !unseen) || max <= 0 {
 		return nil, false
 	}
 	for group, owner := range m.owners {
 		pastGrace, down := late[owner]
+		if !down && unseen && owner != m.self && m.members[owner] == nil {
+			pastGrace, down = now.Sub(unseenFound) >= takeoverGrace, true
+		}
 		if !down {
 			continue
 		}

@@ -151,3 +151,30 @@ func TestMembersOrphans(t *testing.T) {
 		t.Fatalf("orphans at most 5: %d", len(got))
 	}
 }
+
+// TestMembersOrphansUnseen: a claim naming a node whose life was never
+// seen here (it died before this node began watching) is an orphan a TTL
+// after the watch began, and Downs says so once.
+func TestMembersOrphansUnseen(t *testing.T) {
+	const ttl = 3 * time.Second
+	m := NewMembers(nil, nil, "node-a", ttl, slog.New(slog.DiscardHandler))
+	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	m.began = now
+	m.owners["alt.gone"] = "node-z"
+	m.owners["alt.mine"] = "node-a"
+	m.lapse(now)
+	if got, _ := m.Orphans(10); got != nil {
+		t.Fatalf("orphans before a TTL of watching: %v", got)
+	}
+	now = now.Add(ttl + takeoverGrace)
+	m.lapse(now)
+	select {
+	case <-m.Downs():
+	default:
+		t.Fatal("a claim of a node never seen and Downs not signalled")
+	}
+	if got, _ := m.Orphans(10); !slices.Equal(got, []string{"alt.gone"}) {
+		t.Fatalf("orphans %v, want [alt.gone]", got)
+	}
+}
