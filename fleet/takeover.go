@@ -154,11 +154,21 @@ func (o *Ownership) takeOver(ctx context.Context) (tried, took int, later bool) 
 	if err != nil && ctx.Err() == nil {
 		o.log.Warn("ownership: taking over the groups of a peer found down", "err", err)
 	}
+	failed := false
 	for _, g := range won {
-		if o.own(ctx, g, o.claims.Rev(g)) {
+		if failed {
+			// The first not adoptable (most often: this node has not folded
+			// the dead member's last events yet, and each adoption would
+			// wait caughtUpWait for them): the rest are let go at once and
+			// tried at the next pass, so a pass does not wait on each.
+			if err := o.claims.Release(ctx, g); err != nil {
+				o.log.Warn("ownership: releasing a claim", "group", g, "err", err)
+			}
+		} else if o.own(ctx, g, o.claims.Rev(g)) {
 			took++
 			continue
 		}
+		failed = true
 		// Not adoptable yet (its claim was let go): its claim no longer
 		// names the dead member, so it is remembered here to try again.
 		o.mu.Lock()

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/store"
 )
@@ -177,4 +179,69 @@ func TestMembersOrphansUnseen(t *testing.T) {
 	if got, _ := m.Orphans(10); !slices.Equal(got, []string{"alt.gone"}) {
 		t.Fatalf("orphans %v, want [alt.gone]", got)
 	}
+}
+
+// onceOrphans is Orphans naming its groups at the first pass only, as
+// Members does once their claims were let go.
+type onceOrphans struct {
+	downs  chan struct{}
+	groups []string
+	told   atomic.Bool
+}
+
+func (o *onceOrphans) Downs() <-chan struct{} { return o.downs }
+
+func (o *onceOrphans) Orphans(int) ([]string, bool) {
+	if o.told.Swap(true) {
+		return nil, false
+	}
+	return o.groups, false
+}
+
+// behindOnce is an Adoption whose first Adopt is behind the dead
+// member's last events, as a fold not caught up yet is.
+type behindOnce struct{ adopts atomic.Int64 }
+
+func (b *behindOnce) Adopt(context.Context, string) error {
+	if b.adopts.Add(1) == 1 {
+		return ErrBehind
+	}
+	return nil
+}
+
+func (*behindOnce) Settled(context.Context, string) bool { return true }
+
+// TestTakeoverBehind: a group taken over whose adoption must wait (the
+// fold behind) is let go and taken again at a later pass, though its
+// claim, let go, no longer names the member found down.
+func TestTakeoverBehind(t *testing.T) {
+	ctx := context.Background()
+	opts := natstest.Options(t)
+	opts.Port = natstest.FreePort(t)
+	s := natstest.Start(t, opts)
+	app, db, err := openApp(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: &ownFleet{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	if _, _, err := app.Coordinator.PutGroup(ctx, "alt.behind", store.GroupSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	claims := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-b"})
+	orphans := &onceOrphans{downs: make(chan struct{}, 1), groups: []string{"alt.behind"}}
+	adopt := &behindOnce{}
+	own := NewOwnership(OwnershipConfig{Owner: app.Coordinator, DB: db, Claims: claims, Adoption: adopt, Orphans: orphans,
+		Every: time.Second, Logger: claimQuiet})
+	runCtx, cancel := context.WithCancel(ctx)
+	t.Cleanup(func() { claims.Stop(); cancel(); own.Stop() })
+	if err := claims.Start(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Start(runCtx); err != nil {
+		t.Fatal(err)
+	}
+	orphans.downs <- struct{}{}
+	claimEventually(t, 10*time.Second, "the group held after a second pass", func() bool {
+		return claims.Held("alt.behind") && adopt.adopts.Load() >= 2
+	})
 }
