@@ -165,12 +165,7 @@ func (o *Ownership) Want(group string) {
 // worker's band (see spread), at most every o.every.
 func (o *Ownership) Idle(node int64) {
 	o.mu.Lock()
-	if o.idleNodes == nil {
-		o.idleNodes = map[int64]bool{}
-	}
-	if len(o.idleNodes) < spreadIdleNodes {
-		o.idleNodes[node] = true
-	}
+	addBounded(&o.idleNodes, node, spreadIdleNodes)
 	o.mu.Unlock()
 	select {
 	case o.idle <- struct{}{}:

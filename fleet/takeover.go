@@ -172,18 +172,24 @@ func (o *Ownership) takeOver(ctx context.Context) (tried, took int, later bool) 
 		// Not adoptable yet (its claim was let go): its claim no longer
 		// names the dead member, so it is remembered here to try again.
 		o.mu.Lock()
-		if o.behind == nil {
-			o.behind = map[string]bool{}
-		}
-		if len(o.behind) < takeoverBehindMax {
-			o.behind[g] = true
-		}
+		addBounded(&o.behind, g, takeoverBehindMax)
 		o.mu.Unlock()
 	}
 	if took > 0 {
 		o.log.Info("ownership: took over groups of a peer found down", "groups", took, "tried", len(known))
 	}
 	return len(known), took, later
+}
+
+// addBounded adds k to the set *set, made if nil, unless it holds max
+// already.
+func addBounded[K comparable](set *map[K]bool, k K, max int) {
+	if *set == nil {
+		*set = map[K]bool{}
+	}
+	if len(*set) < max {
+		(*set)[k] = true
+	}
 }
 
 // takeoverWait is how long ownership waits before its next takeover pass
