@@ -9,8 +9,10 @@ import (
 
 // Takeover. A member found down (its life not seen for the claim TTL)
 // has lost its claims, and its groups are taken over by the others at
-// once, whether or not their workers are idle: left to the idle workers'
-// offers (spread.go), a dead node's groups waited until a survivor's
+// once, whether or not their workers are idle (by a node whose own life
+// is at least a claim TTL old: one just back from a NATS outage gives its
+// peers, perhaps cut off with it, the time to renew): left to the idle
+// workers' offers (spread.go), a dead node's groups waited until a survivor's
 // worker found nothing to do, which with busy workers was several claim
 // TTLs, and with no worker at a survivor, for ever. The survivors share
 // the dead member's groups: each takes first the groups it ranks first
@@ -129,6 +131,14 @@ const takeoverBehindMax = ownershipWanted
 // many it tried, how many it took, and whether others are left to the
 // survivors ranked first for them until the grace.
 func (o *Ownership) takeOver(ctx context.Context) (tried, took int, later bool) {
+	// A node whose own life is younger than a claim TTL (it just started,
+	// or is back from being cut off from NATS) may have found its peers
+	// down only because it could not see them, or because they were cut
+	// off with it (a NATS outage): they are given a TTL to renew before
+	// their groups are taken from them.
+	if began := o.claims.LifeBegan(); began.IsZero() || time.Since(began) < o.claims.ttl {
+		return 0, 0, true
+	}
 	groups, later := o.orphans.Orphans(ownershipOffer)
 	o.mu.Lock()
 	for g := range o.behind {
