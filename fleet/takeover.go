@@ -8,22 +8,25 @@ import (
 )
 
 // Takeover. A member found down (its life not seen for the claim TTL)
-// has lost its claims, and its groups are taken over by the others at
-// once, whether or not their workers are idle (by a node whose own life
-// is at least a claim TTL old: one just back from a NATS outage gives its
-// peers, perhaps cut off with it, the time to renew): left to the idle
-// workers' offers (spread.go), a dead node's groups waited until a survivor's
-// worker found nothing to do, which with busy workers was several claim
-// TTLs, and with no worker at a survivor, for ever. The survivors share
-// the dead member's groups: each takes first the groups it ranks first
-// for among itself and the members up (rendezvous hashing of node and
-// group names, so every node ranks alike without talking), and any
-// others once the member has been down for takeoverGrace, in case the
-// survivor ranked first is slow or gone too. Safety is the claims':
-// a group is taken only by the compare-and-set on its claim, once the
-// life its claim names is over as the lives stream's leader has it
-// (Claims.Claim), so a member wrongly found down here (this node's
-// watch behind) loses nothing: its claims are refused as alive.
+// has lost its claims, and the others take its groups over at once,
+// whether or not their workers are idle. Left to the idle workers' offers
+// (spread.go), a dead node's groups waited until a survivor's worker
+// found nothing to do: with busy workers several claim TTLs, with no
+// worker at any survivor for ever.
+//
+// The survivors share the dead member's groups: each takes first the
+// groups it ranks first for among itself and the members up (rendezvous
+// hashing of node and group names, so every node ranks alike without
+// talking), and any others once the member has been down for
+// takeoverGrace, in case the survivor ranked first is slow or gone too.
+// A node whose own life is younger than a claim TTL (just started, or
+// back from a NATS outage) takes nothing over yet: the peers it finds
+// down may have been cut off with it, and are given the time to renew.
+//
+// Safety is the claims': a group is taken only by the compare-and-set on
+// its claim, once the life its claim names is over as the lives stream's
+// leader has it (Claims.Claim), so a member wrongly found down here (this
+// node's watch behind) loses nothing: its claims are refused as alive.
 
 // takeoverGrace is how long after a member is found down any survivor,
 // not only the one ranked first, takes its groups.
