@@ -116,6 +116,9 @@ type Claims struct {
 	lifeFrom time.Time              // when that write started: claims are held from it
 	minted   map[string]bool        // every life this process began
 	held     map[string]*claimState // by group name, all of this life
+	// lifeBegan is when this life's first write started: a node cut off
+	// from NATS past its margin begins a new life when it is back.
+	lifeBegan time.Time
 	// released is, by group, the last revision of this life's claims
 	// Release gave up: a Claim that finds this life's own write at or
 	// below it writes the claim anew (or creates it again once the delete
@@ -228,6 +231,14 @@ func (c *Claims) Collectors() []prometheus.Collector {
 
 // Node is this node's fleet name.
 func (c *Claims) Node() string { return c.node }
+
+// LifeBegan is when this node's current life began, on its clock (zero
+// before it has one).
+func (c *Claims) LifeBegan() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lifeBegan
+}
 
 // Life is this node's life now: the Life its claims name.
 func (c *Claims) Life() string {

@@ -68,7 +68,7 @@ func (c *Claims) begin(ctx context.Context, first bool) error {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "beginning node %q's life in the fleet: %v", c.node, err)
 	}
 	c.mu.Lock()
-	c.life, c.lifeRev, c.lifeFrom = life, rev, from
+	c.life, c.lifeRev, c.lifeFrom, c.lifeBegan = life, rev, from, from
 	c.mu.Unlock()
 	return nil
 }

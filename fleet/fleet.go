@@ -360,7 +360,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
-		Asker: carrier, Every: cfg.ClaimTTL / 3, Logger: f.log})
+		Asker: carrier, Orphans: f.members, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
 	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)

@@ -57,6 +57,11 @@ type Members struct {
 	// catalog whose life was not among them is down since then at the
 	// latest.
 	began time.Time
+	// downs is signalled when a member is found down: its groups are to
+	// be taken over (Orphans); unseenTold once claims naming a node never
+	// seen here were told of.
+	downs      chan struct{}
+	unseenTold bool
 
 	service.Base
 }
@@ -66,13 +71,14 @@ type member struct {
 	state string
 	since time.Time
 	seen  time.Time // this node's clock when its life was last seen
+	found time.Time // this node's clock when it was last found down
 }
 
 // NewMembers follows the fleet's members in lives and claims; self is
 // this node, never listed.
 func NewMembers(lives, claims jetstream.KeyValue, self string, ttl time.Duration, log *slog.Logger) *Members {
 	return &Members{lives: lives, claims: claims, self: self, ttl: ttl, now: time.Now, log: log,
-		members: map[string]*member{}, owners: map[string]string{}}
+		members: map[string]*member{}, owners: map[string]string{}, downs: make(chan struct{}, 1)}
 }
 
 // Start watches the lives and the claims and ticks for lapsed lives until
@@ -165,9 +171,16 @@ func (m *Members) claim(e jetstream.KeyValueEntry) {
 	}
 }
 
-// tick finds, every TTL/6, members whose life was not seen for the TTL.
+// membersTickMax bounds the time between looks for lapsed lives: a
+// member found down has its groups taken over at once, so the look's
+// period adds to every takeover (a look is a pass over the members, a
+// handful).
+const membersTickMax = 500 * time.Millisecond
+
+// tick finds, every TTL/6 or membersTickMax if sooner, members whose life
+// was not seen for the TTL.
 func (m *Members) tick(ctx context.Context) {
-	t := time.NewTicker(m.ttl / 6)
+	t := time.NewTicker(min(m.ttl/6, membersTickMax))
 	defer t.Stop()
 	for {
 		select {
@@ -191,7 +204,7 @@ func (m *Members) lapse(now time.Time) {
 	m.mu.Lock()
 	for node, mb := range m.members {
 		if mb.state == MemberUp && now.Sub(mb.seen) >= m.ttl {
-			mb.state, mb.since = MemberDown, mb.seen
+			mb.state, mb.since, mb.found = MemberDown, mb.seen, now
 			downs = append(downs, down{node: node, since: mb.seen})
 		}
 	}
@@ -202,7 +215,26 @@ func (m *Members) lapse(now time.Time) {
 			}
 		}
 	}
+	// Claims naming a node whose life was never seen here (it died before
+	// this node began watching) are orphans a TTL after the watch began:
+	// told once.
+	unseen := false
+	if !m.unseenTold && !m.began.IsZero() && now.Sub(m.began) >= m.ttl {
+		m.unseenTold = true
+		for _, owner := range m.owners {
+			if owner != m.self && m.members[owner] == nil {
+				unseen = true
+				break
+			}
+		}
+	}
 	m.mu.Unlock()
+	if len(downs) > 0 || unseen {
+		select {
+		case m.downs <- struct{}{}:
+		default:
+		}
+	}
 	for _, d := range downs {
 		m.log.Warn("peers: peer down", "peer", d.node, "since", d.since.UTC().Format(time.RFC3339),
 			"groups_to_adopt", d.groups, leasehold.TimelineAttr, leasehold.TimelinePeerDown)

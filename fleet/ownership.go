@@ -54,6 +54,11 @@ type Ownership struct {
 	// asker, if not nil, asks the owner of a group to hand it over
 	// (Carrier.AskYield).
 	asker Asker
+	// orphans, if not nil, names the groups of members found down, taken
+	// over at once (takeover.go); behind are those won but not adoptable
+	// yet, tried again at the next pass.
+	orphans Orphans
+	behind  map[string]bool
 }
 
 // Asker asks a group's owner to hand it over to this node: a Carrier is
@@ -100,6 +105,10 @@ type OwnershipConfig struct {
 	// Asker, if set, asks peers to hand over groups idle workers here
 	// could lease (see spread); nil asks nothing.
 	Asker Asker
+	// Orphans, if set, names the groups of members found down, which are
+	// taken over at once (see takeover.go); nil leaves them to idle
+	// workers' offers.
+	Orphans Orphans
 	// Every is how often, at most, an idle node offers disowned groups'
 	// claims.
 	Every  time.Duration
@@ -133,7 +142,7 @@ func NewOwnership(cfg OwnershipConfig) *Ownership {
 	if cfg.Keeper == nil {
 		cfg.Keeper = NewKeeper(cfg.DB, cfg.Every, nil)
 	}
-	return &Ownership{owner: cfg.Owner, db: cfg.DB, claims: cfg.Claims, keeper: cfg.Keeper, adoption: cfg.Adoption, asker: cfg.Asker, every: cfg.Every,
+	return &Ownership{owner: cfg.Owner, db: cfg.DB, claims: cfg.Claims, keeper: cfg.Keeper, adoption: cfg.Adoption, asker: cfg.Asker, orphans: cfg.Orphans, every: cfg.Every,
 		log: cfg.Logger, wanted: make(chan string, ownershipWanted), idle: make(chan struct{}, 1)}
 }
 
@@ -156,12 +165,7 @@ func (o *Ownership) Want(group string) {
 // worker's band (see spread), at most every o.every.
 func (o *Ownership) Idle(node int64) {
 	o.mu.Lock()
-	if o.idleNodes == nil {
-		o.idleNodes = map[int64]bool{}
-	}
-	if len(o.idleNodes) < spreadIdleNodes {
-		o.idleNodes[node] = true
-	}
+	addBounded(&o.idleNodes, node, spreadIdleNodes)
 	o.mu.Unlock()
 	select {
 	case o.idle <- struct{}{}:
@@ -335,14 +339,31 @@ func (o *Ownership) run(ctx context.Context) error {
 		})
 	}
 	var offered time.Time
+	var downs <-chan struct{}
+	if o.orphans != nil {
+		downs = o.orphans.Downs()
+	}
+	// The next takeover pass, while a member found down has groups left.
+	var again <-chan time.Time
+	var wait time.Duration
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-downs:
+			wait, again = 0, time.After(0)
+		case <-again:
+			again = nil
+			tried, took, later := o.takeOver(ctx)
+			var ok bool
+			if wait, ok = takeoverWait(wait, tried, took, later, 3*o.every); ok {
+				again = time.After(wait)
+			}
 		case <-o.idle:
 			// Only a node whose workers find nothing takes groups on, and
 			// not more often than every o.every (at most a second): a node with no workers, or
-			// busy ones, leaves its peers' groups where they are.
+			// busy ones, leaves its live peers' groups where they are (a
+			// peer found down has its groups taken over above).
 			if time.Since(offered) >= min(o.every, ownershipOfferMax) {
 				offered = time.Now()
 				o.offer(ctx)
