@@ -16,7 +16,8 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-systemd.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # verify wants ExecStart's binary to exist: point it at one built here.
-go build -o "$tmp/leasehold" ./cmd/leasehold
+. scripts/prebuilt.sh
+prebuilt leasehold "$tmp/leasehold" || go build -o "$tmp/leasehold" ./cmd/leasehold
 sed "s|/usr/local/bin/leasehold|$tmp/leasehold|" "$unit" > "$tmp/leasehold.service"
 out=$(systemd-analyze verify "$tmp/leasehold.service" 2>&1) || { echo "$out" >&2; exit 1; }
 if [ -n "$out" ]; then

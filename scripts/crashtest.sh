@@ -19,8 +19,9 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-crashtest.XXXXXX")
 
 echo "crashtest: building leasehold and the harness"
-go build -o "$tmp/leasehold" ./cmd/leasehold
-go build -o "$tmp/crashtest" ./internal/crashtest
+. scripts/prebuilt.sh
+prebuilt leasehold "$tmp/leasehold" || go build -o "$tmp/leasehold" ./cmd/leasehold
+prebuilt crashtest "$tmp/crashtest" || go build -o "$tmp/crashtest" ./internal/crashtest
 rc=0
 # The harness's nodes run alone (LEASEHOLD_NATS=off): several crash tests
 # at once must not fight over the embedded NATS server's default port.

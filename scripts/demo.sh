@@ -41,7 +41,8 @@ trap cleanup EXIT
 step() { echo "demo: $*"; }
 
 step "building leasehold"
-go build -o "$tmp/leasehold" ./cmd/leasehold
+. scripts/prebuilt.sh
+prebuilt leasehold "$tmp/leasehold" || go build -o "$tmp/leasehold" ./cmd/leasehold
 lh="$tmp/leasehold"
 
 step "starting a node on a free loopback port (lease TTL $ttl)"

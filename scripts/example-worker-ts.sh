@@ -30,8 +30,9 @@ fail() {
 }
 
 step "building leasehold, the TypeScript client and the Go example worker"
-(cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold)
-(cd "$root/examples/worker" && go build -o "$tmp/goworker" .)
+. "$root/scripts/prebuilt.sh"
+prebuilt leasehold "$tmp/leasehold" || (cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold)
+prebuilt example-worker "$tmp/goworker" || (cd "$root/examples/worker" && go build -o "$tmp/goworker" .)
 (cd "$root/clients/typescript" && { [ -x node_modules/.bin/tsc ] || npm ci --no-audit --no-fund --prefer-offline >/dev/null; } &&
 	npm pack --pack-destination "$tmp" >/dev/null 2>"$tmp/pack.log") || { cat "$tmp/pack.log" >&2; fail "npm pack failed"; }
 tgz=$(ls "$tmp"/leasehold-client-*.tgz 2>/dev/null | head -n 1)

@@ -24,8 +24,9 @@ fail() {
 }
 
 step "building leasehold and the example worker (its own module)"
-(cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold)
-(cd "$root/examples/worker" && go build -o "$tmp/worker" .)
+. "$root/scripts/prebuilt.sh"
+prebuilt leasehold "$tmp/leasehold" || (cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold)
+prebuilt example-worker "$tmp/worker" || (cd "$root/examples/worker" && go build -o "$tmp/worker" .)
 lh=$tmp/leasehold
 
 "$lh" serve --data "$tmp/data" --listen 127.0.0.1:0 --lease-ttl 5s --nats off >"$tmp/node.log" 2>&1 &

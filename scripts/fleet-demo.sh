@@ -82,7 +82,8 @@ fail() {
 }
 
 step "building leasehold"
-go build -o "$tmp/leasehold" ./cmd/leasehold
+. scripts/prebuilt.sh
+prebuilt leasehold "$tmp/leasehold" || go build -o "$tmp/leasehold" ./cmd/leasehold
 lh="$tmp/leasehold"
 
 # Nine free loopback ports, held open together so none repeats: HTTP, NATS

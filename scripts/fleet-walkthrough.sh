@@ -56,7 +56,8 @@ for b in fleet-start fleet-work fleet-kill; do
 done
 
 step "building (the README's go build, run in the repository)"
-(cd "$root" && go build -o "$work/leasehold" ./cmd/leasehold)
+. "$root/scripts/prebuilt.sh"
+prebuilt leasehold "$work/leasehold" || (cd "$root" && go build -o "$work/leasehold" ./cmd/leasehold)
 
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }

@@ -166,10 +166,13 @@ if head=$(git rev-parse -q --verify HEAD 2>/dev/null); then
 	git diff --quiet HEAD 2>/dev/null || head="$head+dirty"
 	stamp=(-ldflags "-X github.com/leasehold/leasehold.buildRevision=$head")
 fi
-go build "${stamp[@]}" -o "$tmp/leasehold" ./cmd/leasehold
-go build -o "$tmp/fleetfault" ./internal/fleetfault/cmd/fleetfault
+# scripts/test.sh builds these once, stamped the same way, for its four
+# runs (scripts/prebuilt.sh).
+. scripts/prebuilt.sh
+prebuilt leasehold "$tmp/leasehold" || go build "${stamp[@]}" -o "$tmp/leasehold" ./cmd/leasehold
+prebuilt fleetfault "$tmp/fleetfault" || go build -o "$tmp/fleetfault" ./internal/fleetfault/cmd/fleetfault
 if [ -n "$external" ]; then
-	go build -o "$tmp/natsd" ./internal/fleetfault/cmd/natsd
+	prebuilt natsd "$tmp/natsd" || go build -o "$tmp/natsd" ./internal/fleetfault/cmd/natsd
 	args+=(--natsd "$tmp/natsd")
 fi
 if [ -n "$upgrade" ]; then

@@ -5,15 +5,31 @@
 # About 75 s in all.
 # Each target keeps one real node (SQLite in a temp dir, echo on :0) and
 # checks: no 5xx but 503/507, and nothing changed on a 4xx.
+# Each package's instrumented test binary (what `go test -fuzz` builds and
+# links for every target) is built once and run for each of its targets
+# in the package's directory, as `go test` runs it: the seed corpus of
+# testdata/fuzz and f.Add, a failing input written to testdata/fuzz. The
+# inputs a run finds interesting go to a cache of this run's own, not to
+# the build cache's, which `go test -fuzz` keeps adding to and re-runs
+# first: grown past a target's budget, that target fuzzed nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t="${FUZZTIME:-8s}"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-fuzz.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+bin() { # package: its test binary's path
+	echo "$tmp/$(echo "$1" | tr -c 'a-z0-9\n' _).test"
+}
+for p in ./web . ./source/nntp ./source/binaries; do
+	go test -c -fuzz . -o "$(bin "$p")" "$p"
+done
 # Go 1.26's fuzz coordinator can end a run at -fuzztime with a bare
 # "context deadline exceeded" and no failing input (go.dev/issue/75804,
 # fixed in Go 1.27) when the machine is loaded. Such a run is tried once
 # more; a run that writes a failing input, or fails any other way, fails.
 fuzz_once() { # package target time
-	go test -run '^$' -fuzz "^$2\$" -fuzztime "$3" -fuzzminimizetime 10x "$1" 2>&1
+	(cd "$1" && "$(bin "$1")" -test.run '^$' -test.fuzz "^$2\$" -test.fuzztime "$3" -test.fuzzminimizetime 10x \
+		-test.fuzzcachedir "$tmp/cache/$1" -test.timeout 5m) 2>&1
 }
 run() { # package target time
 	local out

@@ -27,7 +27,8 @@ fail() {
 for tool in curl jq; do command -v $tool >/dev/null || fail "$tool is needed (scripts/test.sh installs it)"; done
 
 step "building the binary"
-(cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold)
+. "$root/scripts/prebuilt.sh"
+prebuilt leasehold "$tmp/leasehold" || (cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold)
 bin=$tmp/leasehold
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 18080)

@@ -63,7 +63,8 @@ step "posting the fixed set, $files files of 20 parts and the yEnc mix into $a a
 bash scripts/inn.sh post "$prefix" "$files" "$tmp/posted"
 
 step "building leasehold"
-go build -o "$tmp/leasehold" ./cmd/leasehold
+. scripts/prebuilt.sh
+prebuilt leasehold "$tmp/leasehold" || go build -o "$tmp/leasehold" ./cmd/leasehold
 lh="$tmp/leasehold"
 
 start_node() { # dir log: sets url
