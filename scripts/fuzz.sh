@@ -24,8 +24,8 @@ for p in ./web . ./source/nntp ./source/binaries; do
 	go test -c -fuzz . -o "$(bin "$p")" "$p"
 done
 # Go 1.26's fuzz coordinator can end a run at -fuzztime with a bare
-# "context deadline exceeded" and no failing input (go.dev/issue/75804,
-# fixed in Go 1.27) when the machine is loaded. Such a run is tried once
+# "context deadline exceeded" and no failing input,
+# a bug of the fuzz engine fixed in Go 1.27) when the machine is loaded. Such a run is tried once
 # more; a run that writes a failing input, or fails any other way, fails.
 fuzz_once() { # package target time
 	(cd "$1" && "$(bin "$1")" -test.run '^$' -test.fuzz "^$2\$" -test.fuzztime "$3" -test.fuzzminimizetime 10x \
@@ -35,7 +35,7 @@ run() { # package target time
 	local out
 	if ! out=$(fuzz_once "$@"); then
 		if echo "$out" | grep -q 'context deadline exceeded' && ! echo "$out" | grep -q 'Failing input written'; then
-			echo "fuzz: $2: the fuzz engine's deadline race (go.dev/issue/75804), no failing input; running it again"
+			echo "fuzz: $2: the fuzz engine's deadline race, no failing input; running it again"
 			out=$(fuzz_once "$@") || { echo "$out"; exit 1; }
 		else
 			echo "$out"
