@@ -24,9 +24,10 @@ for p in ./web . ./source/nntp ./source/binaries; do
 	go test -c -fuzz . -o "$(bin "$p")" "$p"
 done
 # Go 1.26's fuzz coordinator can end a run at -fuzztime with a bare
-# "context deadline exceeded" and no failing input,
-# a bug of the fuzz engine fixed in Go 1.27) when the machine is loaded. Such a run is tried once
-# more; a run that writes a failing input, or fails any other way, fails.
+# "context deadline exceeded" and no failing input when the machine is
+# loaded (a bug of its fuzz engine, fixed in Go 1.27). Such a run is tried
+# once more; a run that writes a failing input, or fails any other way,
+# fails.
 fuzz_once() { # package target time
 	(cd "$1" && "$(bin "$1")" -test.run '^$' -test.fuzz "^$2\$" -test.fuzztime "$3" -test.fuzzminimizetime 10x \
 		-test.fuzzcachedir "$tmp/cache/$1" -test.timeout 5m) 2>&1
