@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/proccpu"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -93,7 +93,7 @@ func BenchmarkCycle(b *testing.B) {
 			left.Store(int64(b.N))
 			before := app.db.Stats()
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := proccpu.Used()
 			start := time.Now()
 			var wg sync.WaitGroup
 			for _, node := range nodes {
@@ -122,7 +122,7 @@ func BenchmarkCycle(b *testing.B) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
-			cpu := processCPU() - cpu0
+			cpu := proccpu.Used() - cpu0
 			b.StopTimer()
 			after := app.db.Stats()
 			commits := after.Commits - before.Commits
@@ -133,13 +133,4 @@ func BenchmarkCycle(b *testing.B) {
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/cycle")
 		})
 	}
-}
-
-// processCPU is the user and system CPU this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

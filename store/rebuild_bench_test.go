@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/proccpu"
 )
 
 // The catch-up of a million groups is bound by the catalog's writer
@@ -75,7 +75,7 @@ func BenchmarkFoldPeerGroups(b *testing.B) {
 			writes = append(writes, w)
 		}
 		b.StartTimer()
-		start, cpu0 := time.Now(), processCPU()
+		start, cpu0 := time.Now(), proccpu.Used()
 		for _, w := range writes {
 			err := db.Write(context.Background(), func(tx *Tx) error {
 				for _, c := range w {
@@ -89,7 +89,7 @@ func BenchmarkFoldPeerGroups(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		spent, cpu = spent+time.Since(start), cpu+processCPU()-cpu0
+		spent, cpu = spent+time.Since(start), cpu+proccpu.Used()-cpu0
 	}
 	reportFold(b, n, spent, cpu)
 }
@@ -133,7 +133,7 @@ func BenchmarkFoldFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		start, cpu0 := time.Now(), processCPU()
+		start, cpu0 := time.Now(), proccpu.Used()
 		for lo := 1; lo <= n; lo += foldBenchChunk * foldBenchWrite {
 			tx, err := c.Begin()
 			if err != nil {
@@ -148,7 +148,7 @@ func BenchmarkFoldFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		spent, cpu = spent+time.Since(start), cpu+processCPU()-cpu0
+		spent, cpu = spent+time.Since(start), cpu+proccpu.Used()-cpu0
 		c.Close()
 	}
 	reportFold(b, n, spent, cpu)
@@ -189,11 +189,4 @@ func reportFold(b *testing.B, n int, spent, cpu time.Duration) {
 	b.ReportMetric(groups/spent.Seconds(), "groups/s")
 	b.ReportMetric(float64(spent.Microseconds())/groups, "µs/group")
 	b.ReportMetric(float64(cpu.Microseconds())/groups, "cpu-µs/group")
-}
-
-// processCPU is the CPU time this process has used, user and system.
-func processCPU() time.Duration {
-	var u syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &u)
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }

@@ -30,13 +30,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	_ "modernc.org/sqlite"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/proccpu"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -187,7 +187,7 @@ func load(workers int, dur time.Duration, cycleFunc func(w int, lat func(string,
 	all := map[string][]time.Duration{}
 	deadline := time.Now().Add(dur)
 	start := time.Now()
-	cpu0 := cpuTime()
+	cpu0 := proccpu.Used()
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -213,7 +213,7 @@ func load(workers int, dur time.Duration, cycleFunc func(w int, lat func(string,
 	el := time.Since(start).Seconds()
 	r := result{Cycles: cycles.Load(), Seconds: el, PerSecond: float64(cycles.Load()) / el,
 		P50: map[string]float64{}, P99: map[string]float64{}, Errors: errs.Load(),
-		CPUPerCycle: float64((cpuTime() - cpu0).Microseconds()) / float64(max(cycles.Load(), 1))}
+		CPUPerCycle: float64((proccpu.Used() - cpu0).Microseconds()) / float64(max(cycles.Load(), 1))}
 	if s, ok := first.Load().(string); ok {
 		r.FirstError = s
 	}
@@ -223,15 +223,6 @@ func load(workers int, dur time.Duration, cycleFunc func(w int, lat func(string,
 		r.P99[k] = ms(v[int(float64(len(v)-1)*0.99)])
 	}
 	return r
-}
-
-// cpuTime is the CPU this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
