@@ -32,8 +32,10 @@ func (r *records) take(ups []Update) {
 			r.Files[f.Key] = f
 			r.lines++
 		}
-		r.Releases[u.Release.Key] = u.Release
-		r.lines++
+		if !u.FilesOnly {
+			r.Releases[u.Release.Key] = u.Release
+			r.lines++
+		}
 	}
 }
 
@@ -112,10 +114,10 @@ type post struct {
 func mixed(group, other string) []nntp.Header {
 	var hs []nntp.Header
 	n := int64(0)
-	add := func(subject, from string, xref bool, day int) {
+	add := func(subject, from string, xref bool, day, hour int) {
 		n++
 		h := nntp.Header{Number: n, Subject: subject, From: from, MessageID: fmt.Sprintf("<%d.%s@lh>", n, group), Bytes: 1000 + n,
-			Date: fmt.Sprintf("Thu, %02d Dec 2026 10:00:00 +0000", day)}
+			Date: fmt.Sprintf("Thu, %02d Dec 2026 %02d:00:00 +0000", day, hour)}
 		if xref {
 			h.Xref = fmt.Sprintf("news.example %s:%d %s:%d", group, n, other, n+1000)
 		}
@@ -127,25 +129,25 @@ func mixed(group, other string) []nntp.Header {
 			name = fmt.Sprintf("show.s01e01.vol%02d+02.par2", f-14)
 		}
 		for p := 1; p <= 3; p++ {
-			add(fmt.Sprintf(`show s01e01 [%02d/15] - "%s" yEnc (%d/3) 3000`, f, name, p), "poster <p@lh>", true, 3+p%2)
+			add(fmt.Sprintf(`show s01e01 [%02d/15] - "%s" yEnc (%d/3) 3000`, f, name, p), "poster <p@lh>", true, 3, 10+p%2)
 		}
-		add("Re: chat", "talker <t@lh>", false, 3)
+		add("Re: chat", "talker <t@lh>", false, 3, 10)
 	}
 	for p := 1; p <= 4; p++ {
-		add(fmt.Sprintf(`[PRiVATE]-[WtFnZb]-[real.name.mkv]-[1/1] - "" yEnc 9786 (%d/4)`, p), "anon <a@lh>", false, 5)
+		add(fmt.Sprintf(`[PRiVATE]-[WtFnZb]-[real.name.mkv]-[1/1] - "" yEnc 9786 (%d/4)`, p), "anon <a@lh>", false, 5, 10)
 	}
-	add("=?UTF-8?B?U3DDpHRlci5ta3Y=?= yEnc (1/1)", "utf <u@lh>", false, 5)
+	add("=?UTF-8?B?U3DDpHRlci5ta3Y=?= yEnc (1/1)", "utf <u@lh>", false, 5, 10)
 	for p := 1; p <= 2; p++ {
-		add(fmt.Sprintf(`"doubled.bin" yEnc (%d/2) (%d/2)`, p, p), "dbl <d@lh>", false, 5)
+		add(fmt.Sprintf(`"doubled.bin" yEnc (%d/2) (%d/2)`, p, p), "dbl <d@lh>", false, 5, 10)
 	}
 	for p := 1; p <= 10; p++ {
 		if p != 7 {
-			add(fmt.Sprintf(`"ten.bin" yEnc (%d/10)`, p), "ten <ten@lh>", false, 6)
+			add(fmt.Sprintf(`"ten.bin" yEnc (%d/10)`, p), "ten <ten@lh>", false, 6, 10)
 		}
 	}
-	add(`"doubled.bin" yEnc (1/2) (1/2)`, "dbl <d@lh>", false, 2) // a repost of part 1: the lower copy (and its date) wins
+	add(`"doubled.bin" yEnc (1/2) (1/2)`, "dbl <d@lh>", false, 5, 9) // a repost of part 1: the lower copy (and its date) wins
 	for i := 0; i < 30; i++ {
-		add("chat", "talker <t@lh>", false, 7)
+		add("chat", "talker <t@lh>", false, 7, 10)
 	}
 	return hs
 }
@@ -193,7 +195,8 @@ func TestWindowRecords(t *testing.T) {
 		t.Errorf("copies %d, incomplete %d; want 1 and 1", w.Copies, w.Incomplete)
 	}
 	// The same articles read in the other group of the cross-post give
-	// the same records of the cross-posted files.
+	// the same records of the cross-posted files, and no release record:
+	// the release's home group is the first group, whose window writes it.
 	other := make([]nntp.Header, 0, len(hs))
 	for _, h := range hs {
 		if h.Xref != "" {
@@ -204,14 +207,14 @@ func TestWindowRecords(t *testing.T) {
 	wb := NewWindow("alt.binaries.lh.rec.b")
 	ob := newRecords()
 	readRange(t, wb, other, 1001, 2000, 1000, 2000, false, ob)
-	if diff := ob.same(&records{Files: only(out.Files, show.Key), Releases: map[string]Release{show.Key: show}}); diff != "" {
+	if diff := ob.same(&records{Files: only(out.Files, show.Key), Releases: map[string]Release{}}); diff != "" {
 		t.Errorf("the cross-post read in its other group: %s", diff)
 	}
 	// The file missing a part is completed by a part that comes later.
-	late := nntp.Header{Number: int64(len(hs)) + 1, Subject: `"ten.bin" yEnc (7/10)`, From: "ten <ten@lh>", MessageID: "<late@lh>", Bytes: 5, Date: "Fri, 04 Dec 2026 10:00:00 +0000"}
+	late := nntp.Header{Number: int64(len(hs)) + 1, Subject: `"ten.bin" yEnc (7/10)`, From: "ten <ten@lh>", MessageID: "<late@lh>", Bytes: 5, Date: "Sun, 06 Dec 2026 09:00:00 +0000"}
 	more := newRecords()
 	more.take(w.Add(late.Number, late.Number, []nntp.Header{late}))
-	if f := more.Files[ten.Key]; !f.Complete || f.Parts != 10 || f.Posted != "2026-12-04T10:00:00Z" {
+	if f := more.Files[ten.Key]; !f.Complete || f.Parts != 10 || f.Posted != "2026-12-06T09:00:00Z" {
 		t.Errorf("the late part: %+v", f)
 	}
 }
@@ -327,7 +330,7 @@ func TestLoadRefuses(t *testing.T) {
 	}{
 		"OtherGroup": {"alt.b", snap},
 		"NotJSON":    {"alt.a", []byte("{")},
-		"Version3":   {"alt.a", []byte(`{"version":3,"group":"alt.a"}`)},
+		"Version4":   {"alt.a", []byte(`{"version":4,"group":"alt.a"}`)},
 		"Version1Of": {"alt.a", []byte(`{"version":1,"group":"alt.b"}`)},
 		"Spans":      {"alt.a", []byte(`{"version":2,"group":"alt.a","read":[[5,9],[1,2]]}`)},
 		"NoRelease":  {"alt.a", bytes.Replace(snap, []byte(`"releases":[{`), []byte(`"releases":[],"x":[{`), 1)},
