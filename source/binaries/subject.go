@@ -97,7 +97,7 @@ func ReadSubject(subject string) Reading {
 	if !utf8.ValidString(subject) {
 		// Subjects are bytes; one that is not UTF-8 was written in the
 		// posting tool's code page, nearly always Windows-1252.
-		subject = windows1252(subject)
+		subject = Windows1252(subject)
 	}
 	r := Reading{Subject: subject}
 	if strings.Contains(subject, "=?") {
@@ -261,10 +261,10 @@ func ReadSubject(subject string) Reading {
 	return r
 }
 
-// windows1252 reads s as Windows-1252: every byte is a character (the
+// Windows1252 reads s as Windows-1252: every byte is a character (the
 // five the code page leaves undefined are read as the C1 controls), so
 // no subject becomes U+FFFD.
-func windows1252(s string) string {
+func Windows1252(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/4)
 	for i := 0; i < len(s); i++ {
