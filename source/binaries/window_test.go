@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -590,5 +592,253 @@ func TestNZBSweepsDeadWritersTemp(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s was removed: %v", name, err)
 		}
+	}
+}
+
+// poster posts files as today's posting tools do, in article order.
+type poster struct {
+	group string
+	xref  []string // other groups the files go to, each at n+1000
+	n     int64
+	hs    []nntp.Header
+}
+
+// file posts one file of parts parts at t under subject (with %d for
+// the part), to the poster's group and, cross-posted, to also.
+func (p *poster) file(from, subject string, parts int, t time.Time, also ...string) {
+	for k := 1; k <= parts; k++ {
+		p.n++
+		h := nntp.Header{Number: p.n, Subject: fmt.Sprintf(subject, k), From: from, MessageID: fmt.Sprintf("<%d.%s@lh>", p.n, p.group),
+			Bytes: 700 + p.n%100, Date: t.Format(time.RFC1123Z)}
+		if len(also) > 0 {
+			h.Xref = "news.example " + p.group + ":" + strconv.FormatInt(p.n, 10)
+			for _, g := range also {
+				h.Xref += fmt.Sprintf(" %s:%d", g, p.n+1000)
+			}
+		}
+		p.hs = append(p.hs, h)
+	}
+}
+
+// chat posts n articles that are no binaries.
+func (p *poster) chat(n int, t time.Time) {
+	for range n {
+		p.n++
+		p.hs = append(p.hs, nntp.Header{Number: p.n, Subject: "chat", From: "talker", MessageID: fmt.Sprintf("<%d.c@lh>", p.n), Date: t.Format(time.RFC1123Z)})
+	}
+}
+
+var day = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// releasesOf are the release records of poster from, by name.
+func (r *records) releasesOf(from string) map[string][]Release {
+	out := map[string][]Release{}
+	for _, rel := range r.Releases {
+		if rel.Poster == from {
+			out[rel.Name] = append(out[rel.Name], rel)
+		}
+	}
+	return out
+}
+
+// TestReleaseIdentity (rule 3): releases in Nyuu's and ngPost's default
+// subject by one poster with the same file count stay apart; a post
+// without file counters is one release by its files' base name; a release
+// posted in two halves hours and 250,000 articles apart is one release,
+// complete, with one key; the same identity posted after the release
+// window is a new release with keys of its own; obfuscated one-file posts
+// are a release each.
+func TestReleaseIdentity(t *testing.T) {
+	p := &poster{group: "alt.binaries.lh.rel"}
+	for i, name := range []string{"Alpha.2024", "Beta.2024"} {
+		for f := 1; f <= 4; f++ {
+			p.file("nyuu <n@lh>", fmt.Sprintf(`[%d/4] - "%s.part%d.rar" yEnc (%%d/3)`, f, name, f), 3, day.Add(time.Duration(i)*time.Minute))
+		}
+	}
+	for f := 1; f <= 3; f++ {
+		p.file("bare <b@lh>", fmt.Sprintf(`"Delta.2024.part%d.rar" yEnc (%%d/2)`, f), 2, day)
+	}
+	p.file("bare <b@lh>", `"Delta.2024.vol00+01.par2" yEnc (%d/1)`, 1, day)
+	for f := 1; f <= 5; f++ {
+		p.file("halves <h@lh>", fmt.Sprintf(`Gamma [%02d/10] - "Gamma.part%02d.rar" yEnc (%%d/2)`, f, f), 2, day)
+	}
+	p.chat(250000, day.Add(3*time.Hour))
+	for f := 6; f <= 10; f++ {
+		p.file("halves <h@lh>", fmt.Sprintf(`Gamma [%02d/10] - "Gamma.part%02d.rar" yEnc (%%d/2)`, f, f), 2, day.Add(6*time.Hour))
+	}
+	for i := range 50 {
+		p.file("obf <o@lh>", fmt.Sprintf(`[1/1] - "%032x.rar" yEnc (%%d/1)`, i*7919), 1, day.Add(time.Duration(i)*time.Minute))
+	}
+	// The same two files again two days later: a new release.
+	for _, d := range []time.Duration{0, 48 * time.Hour} {
+		for f := 1; f <= 2; f++ {
+			p.file("again <a@lh>", fmt.Sprintf(`[%d/2] - "Again.part%d.rar" yEnc (%%d/1)`, f, f), 1, day.Add(d))
+		}
+	}
+	w := NewWindow(p.group)
+	out := newRecords()
+	readRange(t, w, p.hs, 1, p.n, 1000, p.n, false, out)
+
+	nyuu := out.releasesOf("nyuu <n@lh>")
+	for _, name := range []string{"Alpha.2024", "Beta.2024"} {
+		if rs := nyuu[name]; len(rs) != 1 || rs[0].Files != 4 || !rs[0].Complete {
+			t.Errorf("release %s of Nyuu's default subject: %+v", name, rs)
+		}
+	}
+	if rs := out.releasesOf("bare <b@lh>")["Delta.2024"]; len(rs) != 1 || rs[0].Files != 4 || !rs[0].Complete || rs[0].TotalFiles != nil {
+		t.Errorf("the post without file counters: %+v (all: %v)", rs, out.releasesOf("bare <b@lh>"))
+	}
+	if rs := out.releasesOf("halves <h@lh>")["Gamma"]; len(rs) != 1 || rs[0].Files != 10 || rs[0].CompleteFiles != 10 || !rs[0].Complete {
+		t.Errorf("the release posted in two halves: %+v", rs)
+	}
+	if obf := out.releasesOf("obf <o@lh>"); len(obf) != 50 {
+		t.Errorf("50 obfuscated posts: %d releases", len(obf))
+	}
+	again := out.releasesOf("again <a@lh>")["Again"]
+	if len(again) != 2 || again[0].Key == again[1].Key || !again[0].Complete || !again[1].Complete || again[0].Files != 2 || again[1].Files != 2 {
+		t.Errorf("one identity posted two days apart: %+v", again)
+	}
+	files := 0
+	for _, f := range out.Files {
+		if f.Poster == "again <a@lh>" {
+			files++
+		}
+	}
+	if files != 4 {
+		t.Errorf("one identity posted two days apart: %d file records, want 4", files)
+	}
+
+	// Kill -9 and resume: the window saved and loaded between ranges of
+	// 20,000 articles gives the same records.
+	rw, resumed := NewWindow(p.group), newRecords()
+	for lo := int64(1); lo <= p.n; lo += 20000 {
+		readRange(t, rw, p.hs, lo, min(lo+19999, p.n), 5000, p.n, true, resumed)
+	}
+	if diff := resumed.same(out); diff != "" {
+		t.Errorf("resumed from saved windows: %s", diff)
+	}
+}
+
+// TestCrossPostOrder (rule 7): a 5-file release, its 3 rar files posted
+// to group a and its 2 par2 files cross-posted to a and b, read by two
+// windows writing one output, in either order or interleaved, ends with
+// the same records: one release, complete, with 5 files.
+func TestCrossPostOrder(t *testing.T) {
+	ga, gb := "alt.binaries.lh.xo.a", "alt.binaries.lh.xo.b"
+	p := &poster{group: ga}
+	p.chat(10, day)
+	for f := 1; f <= 3; f++ {
+		p.file("x <x@lh>", fmt.Sprintf(`[%d/5] - "Cross.2024.part%d.rar" yEnc (%%d/2)`, f, f), 2, day)
+	}
+	for f := 4; f <= 5; f++ {
+		p.file("x <x@lh>", fmt.Sprintf(`[%d/5] - "Cross.2024.vol0%d+01.par2" yEnc (%%d/1)`, f, f), 1, day.Add(10*time.Minute), gb)
+	}
+	var inB []nntp.Header
+	for _, h := range p.hs {
+		if h.Xref != "" {
+			h.Number += 1000
+			inB = append(inB, h)
+		}
+	}
+	readA := func(out *records) { readRange(t, NewWindow(ga), p.hs, 1, p.n, 4, p.n, false, out) }
+	readB := func(out *records) { readRange(t, NewWindow(gb), inB, 1001, 1000+p.n, 4, 1000+p.n, false, out) }
+	ab, ba := newRecords(), newRecords()
+	readA(ab)
+	readB(ab)
+	readB(ba)
+	readA(ba)
+	// Interleaved: batch by batch, b's window ahead.
+	mixed := newRecords()
+	wa, wb := NewWindow(ga), NewWindow(gb)
+	for lo := int64(1); lo <= p.n; lo += 3 {
+		readRange(t, wb, inB, 1000+lo, 1000+min(lo+2, p.n), 3, 1000+p.n, false, mixed)
+		readRange(t, wa, p.hs, lo, min(lo+2, p.n), 3, p.n, false, mixed)
+	}
+	if diff := ab.same(ba); diff != "" {
+		t.Errorf("a then b against b then a: %s", diff)
+	}
+	if diff := ab.same(mixed); diff != "" {
+		t.Errorf("a then b against interleaved: %s", diff)
+	}
+	rs := ab.releasesOf("x <x@lh>")["Cross.2024"]
+	if len(ab.Releases) != 1 || len(rs) != 1 || rs[0].Files != 5 || !rs[0].Complete || rs[0].Group != ga ||
+		!reflect.DeepEqual(rs[0].Groups, []string{ga, gb}) || len(ab.Files) != 5 {
+		t.Errorf("the cross-posted release: %+v (%d releases, %d files)", rs, len(ab.Releases), len(ab.Files))
+	}
+	for _, f := range ab.Files {
+		if f.Release != rs[0].Key {
+			t.Errorf("file %s names release %s, not %s", f.Name, f.Release, rs[0].Key)
+		}
+	}
+}
+
+// TestLoadVersion2: a window saved before releases were keyed by
+// identity and time keeps its spans read and counts; its files not yet
+// written are counted expired.
+func TestLoadVersion2(t *testing.T) {
+	v2 := `{"version":2,"group":"alt.a","max_distance":200000,"max_open":200000,"incomplete_after":20000,"read":[[1,10]],"top":10,
+"counts":{"headers":10,"completed":1},"files":[
+{"type":"file","key":"f1","release":"r1","group":"alt.a","groups":["alt.a"],"poster":"p","subject":"s","name":"n","parts":1,"total":2,
+ "complete":false,"bytes":1,"posted":"2026-12-01T00:00:00Z","segments":[{"number":1,"article":3,"message_id":"<m>","bytes":1}],
+ "subject_part":1,"last":3,"written":false,"dates":["2026-12-01T00:00:00Z"]}],
+"releases":[{"key":"r1","poster":"p","key_subject":"s","files":["f1"],"last":3}]}`
+	w := NewWindow("alt.a")
+	if err := w.Load(strings.NewReader(v2)); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Covered(5) || w.Covered(11) || w.Headers != 10 || w.Completed != 1 || w.Expired != 1 || w.Open() != 0 || w.ReleaseWindow != DefaultReleaseWindow {
+		t.Errorf("loaded: %+v", w)
+	}
+	if b := saved(t, w); !bytes.Contains(b, []byte(`"version":3`)) {
+		t.Errorf("saved again as %s", b)
+	}
+}
+
+// TestRules: a group's expressions from the node's rules name the
+// release and the file before the built-in reading; the blacklist skips
+// posts and counts them; expressions that do not compile or lack their
+// named group are refused with where they stand.
+func TestRules(t *testing.T) {
+	rules, err := ParseRules([]byte(`{"other":1,"usenet":{"groups":{"alt.binaries.lh.rules":{
+		"release":"^(?P<release>\\S+) - ","file":"- (?P<name>\\S+) yEnc"}},
+		"blacklist":{"posters":["@spam\\.example>$"],"subjects":["(?i)password"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &poster{group: "alt.binaries.lh.rules"}
+	for f := 1; f <= 3; f++ {
+		p.file("r <r@lh>", fmt.Sprintf(`Show.S01E0%d - %08x yEnc (%%d/2)`, f%2+1, f*977), 2, day)
+	}
+	p.file("spam <s@spam.example>", `"spam.rar" yEnc (%d/1)`, 1, day)
+	p.file("r <r@lh>", `Password inside - x.rar yEnc (%d/1)`, 1, day)
+	w := NewWindow(p.group)
+	w.Rules = rules
+	out := newRecords()
+	readRange(t, w, p.hs, 1, p.n, 100, p.n, false, out)
+	rs := out.releasesOf("r <r@lh>")
+	if len(rs) != 2 || len(rs["Show.S01E01"]) != 1 || rs["Show.S01E01"][0].Files != 1 || len(rs["Show.S01E02"]) != 1 || rs["Show.S01E02"][0].Files != 2 {
+		t.Errorf("releases named by the group's expression: %v", rs)
+	}
+	for _, f := range out.Files {
+		if len(f.Name) != 8 {
+			t.Errorf("a file named %q, not by the group's expression", f.Name)
+		}
+	}
+	if w.Blacklisted != 2 {
+		t.Errorf("blacklisted %d posts, want 2", w.Blacklisted)
+	}
+	for body, want := range map[string]string{
+		`{"usenet":{"groups":{"g":{"release":"(?P<release>["}}}}`: `groups "g" release`,
+		`{"usenet":{"groups":{"g":{"file":"(.+)"}}}}`:             `no group named name`,
+		`{"usenet":{"blacklist":{"posters":["a","(b"]}}}`:         `blacklist posters[1]`,
+		`{"usenet":{"group":{}}}`:                                 `unknown field "group"`,
+		`[1]`:                                                     `not a JSON object`,
+	} {
+		if _, err := ParseRules([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", body, err, want)
+		}
+	}
+	if r, err := ParseRules([]byte(`{"spam":["x"]}`)); r != nil || err != nil {
+		t.Errorf("rules without a Usenet section: %v, %v", r, err)
 	}
 }
