@@ -3,8 +3,9 @@
 // a file name, a part counter and a file counter (ReadSubject), gathers
 // the parts of a file and the files of a release in a Window, the state
 // leasehold carries from range to range, and writes files and releases
-// to a Sink (JSON lines or SQLite) and NZBs. Open files are aged out by
-// article distance, not wall time, and bounded by a cap, so a replay
+// to a Sink (JSON lines or SQLite) and NZBs. Releases close by the
+// posted times of their files (Window.ReleaseWindow), never by wall
+// time, and memory is bounded by article distance and a cap, so a replay
 // after a takeover ends in the same window and emits the same records.
 package binaries
 

@@ -841,4 +841,19 @@ func TestRules(t *testing.T) {
 	if r, err := ParseRules([]byte(`{"spam":["x"]}`)); r != nil || err != nil {
 		t.Errorf("rules without a Usenet section: %v, %v", r, err)
 	}
+	// The README's example reads the subject it is given for.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, _ := strings.Cut(string(readme), "```json\n{\"usenet\"")
+	example, _, _ = strings.Cut(example, "```")
+	ex, err := ParseRules([]byte(`{"usenet"` + example))
+	if err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	rd := ex.Read([]string{"alt.binaries.example"}, "Show.Name.S01E02 - 8f3a2c91 yEnc (1/50)")
+	if rd.Release != "Show.Name.S01E02" || rd.Name != "8f3a2c91" || rd.Part != 1 || rd.Total != 50 || !ex.Blacklisted("x <x@spam.example>", "") {
+		t.Errorf("the README's example reads %+v", rd)
+	}
 }
