@@ -61,6 +61,9 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if f.incompleteAfter < 0 {
 		return usageError(errors.New("worker: --incomplete-after must be 0 or more"))
 	}
+	if f.releaseWindow < time.Second {
+		return usageError(errors.New("worker: --release-window must be 1s or more"))
+	}
 	if f.retryMissing < 0 || f.retryMissing > 100 {
 		return usageError(errors.New("worker: --retry-missing must be 0 to 100"))
 	}
@@ -100,10 +103,19 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			w := binaries.NewWindow(g.Name)
 			w.IncompleteAfter = f.incompleteAfter
+			w.ReleaseWindow = f.releaseWindow
 			return w
 		},
 		IndexFunc: func(ctx context.Context, g *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
-			err := ix.Index(ctx, win.(*binaries.Window), r.Next, r.End, progress)
+			// The node's per-group rules, as of this lease: a change at
+			// the node takes effect at the next one.
+			rules, err := rulesOf(g.Rules)
+			if err != nil {
+				return client.Permanent(err)
+			}
+			bw := win.(*binaries.Window)
+			bw.Rules = rules
+			err = ix.Index(ctx, bw, r.Next, r.End, progress)
 			if err != nil && nntp.Permanent(err) {
 				// A refused login or a group the server does not carry:
 				// the range fails at once, with the server's answer.
@@ -133,6 +145,29 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	log.Info("worker stopped; everything released")
 	return nil
+}
+
+// usenetRules caches the Usenet rules of the last rules version read.
+var usenetRules struct {
+	sync.Mutex
+	version int64
+	rules   *binaries.Rules
+	err     error
+	read    bool
+}
+
+// rulesOf reads the Usenet section of a lease's rules, once a version.
+func rulesOf(rs leasehold.RuleSet) (*binaries.Rules, error) {
+	usenetRules.Lock()
+	defer usenetRules.Unlock()
+	if !usenetRules.read || usenetRules.version != rs.Version {
+		usenetRules.rules, usenetRules.err = binaries.ParseRules(rs.Body)
+		if usenetRules.err != nil {
+			usenetRules.err = fmt.Errorf("worker: the node's rules version %d: %w (mend them with `leasehold admin rules put`)", rs.Version, usenetRules.err)
+		}
+		usenetRules.version, usenetRules.read = rs.Version, true
+	}
+	return usenetRules.rules, usenetRules.err
 }
 
 // checkNNTPKind refuses to start a Usenet worker whose node does not read

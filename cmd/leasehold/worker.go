@@ -85,6 +85,7 @@ type workerFlags struct {
 	// The Usenet worker's records (USENET.md).
 	nzb             string
 	incompleteAfter int64
+	releaseWindow   time.Duration
 	retryMissing    int
 }
 
@@ -120,6 +121,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.out, "out", "", "where file and release records go: FILE.jsonl, or sqlite:FILE (news server sources)")
 	fs.StringVar(&f.nzb, "nzb", "", "write an NZB of each release under this directory, DIR/<group>/<release key>.nzb (news server sources)")
 	fs.Int64Var(&f.incompleteAfter, "incomplete-after", binaries.DefaultIncompleteAfter, "write a file incomplete once the group was read this many articles past its last part (0: only at the end of the tail)")
+	fs.DurationVar(&f.releaseWindow, "release-window", binaries.DefaultReleaseWindow, "a file posted within this long of a release's last file joins it; one posted later under the same identity starts a new release")
 	fs.IntVar(&f.retryMissing, "retry-missing", 3, "ask an article a server's OVER skipped again this many times, over later ranges, before its part counts as lost (0: never)")
 	f.node.flags(fs)
 	if err := parseFlags(fs, args); err != nil {

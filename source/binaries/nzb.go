@@ -59,6 +59,9 @@ func NZBPath(group, key string) string { return group + "/" + key + ".nzb" }
 func (n *NZBWriter) Write(updates []Update) error {
 	for i := range updates {
 		u := &updates[i]
+		if u.FilesOnly {
+			continue // the release's home group's window writes its NZB
+		}
 		due := u.Release.Complete
 		for _, f := range u.Files {
 			due = due || !f.Complete

@@ -93,6 +93,9 @@ func (j *JSONL) Write(_ context.Context, updates []Update) error {
 				return err
 			}
 		}
+		if u.FilesOnly {
+			continue // another group's window writes the release
+		}
 		if err := enc.Encode(&u.Release); err != nil {
 			return err
 		}
@@ -209,6 +212,9 @@ func (s *SQLite) Write(ctx context.Context, updates []Update) error {
 					return err
 				}
 			}
+		}
+		if u.FilesOnly {
+			continue // another group's window writes the release
 		}
 		r := u.Release
 		groups, _ := json.Marshal(r.Groups)
