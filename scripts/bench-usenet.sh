@@ -20,6 +20,20 @@
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
 #   BENCH_USENET_TARGET  headers/s the last line holds the default worker
 #                   to (default 10413: issue 35's 1.5x of 6,942)
+#   BENCH_NZB=1     instead, the cost of --nzb: each round runs the worker
+#                   at BENCH_BEFORE and at this tree, each without and
+#                   with --nzb (interleaved pairs), and prints headers/s,
+#                   the worker's CPU time per header (the machine may be
+#                   shared: CPU per header moves less with the load than
+#                   the rate), the bytes it wrote for NZBs (its write(2)
+#                   bytes less its records and log) and the final NZBs'
+#                   size; the last lines are the medians. Each run is
+#                   timed from the group's lease to its release caught up
+#                   (the worker's log), not from the worker's start.
+#                   BENCH_FILES=12500 makes 250,015 articles.
+#
+# With LEASEHOLD_TEST_NNTP set (a running INN, scripts/inn.sh env) INN is
+# used as it runs; else scripts/inn.sh start starts it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -37,15 +51,17 @@ pids=()
 cleanup() {
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	rm -rf "$tmp"
+	[ -n "${BENCH_KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 say() { echo "bench-usenet: $*" >&2; }
 
-eval "$(bash scripts/inn.sh start)"
+if [ -z "${LEASEHOLD_TEST_NNTP:-}" ]; then
+	eval "$(bash scripts/inn.sh start)"
+fi
 go build -o "$tmp/rawover" ./internal/usenettest/cmd/usenet-rawover
 high=$("$tmp/rawover" --group "$group" --marks 2>/dev/null | awk '{ print $2 }' || true)
-if [ -z "$high" ] || [ "$high" -lt 100000 ]; then
+if [ -z "$high" ] || [ "$high" -lt $((files * 20)) ]; then
 	say "posting the fixed set and $files files of 20 parts into $group (once; kept for later runs)"
 	bash scripts/inn.sh post "${group%.a}" "$files" >&2
 fi
@@ -66,7 +82,7 @@ worker() {
 	local node=$!
 	pids+=("$node")
 	for _ in $(seq 100); do
-		url=$(sed -n 's/.*msg="leasehold serving".* url=\(http:[^ ]*\).*/\1/p' "$tmp/node-$name.log" | head -n 1)
+		url=$(sed -n 's/.*msg="leasehold serving".* url=\(http:[^ ]*\).*/\1/p' "$tmp/node-$name.log" 2>/dev/null | head -n 1)
 		[ -n "$url" ] && [ -s "$data/admin.token" ] && break
 		sleep 0.1
 	done
@@ -85,13 +101,73 @@ worker() {
 		"$lh" admin --json groups show "$group" | jq -e '.high != null and .tail_end == .high' >/dev/null && break
 		sleep 0.05
 	done
-	"$lh" admin wait --timeout 600s --every 50ms >/dev/null 2>&1
+	"$lh" admin wait --timeout 1800s --every 50ms >/dev/null 2>&1
 	t1=$(date +%s.%N)
 	headers=$("$lh" admin --json groups show "$group" | jq '.high - .low + 1')
+	# The worker's CPU time (user + system, clock ticks) and the bytes it
+	# handed to write(2), read before it is stopped.
+	local ticks wchar
+	ticks=$(awk '{ print $14 + $15 }' "/proc/$w/stat")
+	wchar=$(awk '$1 == "wchar:" { print $2 }' "/proc/$w/io")
 	kill "$w" "$node" 2>/dev/null || true
 	wait "$w" "$node" 2>/dev/null || true
-	echo "$headers $t0 $t1" | awk -v n="$name" '{ printf "%s: %d headers in %.2f s: %.0f headers/s\n", n, $1, $3 - $2, $1 / ($3 - $2) }'
+	local out log nzbfinal=0
+	out=$(stat -c %s "$tmp/out-$name.jsonl")
+	log=$(stat -c %s "$tmp/worker-$name.log")
+	if [ -d "$tmp/nzb-$name" ]; then
+		nzbfinal=$(find "$tmp/nzb-$name" -name '*.nzb' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+	fi
+	local exact
+	exact=$(sed -n 's/.*nzb_bytes_written=\([0-9]*\).*/\1/p' "$tmp/worker-$name.log" | tail -n 1)
+	if [ "${BENCH_NZB:-}" = 1 ]; then
+		# Timed from the group's lease to its release caught up, by the
+		# worker's log: a loaded INN refuses new connections for a while
+		# (400 load at …), which says nothing of the worker.
+		local leased released
+		leased=$(sed -n 's/^time=\([^ ]*\) .*msg="leased group".*/\1/p' "$tmp/worker-$name.log" | head -n 1)
+		released=$(sed -n 's/^time=\([^ ]*\) .*msg="released group".*why="caught up".*/\1/p' "$tmp/worker-$name.log" | tail -n 1)
+		if [ -n "$leased" ] && [ -n "$released" ]; then
+			t0=$(date -d "$leased" +%s.%N)
+			t1=$(date -d "$released" +%s.%N)
+		fi
+	fi
+	echo "$headers $t0 $t1 $ticks $(getconf CLK_TCK) $wchar $out $log $nzbfinal ${exact:--1}" | awk -v n="$name" -v nzb="${nzb_run:-0}" '{
+		secs = $3 - $2; cpu = $4 / $5
+		printf "%s: %d headers in %.2f s: %.0f headers/s, %.1f us CPU/header", n, $1, secs, $1 / secs, cpu * 1e6 / $1
+		# other: what it handed write(2) besides its records and log
+		# (NZBs, window uploads, heartbeats)
+		printf ", other writes %d", $6 - $7 - $8
+		if (nzb) { printf ", final NZBs %d", $9; if ($10 >= 0) printf ", NZB bytes written (its count) %d (%.2fx)", $10, $10 / $9 }
+		printf "\n" }'
 }
+
+if [ "${BENCH_NZB:-}" = 1 ]; then
+	for r in $(seq "$rounds"); do
+		say "round $r of $rounds (--nzb)"
+		for v in before after; do
+			nzb_run=0
+			echo "round $r: $(worker "$tmp/lh-$v" "$v")"
+			nzb_run=1
+			rm -rf "$tmp/nzb-$v-nzb"
+			echo "round $r: $(worker "$tmp/lh-$v" "$v-nzb" --nzb "$tmp/nzb-$v-nzb")"
+			rm -rf "$tmp/nzb-$v-nzb"
+		done
+	done | tee "$tmp/rounds"
+	for v in before before-nzb after after-nzb; do
+		grep " $v: " "$tmp/rounds" | sed 's/.*headers in [^:]*: \([0-9]*\) headers\/s, \([0-9.]*\) us.*/\1 \2/' | sort -n |
+			awk -v n="$v" '{ r[NR] = $1; c[NR] = $2 } END { if (NR == 0) exit; m = int((NR + 1) / 2)
+				printf "median %s: %d headers/s, %s us CPU/header (%d rounds)\n", n, r[m], c[m], NR }'
+	done
+	# NZB bytes written by each binary: its other writes with --nzb less
+	# those of the same round without (window uploads and heartbeats
+	# differ a little with the run's length), against the final NZBs.
+	for v in before after; do
+		grep -E " $v(-nzb)?: " "$tmp/rounds" | awk -v n="$v" '
+			{ for (i = 1; i <= NF; i++) { if ($i == "writes") o = $(i+1) + 0; if ($i == "NZBs") f = $(i+1) + 0 } }
+			$3 == n":" { base = o } $3 == n"-nzb:" { printf "%s, round %s NZB bytes written about %d for %d final (%.1fx)\n", n, $2, o - base, f, (f > 0) ? (o - base) / f : 0 }'
+	done
+	exit 0
+fi
 
 for r in $(seq "$rounds"); do
 	say "round $r of $rounds"

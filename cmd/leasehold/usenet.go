@@ -7,8 +7,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -89,7 +92,8 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if err := checkNNTPKind(ctx, c); err != nil {
 		return err
 	}
-	ix := &binaries.Indexer{Source: src, Sink: sink, NZB: nzbs, Batch: f.batch, RetryMissing: f.retryMissing,
+	skips := &binaries.Skips{Log: log}
+	ix := &binaries.Indexer{Source: src, Sink: sink, NZB: nzbs, Batch: f.batch, RetryMissing: f.retryMissing, Skips: skips,
 		TailEnd: func(ctx context.Context, group string) (int64, error) {
 			gi, err := src.Group(ctx, group)
 			if err != nil {
@@ -97,6 +101,11 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			}
 			return gi.High, nil
 		}}
+	if f.snapshotEvery > 0 {
+		// NZBs changed by a range are rewritten as often as the window
+		// goes up, not once a range: the window's Save writes them first.
+		ix.NZBEvery = f.snapshotEvery
+	}
 	w := &client.Worker{
 		Client:       c,
 		CapacityFunc: func() int { return f.capacity },
@@ -104,7 +113,13 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			w := binaries.NewWindow(g.Name)
 			w.IncompleteAfter = f.incompleteAfter
 			w.ReleaseWindow = f.releaseWindow
-			return w
+			if nzbs == nil {
+				return w
+			}
+			// A new lease: what an earlier one left to write is the
+			// window's to say again.
+			nzbs.Reset(g.Name)
+			return &nzbWindow{Window: w, nzbs: nzbs}
 		},
 		IndexFunc: func(ctx context.Context, g *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
 			// The node's per-group rules, as of this lease: a change at
@@ -113,7 +128,10 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			if err != nil {
 				return client.Permanent(err)
 			}
-			bw := win.(*binaries.Window)
+			bw, ok := win.(*binaries.Window)
+			if !ok {
+				bw = win.(*nzbWindow).Window
+			}
 			bw.Rules = rules
 			err = ix.Index(ctx, bw, r.Next, r.End, progress)
 			if err != nil && nntp.Permanent(err) {
@@ -140,6 +158,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	err = w.Run(ctx)
 	stopMarks()
 	wg.Wait()
+	logSummary(log, skips, nzbs)
 	if err != nil {
 		return err
 	}
@@ -168,6 +187,38 @@ func rulesOf(rs leasehold.RuleSet) (*binaries.Rules, error) {
 		usenetRules.version, usenetRules.read = rs.Version, true
 	}
 	return usenetRules.rules, usenetRules.err
+}
+
+// nzbWindow is a group's window whose Save first writes the NZBs its
+// ranges changed (the Indexer defers them, NZBEvery): a window that goes
+// up never runs ahead of the NZBs, so a takeover from it makes the same
+// ones.
+type nzbWindow struct {
+	*binaries.Window
+	nzbs *binaries.NZBWriter
+}
+
+func (w *nzbWindow) Save(out io.Writer) error {
+	if err := w.nzbs.Flush(w.Group); err != nil {
+		return fmt.Errorf("writing the NZBs before the window: %w", err)
+	}
+	return w.Window.Save(out)
+}
+
+// logSummary logs what the worker skipped, by reason, as the counter
+// leasehold_usenet_skipped_total{reason} (docs/USENET.md "Bad input"),
+// and the bytes of NZBs it wrote.
+func logSummary(log *slog.Logger, skips *binaries.Skips, nzbs *binaries.NZBWriter) {
+	var args []any
+	counts := skips.Counts()
+	for _, reason := range slices.Sorted(maps.Keys(counts)) {
+		args = append(args, fmt.Sprintf("leasehold_usenet_skipped_total{reason=%q}", reason), counts[reason])
+	}
+	if nzbs != nil {
+		bytes, files := nzbs.Written()
+		args = append(args, "nzb_bytes_written", bytes, "nzb_writes", files)
+	}
+	log.Info("usenet summary", args...)
 }
 
 // checkNNTPKind refuses to start a Usenet worker whose node does not read

@@ -44,9 +44,20 @@ With --source nntp:// (or nntps://, TLS) it indexes a news server: it
 reports the water marks of the node's groups (GROUP, every
 --watermark-every), so the node plans their tails itself, reads each
 range's overviews (OVER) into a window of half-assembled binaries, and
-writes every complete file to --out: JSON lines, or with sqlite:FILE a
-table binaries upserted by key. A takeover may write a file twice (the
-SQLite table keeps one row). The password of user@ is read from
+writes file and release records to --out: JSON lines with "type":"file"
+or "release" (the last line of a key is its record), or with
+sqlite:FILE tables files, segments and releases upserted by key. A file
+is written when it is complete, or incomplete once the group was read
+--incomplete-after articles past its last part or its planned tail ends;
+a later part writes it again. With --nzb DIR each release that is
+complete or has a file written incomplete gets DIR/<group>/<release
+name>.nzb (NZB 1.1, written atomically, named in the release's record).
+Overview lines that cannot be used (too few fields, a bad number, no
+Message-ID) are counted by reason, logged at most once a minute with an
+example, and summed in the log when the worker stops; a subject over
+16 KiB is read from its first 16 KiB. docs/USENET.md is the contract of
+what is written. A takeover may write a record twice (SQLite keeps one
+row a key). The password of user@ is read from
 --source-password-file or $LEASEHOLD_SOURCE_PASSWORD, never from the
 command line. --source-starttls upgrades an nntp:// connection with
 STARTTLS before logging in; a server that does not offer it, or refuses
@@ -119,7 +130,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
 	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")
 	fs.StringVar(&f.out, "out", "", "where file and release records go: FILE.jsonl, or sqlite:FILE (news server sources)")
-	fs.StringVar(&f.nzb, "nzb", "", "write an NZB of each release under this directory, DIR/<group>/<release key>.nzb (news server sources)")
+	fs.StringVar(&f.nzb, "nzb", "", "write an NZB of each release under this directory, DIR/<group>/<release name>.nzb (news server sources)")
 	fs.Int64Var(&f.incompleteAfter, "incomplete-after", binaries.DefaultIncompleteAfter, "write a file incomplete once the group was read this many articles past its last part (0: only at the end of the tail)")
 	fs.DurationVar(&f.releaseWindow, "release-window", binaries.DefaultReleaseWindow, "a file posted within this long of a release's last file joins it; one posted later under the same identity starts a new release")
 	fs.IntVar(&f.retryMissing, "retry-missing", 3, "ask an article a server's OVER skipped again this many times, over later ranges, before its part counts as lost (0: never)")

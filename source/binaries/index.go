@@ -4,6 +4,13 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -37,7 +44,11 @@ func (ix *Indexer) batches(ctx context.Context, group string, lo, end, batch int
 				hi = lo + batch - 1
 			}
 			hs, skipped, err := ix.Source.Overview(ctx, group, lo, hi)
-			if !yield(nntp.Batch{Lo: lo, Hi: hi, Headers: hs, Skipped: skipped}, err) || err != nil || hi == end {
+			var skips []nntp.Skip
+			for range skipped {
+				skips = append(skips, nntp.Skip{Reason: SkipMalformed})
+			}
+			if !yield(nntp.Batch{Lo: lo, Hi: hi, Headers: hs, Skipped: skipped, Skips: skips}, err) || err != nil || hi == end {
 				return
 			}
 			lo = hi + 1
@@ -69,6 +80,138 @@ type Indexer struct {
 	// server's high mark): a range that reaches it writes the files
 	// still open as incomplete.
 	TailEnd func(ctx context.Context, group string) (int64, error)
+	// NZBEvery defers the rewrites of NZBs (NZBWriter.Flush) at the end
+	// of a range until that long has passed since the group's last; 0
+	// flushes at the end of every range. A range that stops early
+	// always flushes. A caller that sets it must Flush the group's NZBs
+	// before it saves the window (the worker does it in the window's
+	// Save), so a saved window never runs ahead of its NZBs.
+	NZBEvery time.Duration
+	// Skips counts and logs the overview lines that cannot be used; nil
+	// counts them nowhere.
+	Skips *Skips
+
+	mu      sync.Mutex
+	flushed map[string]time.Time // when each group's NZBs were last flushed
+}
+
+// Why an overview line is not used, besides nntp's SkipFields and
+// SkipNumber (USENET.md "Bad input").
+const (
+	// SkipNoMessageID is an article without a Message-ID: its part is
+	// missing, never a segment without one.
+	SkipNoMessageID = "no_message_id"
+	// SkipSubjectTooLong is a subject longer than MaxSubject: it is read
+	// from its first MaxSubject bytes (the line is used, and counted).
+	SkipSubjectTooLong = "subject_too_long"
+	// SkipMalformed is a line a source without reasons (an
+	// OverviewSource that is not an nntp.Client) could not read.
+	SkipMalformed = "malformed"
+)
+
+// usable is hs without the headers that cannot be used (counted in
+// ix.Skips), subjects longer than MaxSubject cut; hs itself is left as
+// it is.
+func (ix *Indexer) usable(group string, hs []nntp.Header) []nntp.Header {
+	var out []nntp.Header
+	for i, h := range hs {
+		keep := true
+		if id := strings.TrimSpace(h.MessageID); id == "" || id == "<>" {
+			ix.Skips.Add(group, SkipNoMessageID, fmt.Sprintf("article %d: %q", h.Number, clip(h.Subject)))
+			keep = false
+		} else if len(h.Subject) > MaxSubject {
+			ix.Skips.Add(group, SkipSubjectTooLong, fmt.Sprintf("article %d: %d bytes: %q", h.Number, len(h.Subject), clip(h.Subject)))
+			h.Subject = cutSubject(h.Subject, MaxSubject)
+		}
+		if out == nil && (!keep || h.Subject != hs[i].Subject) {
+			out = append(make([]nntp.Header, 0, len(hs)), hs[:i]...)
+		}
+		if out != nil && keep {
+			out = append(out, h)
+		}
+	}
+	if out == nil {
+		return hs
+	}
+	return out
+}
+
+// cutSubject is s's first n bytes, less a UTF-8 sequence the cut left
+// short.
+func cutSubject(s string, n int) string {
+	s = s[:n]
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s
+}
+
+// clip is the start of a long text, for a log.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// Skips counts overview lines that cannot be used, by reason, for the
+// worker's summary (leasehold_usenet_skipped_total{reason}), and logs
+// them at most once every Every (a minute when 0) with an example.
+// Safe for concurrent use; a nil *Skips counts nothing.
+type Skips struct {
+	Log   *slog.Logger
+	Every time.Duration
+
+	mu      sync.Mutex
+	total   map[string]int64
+	since   map[string]int64 // not yet logged
+	example string
+	logged  time.Time
+}
+
+// Add counts one line of group skipped for reason, example saying which.
+func (s *Skips) Add(group, reason, example string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.total == nil {
+		s.total, s.since = map[string]int64{}, map[string]int64{}
+	}
+	s.total[reason]++
+	s.since[reason]++
+	if s.example == "" {
+		s.example = group + ": " + reason + ": " + example
+	}
+	every := s.Every
+	if every <= 0 {
+		every = time.Minute
+	}
+	if s.Log == nil || time.Since(s.logged) < every {
+		return
+	}
+	args := []any{"example", s.example}
+	for _, r := range slices.Sorted(maps.Keys(s.since)) {
+		args = append(args, r, s.since[r])
+	}
+	s.Log.Warn("overview lines skipped", args...)
+	s.logged, s.since, s.example = time.Now(), map[string]int64{}, ""
+}
+
+// Counts are the lines skipped so far, by reason.
+func (s *Skips) Counts() map[string]int64 {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.total)
 }
 
 // retrySpans is the most OVERs a range asks for missing articles.
@@ -78,14 +221,32 @@ const retrySpans = 16
 // missing articles of earlier ranges again, then each batch's overview
 // into w, what it changes to the sink, and then progress(batch end+1,
 // headers so far) is called. A span with no articles (expired below the
-// group's low mark) is read as empty, not an error. It returns the
+// group's low mark) is read as empty, not an error. Lines that cannot be
+// used are counted in Skips and never reach the window. It returns the
 // source's or sink's error as it is (a caller tells a permanent one with
-// nntp.Permanent), or the context's cause.
-func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progress func(next, headers int64)) error {
+// nntp.Permanent), or the context's cause; whatever it returns, the
+// records of every batch the window took are written (a stop does not
+// cut them off), and the NZBs deferred are written unless NZBEvery lets
+// a range that ended well leave them for later.
+func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progress func(next, headers int64)) (err error) {
 	batch := ix.Batch
 	if batch <= 0 {
 		batch = 1000
 	}
+	if ix.NZB != nil {
+		defer func() {
+			if err == nil && !ix.flushDue(w.Group) {
+				return
+			}
+			if ferr := ix.NZB.Flush(w.Group); ferr != nil && err == nil {
+				err = fmt.Errorf("binaries: writing NZBs: %w", ferr)
+			}
+		}()
+	}
+	// The window takes a batch's headers before its records are written:
+	// once it has, they are written whole even when a stop ends ctx, or
+	// the window saved at the stop would run ahead of the records.
+	wctx := context.WithoutCancel(ctx)
 	if ix.RetryMissing > 0 && len(w.Missing) > 0 {
 		// A bounded number of OVERs a range, each over missing numbers
 		// near each other: a server with many cancelled articles costs a
@@ -99,7 +260,17 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 			}
 			again = append(again, hs...)
 		}
-		if err := ix.write(ctx, w.Retry(spans, again, ix.RetryMissing)); err != nil {
+		usable := ix.usable(w.Group, again)
+		if len(usable) < len(again) {
+			// A line that came back unusable is counted once, not asked
+			// for again.
+			for _, h := range again {
+				if !slices.ContainsFunc(usable, func(u nntp.Header) bool { return u.Number == h.Number }) {
+					delete(w.Missing, h.Number)
+				}
+			}
+		}
+		if err := ix.write(wctx, w.Group, w.Retry(spans, usable, ix.RetryMissing)); err != nil {
 			return err
 		}
 	}
@@ -113,8 +284,13 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
-		ups := w.Add(b.Lo, b.Hi, b.Headers)
+		for _, sk := range b.Skips {
+			ix.Skips.Add(w.Group, sk.Reason, sk.Line)
+		}
+		ups := w.Add(b.Lo, b.Hi, ix.usable(w.Group, b.Headers))
 		if ix.RetryMissing > 0 {
+			// Every line the server gave, usable or not: one without a
+			// Message-ID is not missing, and is not asked for again.
 			w.Skipped(b.Lo, b.Hi, b.Headers)
 		}
 		headers += int64(len(b.Headers))
@@ -126,7 +302,7 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 			reached = true
 			break
 		}
-		if err := ix.write(ctx, ups); err != nil {
+		if err := ix.write(wctx, w.Group, ups); err != nil {
 			return err
 		}
 		if progress != nil {
@@ -136,17 +312,19 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 	if !reached {
 		return nil
 	}
+	var tailErr error
 	if ix.TailEnd != nil {
 		tail, err := ix.TailEnd(ctx, w.Group)
-		if err != nil {
-			return err
-		}
-		if end >= tail {
+		if err == nil && end >= tail {
 			last = append(last, w.Flush()...)
 		}
+		tailErr = err
 	}
-	if err := ix.write(ctx, last); err != nil {
+	if err := ix.write(wctx, w.Group, last); err != nil {
 		return err
+	}
+	if tailErr != nil {
+		return tailErr
 	}
 	if progress != nil {
 		progress(end+1, headers)
@@ -154,13 +332,37 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 	return nil
 }
 
+// flushDue reports whether a range of group that ended well writes the
+// NZBs deferred (NZBEvery), and if so notes it as done now.
+func (ix *Indexer) flushDue(group string) bool {
+	if ix.NZBEvery <= 0 {
+		return true
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.flushed == nil {
+		ix.flushed = map[string]time.Time{}
+	}
+	last, ok := ix.flushed[group]
+	if !ok {
+		// The first range of a lease starts the interval.
+		ix.flushed[group] = time.Now()
+		return false
+	}
+	if time.Since(last) < ix.NZBEvery {
+		return false
+	}
+	ix.flushed[group] = time.Now()
+	return true
+}
+
 // write hands updates to the NZB writer, then to the sink.
-func (ix *Indexer) write(ctx context.Context, ups []Update) error {
+func (ix *Indexer) write(ctx context.Context, group string, ups []Update) error {
 	if len(ups) == 0 {
 		return nil
 	}
 	if ix.NZB != nil {
-		if err := ix.NZB.Write(ups); err != nil {
+		if err := ix.NZB.Write(group, ups); err != nil {
 			return fmt.Errorf("binaries: writing NZBs: %w", err)
 		}
 	}

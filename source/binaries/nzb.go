@@ -6,18 +6,34 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // NZBWriter writes the NZB of each release that has one (USENET.md
-// "NZB") under Dir: Dir/<group>/<release key>.nzb, NZB 1.1, written to a
+// "NZB") under Dir: Dir/<group>/<release name>.nzb, NZB 1.1, written to a
 // temporary name, synced and renamed, so a reader never sees half of one.
+//
+// Writing stays linear in what is read: a release's NZB is written when
+// it first becomes due (complete, or a file of it written incomplete),
+// and a later change only marks it for the next Flush of the group that
+// read it, which writes it once however many batches changed it. Flush
+// must come before the group's window is saved: a window saved past an
+// NZB it changed would leave that NZB behind after a takeover.
+//
+// Names are made safe for file systems and kept apart within a group's
+// directory by a suffix of the release key; which key holds which name is
+// kept in the directory's .names file (a line "key<TAB>name" a claim), so
+// a release keeps its name across restarts and takeovers.
 //
 // A worker killed between the two leaves its temporary file behind. The
 // name carries the writing process's id (.nzb-<pid>-*), so the first
@@ -26,8 +42,28 @@ import (
 type NZBWriter struct {
 	Dir string
 
-	mu    sync.Mutex
-	swept map[string]bool // group directories already swept
+	mu      sync.Mutex
+	swept   map[string]bool         // group directories already swept
+	names   map[string]*nzbNames    // by group directory
+	reading map[string]*nzbReadings // by the group whose window changed them
+	bytes   atomic.Int64
+	files   atomic.Int64
+}
+
+// nzbNames are the names claimed in a group's directory.
+type nzbNames struct {
+	byKey  map[string]string // release key → file name
+	byName map[string]string // file name → release key
+}
+
+// nzbReadings is what the reading of one group left to write.
+type nzbReadings struct {
+	// written are the releases whose NZB was written since the group's
+	// Reset: a later change to one is deferred to Flush.
+	written map[string]bool
+	// pending are the releases changed since their NZB was written, by
+	// path, as their last update has them.
+	pending map[string]Update
 }
 
 // NewNZBWriter makes dir (0700) and proves it can be written, so a worker
@@ -48,15 +84,29 @@ func NewNZBWriter(dir string) (*NZBWriter, error) {
 	return &NZBWriter{Dir: dir}, nil
 }
 
-// NZBPath is where a release's NZB goes, relative to the NZB directory.
-func NZBPath(group, key string) string { return group + "/" + key + ".nzb" }
+// Written is the bytes and files of NZBs written so far.
+func (n *NZBWriter) Written() (bytes, files int64) { return n.bytes.Load(), n.files.Load() }
 
-// Write writes the NZB of each update's release that is complete or has
-// a file written incomplete, and sets the release's NZB to its path. A
-// release that is neither (a file written incomplete before a takeover
-// was completed by its replay) has its NZB removed, so the NZBs are
-// those of its last records, as one uninterrupted pass leaves them.
-func (n *NZBWriter) Write(updates []Update) error {
+// Reset forgets what reading group left to write and the names of its
+// directory as known here, as a new lease of the group starts: the
+// window it starts from, maybe another worker's, says what is to come.
+func (n *NZBWriter) Reset(group string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.reading, group)
+	delete(n.names, group)
+}
+
+// Write writes or marks for the next Flush the NZB of each update's
+// release that is complete or has a file written incomplete, and sets
+// the release's NZB to its path; group is the group whose window made the
+// updates. A release that is neither (a file written incomplete before a
+// takeover was completed by its replay) has its NZB removed, so the NZBs
+// are those of its last records, as one uninterrupted pass leaves them.
+func (n *NZBWriter) Write(group string, updates []Update) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rd := n.readingOf(group)
 	for i := range updates {
 		u := &updates[i]
 		if u.FilesOnly {
@@ -66,22 +116,205 @@ func (n *NZBWriter) Write(updates []Update) error {
 		for _, f := range u.Files {
 			due = due || !f.Complete
 		}
-		if !safeGroup(u.Release.Group) {
-			return fmt.Errorf("binaries: group %q cannot name a directory", u.Release.Group)
+		dir := u.Release.Group
+		if !safeGroup(dir) {
+			return fmt.Errorf("binaries: group %q cannot name a directory", dir)
 		}
-		rel := NZBPath(u.Release.Group, u.Release.Key)
+		names, err := n.namesOf(dir)
+		if err != nil {
+			return err
+		}
 		if !due || len(u.Files) == 0 {
-			if err := os.Remove(filepath.Join(n.Dir, filepath.FromSlash(rel))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
+			if name, ok := names.byKey[u.Release.Key]; ok {
+				delete(rd.pending, dir+"/"+name)
+				if err := os.Remove(filepath.Join(n.Dir, dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
 			}
+			delete(rd.written, u.Release.Key)
 			continue
 		}
+		old := names.byKey[u.Release.Key]
+		name, err := n.claim(dir, names, u.Release.Key, u.Release.Name)
+		if err != nil {
+			return err
+		}
+		rel := dir + "/" + name
+		u.Release.NZB = &rel
+		if rd.written[u.Release.Key] && name == old {
+			rd.pending[rel] = *u
+			continue
+		}
+		if err := n.write(filepath.Join(n.Dir, dir, name), NZB(u.Release, u.Files)); err != nil {
+			return err
+		}
+		rd.written[u.Release.Key] = true
+		delete(rd.pending, rel)
+		if old != "" && old != name {
+			// Renamed (its name changed with a file that came later):
+			// the old file goes, so each release has one NZB.
+			delete(rd.pending, dir+"/"+old)
+			if err := os.Remove(filepath.Join(n.Dir, dir, old)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Flush writes the NZBs that changed since they were written by the
+// reading of group.
+func (n *NZBWriter) Flush(group string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rd := n.reading[group]
+	if rd == nil {
+		return nil
+	}
+	for _, rel := range slices.Sorted(maps.Keys(rd.pending)) {
+		u := rd.pending[rel]
 		if err := n.write(filepath.Join(n.Dir, filepath.FromSlash(rel)), NZB(u.Release, u.Files)); err != nil {
 			return err
 		}
-		u.Release.NZB = &rel
+		delete(rd.pending, rel)
 	}
 	return nil
+}
+
+// readingOf is group's reading state, made when missing.
+func (n *NZBWriter) readingOf(group string) *nzbReadings {
+	if n.reading == nil {
+		n.reading = map[string]*nzbReadings{}
+	}
+	rd := n.reading[group]
+	if rd == nil {
+		rd = &nzbReadings{written: map[string]bool{}, pending: map[string]Update{}}
+		n.reading[group] = rd
+	}
+	return rd
+}
+
+// namesFile is the file of a group directory's claimed names.
+const namesFile = ".names"
+
+// namesOf is the names claimed in a group directory, read from its names
+// file when not known here.
+func (n *NZBWriter) namesOf(dir string) (*nzbNames, error) {
+	if nm := n.names[dir]; nm != nil {
+		return nm, nil
+	}
+	nm := &nzbNames{byKey: map[string]string{}, byName: map[string]string{}}
+	raw, err := os.ReadFile(filepath.Join(n.Dir, dir, namesFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		key, name, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue // a line cut short by a crash: its claim is made again
+		}
+		if old, ok := nm.byKey[key]; ok && nm.byName[old] == key {
+			delete(nm.byName, old)
+		}
+		nm.byKey[key], nm.byName[name] = name, key
+	}
+	if n.names == nil {
+		n.names = map[string]*nzbNames{}
+	}
+	n.names[dir] = nm
+	return nm, nil
+}
+
+// claim is the file name of release key named name in dir: the one it
+// holds when its name has not changed, else name made safe, with a suffix
+// of the key when another release (or a file not claimed here) has it.
+// A new claim is appended to the names file and synced before any NZB
+// bears it.
+func (n *NZBWriter) claim(dir string, nm *nzbNames, key, name string) (string, error) {
+	base := safeName(name)
+	if held, ok := nm.byKey[key]; ok && nzbBase(held, key) == base {
+		return held, nil
+	}
+	var file string
+	for _, cand := range []string{base + ".nzb", base + "." + key[:min(8, len(key))] + ".nzb", base + "." + key + ".nzb"} {
+		if owner, ok := nm.byName[cand]; ok && owner != key {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(n.Dir, dir, cand)); err == nil && nm.byName[cand] != key {
+			continue // a file this directory's names do not give out
+		}
+		file = cand
+		break
+	}
+	if file == "" {
+		return "", fmt.Errorf("binaries: no free NZB name for release %s (%q) in %s", key, name, dir)
+	}
+	if err := os.MkdirAll(filepath.Join(n.Dir, dir), 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(filepath.Join(n.Dir, dir, namesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(key + "\t" + file + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("binaries: claiming NZB name %s: %w", file, err)
+	}
+	if old, ok := nm.byKey[key]; ok {
+		delete(nm.byName, old)
+	}
+	nm.byKey[key], nm.byName[file] = file, key
+	return file, nil
+}
+
+// nzbBase is the safe release name a claimed file name was made from.
+func nzbBase(file, key string) string {
+	base := strings.TrimSuffix(file, ".nzb")
+	for _, suffix := range []string{"." + key, "." + key[:min(8, len(key))]} {
+		if b, ok := strings.CutSuffix(base, suffix); ok {
+			return b
+		}
+	}
+	return base
+}
+
+// safeName is a release name as a file name on common file systems: no
+// path separators, control characters or characters Windows refuses, no
+// leading dot (the directory's own files start with one), not a device
+// name of Windows, at most 200 bytes; "release" when nothing is left.
+func safeName(name string) string {
+	s := strings.Map(func(r rune) rune {
+		switch {
+		case r < 0x20 || r == 0x7f || r == utf8.RuneError:
+			return -1
+		case strings.ContainsRune(`/\:*?"<>|`, r):
+			return '_'
+		}
+		return r
+	}, name)
+	s = strings.TrimRight(strings.TrimSpace(s), ". ")
+	s = strings.TrimLeft(s, ". ")
+	for len(s) > 200 {
+		_, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+	}
+	s = strings.TrimRight(s, ". ")
+	if s == "" {
+		return "release"
+	}
+	stem, _, _ := strings.Cut(strings.ToUpper(s), ".")
+	switch stem {
+	case "CON", "PRN", "AUX", "NUL", "COM1", "COM2", "COM3", "COM4", "COM5", "COM6", "COM7", "COM8", "COM9",
+		"LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7", "LPT8", "LPT9":
+		s = "_" + s
+	}
+	return s
 }
 
 func (n *NZBWriter) write(path string, body []byte) error {
@@ -106,6 +339,8 @@ func (n *NZBWriter) write(path string, body []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	n.bytes.Add(int64(len(body)))
+	n.files.Add(1)
 	return os.Rename(tmp.Name(), path)
 }
 
@@ -116,10 +351,8 @@ const nzbTempPrefix = ".nzb-"
 // sweep removes, once per directory, the temporary NZBs of writers whose
 // process is gone (killed before their rename). A failure to list or
 // remove leaves them: they are hidden files, and the next start tries
-// again.
+// again. The caller holds n.mu.
 func (n *NZBWriter) sweep(dir string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.swept[dir] {
 		return
 	}
@@ -176,14 +409,23 @@ func safeGroup(g string) bool {
 	return true
 }
 
-// NZB is the NZB 1.1 document of a release's files: one <file> a file
-// (by file counter, then name), its segments by part number.
+// NZB is the NZB 1.1 document of a release's files: a <head> with the
+// release's name (meta title), poster, size in bytes and one meta group
+// a group, then one <file> a file (by file counter, then name), its
+// segments by part number.
 func NZB(r Release, files []File) []byte {
 	var b bytes.Buffer
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
 	b.WriteString(`<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN" "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">` + "\n")
 	b.WriteString(`<nzb xmlns="http://www.newzbin.com/DTD/2003/nzb">` + "\n")
-	b.WriteString(` <head>` + "\n" + `  <meta type="title">` + esc(r.Name) + `</meta>` + "\n" + ` </head>` + "\n")
+	b.WriteString(" <head>\n")
+	b.WriteString(`  <meta type="title">` + esc(r.Name) + "</meta>\n")
+	b.WriteString(`  <meta type="poster">` + esc(r.Poster) + "</meta>\n")
+	b.WriteString(`  <meta type="size">` + strconv.FormatInt(r.Bytes, 10) + "</meta>\n")
+	for _, g := range r.Groups {
+		b.WriteString(`  <meta type="group">` + esc(g) + "</meta>\n")
+	}
+	b.WriteString(" </head>\n")
 	for _, f := range sortedFiles(files) {
 		if len(f.Segments) == 0 {
 			continue

@@ -473,10 +473,10 @@ func TestNZB(t *testing.T) {
 	hs := mixed("alt.binaries.lh.rec.a", "alt.binaries.lh.rec.b")
 	w := NewWindow("alt.binaries.lh.rec.a")
 	ups := append(w.Add(1, int64(len(hs)), hs), w.Flush()...)
-	if err := n.Write(ups); err != nil {
+	if err := n.Write(w.Group, ups); err != nil {
 		t.Fatal(err)
 	}
-	var tenKey string
+	var tenKey, tenNZB string
 	written := 0
 	for _, u := range ups {
 		if u.Release.NZB == nil {
@@ -493,7 +493,7 @@ func TestNZB(t *testing.T) {
 				t.Errorf("%s lacks %s's first segment", path, f.Name)
 			}
 			if f.Name == "ten.bin" {
-				tenKey = u.Release.Key
+				tenKey, tenNZB = u.Release.Key, *u.Release.NZB
 			}
 		}
 	}
@@ -502,10 +502,13 @@ func TestNZB(t *testing.T) {
 	}
 	late := nntp.Header{Number: int64(len(hs)) + 1, Subject: `"ten.bin" yEnc (7/10)`, From: "ten <ten@lh>", MessageID: "<late@lh>", Bytes: 5}
 	more := w.Add(late.Number, late.Number, []nntp.Header{late})
-	if err := n.Write(more); err != nil {
+	if err := n.Write(w.Group, more); err != nil {
 		t.Fatal(err)
 	}
-	body, _ := os.ReadFile(filepath.Join(n.Dir, NZBPath("alt.binaries.lh.rec.a", tenKey)))
+	if err := n.Flush(w.Group); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := os.ReadFile(filepath.Join(n.Dir, tenNZB))
 	if !bytes.Contains(body, []byte(`number="7">late@lh</segment>`)) {
 		t.Errorf("the NZB was not rewritten with the late part:\n%s", body)
 	}
@@ -521,7 +524,7 @@ func TestNZB(t *testing.T) {
 			t.Error("a directory that cannot be written was taken")
 		}
 	}
-	if _, err := NewNZBWriter(filepath.Join(dir, "nzb", NZBPath("alt.binaries.lh.rec.a", tenKey))); err == nil {
+	if _, err := NewNZBWriter(filepath.Join(dir, "nzb", tenNZB)); err == nil {
 		t.Error("a file taken for the NZB directory")
 	}
 }
@@ -540,12 +543,12 @@ func TestNZBRemovedWhenNotDue(t *testing.T) {
 	}
 	w := NewWindow("alt.binaries.lh.rec.n")
 	ups := append(w.Add(1, 1, []nntp.Header{part(1, 1, 1)}), w.Flush()...) // f1 written incomplete
-	if err := n.Write(ups); err != nil || ups[0].Release.NZB == nil {
+	if err := n.Write(w.Group, ups); err != nil || ups[0].Release.NZB == nil {
 		t.Fatalf("%v, %+v: want an NZB for the release with an incomplete file", err, ups)
 	}
 	path := filepath.Join(n.Dir, *ups[0].Release.NZB)
 	ups = w.Add(2, 2, []nntp.Header{part(2, 1, 2)}) // f1 complete, f2 not yet seen
-	if err := n.Write(ups); err != nil || ups[0].Release.NZB != nil || ups[0].Release.Complete {
+	if err := n.Write(w.Group, ups); err != nil || ups[0].Release.NZB != nil || ups[0].Release.Complete {
 		t.Fatalf("%v, %+v", err, ups)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -582,7 +585,7 @@ func TestNZBSweepsDeadWritersTemp(t *testing.T) {
 	w := NewWindow(group)
 	h := nntp.Header{Number: 1, Subject: `post [1/1] - "f1.bin" yEnc (1/1)`, From: "p", MessageID: "<1@p>", Bytes: 10}
 	ups := w.Add(1, 1, []nntp.Header{h})
-	if err := n.Write(ups); err != nil || len(ups) == 0 || ups[0].Release.NZB == nil {
+	if err := n.Write(w.Group, ups); err != nil || len(ups) == 0 || ups[0].Release.NZB == nil {
 		t.Fatalf("%v, %+v: want the complete release's NZB", err, ups)
 	}
 	if _, err := os.Stat(filepath.Join(dir, dead)); !os.IsNotExist(err) {

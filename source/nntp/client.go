@@ -281,11 +281,14 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 			return err
 		}
 		c.drop(cn)
+		if errors.Is(err, errStopped) {
+			// The caller broke off a pipelined read: said before the
+			// context, which a stop ends at the same time, so the read
+			// knows not to yield again.
+			return err
+		}
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
-		}
-		if errors.Is(err, errStopped) {
-			return err // the caller broke off a pipelined read
 		}
 		last = err
 		var progress *progressError

@@ -15,11 +15,13 @@ const PipelineDepth = 2
 
 // Batch is one OVER answer of a pipelined read: the span Lo..Hi that was
 // asked, the headers in it in the server's order, and how many lines were
-// not overview lines.
+// not overview lines, with why (Skips; a source that cannot say why
+// leaves it empty).
 type Batch struct {
 	Lo, Hi  int64
 	Headers []Header
 	Skipped int
+	Skips   []Skip
 }
 
 // Overviews reads the overview of articles lo..end of group in spans of
@@ -32,19 +34,32 @@ type Batch struct {
 // and ends the read. A connection dropped halfway is dialled again and
 // the read resumes at the first span not yet yielded; Attempts counts
 // failures in a row with no span yielded between them. Stopping early
-// (break) drops the connection with its unread answers.
+// (break) drops the connection with its unread answers; once the
+// caller has stopped, nothing more is yielded, whatever the connection
+// or the context does after.
 func (c *Client) Overviews(ctx context.Context, group string, lo, end, batch int64) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
 		if batch <= 0 {
 			batch = 1
 		}
+		// stopped is the caller's break: yielding again after it would
+		// panic the caller's range loop (a context that ended at the same
+		// moment must not turn the break into an error to yield).
+		stopped := false
+		once := func(b Batch, err error) bool {
+			if !yield(b, err) {
+				stopped = true
+				return false
+			}
+			return true
+		}
 		next := lo // the first span not yet yielded
 		for next <= end {
 			err := c.with(ctx, func(cn *conn) error {
-				return c.pipeline(ctx, cn, group, &next, end, batch, yield)
+				return c.pipeline(ctx, cn, group, &next, end, batch, once)
 			})
 			switch {
-			case errors.Is(err, errStopped):
+			case stopped || errors.Is(err, errStopped):
 				return
 			case err != nil:
 				yield(Batch{}, err)
@@ -131,6 +146,7 @@ func (c *Client) pipeline(ctx context.Context, cn *conn, group string, next *int
 				h, err := ParseOverview(line)
 				if err != nil {
 					b.Skipped++
+					b.Skips = append(b.Skips, skipOf(line, err))
 					return
 				}
 				b.Headers = append(b.Headers, h)

@@ -3,6 +3,7 @@ package nntp_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,5 +76,61 @@ func TestXOVERFallback(t *testing.T) {
 	}
 	if !strings.Contains(sent, "XOVER 1-8\r\n") || !strings.Contains(sent, "XOVER 9-15\r\n") {
 		t.Errorf("the client sent:\n%q\nwant XOVER 1-8 and XOVER 9-15", sent)
+	}
+}
+
+// TestOverviewsStoppedAsContextEnds: a caller that ends its context and
+// breaks out of a pipelined read (a worker told to stop) gets nothing
+// more: the read neither yields the context's error after the break (a
+// panic in the caller's range loop) nor asks again, compressed or not.
+func TestOverviewsStoppedAsContextEnds(t *testing.T) {
+	s, prefix := fixture(t)
+	for _, compress := range []bool{false, true} {
+		c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, NoCompress: !compress})
+		ctx, cancel := context.WithCancel(context.Background())
+		batches := 0
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("compress %v: the read went on after the break: %v", compress, p)
+				}
+			}()
+			for _, err := range c.Overviews(ctx, prefix+".a", 1, 15, 2) {
+				if err != nil {
+					t.Errorf("compress %v: %v", compress, err)
+					return
+				}
+				batches++
+				if batches == 2 {
+					cancel() // the stop, and then the loop's break
+					break
+				}
+			}
+		}()
+		if batches != 2 {
+			t.Errorf("compress %v: %d batches read, want 2", compress, batches)
+		}
+		cancel()
+		c.Close()
+	}
+}
+
+// TestParseOverviewReasons: a line ending after :bytes is read (lines
+// 0); lines that cannot be read say why.
+func TestParseOverviewReasons(t *testing.T) {
+	h, err := nntp.ParseOverview([]byte("7\tsubj\tfrom\tdate\t<id@x>\t\t123"))
+	if err != nil || h.Number != 7 || h.Bytes != 123 || h.MessageID != "<id@x>" {
+		t.Errorf("a line without :lines: %+v, %v", h, err)
+	}
+	for line, reason := range map[string]string{
+		"7\tsubj\tfrom\tdate\t<id@x>\t":          nntp.SkipFields,
+		"x\tsubj\tfrom\tdate\t<id@x>\t\t123\t4":  nntp.SkipNumber,
+		"-3\tsubj\tfrom\tdate\t<id@x>\t\t123\t4": nntp.SkipNumber,
+	} {
+		_, err := nntp.ParseOverview([]byte(line))
+		var oe *nntp.OverviewError
+		if !errors.As(err, &oe) || oe.Reason != reason {
+			t.Errorf("%q: %v, want reason %s", line, err, reason)
+		}
 	}
 }

@@ -1,0 +1,187 @@
+package binaries
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/source/nntp"
+)
+
+// TestNZBLinear: a release that grows over many batches of one range
+// (one poster's files of one announced count, 200 files of 5 parts read
+// 10 articles a batch), due from its start (its first file misses a part
+// and is written incomplete), has its NZB written within 3x the size of
+// the final NZBs, and the NZBs on disk at the range's end are the last
+// records' exactly. (Written every batch, as before, it was 50x.)
+func TestNZBLinear(t *testing.T) {
+	const group = "alt.binaries.lh.rec.lin"
+	var hs []nntp.Header
+	for f := 1; f <= 200; f++ {
+		for p := 1; p <= 5; p++ {
+			if f == 1 && p == 3 {
+				continue
+			}
+			n := int64(len(hs) + 1)
+			hs = append(hs, nntp.Header{Number: n, Subject: fmt.Sprintf(`big [%d/200] - "big.part%03d.rar" yEnc (%d/5)`, f, f, p),
+				From: "p <p@lh>", MessageID: fmt.Sprintf("<%d@lh>", n), Bytes: 700000, Date: "Mon, 7 Dec 2026 00:00:00 +0000"})
+		}
+	}
+	dir := t.TempDir()
+	nzb, err := NewNZBWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]Release{}
+	files := map[string]File{}
+	sink := sinkFunc(func(_ context.Context, ups []Update) error {
+		for _, u := range ups {
+			last[u.Release.Key] = u.Release
+			for _, f := range u.ChangedFiles() {
+				files[f.Key] = f
+			}
+		}
+		return nil
+	})
+	ix := &Indexer{Source: sliceSource(hs), Sink: sink, NZB: nzb, Batch: 10}
+	w := NewWindow(group)
+	w.IncompleteAfter = 8
+	if err := ix.Index(context.Background(), w, 1, int64(len(hs)), nil); err != nil {
+		t.Fatal(err)
+	}
+	var final int64
+	for k, r := range last {
+		if r.NZB == nil {
+			continue
+		}
+		var fs []File
+		for _, f := range files {
+			if f.Release == k {
+				fs = append(fs, f)
+			}
+		}
+		body, err := os.ReadFile(filepath.Join(dir, *r.NZB))
+		if err != nil || string(body) != string(NZB(r, fs)) {
+			t.Errorf("the NZB of %s at the range's end is not its last record's: %v", r.Name, err)
+		}
+		final += int64(len(body))
+	}
+	written, _ := nzb.Written()
+	if final == 0 || written > 3*final {
+		t.Errorf("%d bytes of NZBs written for %d bytes of final NZBs; want at most 3x", written, final)
+	}
+	t.Logf("%d bytes written for %d bytes of NZBs (%.2fx)", written, final, float64(written)/float64(final))
+}
+
+// sliceSource is an OverviewSource over headers in memory.
+type sliceSource []nntp.Header
+
+func (s sliceSource) Overview(_ context.Context, _ string, lo, hi int64) ([]nntp.Header, int, error) {
+	var out []nntp.Header
+	for _, h := range s {
+		if h.Number >= lo && h.Number <= hi {
+			out = append(out, h)
+		}
+	}
+	return out, 0, nil
+}
+
+// TestNZBNames: NZBs are named after their release, made safe for file
+// systems; a second release of one name gets a suffix of its key, kept
+// by a new writer (a restart) from the directory's names.
+func TestNZBNames(t *testing.T) {
+	for name, want := range map[string]string{
+		"Alpha.2024":             "Alpha.2024",
+		"a/b\\c:d*e?f":           "a_b_c_d_e_f",
+		"..hidden":               "hidden",
+		"":                       "release",
+		"CON":                    "_CON",
+		"x\x00y\x1fz. ":          "xyz",
+		strings.Repeat("é", 150): strings.Repeat("é", 100),
+	} {
+		if got := safeName(name); got != want {
+			t.Errorf("safeName(%q) = %q, want %q", name, got, want)
+		}
+	}
+	dir := t.TempDir()
+	const group = "alt.binaries.lh.rec.names"
+	rel := func(key, poster string) Update {
+		r := Release{Key: key, Name: "holiday", Poster: poster, Group: group, Groups: []string{group}, Complete: true}
+		f := File{Key: key + "f", Release: key, Group: group, Groups: []string{group}, Poster: poster, Complete: true,
+			Segments: []Segment{{Number: 1, MessageID: "<" + key + "@lh>", Bytes: 1}}}
+		return Update{Release: r, Files: []File{f}, Changed: []bool{true}}
+	}
+	first := strings.Repeat("a", 32)
+	second := strings.Repeat("b", 32)
+	n, _ := NewNZBWriter(dir)
+	ups := []Update{rel(first, "alice"), rel(second, "bob")}
+	if err := n.Write(group, ups); err != nil {
+		t.Fatal(err)
+	}
+	if *ups[0].Release.NZB != group+"/holiday.nzb" || *ups[1].Release.NZB != group+"/holiday.bbbbbbbb.nzb" {
+		t.Fatalf("names %s and %s", *ups[0].Release.NZB, *ups[1].Release.NZB)
+	}
+	again, _ := NewNZBWriter(dir)
+	ups = []Update{rel(second, "bob"), rel(first, "alice")}
+	if err := again.Write(group, ups); err != nil {
+		t.Fatal(err)
+	}
+	if *ups[1].Release.NZB != group+"/holiday.nzb" || *ups[0].Release.NZB != group+"/holiday.bbbbbbbb.nzb" {
+		t.Errorf("after a restart: names %s and %s; want each release's own", *ups[1].Release.NZB, *ups[0].Release.NZB)
+	}
+	on, _ := filepath.Glob(filepath.Join(dir, group, "*.nzb"))
+	if len(on) != 2 {
+		t.Errorf("NZBs on disk: %v", on)
+	}
+}
+
+// TestSkipsCounted: an article without a Message-ID never becomes a
+// segment (its part is missing, the file incomplete) and a subject over
+// MaxSubject is read from its first MaxSubject bytes, each counted by
+// reason with the lines a source could not read; the log says so once
+// with an example.
+func TestSkipsCounted(t *testing.T) {
+	long := strings.Repeat("x", MaxSubject) + ` - "long.bin" yEnc (1/1)`
+	hs := []nntp.Header{
+		{Number: 1, Subject: `"two.bin" yEnc (1/2)`, From: "p", MessageID: "<1@lh>", Bytes: 10},
+		{Number: 2, Subject: `"two.bin" yEnc (2/2)`, From: "p", MessageID: "", Bytes: 10},
+		{Number: 3, Subject: long, From: "p", MessageID: "<3@lh>", Bytes: 10},
+	}
+	var got []File
+	sink := sinkFunc(func(_ context.Context, ups []Update) error {
+		for _, u := range ups {
+			got = append(got, u.ChangedFiles()...)
+		}
+		return nil
+	})
+	var log strings.Builder
+	skips := &Skips{Log: slog.New(slog.NewTextHandler(&log, nil))}
+	ix := &Indexer{Source: sliceSource(hs), Sink: sink, Skips: skips, RetryMissing: 2, TailEnd: func(context.Context, string) (int64, error) { return 3, nil }}
+	w := NewWindow("alt.binaries.lh.rec.skips")
+	if err := ix.Index(context.Background(), w, 1, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range got {
+		for _, s := range f.Segments {
+			if s.MessageID == "" {
+				t.Errorf("%s has a segment without a Message-ID", f.Name)
+			}
+		}
+		if f.Name == "two.bin" && (f.Complete || f.Parts != 1) {
+			t.Errorf("two.bin: %+v; want part 2 missing", f)
+		}
+	}
+	if c := skips.Counts(); c[SkipNoMessageID] != 1 || c[SkipSubjectTooLong] != 1 || len(w.Missing) != 0 {
+		t.Errorf("counted %v, missing %v; want one of each reason, nothing to ask again", c, w.Missing)
+	}
+	if n := strings.Count(log.String(), "overview lines skipped"); n != 1 || !strings.Contains(log.String(), "example=") {
+		t.Errorf("logged %d times:\n%s", n, log.String())
+	}
+	if s := cutSubject("ab\u00e9", 3); s != "ab" {
+		t.Errorf("a cut inside a UTF-8 sequence: %q", s)
+	}
+}
