@@ -202,4 +202,4 @@ func TestRetryMissingINN(t *testing.T) {
 // own record keeping).
 type sinkFunc func(context.Context, []Update) error
 
-func (f sinkFunc) Write(ctx context.Context, u []Update) error { return f(ctx, u) }
+func (f sinkFunc) Write(ctx context.Context, _ Lease, u []Update) error { return f(ctx, u) }
