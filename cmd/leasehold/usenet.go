@@ -107,7 +107,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			return gi.High, nil
 		}}
 	w := &client.Worker{
-		Client:       c,
+		Client: c,
 		CapacityFunc: func() int {
 			if index != nil && !index.Reachable() {
 				return 0
