@@ -30,7 +30,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		return usageError(fmt.Errorf("worker: --source: %v", err))
 	}
 	if f.out == "" {
-		return usageError(errors.New("worker: --out is required with a news server: FILE.jsonl or sqlite:FILE"))
+		return usageError(errors.New("worker: --out (or $LEASEHOLD_OUT) is required with a news server: FILE.jsonl, sqlite:FILE or postgres://…"))
 	}
 	if f.connections < 1 {
 		return usageError(errors.New("worker: --connections must be 1 or more"))
@@ -84,9 +84,21 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	defer src.Close()
 	sink, err := binaries.OpenSink(f.out)
 	if err != nil {
+		var setup *binaries.IndexSetupError
+		if errors.As(err, &setup) {
+			return usageError(fmt.Errorf("worker: --out: %w", err))
+		}
 		return fmt.Errorf("worker: --out: %w", err)
 	}
 	defer sink.Close()
+	// The shared index fences each write to its lease and is waited for
+	// while down: no new groups are taken meanwhile.
+	index, _ := sink.(*binaries.Postgres)
+	if index != nil {
+		index.Logger = log
+		index.NoFence = os.Getenv("LEASEHOLD_TEST_UNFENCED") == "1" // the fault run's planted fault only
+		defer func() { log.Info("index writes refused for an older fence", "refused_total", index.Refused()) }()
+	}
 
 	c := f.client(f.tokens[0])
 	if err := checkNNTPKind(ctx, c); err != nil {
@@ -107,8 +119,13 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		ix.NZBEvery = f.snapshotEvery
 	}
 	w := &client.Worker{
-		Client:       c,
-		CapacityFunc: func() int { return f.capacity },
+		Client: c,
+		CapacityFunc: func() int {
+			if index != nil && !index.Reachable() {
+				return 0
+			}
+			return f.capacity
+		},
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			w := binaries.NewWindow(g.Name)
 			w.IncompleteAfter = f.incompleteAfter
@@ -133,6 +150,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 				bw = win.(*nzbWindow).Window
 			}
 			bw.Rules = rules
+			ctx = binaries.WithLease(ctx, binaries.Lease{Group: g.Group.Name, Fence: g.Fence})
 			err = ix.Index(ctx, bw, r.Next, r.End, progress)
 			if err != nil && nntp.Permanent(err) {
 				// A refused login or a group the server does not carry:

@@ -408,10 +408,10 @@ func TestSinks(t *testing.T) {
 	}
 	defer s.Close()
 	for _, u := range all {
-		if err := j.Write(ctx, []Update{u}); err != nil {
+		if err := j.Write(ctx, Lease{}, []Update{u}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Write(ctx, []Update{u}); err != nil {
+		if err := s.Write(ctx, Lease{}, []Update{u}); err != nil {
 			t.Fatal(err)
 		}
 	}
