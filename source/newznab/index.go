@@ -1,0 +1,236 @@
+package newznab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/source/binaries"
+)
+
+// Bounds of what one call may ask of the index.
+const (
+	// MaxLimit is the most releases one search answers (newznab's
+	// limit), and the default.
+	MaxLimit = 100
+	// MaxOffset is how deep a search may page: deeper pages cost the
+	// index a scan of every row before them.
+	MaxOffset = 10000
+	// MaxQuery is the longest search text taken, in bytes.
+	MaxQuery = 256
+	// maxTotal is the most matches a search counts for its total: a
+	// client pages on, an exact count of a million rows is not worth
+	// its scan.
+	maxTotal = MaxOffset + MaxLimit
+	// DefaultStatementTimeout is how long one statement of a call may
+	// run before PostgreSQL cancels it.
+	DefaultStatementTimeout = 5 * time.Second
+)
+
+// OpenIndex connects to the index database for the API: every
+// connection read only (default_transaction_read_only) with a statement
+// timeout, at most maxConns of them. It checks the index's tables and
+// the table of keys are there, so a wrong URL stops the API at start.
+func OpenIndex(ctx context.Context, url string, maxConns int32, timeout time.Duration) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("newznab: --index: %w", err)
+	}
+	if timeout <= 0 {
+		timeout = DefaultStatementTimeout
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold usenet api"
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("newznab: --index: %w", err)
+	}
+	var releases, keys bool
+	err = pool.QueryRow(ctx, `SELECT to_regclass('releases') IS NOT NULL, to_regclass('api_keys') IS NOT NULL`).Scan(&releases, &keys)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("newznab: --index: %w", err)
+	case !releases:
+		err = errors.New("newznab: --index has no table releases: point it at the database a worker's --out postgres://… writes")
+	case !keys:
+		err = errors.New("newznab: --index has no API keys yet: add one with `leasehold usenet api keys add NAME --index …`")
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// release is a row of releases as the API shows it.
+type release struct {
+	Key, Name, Poster, Group string
+	Files                    int
+	Bytes                    int64
+	Posted                   time.Time
+	Category                 int
+}
+
+// search is what a search call asks of the index.
+type search struct {
+	Words      []string // each in the name, case folded
+	Pattern    string   // a regular expression the name matches (tvsearch's episode)
+	Categories []int    // any of these (a parent takes its children)
+	Group      string
+	MaxAge     time.Duration
+	Offset     int
+	Limit      int
+}
+
+// listed is the condition of a release a downloader may take: complete,
+// or given an NZB by its worker (a file of it was written incomplete,
+// which par2 may repair). Releases still being read are not listed.
+const listed = `(complete OR nzb IS NOT NULL)`
+
+// find runs a search: its page of releases, newest first, and how many
+// match (counted up to maxTotal).
+func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time) ([]release, int, error) {
+	where := []string{listed}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	for _, w := range s.Words {
+		// ILIKE with a pattern of three characters or more is answered
+		// from the trigram index on name.
+		where = append(where, "name ILIKE "+arg("%"+likeEscape(w)+"%"))
+	}
+	if s.Pattern != "" {
+		where = append(where, "name ~* "+arg(s.Pattern))
+	}
+	if len(s.Categories) > 0 {
+		var any []string
+		for _, c := range s.Categories {
+			if c%1000 == 0 {
+				any = append(any, fmt.Sprintf("category BETWEEN %d AND %d", c, c+999))
+			} else {
+				any = append(any, fmt.Sprintf("category = %d", c))
+			}
+		}
+		// A release written before its worker categorised releases
+		// (category 0) may be of any.
+		where = append(where, "("+strings.Join(any, " OR ")+" OR category = 0)")
+	}
+	if s.Group != "" {
+		where = append(where, "grp = "+arg(s.Group))
+	}
+	if s.MaxAge > 0 {
+		where = append(where, "posted >= "+arg(now.Add(-s.MaxAge)))
+	}
+	cond := strings.Join(where, " AND ")
+	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond +
+		` ORDER BY posted DESC, key LIMIT ` + strconv.Itoa(s.Limit) + ` OFFSET ` + strconv.Itoa(s.Offset)
+	rows, _ := db.Query(ctx, q, args...)
+	out, err := pgx.CollectRows(rows, scanRelease)
+	if err != nil {
+		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
+	}
+	total := s.Offset + len(out)
+	if len(out) == s.Limit || s.Offset > 0 && len(out) == 0 {
+		// More may follow: count them, up to a bound.
+		err = db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM releases WHERE `+cond+` LIMIT `+strconv.Itoa(maxTotal)+`) m`, args...).Scan(&total)
+		if err != nil {
+			return nil, 0, fmt.Errorf("newznab: counting: %w", err)
+		}
+	}
+	return out, total, nil
+}
+
+func scanRelease(r pgx.CollectableRow) (release, error) {
+	var x release
+	err := r.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category)
+	return x, err
+}
+
+// likeEscape escapes LIKE's wildcards (and its escape) in a word.
+func likeEscape(w string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(w)
+}
+
+// errNoRelease is returned for a release key the index does not list.
+var errNoRelease = errors.New("newznab: no such release")
+
+// one is the listed release of key, or errNoRelease.
+func one(ctx context.Context, db *pgxpool.Pool, key string) (release, error) {
+	rows, _ := db.Query(ctx, `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE key = $1 AND `+listed, key)
+	r, err := pgx.CollectExactlyOneRow(rows, scanRelease)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return release{}, errNoRelease
+	}
+	return r, err
+}
+
+// releaseNZB reads a listed release and its files and segments from the
+// index as the worker's records, for binaries.NZB. One read-only
+// transaction, so a worker writing the release meanwhile is seen before
+// or after, never halfway.
+func releaseNZB(ctx context.Context, db *pgxpool.Pool, key string) (binaries.Release, []binaries.File, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return binaries.Release{}, nil, err
+	}
+	defer tx.Rollback(ctx)
+	var r binaries.Release
+	var posted time.Time
+	err = tx.QueryRow(ctx, `SELECT key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, nzb
+		FROM releases WHERE key = $1 AND `+listed, key).Scan(&r.Key, &r.Name, &r.Poster, &r.Group, &r.Groups, &r.Files, &r.TotalFiles,
+		&r.CompleteFiles, &r.Complete, &r.Bytes, &posted, &r.NZB)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return binaries.Release{}, nil, errNoRelease
+	}
+	if err != nil {
+		return binaries.Release{}, nil, err
+	}
+	r.Type, r.Posted = "release", posted.UTC().Format(time.RFC3339)
+	rows, _ := tx.Query(ctx, `SELECT key, release, grp, groups, poster, subject, name, file, files, parts, total, complete, bytes, posted
+		FROM files WHERE release = $1 ORDER BY key`, key)
+	files, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (binaries.File, error) {
+		var f binaries.File
+		var posted time.Time
+		err := row.Scan(&f.Key, &f.Release, &f.Group, &f.Groups, &f.Poster, &f.Subject, &f.Name, &f.File, &f.Files, &f.Parts, &f.Total, &f.Complete, &f.Bytes, &posted)
+		f.Type, f.Posted = "file", posted.UTC().Format(time.RFC3339)
+		return f, err
+	})
+	if err != nil {
+		return binaries.Release{}, nil, err
+	}
+	at := map[string]int{}
+	keys := make([]string, len(files))
+	for i, f := range files {
+		at[f.Key], keys[i] = i, f.Key
+	}
+	rows, err = tx.Query(ctx, `SELECT file, number, article, message_id, bytes FROM segments WHERE file = ANY($1) ORDER BY file, number`, keys)
+	if err != nil {
+		return binaries.Release{}, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var file string
+		var s binaries.Segment
+		if err := rows.Scan(&file, &s.Number, &s.Article, &s.MessageID, &s.Bytes); err != nil {
+			return binaries.Release{}, nil, err
+		}
+		f := &files[at[file]]
+		f.Segments = append(f.Segments, s)
+	}
+	if err := rows.Err(); err != nil {
+		return binaries.Release{}, nil, err
+	}
+	return r, files, nil
+}
