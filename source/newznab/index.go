@@ -24,10 +24,6 @@ const (
 	MaxOffset = 10000
 	// MaxQuery is the longest search text taken, in bytes.
 	MaxQuery = 256
-	// maxTotal is the most matches a search counts for its total: a
-	// client pages on, an exact count of a million rows is not worth
-	// its scan.
-	maxTotal = MaxOffset + MaxLimit
 	// DefaultStatementTimeout is how long one statement of a call may
 	// run before PostgreSQL cancels it.
 	DefaultStatementTimeout = 5 * time.Second
@@ -97,9 +93,29 @@ type search struct {
 // which par2 may repair). Releases still being read are not listed.
 const listed = `(complete OR nzb IS NOT NULL)`
 
-// find runs a search: its page of releases, newest first, and how many
-// match (counted up to maxTotal).
+// find runs a search: its page of releases, newest first, and the
+// total newznab clients page by. The total is exact on the last page;
+// before it, it is one more than the matches up to this page's end: a
+// client pages on while the total is past its page, and counting every
+// match of a common word over a million releases would cost more than
+// the page itself (one query, asking for one row past the page, says
+// whether more follow).
 func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time) ([]release, int, error) {
+	q, args := searchSQL(s, now)
+	rows, _ := db.Query(ctx, q, args...)
+	out, err := pgx.CollectRows(rows, scanRelease)
+	if err != nil {
+		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
+	}
+	total := s.Offset + len(out)
+	if len(out) > s.Limit {
+		out = out[:s.Limit]
+	}
+	return out, total, nil
+}
+
+// searchSQL is a search's query and its arguments.
+func searchSQL(s search, now time.Time) (string, []any) {
 	where := []string{listed}
 	var args []any
 	arg := func(v any) string {
@@ -135,21 +151,8 @@ func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time) ([]rel
 	}
 	cond := strings.Join(where, " AND ")
 	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond +
-		` ORDER BY posted DESC, key LIMIT ` + strconv.Itoa(s.Limit) + ` OFFSET ` + strconv.Itoa(s.Offset)
-	rows, _ := db.Query(ctx, q, args...)
-	out, err := pgx.CollectRows(rows, scanRelease)
-	if err != nil {
-		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
-	}
-	total := s.Offset + len(out)
-	if len(out) == s.Limit || s.Offset > 0 && len(out) == 0 {
-		// More may follow: count them, up to a bound.
-		err = db.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM releases WHERE `+cond+` LIMIT `+strconv.Itoa(maxTotal)+`) m`, args...).Scan(&total)
-		if err != nil {
-			return nil, 0, fmt.Errorf("newznab: counting: %w", err)
-		}
-	}
-	return out, total, nil
+		` ORDER BY posted DESC, key LIMIT ` + strconv.Itoa(s.Limit+1) + ` OFFSET ` + strconv.Itoa(s.Offset)
+	return q, args
 }
 
 func scanRelease(r pgx.CollectableRow) (release, error) {

@@ -148,7 +148,7 @@ func TestSearch(t *testing.T) {
 		{"t=search&cat=2040,5030", []string{"a3", "a4"}, 2},
 		{"t=search&group=alt.binaries.movies", []string{"a3"}, 1},
 		{"t=search&maxage=1", []string{"a1", "a2", "a3"}, 3},
-		{"t=search&limit=2", []string{"a1", "a2"}, 5},
+		{"t=search&limit=2", []string{"a1", "a2"}, 3}, // more follow
 		{"t=search&limit=2&offset=2", []string{"a3", "a5"}, 5},
 		{"t=search&limit=500", []string{"a1", "a2", "a3", "a5", "a4"}, 5},
 		{"t=tvsearch&q=some+show&season=1&ep=3", []string{"a2"}, 1},
