@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -143,6 +144,9 @@ func TestSearch(t *testing.T) {
 		{"t=search&q=some+show", []string{"a1", "a2"}, 2},
 		{"t=search&q=SOME.show+s01e03", []string{"a2"}, 1},
 		{"t=search&q=nothing+like+it", nil, 0},
+		{"t=search&q=x264&limit=1", []string{"a1"}, 2},
+		{"t=search&q=x264&limit=1&offset=1", []string{"a2"}, 3},
+		{"t=search&q=x264&limit=1&offset=2", []string{"a3"}, 3},
 		{"t=search&cat=2000", []string{"a3"}, 1},
 		{"t=search&cat=5040", []string{"a1", "a2", "a5"}, 3},
 		{"t=search&cat=2040,5030", []string{"a3", "a4"}, 2},
@@ -159,12 +163,17 @@ func TestSearch(t *testing.T) {
 		{"t=movie&q=film", []string{"a3"}, 1},
 		{"t=movie&q=show", nil, 0},
 	} {
-		t.Run(c.params, func(t *testing.T) {
-			got, total := w.feed(t, c.params)
-			if !slices.Equal(got, c.want) || total != c.total {
-				t.Errorf("got %v (total %d), want %v (total %d)", got, total, c.want, c.total)
-			}
-		})
+		// Over the whole index, and with a window of the newest two
+		// releases read first (as over a large index).
+		for _, window := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/window=%d", c.params, window), func(t *testing.T) {
+				w.api.recent = recentWindow{rows: window}
+				got, total := w.feed(t, c.params)
+				if !slices.Equal(got, c.want) || total != c.total {
+					t.Errorf("got %v (total %d), want %v (total %d)", got, total, c.want, c.total)
+				}
+			})
+		}
 	}
 }
 
