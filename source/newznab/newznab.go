@@ -111,7 +111,6 @@ type Server struct {
 	timeout   time.Duration
 	echo      *echo.Echo
 	fails     failures
-	recent    recentWindow
 }
 
 // New builds the API's server.
@@ -202,7 +201,7 @@ func (s *Server) call(ctx context.Context, c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	found, total, err := find(ctx, s.db, q, s.now(), &s.recent)
+	found, total, err := find(ctx, s.db, q, s.now())
 	if err != nil {
 		return err
 	}
