@@ -139,8 +139,8 @@ func New(o Options) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
 		var he *echo.HTTPError
-		if errors.As(err, &he) && he.Code == http.StatusNotFound {
-			c.String(http.StatusNotFound, "not found: the newznab API is at /api\n")
+		if errors.As(err, &he) && he.Code < 500 {
+			c.String(he.Code, "the newznab API answers GET /api\n")
 			return
 		}
 		c.String(http.StatusInternalServerError, "internal error\n")

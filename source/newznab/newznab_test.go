@@ -302,6 +302,17 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+	for _, c := range []struct{ method, path string }{{"GET", "/"}, {"GET", "/api/nosuch"}, {"POST", "/api?t=caps"}} {
+		req, _ := http.NewRequest(c.method, w.url+c.path, strings.NewReader("x"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 && resp.StatusCode != 405 {
+			t.Errorf("%s %s: %d, want 404 or 405", c.method, c.path, resp.StatusCode)
+		}
+	}
 	if after := indexState(t, w.db); after != before {
 		t.Errorf("the calls changed the index:\n%s\nwas\n%s", after, before)
 	}
