@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/source/binaries"
 )
@@ -27,6 +28,7 @@ type world struct {
 	url   string // the API's base
 	key   string
 	api   *Server
+	pool  *pgxpool.Pool
 	clock *clock
 	rels  map[string]binaries.Release
 	files map[string][]binaries.File
@@ -81,6 +83,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	w.pool = pool
 	w.api = New(Options{Index: pool, NowFunc: w.clock.Now, MaxFailures: 3})
 	srv := httptest.NewServer(w.api)
 	t.Cleanup(srv.Close)
@@ -312,6 +315,11 @@ func TestBadInput(t *testing.T) {
 		if resp.StatusCode != 404 && resp.StatusCode != 405 {
 			t.Errorf("%s %s: %d, want 404 or 405", c.method, c.path, resp.StatusCode)
 		}
+	}
+	// The API's connections cannot write, whatever a call would make of
+	// them.
+	if _, err := w.pool.Exec(context.Background(), `DELETE FROM releases`); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("a write over the API's connections: %v, want refused as read-only", err)
 	}
 	if after := indexState(t, w.db); after != before {
 		t.Errorf("the calls changed the index:\n%s\nwas\n%s", after, before)
