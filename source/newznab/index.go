@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,38 +100,12 @@ const listed = `(complete OR nzb IS NOT NULL)`
 // match of a common word over a million releases would cost more than
 // the page itself (one query, asking for one row past the page, says
 // whether more follow).
-//
-// A search by name looks among the newest releases first (recent):
-// PostgreSQL answers a word's matches from the trigram index, then reads
-// each matching row to order them by date, so a common word (thousands
-// of matches) costs thousands of row reads; the newest releases read in
-// date order hold a page of such a word's matches after a few thousand
-// rows. Only when they do not (a rarer word, a deep page) is the
-// trigram index asked, which a rare word costs little.
-func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, recent *recentWindow) ([]release, int, error) {
-	var out []release
-	if len(s.Words) > 0 || s.Pattern != "" {
-		if cut, ok := recent.cutoff(ctx, db, now); ok {
-			q, args := searchSQL(s, now, &cut)
-			rows, _ := db.Query(ctx, q, args...)
-			page, err := pgx.CollectRows(rows, scanRelease)
-			if err != nil {
-				return nil, 0, fmt.Errorf("newznab: searching: %w", err)
-			}
-			if len(page) > s.Limit {
-				// The window holds this page and a row past it: every
-				// release newer than those is in the window too.
-				out = page
-			}
-		}
-	}
-	if out == nil {
-		q, args := searchSQL(s, now, nil)
-		rows, _ := db.Query(ctx, q, args...)
-		var err error
-		if out, err = pgx.CollectRows(rows, scanRelease); err != nil {
-			return nil, 0, fmt.Errorf("newznab: searching: %w", err)
-		}
+func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time) ([]release, int, error) {
+	q, args := searchSQL(s, now)
+	rows, _ := db.Query(ctx, q, args...)
+	out, err := pgx.CollectRows(rows, scanRelease)
+	if err != nil {
+		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
 	}
 	total := s.Offset + len(out)
 	if len(out) > s.Limit {
@@ -141,29 +114,21 @@ func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, recent
 	return out, total, nil
 }
 
-// searchSQL is a search's query and its arguments: over every release,
-// or, with a cutoff, over those posted since it, read in date order.
-func searchSQL(s search, now time.Time, cutoff *time.Time) (string, []any) {
+// searchSQL is a search's query and its arguments.
+func searchSQL(s search, now time.Time) (string, []any) {
 	where := []string{listed}
 	var args []any
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	name := "name"
-	if cutoff != nil {
-		// Not the indexed column: the rows since the cutoff are read by
-		// date, not looked up by trigram.
-		name = "(name || '')"
-		where = append(where, "posted >= "+arg(*cutoff))
-	}
 	for _, w := range s.Words {
 		// ILIKE with a pattern of three characters or more is answered
 		// from the trigram index on name.
-		where = append(where, name+" ILIKE "+arg("%"+likeEscape(w)+"%"))
+		where = append(where, "name ILIKE "+arg("%"+likeEscape(w)+"%"))
 	}
 	if s.Pattern != "" {
-		where = append(where, name+" ~* "+arg(s.Pattern))
+		where = append(where, "name ~* "+arg(s.Pattern))
 	}
 	if len(s.Categories) > 0 {
 		var any []string
@@ -188,42 +153,6 @@ func searchSQL(s search, now time.Time, cutoff *time.Time) (string, []any) {
 	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond +
 		` ORDER BY posted DESC, key LIMIT ` + strconv.Itoa(s.Limit+1) + ` OFFSET ` + strconv.Itoa(s.Offset)
 	return q, args
-}
-
-// recentWindow is the date from which the newest recentRows releases
-// were posted, read again at most every recentEvery: a date a little
-// old only makes the window a little larger.
-type recentWindow struct {
-	rows int // the window's size; 0 means recentRows
-	mu   sync.Mutex
-	read time.Time // when it was read; zero before
-	at   time.Time
-	ok   bool // false: the index has fewer releases
-}
-
-const (
-	recentRows  = 20000
-	recentEvery = 30 * time.Second
-)
-
-// cutoff is the window's date, and false when the index is smaller than
-// the window (search it whole) or the date cannot be read.
-func (w *recentWindow) cutoff(ctx context.Context, db *pgxpool.Pool, now time.Time) (time.Time, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.read.IsZero() && now.Sub(w.read) < recentEvery && now.After(w.read) {
-		return w.at, w.ok
-	}
-	rows := w.rows
-	if rows <= 0 {
-		rows = recentRows
-	}
-	err := db.QueryRow(ctx, `SELECT posted FROM releases ORDER BY posted DESC OFFSET `+strconv.Itoa(rows)+` LIMIT 1`).Scan(&w.at)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, false
-	}
-	w.read, w.ok = now, err == nil
-	return w.at, w.ok
 }
 
 func scanRelease(r pgx.CollectableRow) (release, error) {

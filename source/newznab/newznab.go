@@ -111,7 +111,6 @@ type Server struct {
 	timeout   time.Duration
 	echo      *echo.Echo
 	fails     failures
-	recent    recentWindow
 }
 
 // New builds the API's server.
@@ -140,8 +139,8 @@ func New(o Options) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
 		var he *echo.HTTPError
-		if errors.As(err, &he) && he.Code == http.StatusNotFound {
-			c.String(http.StatusNotFound, "not found: the newznab API is at /api\n")
+		if errors.As(err, &he) && he.Code < 500 {
+			c.String(he.Code, "the newznab API answers GET /api\n")
 			return
 		}
 		c.String(http.StatusInternalServerError, "internal error\n")
@@ -202,7 +201,7 @@ func (s *Server) call(ctx context.Context, c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	found, total, err := find(ctx, s.db, q, s.now(), &s.recent)
+	found, total, err := find(ctx, s.db, q, s.now())
 	if err != nil {
 		return err
 	}
