@@ -168,6 +168,8 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if f.snapshotEvery <= 0 {
 		w.SnapshotInterval = -1
 	}
+	f.metrics.watch(w, ix.TailEnd)
+	f.metrics.watchUsenet(src, skips, index)
 	log.Info("worker started", "url", f.url, "source", cfg.Addr, "tls", cfg.TLS, "starttls", cfg.StartTLS, "user", cfg.User,
 		"connections", cfg.Connections, "capacity", f.capacity, "out", f.out, "nzb", f.nzb, "start", start, "compress", f.compress)
 	var wg sync.WaitGroup

@@ -103,6 +103,9 @@ type workerFlags struct {
 	incompleteAfter int64
 	releaseWindow   time.Duration
 	retryMissing    int
+	// metricsListen is where Prometheus scrapes metrics, served by metrics.
+	metricsListen string
+	metrics       *workerMetrics
 }
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -139,6 +142,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Int64Var(&f.incompleteAfter, "incomplete-after", binaries.DefaultIncompleteAfter, "write a file incomplete once the group was read this many articles past its last part (0: only at the end of the tail)")
 	fs.DurationVar(&f.releaseWindow, "release-window", binaries.DefaultReleaseWindow, "a file posted within this long of a release's last file joins it; one posted later under the same identity starts a new release")
 	fs.IntVar(&f.retryMissing, "retry-missing", 3, "ask an article a server's OVER skipped again this many times, over later ranges, before its part counts as lost (0: never)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (none when empty)")
 	f.node.flags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -180,6 +184,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError(fmt.Errorf("worker: --log-level: %v", err))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if f.metrics, err = serveWorkerMetrics(f.metricsListen, log); err != nil {
+		return err
+	}
+	defer f.metrics.close()
 
 	if f.source != "synthetic" {
 		return runUsenetWorker(ctx, f, log)
@@ -205,6 +213,7 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.snapshotEvery <= 0 {
 		w.SnapshotInterval = -1
 	}
+	f.metrics.watch(w, nil)
 	log.Info("worker started", "url", f.url, "capacity", f.capacity, "rate", f.rate)
 	if err := w.Run(ctx); err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -96,6 +97,7 @@ type Client struct {
 	// compressAnswer is the server's answer to the last COMPRESS
 	// DEFLATE, or why it was not asked.
 	compressAnswer string
+	stats          counters // what Stats returns
 }
 
 // New returns a client of the server in cfg; it dials when first used.
@@ -266,6 +268,7 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
+			c.stats.failed()
 			var se *StatusError
 			if errors.As(err, &se) && se.Code != StatusUnavailable || Permanent(err) {
 				return err // the server said no, or its certificate does not verify: asking again will not help
@@ -281,6 +284,9 @@ func (c *Client) withAttempts(ctx context.Context, attempts int, f func(*conn) e
 			return err
 		}
 		c.drop(cn)
+		if !errors.Is(err, errStopped) && ctx.Err() == nil {
+			c.stats.failed()
+		}
 		if errors.Is(err, errStopped) {
 			// The caller broke off a pipelined read: said before the
 			// context, which a stop ends at the same time, so the read
@@ -356,10 +362,11 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	nc = wireConn{Conn: nc, n: &c.stats.wire}
 	if c.cfg.TLS {
 		nc = tls.Client(nc, c.tlsConfig())
 	}
-	cn := &conn{nc: nc, tp: textproto.NewConn(nc)}
+	cn := &conn{nc: nc, tp: textproto.NewConn(textReads{nc, &c.stats.text}), text: &c.stats.text}
 	err = cn.run(ctx, c.cfg.Timeout, func(cn *conn) error {
 		code, text, err := cn.status()
 		if err != nil {
@@ -391,6 +398,7 @@ func (c *Client) dial(ctx context.Context) (*conn, error) {
 		cn.nc.Close()
 		return nil, err
 	}
+	c.stats.dialled()
 	return cn, nil
 }
 
@@ -484,7 +492,7 @@ func (cn *conn) startTLS(tc *tls.Config) (reader bool, err error) {
 	}
 	// RFC 4642: what was learnt before TLS is forgotten; nothing is kept
 	// but the reader mode, which the server keeps.
-	cn.nc, cn.tp = tlsConn, textproto.NewConn(tlsConn)
+	cn.nc, cn.tp = tlsConn, textproto.NewConn(textReads{tlsConn, cn.text})
 	return reader, nil
 }
 
@@ -520,6 +528,7 @@ type conn struct {
 	tp         *textproto.Conn
 	selected   string
 	compressed bool
+	text       *atomic.Int64 // the client's count of text read (Stats)
 }
 
 // run runs f with the connection's deadline set from timeout and ctx, and

@@ -53,7 +53,7 @@ func (c *Client) compress(cn *conn) error {
 	// fixed-code block, not byte-aligned), so the reader gives out what
 	// every block decoded at its end (package inflate).
 	r := inflate.NewReader(cn.nc)
-	cn.tp = textproto.NewConn(&deflateStream{r: r, w: w, c: cn.nc})
+	cn.tp = textproto.NewConn(textReads{&deflateStream{r: r, w: w, c: cn.nc}, cn.text})
 	cn.compressed = true
 	c.noteCompress(answer)
 	return nil
