@@ -98,15 +98,19 @@ func (m *workerMetrics) watch(w *client.Worker, high func(ctx context.Context, g
 		if g.Group.High != nil {
 			mark = max(mark, *g.Group.High)
 		}
-		if high != nil {
-			if h, err := high(ctx, name); err == nil {
-				mark = max(mark, h)
-			}
-		}
 		m.mu.Lock()
 		m.high[name] = max(m.high[name], mark)
 		m.next[name] = r.Next
 		m.mu.Unlock()
+		if high != nil {
+			// After the node's mark is in: a source slow to answer
+			// shows the group lagging by at least that much meanwhile.
+			if h, err := high(ctx, name); err == nil {
+				m.mu.Lock()
+				m.high[name] = max(m.high[name], h)
+				m.mu.Unlock()
+			}
+		}
 		var counted int64
 		err := index(ctx, g, r, win, func(next, headers int64) {
 			m.mu.Lock()
@@ -183,11 +187,16 @@ func (m *workerMetrics) watchUsenet(src *nntp.Client, skips *binaries.Skips, ind
 		&skipsCollector{skips: skips, desc: prometheus.NewDesc("leasehold_usenet_skipped_total",
 			"Overview lines not used, by reason (docs/USENET.md \"Bad input\").", []string{"reason"}, nil)},
 	)
-	if index != nil {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "leasehold_worker_index_writes_refused_total", Help: "Writes to the shared index refused because a newer lease holds the group (fence).",
-		}, func() float64 { return float64(index.Refused()) }))
-	}
+	// Served at 0 without a shared index too: one board and one rule
+	// set fit every Usenet worker.
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "leasehold_worker_index_writes_refused_total", Help: "Writes to the shared index (postgres://) refused because a newer lease holds the group (fence).",
+	}, func() float64 {
+		if index == nil {
+			return 0
+		}
+		return float64(index.Refused())
+	}))
 }
 
 // skipReasons are the reasons counted from 0, so a rate over them exists
