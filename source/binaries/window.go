@@ -471,12 +471,12 @@ func (w *Window) windowSeconds() int64 {
 
 // take adds one header to its file.
 func (w *Window) take(h nntp.Header, ch *changes) {
-	if w.Rules.Blacklisted(h.From, h.Subject) {
+	groups, article := crossPosts(w.Group, h)
+	rd := w.Rules.Read(groups, h.Subject)
+	if w.Rules.Blacklisted(h.From, rd.Subject) {
 		w.Blacklisted++
 		return
 	}
-	groups, article := crossPosts(w.Group, h)
-	rd := w.Rules.Read(groups, h.Subject)
 	if rd.Undecodable {
 		w.Undecodable++
 	}
