@@ -178,9 +178,8 @@ type Window struct {
 	// article read is dropped with its files (a date far in the future
 	// closes nothing nearer than MaxDistance), and so are the releases
 	// with the oldest last parts when more than MaxOpen files are kept.
-	// IncompleteAfter writes a
-	// file incomplete once the group was read that many articles past its
-	// last part (0: only at the end of the tail). All are checked when
+	// IncompleteAfter writes a file incomplete once the group was read
+	// that many articles past its last part (0: only at the end of the tail). All are checked when
 	// the article number crosses a grid line, so where a batch starts or
 	// ends changes nothing.
 	MaxDistance     int64
@@ -196,8 +195,7 @@ type Window struct {
 	Missing  map[int64]int
 	files    map[string]*fileState
 	releases map[string]*releaseState
-	// open are the keys of the releases of each identity held, oldest
-	// first.
+	// open are the keys of the releases held, by identity.
 	open map[string][]string
 	// Counts since the window began; Blacklisted are the posts the
 	// node's blacklist skipped.
@@ -471,12 +469,12 @@ func (w *Window) windowSeconds() int64 {
 
 // take adds one header to its file.
 func (w *Window) take(h nntp.Header, ch *changes) {
-	if w.Rules.Blacklisted(h.From, h.Subject) {
+	groups, article := crossPosts(w.Group, h)
+	rd := w.Rules.Read(groups, h.Subject)
+	if w.Rules.Blacklisted(h.From, rd.Subject) {
 		w.Blacklisted++
 		return
 	}
-	groups, article := crossPosts(w.Group, h)
-	rd := w.Rules.Read(groups, h.Subject)
 	if rd.Undecodable {
 		w.Undecodable++
 	}
@@ -577,13 +575,22 @@ func (w *Window) joinRelease(poster string, rd Reading, at int64) *releaseState 
 	}
 	id := identity(poster, rd.Release, total)
 	span := w.windowSeconds()
+	// The earliest such release (then the lowest key), whatever order
+	// the releases were made in, so a loaded window chooses alike. An
+	// undated post joins any release of its identity; an undated release
+	// (none of its posts dated) takes any post.
+	var join *releaseState
 	for _, k := range w.open[id] {
-		// An undated post joins the oldest release of its identity; an
-		// undated release (none of its posts dated) takes any post.
 		r := w.releases[k]
-		if at == 0 || r.Latest == 0 || at >= r.First-span && at <= r.Latest+span {
-			return r
+		if at != 0 && r.Latest != 0 && (at < r.First-span || at > r.Latest+span) {
+			continue
 		}
+		if join == nil || r.First < join.First || r.First == join.First && r.Key < join.Key {
+			join = r
+		}
+	}
+	if join != nil {
+		return join
 	}
 	start := floorDiv(at, span) * span
 	key := digest("release", poster, rd.Release, strconv.Itoa(orInt(total, -1)), time.Unix(start, 0).UTC().Format(time.RFC3339))
@@ -928,12 +935,6 @@ func (w *Window) Load(in io.Reader) error {
 	missing := make(map[int64]int, len(f.Missing))
 	for _, m := range f.Missing {
 		missing[m[0]] = int(m[1])
-	}
-	// The releases of an identity oldest first, as they were made.
-	for _, keys := range open {
-		slices.SortFunc(keys, func(a, b string) int {
-			return cmp.Or(cmp.Compare(releases[a].First, releases[b].First), cmp.Compare(a, b))
-		})
 	}
 	nw := Window{Group: f.Group, ReleaseWindow: time.Duration(f.ReleaseWindow) * time.Second, MaxDistance: f.MaxDistance, MaxOpen: f.MaxOpen,
 		IncompleteAfter: f.IncompleteAfter, Read: read, Top: f.Top, Newest: f.Newest, Missing: missing, files: files, releases: releases,
