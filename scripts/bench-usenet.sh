@@ -18,6 +18,7 @@
 #   BENCH_ROUNDS    rounds (default 3)
 #   BENCH_RANGE     the group's range size (default 10000)
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
+#   BENCH_SINKS     0 skips the sinks' rows (JSON lines, SQLite, PostgreSQL)
 #   BENCH_USENET_TARGET  headers/s the last line holds the default worker
 #                   to (default 10413: issue 35's 1.5x of 6,942)
 set -euo pipefail
@@ -92,6 +93,37 @@ worker() {
 	wait "$w" "$node" 2>/dev/null || true
 	echo "$headers $t0 $t1" | awk -v n="$name" '{ printf "%s: %d headers in %.2f s: %.0f headers/s\n", n, $1, $3 - $2, $1 / ($3 - $2) }'
 }
+
+# sinks: the worker of this tree into each output on the same articles, in
+# one run: JSON lines, SQLite and the shared PostgreSQL index (a private
+# server, internal/pgtest/cmd/pgserver); prints each one's headers a
+# second. BENCH_SINKS=0 skips it.
+sinks() {
+	go build -o "$tmp/pgserver" ./internal/pgtest/cmd/pgserver
+	"$tmp/pgserver" bench >"$tmp/pg.url" 2>"$tmp/pg.log" &
+	local pg=$!
+	pids+=("$pg")
+	for _ in $(seq 600); do
+		[ -s "$tmp/pg.url" ] && break
+		kill -0 "$pg" 2>/dev/null || { cat "$tmp/pg.log" >&2; say "PostgreSQL did not start"; exit 1; }
+		sleep 0.1
+	done
+	local url
+	url=$(cat "$tmp/pg.url")
+	for r in $(seq "$rounds"); do
+		psql -q "$url" -c 'DROP TABLE IF EXISTS files, releases, segments, leasehold_index_schema' >/dev/null 2>&1 || true
+		rm -f "$tmp/sink.db"
+		echo "sinks round $r: $(worker "$tmp/lh-after" "into JSON lines")"
+		echo "sinks round $r: $(worker "$tmp/lh-after" "into SQLite" --out "sqlite:$tmp/sink.db")"
+		echo "sinks round $r: $(worker "$tmp/lh-after" "into PostgreSQL" --out "$url")"
+	done
+	kill "$pg" 2>/dev/null || true
+	wait "$pg" 2>/dev/null || true
+}
+if [ "${BENCH_SINKS:-1}" != 0 ]; then
+	say "the sinks: JSON lines, SQLite, PostgreSQL"
+	sinks
+fi
 
 for r in $(seq "$rounds"); do
 	say "round $r of $rounds"
