@@ -19,7 +19,6 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/usenettest"
-	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/source/nntp"
 )
 
@@ -208,25 +207,7 @@ func TestIndexFaultRun(t *testing.T) {
 	}
 	elapsed := time.Since(began)
 
-	index, err := binaries.OpenPostgres(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer index.Close()
-	got, err := index.Records(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	high := map[string]int64{}
-	failed := int64(0)
-	for _, g := range groups {
-		d := detail(g)
-		high[g] = *d.High
-		failed += d.Ranges[leasehold.StatusFailed]
-	}
-	fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
-	defer fresh.Close()
-	want, _ := onePass(t, ctx, fresh, high)
+	got, want, failed, index := indexAndOnePass(t, ctx, c, s.Addr, dsn, groups)
 	var rows [3]int64
 	for i, table := range []string{"files", "releases", "segments"} {
 		index.Pool().QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&rows[i])
