@@ -112,6 +112,11 @@ rm -rf "$ts_record"
 echo "test: scripts/release.sh --dry-run v0.0.0-ci"
 bash scripts/release.sh --dry-run v0.0.0-ci
 
+# The shared index's fault run (TestIndexFaultRun) ran with the Go tests;
+# here its planted form: workers without the fence check must fail it.
+echo "test: scripts/index-fault.sh --planted-only --articles 600"
+bash scripts/index-fault.sh --planted-only --articles 600
+
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 

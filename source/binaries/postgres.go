@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -355,7 +357,16 @@ func transient(err error) bool {
 		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "53") || strings.HasPrefix(pe.Code, "57P") ||
 			pe.Code == "40001" || pe.Code == "40P01"
 	}
-	return !setupFailure(err)
+	if setupFailure(err) {
+		return false
+	}
+	// The connection refused, cut or closed under the write: anything
+	// else (a value pgx cannot encode) would fail again, and fails the
+	// range instead of looping.
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "conn closed")
 }
 
 func (p *Postgres) writeOnce(ctx context.Context, lease Lease, b *pgBatch) error {
