@@ -103,8 +103,8 @@ go run ./internal/nodetest/apicheck "$ts_record"
 rm -rf "$ts_record"
 
 # The release process without its writes: CHANGELOG's Unreleased
-# section, linux amd64 and arm64 binaries stamped with HEAD, checksums
-# checked, and the amd64 binary's `leasehold version` naming the commit.
+# section, linux amd64 and arm64 binaries stamped with HEAD and their
+# .deb and .rpm (nfpm), checksums checked, and the amd64 binary's `leasehold version` naming the commit.
 echo "test: scripts/release.sh --dry-run v0.0.0-ci"
 bash scripts/release.sh --dry-run v0.0.0-ci
 
@@ -148,6 +148,10 @@ echo "test: scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsup
 bash scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsupported
 echo "test: scripts/check-systemd.sh"
 bash scripts/check-systemd.sh
+# The amd64 .deb installed, started as its unit starts it, upgraded,
+# removed and purged on this machine (as root; it cleans up after itself).
+echo "test: scripts/check-package.sh"
+bash scripts/check-package.sh
 echo "test: scripts/crashtest.sh --kills 5"
 bash scripts/crashtest.sh --kills 5
 echo "test: all passed"
