@@ -211,6 +211,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprint(stdout, usage())
 		return nil
+	case completeCommand:
+		return runComplete(ctx, args[1:], stdout, stderr)
 	}
 	c, ok := lookupCommand(args[0])
 	if !ok {
