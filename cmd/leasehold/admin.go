@@ -248,7 +248,7 @@ type adminVerb struct {
 var adminVerbs = []adminVerb{
 	{"groups", "list", "", "the groups", noFlags((*adminCmd).groupsList)},
 	{"groups", "show", "NAME", "a group with its lease and range counts", noFlags((*adminCmd).groupsShow)},
-	{"groups", "create", "NAME [--kind K] [--range-size N] [--priority P] [--start S] [--inactive]", "", (*adminCmd).groupsCreate},
+	{"groups", "create", "NAME [--kind K] [--range-size N] [--priority P] [--start S] [--inactive] [--update]", "", (*adminCmd).groupsCreate},
 	{"groups", "update", "NAME [--kind K] [--range-size N] [--priority P] [--active=false]", "", (*adminCmd).groupsUpdate},
 	{"groups", "tail", "NAME HIGH", "plan the tail up to HIGH", noFlags((*adminCmd).groupsTail)},
 	{"groups", "history", "NAME LOW", "plan the history down to LOW", noFlags((*adminCmd).groupsHistory)},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -18,6 +19,9 @@ type groupSpecFlags struct {
 	rangeSize, priority, start int64
 	inactive, active           bool
 	kind                       string
+	// create is groups create, which refuses a group that exists unless
+	// update says to change it.
+	create, update bool
 }
 
 func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
@@ -25,6 +29,8 @@ func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
 	spec.register(fs)
 	fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (not given: the low water mark a worker first reports for the group, else 1)")
 	fs.BoolVar(&spec.inactive, "inactive", false, "create the group inactive")
+	fs.BoolVar(&spec.update, "update", false, "change the group if it exists (not its --start; refused while a worker holds it)")
+	spec.create = true
 	return func(ctx context.Context, args []string) error { return a.putGroup(ctx, fs, &spec, args) }
 }
 
@@ -69,6 +75,13 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 	if set["active"] {
 		gs.Active = &spec.active
 	}
+	if spec.create {
+		// The API's PUT creates or updates; create asks first, so that a
+		// name taken already is not silently turned into another group.
+		if err := a.mayCreate(ctx, args[0], spec, set); err != nil {
+			return err
+		}
+	}
 	g, created, err := a.c.PutGroup(ctx, args[0], gs)
 	if err != nil {
 		return err
@@ -82,6 +95,43 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 	}
 	fmt.Fprintf(a.stdout, "group %s %s (id %d, kind %s, range size %d, start %d)\n", g.Name, what, g.ID, g.Kind, g.RangeSize, g.Start)
 	return nil
+}
+
+// mayCreate is nil when groups create may go on with name: it is free, or
+// it exists and --update says to change it while no worker holds it.
+func (a *adminCmd) mayCreate(ctx context.Context, name string, spec *groupSpecFlags, set map[string]bool) error {
+	g, err := a.c.Group(ctx, name)
+	if errors.Is(err, leasehold.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !spec.update {
+		return leasehold.Errorf(leasehold.KindConflict,
+			"group %s exists (kind %s, range size %d, start %d): nothing changed; give --update to change it, or use admin groups update",
+			name, g.Kind, g.RangeSize, g.Start)
+	}
+	if set["start"] {
+		return usageError(fmt.Errorf("group %s exists (start %d): --start is only for a new group", name, g.Start))
+	}
+	if holder := groupHolder(g); holder != "" {
+		return leasehold.Errorf(leasehold.KindConflict,
+			"group %s is held by %s: nothing changed; change it once the worker has released it", name, holder)
+	}
+	return nil
+}
+
+// groupHolder names the worker node holding g, here or at its owner in
+// the fleet; "" when none does.
+func groupHolder(g *leasehold.GroupDetail) string {
+	switch {
+	case g.Lease != nil:
+		return g.Lease.Node
+	case g.Peer != nil && g.Peer.Holder != "":
+		return g.Peer.Holder
+	}
+	return ""
 }
 
 func (a *adminCmd) groupsTail(ctx context.Context, args []string) error {
