@@ -199,6 +199,10 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errHelp
 		}
 		verb, rest = rest[0], rest[1:]
+	} else if noun == "findings" && len(rest) > 0 && rest[0] == "list" {
+		// findings is a command by itself; "findings list" reads as
+		// "groups list" does and means the same.
+		rest = rest[1:]
 	}
 	v, ok := lookupVerb(noun, verb)
 	if !ok {

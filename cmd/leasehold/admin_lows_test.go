@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/nodetest"
+)
+
+// TestFindingsList: `admin findings list` is `admin findings`.
+func TestFindingsList(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	if out := admin(t, n, "findings", "list"); !strings.Contains(out, "backlog:") {
+		t.Errorf("findings list: %q", out)
+	}
+	if _, err := operatorRun(t, n, nil, "findings", "list", "extra"); !isUsage(err) {
+		t.Errorf("findings list extra: %v, want a usage error", err)
+	}
+}
+
+// TestWaitStopped: a wait stopped by Ctrl-C (its context ended) says it
+// stopped, not that it gave up after its timeout.
+func TestWaitStopped(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.wait")
+	admin(t, n, "groups", "tail", "alt.wait", "100")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err := runAdmin(ctx, []string{"--url", n.URL, "--token", n.AdminToken, "wait"}, &stdout, &stderr)
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "gave up") {
+		t.Errorf("wait after Ctrl-C: %v; want it stopped (context canceled), not given up", err)
+	}
+}
+
+// TestWaitQuarantined: wait ends at once when the only open ranges left
+// are a quarantined group's, naming the group, why, and what lifts it.
+func TestWaitQuarantined(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	ctx := context.Background()
+	admin(t, n, "groups", "create", "alt.q", "--range-size", "100")
+	admin(t, n, "groups", "tail", "alt.q", "300")
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+	g, err := w.Lease(ctx)
+	if err != nil || g == nil {
+		t.Fatalf("lease: %v, %v", g, err)
+	}
+	if err := w.ReleaseUnreadable(ctx, g.Group.ID, g.Fence, "gzip: invalid header"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = operatorRun(t, n, nil, "wait", "--timeout", "10m", "--every", "10ms")
+	if err == nil || strings.Contains(err.Error(), "gave up") || !strings.Contains(err.Error(), "group alt.q is quarantined") ||
+		!strings.Contains(err.Error(), "gzip: invalid header") || !strings.Contains(err.Error(), "unquarantine alt.q") {
+		t.Errorf("wait on a quarantined group: %v; want it to say the group is quarantined, why, and how to lift it", err)
+	}
+}
