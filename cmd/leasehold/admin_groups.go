@@ -76,6 +76,9 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 		gs.Active = &spec.active
 	}
 	if spec.create {
+		if err := checkNewGroupName(args[0]); err != nil {
+			return err
+		}
 		// The API's PUT creates or updates; create asks first, so that a
 		// name taken already is not silently turned into another group.
 		if err := a.mayCreate(ctx, args[0], spec, set); err != nil {
@@ -94,6 +97,24 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 		what = "created"
 	}
 	fmt.Fprintf(a.stdout, "group %s %s (id %d, kind %s, range size %d, start %d)\n", g.Name, what, g.ID, g.Kind, g.RangeSize, g.Start)
+	return nil
+}
+
+// plannedIDs is the ids a group has planned, LOW..HIGH, or none yet (its
+// tail end is Start-1 and its floor Start until something is planned).
+func plannedIDs(g leasehold.Group) string {
+	if g.TailEnd < g.HistoryFloor {
+		return fmt.Sprintf("none yet (the tail starts at %d)", g.HistoryFloor)
+	}
+	return fmt.Sprintf("%d..%d", g.HistoryFloor, g.TailEnd)
+}
+
+// checkNewGroupName refuses a name the API takes but no source has: an
+// empty word between dots (Bad..name) or a dot at the end.
+func checkNewGroupName(name string) error {
+	if strings.Contains(name, "..") || strings.HasSuffix(name, ".") {
+		return usageError(fmt.Errorf("group name %q has an empty word between dots; group names are words joined by single dots (alt.binaries.test)", name))
+	}
 	return nil
 }
 
@@ -150,6 +171,9 @@ func (a *adminCmd) plan(ctx context.Context, verb, arg string, planFunc func(ctx
 	id, err := parseInt(arg, args[1])
 	if err != nil {
 		return err
+	}
+	if id < 1 {
+		return usageError(fmt.Errorf("%s %d: ids start at 1", arg, id))
 	}
 	n, err := planFunc(ctx, args[0], id)
 	if err != nil {
@@ -279,7 +303,7 @@ func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "group\t%s (id %d)\n", g.Name, g.ID)
-	fmt.Fprintf(w, "kind\t%s\npriority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%d..%d\n", g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd)
+	fmt.Fprintf(w, "kind\t%s\npriority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%s\n", g.Kind, g.Priority, g.Active, g.RangeSize, plannedIDs(g.Group))
 	if e := g.SourceError; e != nil {
 		fmt.Fprintf(w, "source error\tsince %s from %s: %s\n", e.At.Format(time.RFC3339), e.Node, strings.Join(strings.Fields(e.Error), " "))
 	}

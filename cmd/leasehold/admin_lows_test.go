@@ -58,3 +58,29 @@ func TestWaitQuarantined(t *testing.T) {
 		t.Errorf("wait on a quarantined group: %v; want it to say the group is quarantined, why, and how to lift it", err)
 	}
 }
+
+// TestGroupsBadInput: history to 0 (ids start at 1) and a name with an
+// empty word are refused with nothing changed, and show says a group with
+// nothing planned has none rather than an upside-down span.
+func TestGroupsBadInput(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.bad", "--range-size", "10", "--start", "10")
+	if out := admin(t, n, "groups", "show", "alt.bad"); !strings.Contains(out, "none yet (the tail starts at 10)") || strings.Contains(out, "10..9") {
+		t.Errorf("show of a group with nothing planned:\n%s", out)
+	}
+	for _, args := range [][]string{{"groups", "history", "alt.bad", "0"}, {"groups", "tail", "alt.bad", "-5"}, {"groups", "create", "Bad..name"}, {"groups", "create", "alt.x."}} {
+		if _, err := operatorRun(t, n, nil, args...); !isUsage(err) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	if out := admin(t, n, "groups", "show", "alt.bad"); !strings.Contains(out, "planned 0,") {
+		t.Errorf("a refused plan planned something:\n%s", out)
+	}
+	if out := admin(t, n, "groups", "list"); strings.Contains(out, "Bad..name") {
+		t.Errorf("a refused name was created:\n%s", out)
+	}
+	admin(t, n, "groups", "tail", "alt.bad", "29")
+	if out := admin(t, n, "groups", "show", "alt.bad"); !strings.Contains(out, "10..29") {
+		t.Errorf("show after the tail:\n%s", out)
+	}
+}
