@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -280,14 +281,59 @@ func (a *adminCmd) groupsList(ctx context.Context, args []string) error {
 	if a.op.json {
 		return a.printJSON(gs)
 	}
-	return a.table([]string{"ID", "NAME", "KIND", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END", "SOURCE_ERROR"}, len(gs), func(i int) []any {
-		g := gs[i]
+	details, err := a.groupDetails(ctx, gs)
+	if err != nil {
+		return err
+	}
+	return a.table([]string{"ID", "NAME", "KIND", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END", "DONE", "HOLDER", "QUARANTINE", "SOURCE_ERROR"}, len(gs), func(i int) []any {
+		g, d := gs[i], details[i]
 		sourceErr := "-"
 		if e := g.SourceError; e != nil {
 			sourceErr = strings.Join(strings.Fields(e.Error), " ")
 		}
-		return []any{g.ID, g.Name, g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd, sourceErr}
+		// DONE is ranges done of all the group's ranges; a group another
+		// node deleted meanwhile shows "-".
+		done, holder := "-", "-"
+		if d != nil {
+			var total int64
+			for _, n := range d.Ranges {
+				total += n
+			}
+			done = fmt.Sprintf("%d/%d", d.Ranges[leasehold.StatusDone], total)
+			if h := groupHolder(d); h != "" {
+				holder = h
+			}
+		}
+		quarantine := "-"
+		if q := g.Quarantine; q != nil {
+			quarantine = q.Node + ": " + strings.Join(strings.Fields(q.Error), " ")
+		}
+		return []any{g.ID, g.Name, g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd, done, holder, quarantine, sourceErr}
 	})
+}
+
+// groupDetails reads each group's ranges and holder, a few at a time (the
+// list of groups carries neither); nil for a group gone meanwhile.
+func (a *adminCmd) groupDetails(ctx context.Context, gs []leasehold.Group) ([]*leasehold.GroupDetail, error) {
+	out := make([]*leasehold.GroupDetail, len(gs))
+	errs := make([]error, len(gs))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, g := range gs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d, err := a.c.Group(ctx, g.Name)
+			if errors.Is(err, leasehold.ErrNotFound) {
+				err = nil
+			}
+			out[i], errs[i] = d, err
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,5 +83,55 @@ func TestGroupsBadInput(t *testing.T) {
 	admin(t, n, "groups", "tail", "alt.bad", "29")
 	if out := admin(t, n, "groups", "show", "alt.bad"); !strings.Contains(out, "10..29") {
 		t.Errorf("show after the tail:\n%s", out)
+	}
+}
+
+// TestGroupsListColumns: groups list shows each group's progress (ranges
+// done of all), its holder and its quarantine.
+func TestGroupsListColumns(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	ctx := context.Background()
+	admin(t, n, "groups", "create", "alt.held", "--range-size", "100")
+	admin(t, n, "groups", "tail", "alt.held", "300")
+	admin(t, n, "groups", "create", "alt.idle", "--priority", "5")
+	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))
+	g, err := w.Lease(ctx)
+	if err != nil || g == nil || g.Group.Name != "alt.held" {
+		t.Fatalf("lease: %v, %v", g, err)
+	}
+	r, err := w.Next(ctx, g.Group.ID, g.Fence)
+	if err != nil || r == nil {
+		t.Fatalf("next: %v, %v", r, err)
+	}
+	if _, err := w.Finish(ctx, r.ID, g.Fence, 9); err != nil {
+		t.Fatal(err)
+	}
+	row := func(out, name string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[1] == name {
+				return f
+			}
+		}
+		t.Fatalf("no row for %s in\n%s", name, out)
+		return nil
+	}
+	out := admin(t, n, "groups", "list")
+	head := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	col := func(name string) int { return slices.Index(head, name) }
+	if col("DONE") < 0 || col("HOLDER") < 0 || col("QUARANTINE") < 0 {
+		t.Fatalf("groups list has no DONE, HOLDER and QUARANTINE columns:\n%s", out)
+	}
+	if f := row(out, "alt.held"); f[col("DONE")] != "1/3" || f[col("HOLDER")] != "w1" || f[col("QUARANTINE")] != "-" {
+		t.Errorf("alt.held's row %q, want 1/3 done, held by w1, no quarantine", f)
+	}
+	if f := row(out, "alt.idle"); f[col("DONE")] != "0/0" || f[col("HOLDER")] != "-" {
+		t.Errorf("alt.idle's row %q, want 0/0 done, no holder", f)
+	}
+	if err := w.ReleaseUnreadable(ctx, g.Group.ID, g.Fence, "gzip: invalid header"); err != nil {
+		t.Fatal(err)
+	}
+	out = admin(t, n, "groups", "list")
+	if f := row(out, "alt.held"); f[col("HOLDER")] != "-" || f[col("QUARANTINE")] != "w1:" || !strings.Contains(out, "w1: gzip: invalid header") {
+		t.Errorf("alt.held's row after the quarantine %q, want no holder and w1's error", f)
 	}
 }
