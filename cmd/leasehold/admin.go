@@ -259,7 +259,7 @@ var adminVerbs = []adminVerb{
 	{"groups", "ranges", "NAME [--status S]", "the group's ranges", (*adminCmd).groupsRanges},
 	{"groups", "unquarantine", "NAME", "lease a quarantined group again with its window", noFlags((*adminCmd).groupsUnquarantine)},
 	{"groups", "drop-snapshot", "NAME", "drop the group's window and lift its quarantine", noFlags((*adminCmd).groupsDropSnapshot)},
-	{"groups", "delete", "NAME", "delete a group with its ranges and window; refused while held, and in a fleet", noFlags((*adminCmd).groupsDelete)},
+	{"groups", "delete", "NAME [--yes]", "delete a group with its ranges and window (asks first on a terminal); refused while held, and in a fleet", (*adminCmd).groupsDelete},
 	{"nodes", "list", "", "the worker nodes", noFlags((*adminCmd).nodesList)},
 	{"nodes", "register", "NAME [--kinds K,K] [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
 	{"nodes", "kinds", "ID|NAME K[,K]", "set the kinds of group the node's worker reads", noFlags((*adminCmd).nodesKinds)},

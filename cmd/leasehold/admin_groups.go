@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -256,9 +257,36 @@ func (a *adminCmd) groupWrite(ctx context.Context, args []string, write func(con
 	return nil
 }
 
-func (a *adminCmd) groupsDelete(ctx context.Context, args []string) error {
+func (a *adminCmd) groupsDelete(fs *flag.FlagSet) verbFunc {
+	yes := fs.Bool("yes", false, "delete without asking on a terminal")
+	return func(ctx context.Context, args []string) error { return a.groupDelete(ctx, args, *yes) }
+}
+
+// groupDelete deletes the group args[0]. On a terminal it first asks,
+// naming what goes with it, unless yes; scripts (no terminal) are not
+// asked, as before.
+func (a *adminCmd) groupDelete(ctx context.Context, args []string, yes bool) error {
 	if err := wantArgs(args, "NAME"); err != nil {
 		return err
+	}
+	if !yes && isTerminal(os.Stdin) && isTerminal(a.stderr) {
+		g, err := a.c.Group(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		var total int64
+		for _, n := range g.Ranges {
+			total += n
+		}
+		window := "no window"
+		if g.Snapshot != nil {
+			window = "its window"
+		}
+		q := fmt.Sprintf("group %s has %d range(s), %d done, and %s; deleting it forgets them all.\nDelete it?",
+			g.Name, total, g.Ranges[leasehold.StatusDone], window)
+		if !confirm(a.stderr, q) {
+			return fmt.Errorf("group %s not deleted (--yes deletes without asking)", args[0])
+		}
 	}
 	if err := a.c.DeleteGroup(ctx, args[0]); err != nil {
 		return err

@@ -135,3 +135,26 @@ func TestGroupsListColumns(t *testing.T) {
 		t.Errorf("alt.held's row after the quarantine %q, want no holder and w1's error", f)
 	}
 }
+
+// TestGroupsDeleteAsksOnTerminal: `admin groups delete` on a real
+// terminal asks first, naming the group's ranges; "n" keeps it, "y"
+// deletes it. Without a terminal (the other tests, scripts) it asks
+// nothing.
+func TestGroupsDeleteAsksOnTerminal(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	admin(t, n, "groups", "create", "alt.del", "--range-size", "100")
+	admin(t, n, "groups", "tail", "alt.del", "300")
+	const question = "Delete it? [y/N] "
+	args := []string{"admin", "--url", n.URL, "--token", n.AdminToken, "groups", "delete", "alt.del"}
+	screen, stdout, code := onTerminal(t, question, "n\n", args...)
+	if !strings.Contains(screen, "group alt.del has 3 range(s), 0 done, and no window; deleting it forgets them all.\r\n"+question) {
+		t.Errorf("the terminal showed %q, want the question naming the ranges", screen)
+	}
+	if code != 1 || stdout != "" || !strings.Contains(admin(t, n, "groups", "list"), "alt.del") {
+		t.Errorf("after n: exit %d, stdout %q; want exit 1 and the group kept", code, stdout)
+	}
+	_, stdout, code = onTerminal(t, question, "y\n", args...)
+	if code != 0 || !strings.Contains(stdout, "group alt.del deleted") || strings.Contains(admin(t, n, "groups", "list"), "alt.del") {
+		t.Errorf("after y: exit %d, stdout %q; want the group deleted", code, stdout)
+	}
+}
