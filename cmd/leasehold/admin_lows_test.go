@@ -158,3 +158,23 @@ func TestGroupsDeleteAsksOnTerminal(t *testing.T) {
 		t.Errorf("after y: exit %d, stdout %q; want the group deleted", code, stdout)
 	}
 }
+
+// TestMissingCAHint: a command refused by a node's HTTPS certificate for
+// want of its CA says to give --ca-file.
+func TestMissingCAHint(t *testing.T) {
+	pki := newPKI(t)
+	pki.ca("ca")
+	cert, key := pki.leaf("ca", "node")
+	m, _ := startNode(t, nil, "--tls-cert", cert, "--tls-key", key)
+	u := "https://" + m.Addr().String()
+	var out bytes.Buffer
+	for _, args := range [][]string{
+		{"admin", "--url", u, "--token", readAdminToken(t, m), "groups", "list"},
+		{"healthcheck", "--url", u, "-q"},
+	} {
+		err := run(context.Background(), args, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), "--ca-file") {
+			t.Errorf("%q without the CA: %v; want a hint of --ca-file", args, err)
+		}
+	}
+}
