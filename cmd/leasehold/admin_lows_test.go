@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
@@ -176,5 +180,27 @@ func TestMissingCAHint(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--ca-file") {
 			t.Errorf("%q without the CA: %v; want a hint of --ca-file", args, err)
 		}
+	}
+}
+
+// TestJSONLogDurations: --log-format json writes durations as the text
+// log does ("1.5s"), not as nanoseconds.
+func TestJSONLogDurations(t *testing.T) {
+	var stderr bytes.Buffer
+	m := newTestMain(t, io.Discard, &stderr)
+	m.LogFormat = "json"
+	log := slog.New(m.logHandler(slog.LevelInfo))
+	log.Info("took", "took", 1500*time.Millisecond, slog.Group("claim", slog.Duration("ttl", 30*time.Second)))
+	var got struct {
+		Took  any `json:"took"`
+		Claim struct {
+			TTL any `json:"ttl"`
+		} `json:"claim"`
+	}
+	if err := json.Unmarshal(stderr.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if got.Took != "1.5s" || got.Claim.TTL != "30s" {
+		t.Errorf("the JSON log wrote took=%v, claim.ttl=%v; want 1.5s and 30s:\n%s", got.Took, got.Claim.TTL, stderr.String())
 	}
 }
