@@ -3,8 +3,9 @@
 # the tests need when it is missing (curl and jq for the scripts, Chromium
 # for the dashboard's browser tests, promtool for the shipped alert
 # rules, zsh and fish for the completion scripts, xmllint and nzbget for
-# the Usenet worker's NZBs), then runs gofmt, go vet, the alert rules' unit tests, go test
-# -race over every package, the TypeScript client's tests (their answers
+# the Usenet worker's NZBs, sqlite3 for the package check), then runs
+# gofmt, go vet, the alert rules' unit tests, go test -race over every
+# package, the TypeScript client's tests (their answers
 # checked against web/openapi.json), the release process (dry run), and
 # the scripts that drive the real binary (example-worker-ts.sh packs the
 # TypeScript client and installs it into a new project).
@@ -28,6 +29,9 @@ command -v fish >/dev/null || need+=(fish)
 # and downloaded by Debian's NZBGet.
 command -v xmllint >/dev/null || need+=(libxml2-utils)
 command -v nzbget >/dev/null || need+=(nzbget)
+# check-package.sh marks the installed node's catalog as a newer
+# leasehold's with sqlite3, to see the package refuse to start on it.
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
