@@ -40,6 +40,12 @@ type ProgressFunc func(next, headers int64)
 // its text (the range's last_error): the range is retried from its
 // progress, and failed once its attempts run out; an error that is or
 // wraps a PermanentError (Permanent(err)) fails it at once.
+//
+// g.Group.Name and g.Fence are the lease a store outside the node checks
+// the writes of (DESIGN.md rule 15; docs/SHARED-INDEX.md): when the store
+// refuses a write for an older fence, return an error that is or wraps
+// leasehold.ErrLeaseLost, and the group is given up as lost, its range
+// not finished.
 type IndexFunc func(ctx context.Context, g *Grant, r leasehold.Range, w Window, progress ProgressFunc) error
 
 // DefaultSnapshotInterval is how often a Worker uploads a window between

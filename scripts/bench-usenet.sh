@@ -18,6 +18,7 @@
 #   BENCH_ROUNDS    rounds (default 3)
 #   BENCH_RANGE     the group's range size (default 10000)
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
+#   BENCH_SINKS     0 skips the sinks' rows (JSON lines, SQLite, PostgreSQL)
 #   BENCH_USENET_TARGET  headers/s the last line holds the default worker
 #                   to (default 10413: issue 35's 1.5x of 6,942)
 #   BENCH_NZB=1     instead, the cost of --nzb: each round runs the worker
@@ -112,7 +113,7 @@ worker() {
 	kill "$w" "$node" 2>/dev/null || true
 	wait "$w" "$node" 2>/dev/null || true
 	local out log nzbfinal=0
-	out=$(stat -c %s "$tmp/out-$name.jsonl")
+	out=$(stat -c %s "$tmp/out-$name.jsonl" 2>/dev/null || echo 0) # 0: --out named another sink
 	log=$(stat -c %s "$tmp/worker-$name.log")
 	if [ -d "$tmp/nzb-$name" ]; then
 		nzbfinal=$(find "$tmp/nzb-$name" -name '*.nzb' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
@@ -167,6 +168,37 @@ if [ "${BENCH_NZB:-}" = 1 ]; then
 			$3 == n":" { base = o } $3 == n"-nzb:" { printf "%s, round %s NZB bytes written about %d for %d final (%.1fx)\n", n, $2, o - base, f, (f > 0) ? (o - base) / f : 0 }'
 	done
 	exit 0
+fi
+
+# sinks: the worker of this tree into each output on the same articles, in
+# one run: JSON lines, SQLite and the shared PostgreSQL index (a private
+# server, internal/pgtest/cmd/pgserver); prints each one's headers a
+# second. BENCH_SINKS=0 skips it.
+sinks() {
+	go build -o "$tmp/pgserver" ./internal/pgtest/cmd/pgserver
+	"$tmp/pgserver" bench >"$tmp/pg.url" 2>"$tmp/pg.log" &
+	local pg=$!
+	pids+=("$pg")
+	for _ in $(seq 600); do
+		[ -s "$tmp/pg.url" ] && break
+		kill -0 "$pg" 2>/dev/null || { cat "$tmp/pg.log" >&2; say "PostgreSQL did not start"; exit 1; }
+		sleep 0.1
+	done
+	local url
+	url=$(cat "$tmp/pg.url")
+	for r in $(seq "$rounds"); do
+		psql -q "$url" -c 'DROP TABLE IF EXISTS files, releases, segments, leasehold_index_schema' >/dev/null 2>&1 || true
+		rm -f "$tmp/sink.db"
+		echo "sinks round $r: $(worker "$tmp/lh-after" "into JSON lines")"
+		echo "sinks round $r: $(worker "$tmp/lh-after" "into SQLite" --out "sqlite:$tmp/sink.db")"
+		echo "sinks round $r: $(worker "$tmp/lh-after" "into PostgreSQL" --out "$url")"
+	done
+	kill "$pg" 2>/dev/null || true
+	wait "$pg" 2>/dev/null || true
+}
+if [ "${BENCH_SINKS:-1}" != 0 ]; then
+	say "the sinks: JSON lines, SQLite, PostgreSQL"
+	sinks
 fi
 
 for r in $(seq "$rounds"); do

@@ -9,7 +9,12 @@
 #   3. static binaries for linux amd64 and arm64 into OUT (default
 #      dist/VERSION), named leasehold-VERSION-linux-ARCH, stamped with the
 #      version, the tagged revision and its commit time (`leasehold
-#      version` prints them), and SHA256SUMS beside them, checked.
+#      version` prints them);
+#   4. a .deb and an .rpm of each (scripts/package.sh, from packaging/:
+#      /usr/bin/leasehold, the systemd unit, /etc/leasehold/leasehold.env
+#      kept on upgrade, the system user leasehold, /var/lib/leasehold 0700,
+#      the shell completions), and SHA256SUMS of it all beside them,
+#      checked.
 # It pushes nothing: push the commit and the tag, and upload OUT, yourself.
 #
 # --dry-run does everything but write: no CHANGELOG commit, no tag; the
@@ -81,8 +86,9 @@ for arch in amd64 arm64; do
 	bin=leasehold-$version-linux-$arch
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/$bin" ./cmd/leasehold
 	say "built $bin ($(wc -c <"$out/$bin") bytes)"
+	bash scripts/package.sh "$version" "$arch" "$out/$bin" "$out" | while read -r p; do say "packed $(basename "$p")"; done
 done
-(cd "$out" && sha256sum leasehold-"$version"-linux-* >SHA256SUMS && sha256sum -c --quiet SHA256SUMS) ||
+(cd "$out" && sha256sum leasehold-"$version"-linux-* leasehold_*.deb leasehold-*.rpm >SHA256SUMS && sha256sum -c --quiet SHA256SUMS) ||
 	die "the checksums do not check"
 
 # The binary this machine runs must say what it is.

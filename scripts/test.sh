@@ -3,8 +3,9 @@
 # the tests need when it is missing (curl and jq for the scripts, Chromium
 # for the dashboard's browser tests, promtool for the shipped alert
 # rules, zsh and fish for the completion scripts, xmllint and nzbget for
-# the Usenet worker's NZBs), then runs gofmt, go vet, the alert rules' unit tests, go test
-# -race over every package, the TypeScript client's tests (their answers
+# the Usenet worker's NZBs, sqlite3 for the package check), then runs
+# gofmt, go vet, the alert rules' unit tests, go test -race over every
+# package, the TypeScript client's tests (their answers
 # checked against web/openapi.json), the release process (dry run), and
 # the scripts that drive the real binary (example-worker-ts.sh packs the
 # TypeScript client and installs it into a new project).
@@ -32,6 +33,9 @@ command -v nzbget >/dev/null || need+=(nzbget)
 # Debian's server binaries, initdb and pg_ctl, and psql.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v psql >/dev/null || need+=(postgresql-client)
+# check-package.sh marks the installed node's catalog as a newer
+# leasehold's with sqlite3, to see the package refuse to start on it.
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi
@@ -107,10 +111,15 @@ go run ./internal/nodetest/apicheck "$ts_record"
 rm -rf "$ts_record"
 
 # The release process without its writes: CHANGELOG's Unreleased
-# section, linux amd64 and arm64 binaries stamped with HEAD, checksums
-# checked, and the amd64 binary's `leasehold version` naming the commit.
+# section, linux amd64 and arm64 binaries stamped with HEAD and their
+# .deb and .rpm (nfpm), checksums checked, and the amd64 binary's `leasehold version` naming the commit.
 echo "test: scripts/release.sh --dry-run v0.0.0-ci"
 bash scripts/release.sh --dry-run v0.0.0-ci
+
+# The shared index's fault run (TestIndexFaultRun) ran with the Go tests;
+# here its planted form: workers without the fence check must fail it.
+echo "test: scripts/index-fault.sh --planted-only --articles 600"
+bash scripts/index-fault.sh --planted-only --articles 600
 
 echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
@@ -152,6 +161,10 @@ echo "test: scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsup
 bash scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsupported
 echo "test: scripts/check-systemd.sh"
 bash scripts/check-systemd.sh
+# The amd64 .deb installed, started as its unit starts it, upgraded,
+# removed and purged on this machine (as root; it cleans up after itself).
+echo "test: scripts/check-package.sh"
+bash scripts/check-package.sh
 echo "test: scripts/crashtest.sh --kills 5"
 bash scripts/crashtest.sh --kills 5
 echo "test: all passed"

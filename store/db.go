@@ -95,6 +95,10 @@ type DB struct {
 	// nodeGen like auths) and the last visit recorded (node id → unix ms).
 	bands sync.Map
 	seen  sync.Map
+
+	// finished is the last hour's finished ranges of a node running alone
+	// (NoOutbox), for the throughput chart.
+	finished finishedMinutes
 }
 
 // Stats are the writer's counters since Open.

@@ -199,6 +199,10 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errHelp
 		}
 		verb, rest = rest[0], rest[1:]
+	} else if noun == "findings" && len(rest) > 0 && rest[0] == "list" {
+		// findings is a command by itself; "findings list" reads as
+		// "groups list" does and means the same.
+		rest = rest[1:]
 	}
 	v, ok := lookupVerb(noun, verb)
 	if !ok {
@@ -248,14 +252,14 @@ type adminVerb struct {
 var adminVerbs = []adminVerb{
 	{"groups", "list", "", "the groups", noFlags((*adminCmd).groupsList)},
 	{"groups", "show", "NAME", "a group with its lease and range counts", noFlags((*adminCmd).groupsShow)},
-	{"groups", "create", "NAME [--kind K] [--range-size N] [--priority P] [--start S] [--inactive]", "", (*adminCmd).groupsCreate},
+	{"groups", "create", "NAME [--kind K] [--range-size N] [--priority P] [--start S] [--inactive] [--update]", "", (*adminCmd).groupsCreate},
 	{"groups", "update", "NAME [--kind K] [--range-size N] [--priority P] [--active=false]", "", (*adminCmd).groupsUpdate},
 	{"groups", "tail", "NAME HIGH", "plan the tail up to HIGH", noFlags((*adminCmd).groupsTail)},
 	{"groups", "history", "NAME LOW", "plan the history down to LOW", noFlags((*adminCmd).groupsHistory)},
 	{"groups", "ranges", "NAME [--status S]", "the group's ranges", (*adminCmd).groupsRanges},
 	{"groups", "unquarantine", "NAME", "lease a quarantined group again with its window", noFlags((*adminCmd).groupsUnquarantine)},
 	{"groups", "drop-snapshot", "NAME", "drop the group's window and lift its quarantine", noFlags((*adminCmd).groupsDropSnapshot)},
-	{"groups", "delete", "NAME", "delete a group with its ranges and window; refused while held, and in a fleet", noFlags((*adminCmd).groupsDelete)},
+	{"groups", "delete", "NAME [--yes]", "delete a group with its ranges and window (asks first on a terminal); refused while held, and in a fleet", (*adminCmd).groupsDelete},
 	{"nodes", "list", "", "the worker nodes", noFlags((*adminCmd).nodesList)},
 	{"nodes", "register", "NAME [--kinds K,K] [--capacity N] [--priority-min P] [--priority-max P] [-q]", "", (*adminCmd).nodesRegister},
 	{"nodes", "kinds", "ID|NAME K[,K]", "set the kinds of group the node's worker reads", noFlags((*adminCmd).nodesKinds)},

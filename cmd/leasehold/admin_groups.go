@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -18,6 +21,9 @@ type groupSpecFlags struct {
 	rangeSize, priority, start int64
 	inactive, active           bool
 	kind                       string
+	// create is groups create, which refuses a group that exists unless
+	// update says to change it.
+	create, update bool
 }
 
 func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
@@ -25,6 +31,8 @@ func (a *adminCmd) groupsCreate(fs *flag.FlagSet) verbFunc {
 	spec.register(fs)
 	fs.Int64Var(&spec.start, "start", 0, "the first id the tail plans from (not given: the low water mark a worker first reports for the group, else 1)")
 	fs.BoolVar(&spec.inactive, "inactive", false, "create the group inactive")
+	fs.BoolVar(&spec.update, "update", false, "change the group if it exists (not its --start; refused while a worker holds it)")
+	spec.create = true
 	return func(ctx context.Context, args []string) error { return a.putGroup(ctx, fs, &spec, args) }
 }
 
@@ -69,6 +77,16 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 	if set["active"] {
 		gs.Active = &spec.active
 	}
+	if spec.create {
+		if err := checkNewGroupName(args[0]); err != nil {
+			return err
+		}
+		// The API's PUT creates or updates; create asks first, so that a
+		// name taken already is not silently turned into another group.
+		if err := a.mayCreate(ctx, args[0], spec, set); err != nil {
+			return err
+		}
+	}
 	g, created, err := a.c.PutGroup(ctx, args[0], gs)
 	if err != nil {
 		return err
@@ -82,6 +100,61 @@ func (a *adminCmd) putGroup(ctx context.Context, fs *flag.FlagSet, spec *groupSp
 	}
 	fmt.Fprintf(a.stdout, "group %s %s (id %d, kind %s, range size %d, start %d)\n", g.Name, what, g.ID, g.Kind, g.RangeSize, g.Start)
 	return nil
+}
+
+// plannedIDs is the ids a group has planned, LOW..HIGH, or none yet (its
+// tail end is Start-1 and its floor Start until something is planned).
+func plannedIDs(g leasehold.Group) string {
+	if g.TailEnd < g.HistoryFloor {
+		return fmt.Sprintf("none yet (the tail starts at %d)", g.HistoryFloor)
+	}
+	return fmt.Sprintf("%d..%d", g.HistoryFloor, g.TailEnd)
+}
+
+// checkNewGroupName refuses a name the API takes but no source has: an
+// empty word between dots (Bad..name) or a dot at the end.
+func checkNewGroupName(name string) error {
+	if strings.Contains(name, "..") || strings.HasSuffix(name, ".") {
+		return usageError(fmt.Errorf("group name %q has an empty word between dots; group names are words joined by single dots (alt.binaries.test)", name))
+	}
+	return nil
+}
+
+// mayCreate is nil when groups create may go on with name: it is free, or
+// it exists and --update says to change it while no worker holds it.
+func (a *adminCmd) mayCreate(ctx context.Context, name string, spec *groupSpecFlags, set map[string]bool) error {
+	g, err := a.c.Group(ctx, name)
+	if errors.Is(err, leasehold.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !spec.update {
+		return leasehold.Errorf(leasehold.KindConflict,
+			"group %s exists (kind %s, range size %d, start %d): nothing changed; give --update to change it, or use admin groups update",
+			name, g.Kind, g.RangeSize, g.Start)
+	}
+	if set["start"] {
+		return usageError(fmt.Errorf("group %s exists (start %d): --start is only for a new group", name, g.Start))
+	}
+	if holder := groupHolder(g); holder != "" {
+		return leasehold.Errorf(leasehold.KindConflict,
+			"group %s is held by %s: nothing changed; change it once the worker has released it", name, holder)
+	}
+	return nil
+}
+
+// groupHolder names the worker node holding g, here or at its owner in
+// the fleet; "" when none does.
+func groupHolder(g *leasehold.GroupDetail) string {
+	switch {
+	case g.Lease != nil:
+		return g.Lease.Node
+	case g.Peer != nil && g.Peer.Holder != "":
+		return g.Peer.Holder
+	}
+	return ""
 }
 
 func (a *adminCmd) groupsTail(ctx context.Context, args []string) error {
@@ -100,6 +173,9 @@ func (a *adminCmd) plan(ctx context.Context, verb, arg string, planFunc func(ctx
 	id, err := parseInt(arg, args[1])
 	if err != nil {
 		return err
+	}
+	if id < 1 {
+		return usageError(fmt.Errorf("%s %d: ids start at 1", arg, id))
 	}
 	n, err := planFunc(ctx, args[0], id)
 	if err != nil {
@@ -181,9 +257,36 @@ func (a *adminCmd) groupWrite(ctx context.Context, args []string, write func(con
 	return nil
 }
 
-func (a *adminCmd) groupsDelete(ctx context.Context, args []string) error {
+func (a *adminCmd) groupsDelete(fs *flag.FlagSet) verbFunc {
+	yes := fs.Bool("yes", false, "delete without asking on a terminal")
+	return func(ctx context.Context, args []string) error { return a.groupDelete(ctx, args, *yes) }
+}
+
+// groupDelete deletes the group args[0]. On a terminal it first asks,
+// naming what goes with it, unless yes; scripts (no terminal) are not
+// asked, as before.
+func (a *adminCmd) groupDelete(ctx context.Context, args []string, yes bool) error {
 	if err := wantArgs(args, "NAME"); err != nil {
 		return err
+	}
+	if !yes && isTerminal(os.Stdin) && isTerminal(a.stderr) {
+		g, err := a.c.Group(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		var total int64
+		for _, n := range g.Ranges {
+			total += n
+		}
+		window := "no window"
+		if g.Snapshot != nil {
+			window = "its window"
+		}
+		q := fmt.Sprintf("group %s has %d range(s), %d done, and %s; deleting it forgets them all.\nDelete it?",
+			g.Name, total, g.Ranges[leasehold.StatusDone], window)
+		if !confirm(a.stderr, q) {
+			return fmt.Errorf("group %s not deleted (--yes deletes without asking)", args[0])
+		}
 	}
 	if err := a.c.DeleteGroup(ctx, args[0]); err != nil {
 		return err
@@ -206,14 +309,59 @@ func (a *adminCmd) groupsList(ctx context.Context, args []string) error {
 	if a.op.json {
 		return a.printJSON(gs)
 	}
-	return a.table([]string{"ID", "NAME", "KIND", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END", "SOURCE_ERROR"}, len(gs), func(i int) []any {
-		g := gs[i]
+	details, err := a.groupDetails(ctx, gs)
+	if err != nil {
+		return err
+	}
+	return a.table([]string{"ID", "NAME", "KIND", "PRIORITY", "ACTIVE", "RANGE_SIZE", "HISTORY_FLOOR", "TAIL_END", "DONE", "HOLDER", "QUARANTINE", "SOURCE_ERROR"}, len(gs), func(i int) []any {
+		g, d := gs[i], details[i]
 		sourceErr := "-"
 		if e := g.SourceError; e != nil {
 			sourceErr = strings.Join(strings.Fields(e.Error), " ")
 		}
-		return []any{g.ID, g.Name, g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd, sourceErr}
+		// DONE is ranges done of all the group's ranges; a group another
+		// node deleted meanwhile shows "-".
+		done, holder := "-", "-"
+		if d != nil {
+			var total int64
+			for _, n := range d.Ranges {
+				total += n
+			}
+			done = fmt.Sprintf("%d/%d", d.Ranges[leasehold.StatusDone], total)
+			if h := groupHolder(d); h != "" {
+				holder = h
+			}
+		}
+		quarantine := "-"
+		if q := g.Quarantine; q != nil {
+			quarantine = q.Node + ": " + strings.Join(strings.Fields(q.Error), " ")
+		}
+		return []any{g.ID, g.Name, g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd, done, holder, quarantine, sourceErr}
 	})
+}
+
+// groupDetails reads each group's ranges and holder, a few at a time (the
+// list of groups carries neither); nil for a group gone meanwhile.
+func (a *adminCmd) groupDetails(ctx context.Context, gs []leasehold.Group) ([]*leasehold.GroupDetail, error) {
+	out := make([]*leasehold.GroupDetail, len(gs))
+	errs := make([]error, len(gs))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, g := range gs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d, err := a.c.Group(ctx, g.Name)
+			if errors.Is(err, leasehold.ErrNotFound) {
+				err = nil
+			}
+			out[i], errs[i] = d, err
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
@@ -229,7 +377,7 @@ func (a *adminCmd) groupsShow(ctx context.Context, args []string) error {
 	}
 	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "group\t%s (id %d)\n", g.Name, g.ID)
-	fmt.Fprintf(w, "kind\t%s\npriority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%d..%d\n", g.Kind, g.Priority, g.Active, g.RangeSize, g.HistoryFloor, g.TailEnd)
+	fmt.Fprintf(w, "kind\t%s\npriority\t%d\nactive\t%t\nrange size\t%d\nplanned ids\t%s\n", g.Kind, g.Priority, g.Active, g.RangeSize, plannedIDs(g.Group))
 	if e := g.SourceError; e != nil {
 		fmt.Fprintf(w, "source error\tsince %s from %s: %s\n", e.At.Format(time.RFC3339), e.Node, strings.Join(strings.Fields(e.Error), " "))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -31,6 +32,12 @@ type progressLine struct {
 	Planned int64 `json:"planned"`
 	Failed  int64 `json:"failed"`
 	Held    int   `json:"held"`
+	// Quarantined are the active groups leased to nobody until an
+	// operator acts (rule 10); their open ranges wait for that.
+	Quarantined int `json:"quarantined"`
+	// stuck is why the open ranges left can only wait for an operator:
+	// the quarantined groups, "" while other work goes on.
+	stuck string
 }
 
 // wait polls until every active group has no planned or leased range and
@@ -38,9 +45,17 @@ type progressLine struct {
 // In a fleet it counts the whole fleet's groups as this node has folded
 // them, so one node answers for all.
 // Failed ranges end the wait with an error, since nothing will lease them.
-func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (a *adminCmd) wait(parent context.Context, timeout, every time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
+	// gaveUp is the error once ctx has ended: Ctrl-C (the parent ended)
+	// stops the wait as asked, the timeout gives up.
+	gaveUp := func(last progressLine) error {
+		if parent.Err() != nil {
+			return fmt.Errorf("wait: stopped with %d of %d ranges done: %w", last.Done, last.Ranges, parent.Err())
+		}
+		return fmt.Errorf("wait: gave up after %s: %d of %d ranges done", timeout, last.Done, last.Ranges)
+	}
 	tty := isTerminal(a.stderr)
 	var last progressLine
 	lastPrint := time.Time{}
@@ -48,7 +63,7 @@ func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error
 		p, err := a.progress(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("wait: gave up after %s: %d of %d ranges done", timeout, last.Done, last.Ranges)
+				return gaveUp(last)
 			}
 			return err
 		}
@@ -62,6 +77,9 @@ func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error
 		} else if p != last && time.Since(lastPrint) >= 2*time.Second || tty || done {
 			line := fmt.Sprintf("waiting: %d/%d ranges done, %d leased, %d planned, %d failed, %d of %d groups held",
 				p.Done, p.Ranges, p.Leased, p.Planned, p.Failed, p.Held, p.Groups)
+			if p.Quarantined > 0 {
+				line += fmt.Sprintf(", %d quarantined", p.Quarantined)
+			}
 			if tty {
 				fmt.Fprintf(a.stderr, "\r\033[K%s", line)
 				if done {
@@ -73,6 +91,12 @@ func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error
 			lastPrint = time.Now()
 		}
 		last = p
+		if !done && p.stuck != "" {
+			if tty {
+				fmt.Fprintln(a.stderr)
+			}
+			return fmt.Errorf("wait: %d of %d ranges done; the rest wait for an operator: %s", p.Done, p.Ranges, p.stuck)
+		}
 		if done {
 			if p.Failed > 0 {
 				return fmt.Errorf("wait: %d ranges failed; see `leasehold admin findings`", p.Failed)
@@ -84,7 +108,7 @@ func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error
 			if tty {
 				fmt.Fprintln(a.stderr)
 			}
-			return fmt.Errorf("wait: gave up after %s: %d of %d ranges done", timeout, last.Done, last.Ranges)
+			return gaveUp(last)
 		case <-time.After(every):
 		}
 	}
@@ -92,6 +116,8 @@ func (a *adminCmd) wait(ctx context.Context, timeout, every time.Duration) error
 
 func (a *adminCmd) progress(ctx context.Context) (progressLine, error) {
 	var p progressLine
+	var quarantined []string
+	var stuckOpen int64
 	gs, err := a.c.AllGroups(ctx)
 	if err != nil {
 		return p, err
@@ -118,6 +144,19 @@ func (a *adminCmd) progress(ctx context.Context) (progressLine, error) {
 		if d.Lease != nil || d.Peer != nil && d.Peer.Holder != "" {
 			p.Held++
 		}
+		if q := d.Quarantine; q != nil {
+			p.Quarantined++
+			if open := d.Ranges[leasehold.StatusPlanned] + d.Ranges[leasehold.StatusLeased]; open > 0 {
+				quarantined = append(quarantined, fmt.Sprintf("group %s is quarantined since %s by %s (%s; %d ranges open): `leasehold admin groups unquarantine %s` or `drop-snapshot %s`",
+					d.Name, q.At.Format(time.RFC3339), q.Node, strings.Join(strings.Fields(q.Error), " "), open, d.Name, d.Name))
+				stuckOpen += open
+			}
+		}
+	}
+	// Only when every open range is a quarantined group's and nobody holds
+	// a group does waiting longer change nothing.
+	if len(quarantined) > 0 && stuckOpen == p.Planned+p.Leased && p.Held == 0 {
+		p.stuck = strings.Join(quarantined, "; ")
 	}
 	return p, nil
 }

@@ -16,7 +16,10 @@ var shells = []string{"bash", "zsh", "fish"}
 const completionUsage = `Usage: leasehold completion bash|zsh|fish
 
 Prints a completion script for the shell: commands, admin nouns and verbs,
-snapshot verbs and every command's flags. Load it with
+snapshot verbs and every command's flags, and the names of groups, nodes
+and kinds where a command takes them, which the script asks the node for
+at Tab time (as --url, --token and --data on the line say, else as admin
+would; within 1 s, and nothing when it does not answer). Load it with
   bash:  source <(leasehold completion bash)     (or save it in /etc/bash_completion.d/leasehold)
   zsh:   leasehold completion zsh > "${fpath[1]}/_leasehold"
   fish:  leasehold completion fish > ~/.config/fish/completions/leasehold.fish
@@ -150,6 +153,19 @@ _leasehold() {
 		k="${key:+$key }$w"
 		[[ -n ${words[$k]+set} ]] && key=$k
 	done
+	# Where a group, node or kind name goes, the node names them (within
+	# 1 s; nothing when it does not answer, and the words above stand).
+	# The line is split again from COMP_LINE: COMP_WORDS splits URLs at ':'.
+	if [[ $cur != -* ]]; then
+		local -a line names
+		read -ra line <<<"${COMP_LINE:0:COMP_POINT}"
+		[[ ${COMP_LINE:0:COMP_POINT} == *" " || ${#line[@]} -eq 1 ]] && line+=("")
+		mapfile -t names < <("${line[0]}" __complete "${line[@]:1}" 2>/dev/null)
+		if ((${#names[@]} > 0)); then
+			COMPREPLY=("${names[@]}")
+			return
+		fi
+	fi
 	COMPREPLY=($(compgen -W "${words[${key:-.}]}" -- "$cur"))
 }
 complete -o default -F _leasehold leasehold
@@ -177,6 +193,16 @@ _leasehold() {
 		k="${key:+$key }$w"
 		(( ${+lh_words[$k]} )) && key=$k
 	done
+	# Where a group, node or kind name goes, the node names them (within
+	# 1 s; nothing when it does not answer, and the words above stand).
+	if [[ $PREFIX != -* ]]; then
+		local -a names
+		names=(${(f)"$(${words[1]} __complete "${(@)words[2,CURRENT-1]}" "$PREFIX" 2>/dev/null)"})
+		if (( $#names )); then
+			compadd -- $names
+			return
+		fi
+	fi
 	compadd -- ${=lh_words[${key:-.}]}
 }
 # Autoloaded from $fpath, this file is _leasehold's body: its first call
@@ -213,6 +239,17 @@ function __leasehold_complete
 		end
 	end
 	test -n "$key"; or set key .
+	# Where a group, node or kind name goes, the node names them (within
+	# 1 s; nothing when it does not answer, and the words above stand).
+	set -l cur (commandline -ct)
+	if not string match -q -- '-*' "$cur"
+		set -l line (commandline -opc)
+		set -l names (command $line[1] __complete $line[2..-1] "$cur" 2>/dev/null)
+		if test (count $names) -gt 0
+			printf '%%s\n' $names
+			return
+		end
+	end
 	__leasehold_words $key
 end
 complete -c leasehold -f -a '(__leasehold_complete)'

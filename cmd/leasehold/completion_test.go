@@ -161,6 +161,13 @@ func completionLines() []string {
 // TestCompletionBash sources the bash script and calls its function as
 // bash's programmable completion does, with COMP_WORDS and COMP_CWORD.
 func TestCompletionBash(t *testing.T) {
+	checkCompletions(t, "bash", bashCompletions(t, nil, completionLines()))
+}
+
+// bashCompletions completes each line in a real bash, with env added to
+// the test's environment.
+func bashCompletions(t *testing.T, env, lines []string) map[string][]string {
+	t.Helper()
 	bash := shellFor(t, "bash")
 	file := filepath.Join(t.TempDir(), "leasehold.bash")
 	if err := os.WriteFile(file, []byte(completionScript(t, "bash")), 0o600); err != nil {
@@ -171,13 +178,13 @@ for line; do
 	read -ra COMP_WORDS <<<"$line"
 	[[ $line == *" " ]] && COMP_WORDS+=("")
 	COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+	COMP_LINE=$line COMP_POINT=${#line}
 	COMPREPLY=()
 	_leasehold
 	printf '== %s\n' "$line"
 	printf '%s\n' "${COMPREPLY[@]}"
 done`
-	out := runShell(t, nil, bash, append([]string{"--norc", "--noprofile", "-c", probe, "bash", file}, completionLines()...)...)
-	checkCompletions(t, "bash", parseCompletions(out))
+	return parseCompletions(runShell(t, env, bash, append([]string{"--norc", "--noprofile", "-c", probe, "bash", file}, lines...)...))
 }
 
 // zshProbe types each line into an interactive zsh on a pseudo-terminal
@@ -227,6 +234,15 @@ done`
 // installed as the usage says (as _leasehold in $fpath, autoloaded on the
 // first Tab) and sourced.
 func TestCompletionZsh(t *testing.T) {
+	autoloaded, sourced := zshCompletions(t, nil, completionLines())
+	checkCompletions(t, "zsh (autoloaded)", autoloaded)
+	checkCompletions(t, "zsh (sourced)", sourced)
+}
+
+// zshCompletions completes each line in a real zsh, with env added to the
+// test's environment: the script autoloaded from $fpath, then sourced.
+func zshCompletions(t *testing.T, env, lines []string) (autoloaded, sourced map[string][]string) {
+	t.Helper()
 	zsh := shellFor(t, "zsh")
 	dir := t.TempDir()
 	fp := filepath.Join(dir, "functions")
@@ -237,46 +253,45 @@ func TestCompletionZsh(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(fp, "_leasehold"), []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sourced := filepath.Join(dir, "leasehold.zsh")
-	if err := os.WriteFile(sourced, []byte(script), 0o600); err != nil {
+	file := filepath.Join(dir, "leasehold.zsh")
+	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"TMPDIR=" + dir, "HOME=" + dir}
-	t.Run("fpath", func(t *testing.T) {
-		out := runShell(t, env, zsh, append([]string{"-f", "-c", zshProbe, "zsh", fp, ""}, completionLines()...)...)
-		checkCompletions(t, "zsh (autoloaded)", parseCompletions(out))
-	})
-	t.Run("source", func(t *testing.T) {
-		out := runShell(t, env, zsh, append([]string{"-f", "-c", zshProbe, "zsh", filepath.Join(dir, "none"), sourced}, completionLines()...)...)
-		checkCompletions(t, "zsh (sourced)", parseCompletions(out))
-	})
+	env = append([]string{"TMPDIR=" + dir, "HOME=" + dir}, env...)
+	autoloaded = parseCompletions(runShell(t, env, zsh, append([]string{"-f", "-c", zshProbe, "zsh", fp, ""}, lines...)...))
+	sourced = parseCompletions(runShell(t, env, zsh, append([]string{"-f", "-c", zshProbe, "zsh", filepath.Join(dir, "none"), file}, lines...)...))
+	return autoloaded, sourced
 }
 
 // TestCompletionFish completes in a real fish with the script installed as
 // the usage says (~/.config/fish/completions/leasehold.fish), which fish
 // loads when it first completes leasehold, found on $PATH.
 func TestCompletionFish(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "leasehold"), []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	checkCompletions(t, "fish", fishCompletions(t, bin, nil, completionLines()))
+}
+
+// fishCompletions completes each line in a real fish, with the leasehold
+// in bin first on $PATH and env added to the test's environment.
+func fishCompletions(t *testing.T, bin string, env, lines []string) map[string][]string {
+	t.Helper()
 	fish := shellFor(t, "fish")
 	home := t.TempDir()
 	comp := filepath.Join(home, ".config", "fish", "completions")
-	bin := filepath.Join(home, "bin")
-	for _, d := range []string{comp, bin} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(comp, 0o700); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(comp, "leasehold.fish"), []byte(completionScript(t, "fish")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bin, "leasehold"), []byte("#!/bin/sh\n"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+	env = append([]string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, env...)
 	const probe = `for line in $argv
 	echo "== $line"
 	complete -C $line
 end`
-	out := runShell(t, env, fish, append([]string{"-c", probe, "--"}, completionLines()...)...)
-	checkCompletions(t, "fish", parseCompletions(out))
+	return parseCompletions(runShell(t, env, fish, append([]string{"-c", probe, "--"}, lines...)...))
 }

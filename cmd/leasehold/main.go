@@ -8,6 +8,7 @@ import (
 
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -211,11 +212,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprint(stdout, usage())
 		return nil
+	case completeCommand:
+		return runComplete(ctx, args[1:], stdout, stderr)
 	}
 	c, ok := lookupCommand(args[0])
 	if !ok {
 		fmt.Fprint(stderr, usage())
 		return usageError(fmt.Errorf("unknown command %q", args[0]))
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	return tlsHint(c.run(ctx, args[1:], stdout, stderr))
+}
+
+// tlsHint adds to an error from a node whose HTTPS certificate this
+// machine does not trust what to do about it: name the CA.
+func tlsHint(err error) error {
+	var unknown x509.UnknownAuthorityError
+	if err == nil || !errors.As(err, &unknown) && !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		return err
+	}
+	return fmt.Errorf("%w (the node's HTTPS certificate is signed by a CA this machine does not trust: give --ca-file CA.pem or set LEASEHOLD_CA_FILE)", err)
 }

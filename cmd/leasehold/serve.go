@@ -371,6 +371,7 @@ func parseLevel(s string) (slog.Level, error) {
 func (m *Main) logHandler(level slog.Level) slog.Handler {
 	opts := &slog.HandlerOptions{Level: level}
 	if m.LogFormat == "json" {
+		opts.ReplaceAttr = durationsAsText
 		return slog.NewJSONHandler(m.stderr, opts)
 	}
 	return slog.NewTextHandler(m.stderr, opts)

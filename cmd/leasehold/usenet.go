@@ -84,11 +84,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	defer src.Close()
 	sink, err := binaries.OpenSink(f.out)
 	if err != nil {
-		var setup *binaries.IndexSetupError
-		if errors.As(err, &setup) {
-			return usageError(fmt.Errorf("worker: --out: %w", err))
-		}
-		return fmt.Errorf("worker: --out: %w", err)
+		return indexError("worker: --out", err)
 	}
 	defer sink.Close()
 	// The shared index fences each write to its lease and is waited for

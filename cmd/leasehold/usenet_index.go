@@ -53,11 +53,7 @@ func runUsenetNZB(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	want := fs.Arg(0)
 	db, err := binaries.OpenPostgres(ctx, *index)
 	if err != nil {
-		var setup *binaries.IndexSetupError
-		if errors.As(err, &setup) {
-			return usageError(fmt.Errorf("usenet nzb: --index: %w", err))
-		}
-		return fmt.Errorf("usenet nzb: --index: %w", err)
+		return indexError("usenet nzb: --index", err)
 	}
 	defer db.Close()
 	rel, files, err := binaries.ReadReleaseFromIndex(ctx, db.Pool(), want)
@@ -98,4 +94,15 @@ func runUsenetNZB(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	return os.Rename(tmp.Name(), *out)
+}
+
+// indexError is an index that would not open, said after what: a usage
+// error (exit 2) when it is named wrong (a wrong password, no such
+// database, a schema too new).
+func indexError(what string, err error) error {
+	var setup *binaries.IndexSetupError
+	if errors.As(err, &setup) {
+		return usageError(fmt.Errorf("%s: %w", what, err))
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

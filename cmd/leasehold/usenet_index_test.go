@@ -130,26 +130,10 @@ func TestUsenetWorkerPostgres(t *testing.T) {
 	}
 	waitFor("both groups done", func() bool { return caughtUp(t, ctx, c, a, 0)() && caughtUp(t, ctx, c, b, 0)() })
 
-	index, err := binaries.OpenPostgres(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
+	got, want, failed, _ := indexAndOnePass(t, ctx, c, s.Addr, dsn, []string{a, b})
+	if failed != 0 {
+		t.Errorf("%d ranges failed", failed)
 	}
-	defer index.Close()
-	got, err := index.Records(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
-	defer fresh.Close()
-	high := map[string]int64{}
-	for _, g := range []string{a, b} {
-		d, _ := c.Group(ctx, g)
-		high[g] = *d.High
-		if d.Ranges[leasehold.StatusFailed] != 0 {
-			t.Errorf("group %s: %v ranges failed", g, d.Ranges)
-		}
-	}
-	want, _ := onePass(t, ctx, fresh, high)
 	sameRecords(t, got, want)
 
 	// Every release's NZB from the index, by key and by name.
@@ -169,4 +153,34 @@ func TestUsenetWorkerPostgres(t *testing.T) {
 	if err := runUsenet(ctx, []string{"nzb", "--index", dsn, "no such release"}, &out, &out); err == nil || !strings.Contains(err.Error(), "no release") {
 		t.Errorf("an unknown release: %v", err)
 	}
+}
+
+// indexAndOnePass reads the index at dsn back, and one uninterrupted pass
+// over groups up to the high marks their workers reported; failed is how
+// many of their ranges failed. The index stays open for the test.
+func indexAndOnePass(t *testing.T, ctx context.Context, c *client.Client, addr, dsn string, groups []string) (got, want binaries.Records, failed int64, index *binaries.Postgres) {
+	t.Helper()
+	index, err := binaries.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { index.Close() })
+	if got, err = index.Records(ctx); err != nil {
+		t.Fatal(err)
+	}
+	high := map[string]int64{}
+	for _, g := range groups {
+		d, err := c.Group(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		high[g] = *d.High
+		failed += d.Ranges[leasehold.StatusFailed]
+	}
+	// Read over a new connection: one open while the groups were made
+	// can go on answering a new group as empty.
+	fresh := nntp.New(nntp.Config{Addr: addr, Connections: 1})
+	defer fresh.Close()
+	want, _ = onePass(t, ctx, fresh, high)
+	return got, want, failed, index
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -272,14 +274,14 @@ SELECT u.file, u.number, u.article, u.message_id, u.bytes, $6::text, $7::bigint,
 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::bigint[]) AS u(file, number, article, message_id, bytes)
 ON CONFLICT (file, number) DO UPDATE SET article = EXCLUDED.article, message_id = EXCLUDED.message_id, bytes = EXCLUDED.bytes, ` + setLease
 
-	upsertReleases = `INSERT INTO releases AS t (key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, posted_text, nzb, lease_group, fence, fences)
-SELECT u.key, u.name, u.poster, u.grp, ARRAY(SELECT jsonb_array_elements_text(u.groups)), u.files, u.total_files, u.complete_files, u.complete, u.bytes, u.posted, u.posted_text, u.nzb,
-  $14::text, $15::bigint, jsonb_build_object($14::text, $15::bigint)
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::int[], $8::int[], $9::bool[], $10::bigint[], $11::timestamptz[], $12::text[], $13::text[])
-  AS u(key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, posted_text, nzb)
+	upsertReleases = `INSERT INTO releases AS t (key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, posted_text, nzb, category, lease_group, fence, fences)
+SELECT u.key, u.name, u.poster, u.grp, ARRAY(SELECT jsonb_array_elements_text(u.groups)), u.files, u.total_files, u.complete_files, u.complete, u.bytes, u.posted, u.posted_text, u.nzb, u.category,
+  $15::text, $16::bigint, jsonb_build_object($15::text, $16::bigint)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::int[], $7::int[], $8::int[], $9::bool[], $10::bigint[], $11::timestamptz[], $12::text[], $13::text[], $14::int[])
+  AS u(key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, posted_text, nzb, category)
 ON CONFLICT (key) DO UPDATE SET name = EXCLUDED.name, poster = EXCLUDED.poster, grp = EXCLUDED.grp, groups = EXCLUDED.groups,
   files = EXCLUDED.files, total_files = EXCLUDED.total_files, complete_files = EXCLUDED.complete_files, complete = EXCLUDED.complete,
-  bytes = EXCLUDED.bytes, posted = EXCLUDED.posted, posted_text = EXCLUDED.posted_text, nzb = EXCLUDED.nzb, ` + setLease
+  bytes = EXCLUDED.bytes, posted = EXCLUDED.posted, posted_text = EXCLUDED.posted_text, nzb = EXCLUDED.nzb, category = EXCLUDED.category, ` + setLease
 )
 
 // Write upserts the changed files, their segments and the releases of
@@ -355,7 +357,16 @@ func transient(err error) bool {
 		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "53") || strings.HasPrefix(pe.Code, "57P") ||
 			pe.Code == "40001" || pe.Code == "40P01"
 	}
-	return !setupFailure(err)
+	if setupFailure(err) {
+		return false
+	}
+	// The connection refused, cut or closed under the write: anything
+	// else (a value pgx cannot encode) would fail again, and fails the
+	// range instead of looping.
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "conn closed")
 }
 
 func (p *Postgres) writeOnce(ctx context.Context, lease Lease, b *pgBatch) error {
@@ -390,7 +401,7 @@ func (p *Postgres) writeOnce(ctx context.Context, lease Lease, b *pgBatch) error
 	r := &b.releases
 	if len(r.key) > 0 {
 		if err := exec(upsertReleases, r.key, r.name, r.poster, r.grp, r.groups, r.files, r.totalFiles, r.completeFiles, r.complete,
-			r.bytes, r.posted, r.postedText, r.nzb); err != nil {
+			r.bytes, r.posted, r.postedText, r.nzb, r.category); err != nil {
 			return err
 		}
 	}
@@ -421,7 +432,7 @@ type pgBatch struct {
 	releases struct {
 		key, name, poster, grp, groups, postedText []string
 		nzb                                        []*string
-		files, completeFiles                       []int
+		files, completeFiles, category             []int
 		totalFiles                                 []*int
 		complete                                   []bool
 		bytes                                      []int64
@@ -432,11 +443,20 @@ type pgBatch struct {
 func newPgBatch(updates []Update) *pgBatch {
 	files := map[string]File{}
 	releases := map[string]Release{}
+	category := map[string]int{} // the newznab category, from the name and every file of the release
 	for _, u := range updates {
 		for _, f := range u.ChangedFiles() {
 			files[f.Key] = f
 		}
+		if u.FilesOnly {
+			continue // another group's window writes this release's record
+		}
 		releases[u.Release.Key] = u.Release
+		names := make([]string, len(u.Files))
+		for i, f := range u.Files {
+			names[i] = f.Name
+		}
+		category[u.Release.Key] = Category(u.Release.Name, names)
 	}
 	b := &pgBatch{}
 	for _, k := range slices.Sorted(mapKeys(files)) {
@@ -467,6 +487,7 @@ func newPgBatch(updates []Update) *pgBatch {
 		c.groups, c.postedText, c.nzb = append(c.groups, jsonArray(r.Groups)), append(c.postedText, raw), append(c.nzb, r.NZB)
 		c.files, c.completeFiles, c.totalFiles = append(c.files, r.Files), append(c.completeFiles, r.CompleteFiles), append(c.totalFiles, r.TotalFiles)
 		c.complete, c.bytes, c.posted = append(c.complete, r.Complete), append(c.bytes, r.Bytes), append(c.posted, t)
+		c.category = append(c.category, category[k])
 	}
 	return b
 }

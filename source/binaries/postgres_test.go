@@ -286,3 +286,33 @@ func TestPostgresOutage(t *testing.T) {
 		t.Errorf("after the outage: %s", diff)
 	}
 }
+
+// TestPostgresCategory: a release's row carries the newznab category of
+// its name and files (what the API filters by), and a files-only update
+// (a cross-post read in a group that is not the release's home) writes
+// no release row.
+func TestPostgresCategory(t *testing.T) {
+	ctx := context.Background()
+	p := openPostgres(t, pgtest.Database(t))
+	lease := Lease{Group: "alt.binaries.lh.pg.cat", Fence: 1}
+	file := File{Type: "file", Key: "f1", Release: "r1", Group: lease.Group, Groups: []string{lease.Group}, Poster: "p@x", Subject: "s",
+		Name: "Show.S01E02.720p.HDTV.x264.mkv", Parts: 1, Total: ptr(1), Complete: true, Bytes: 10, Posted: "2026-12-01T00:00:00Z",
+		Segments: []Segment{{Number: 1, Article: 1, MessageID: "<a@x>", Bytes: 10}}}
+	rel := Release{Type: "release", Key: "r1", Name: "Show.S01E02.720p.HDTV.x264", Poster: "p@x", Group: lease.Group, Groups: []string{lease.Group},
+		Files: 1, CompleteFiles: 1, Complete: true, Bytes: 10, Posted: file.Posted}
+	other := rel
+	other.Key, other.Name = "r2", "Film.2024.1080p.BluRay.x264"
+	ups := []Update{{Release: rel, Files: []File{file}, Changed: []bool{true}}, {Release: other, FilesOnly: true}}
+	if err := p.Write(ctx, lease, ups); err != nil {
+		t.Fatal(err)
+	}
+	var cat int
+	if err := p.pool.QueryRow(ctx, `SELECT category FROM releases WHERE key = 'r1'`).Scan(&cat); err != nil || cat != Category(rel.Name, []string{file.Name}) || cat == 0 {
+		t.Errorf("category of %s: %d, %v; want %d", rel.Name, cat, err, Category(rel.Name, []string{file.Name}))
+	}
+	var n int
+	p.pool.QueryRow(ctx, `SELECT count(*) FROM releases WHERE key = 'r2'`).Scan(&n)
+	if n != 0 {
+		t.Errorf("a files-only update wrote its release's row")
+	}
+}

@@ -45,7 +45,8 @@ type Reading struct {
 	KeySubject string
 	// Release is the release name (USENET.md rule 3): the subject's text
 	// outside the counters, the name, a yEnc and sizes, when any is left;
-	// else the file name's base (ReleaseBase).
+	// else the file name's base (ReleaseBase). Empty when the subject is
+	// not a part of a binary.
 	Release string
 	// FileSubject is what a file is keyed by: the subject with the part
 	// counter blanked (its total kept), so every part of a file agrees.
@@ -258,7 +259,9 @@ func ReadSubject(subject string) Reading {
 		spans = append(spans, span{at(nameLo), at(nameHi)})
 	}
 	r.KeySubject = dropYencSize(blank(spans...))
-	r.Release = releaseName(r.KeySubject, r.Name)
+	if r.IsPart {
+		r.Release = releaseName(r.KeySubject, r.Name)
+	}
 	return r
 }
 

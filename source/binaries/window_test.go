@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,12 +67,10 @@ func readRange(t *testing.T, w *Window, hs []nntp.Header, lo, hi, batch, tail in
 	t.Helper()
 	for b := lo; b <= hi; b += batch {
 		e := min(b+batch-1, hi)
-		var in []nntp.Header
-		for _, h := range hs {
-			if h.Number >= b && h.Number <= e {
-				in = append(in, h)
-			}
-		}
+		// hs is in article order: the batch is one run of it.
+		i := sort.Search(len(hs), func(i int) bool { return hs[i].Number >= b })
+		j := sort.Search(len(hs), func(i int) bool { return hs[i].Number > e })
+		in := hs[i:max(i, j)]
 		out.take(w.Add(b, e, in))
 		if e == hi {
 			out.take(w.Due())

@@ -40,6 +40,12 @@ export type ProgressFunc = (next: number, headers: number) => void;
 export interface IndexCall<W extends Window> {
   /** Aborts when the lease is lost (reason: a LeaseLostError) or the worker stops. */
   signal: AbortSignal;
+  /**
+   * The lease: grant.group.name and grant.fence are what a store outside
+   * the node checks writes by (docs/SHARED-INDEX.md). When the store
+   * refuses a write for an older fence, throw a LeaseLostError: the group
+   * is given up as lost, its range not finished.
+   */
   grant: Grant;
   range: NextRange;
   window: W;
