@@ -336,6 +336,9 @@ func TestWorkerContribMetricsExist(t *testing.T) {
 	if v := last.series[`leasehold_usenet_skipped_total{reason="no_message_id"}`]; v != 0 {
 		t.Errorf("skipped no_message_id = %v; want served at 0", v)
 	}
+	if strings.Contains(logs.String(), `compress_deflate="206`) && last.series["leasehold_nntp_compression_ratio"] <= 1 {
+		t.Errorf("compression ratio %v with COMPRESS DEFLATE on; want above 1", last.series["leasehold_nntp_compression_ratio"])
+	}
 	t.Logf("compression ratio %.2f over %v bytes read", last.series["leasehold_nntp_compression_ratio"], last.series["leasehold_nntp_read_bytes_total"])
 
 	var missing []string
