@@ -60,7 +60,17 @@ if [ -z "${LEASEHOLD_TEST_NNTP:-}" ]; then
 	eval "$(bash scripts/inn.sh start)"
 fi
 go build -o "$tmp/rawover" ./internal/usenettest/cmd/usenet-rawover
-high=$("$tmp/rawover" --group "$group" --marks 2>/dev/null | awk '{ print $2 }' || true)
+# A loaded INN turns connections away for a while (400 load at …): ask
+# again, so a refusal is not taken for a group never posted.
+high=""
+for _ in $(seq 60); do
+	if out=$("$tmp/rawover" --group "$group" --marks 2>&1); then
+		high=$(echo "$out" | awk '{ print $2 }')
+		break
+	fi
+	case "$out" in *"No such group"*) break ;; esac
+	sleep 1
+done
 if [ -z "$high" ] || [ "$high" -lt $((files * 20)) ]; then
 	say "posting the fixed set and $files files of 20 parts into $group (once; kept for later runs)"
 	bash scripts/inn.sh post "${group%.a}" "$files" >&2
