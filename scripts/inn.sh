@@ -94,6 +94,11 @@ configure() {
 	set_conf port "$port"
 	set_conf bindaddress 127.0.0.1
 	set_conf bindaddress6 none
+	# nnrpd refuses readers ("400 load at N, try later") when the load
+	# average passes nnrpdloadlimit (16): a 2-core machine running the
+	# suite's test binaries side by side reaches it. The tests' server is
+	# private to them; it takes every reader.
+	set_conf nnrpdloadlimit 0
 	grep -q '^domain:' "$conf" || echo 'domain: localdomain' >>"$conf"
 	# A login for the AUTHINFO tests, checked by ckpasswd.
 	if [ ! -f /etc/news/leasehold.passwd ]; then

@@ -28,6 +28,10 @@ command -v fish >/dev/null || need+=(fish)
 # and downloaded by Debian's NZBGet.
 command -v xmllint >/dev/null || need+=(libxml2-utils)
 command -v nzbget >/dev/null || need+=(nzbget)
+# The shared index's tests run a private PostgreSQL (internal/pgtest):
+# Debian's server binaries, initdb and pg_ctl, and psql.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v psql >/dev/null || need+=(postgresql-client)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "test: installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then sudo=""; else sudo=sudo; fi

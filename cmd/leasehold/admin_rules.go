@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/leasehold/leasehold/source/binaries"
 )
 
 func (a *adminCmd) rulesShow(ctx context.Context, args []string) error {
@@ -39,6 +41,12 @@ func (a *adminCmd) rulesPut(ctx context.Context, args []string) error {
 	}
 	if !json.Valid(body) {
 		return usageError(fmt.Errorf("rules put: %s is not JSON", args[0]))
+	}
+	// The Usenet workers' section is read here as they will read it, so
+	// an expression that does not compile is refused before any lease
+	// carries it.
+	if _, err := binaries.ParseRules(body); err != nil {
+		return usageError(fmt.Errorf("rules put: %s: %v", args[0], err))
 	}
 	v, err := a.c.PutRules(ctx, body)
 	if err != nil {

@@ -37,7 +37,7 @@ func init() {
 	commands = []command{
 		{"serve", "[flags]", "run a node (leasehold serve -h: every flag and LEASEHOLD_* variable)", runServe, nil},
 		{"worker", "[flags]", "run a worker against a node", runWorker, nil},
-		{"usenet", "subject", "read Usenet subjects on stdin as the worker does (JSON lines)", runUsenet, []string{"subject"}},
+		{"usenet", "subject|nzb|api ...", "read Usenet subjects as the worker does; a release's NZB from the shared index; serve the newznab API over the index", runUsenetCommands, []string{"subject", "nzb", "api"}},
 		{"snapshot", "get|put ...", "move a group's window snapshot", runSnapshot, []string{"get", "put"}},
 		{"admin", "<noun> <verb> ...", "groups, nodes, rules and findings", runAdmin, nil},
 		{"backup", "DIR", "take a consistent backup of a running node into DIR", runBackup, nil},

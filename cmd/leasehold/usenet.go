@@ -30,7 +30,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		return usageError(fmt.Errorf("worker: --source: %v", err))
 	}
 	if f.out == "" {
-		return usageError(errors.New("worker: --out is required with a news server: FILE.jsonl or sqlite:FILE"))
+		return usageError(errors.New("worker: --out (or $LEASEHOLD_OUT) is required with a news server: FILE.jsonl, sqlite:FILE or postgres://…"))
 	}
 	if f.connections < 1 {
 		return usageError(errors.New("worker: --connections must be 1 or more"))
@@ -64,6 +64,9 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if f.incompleteAfter < 0 {
 		return usageError(errors.New("worker: --incomplete-after must be 0 or more"))
 	}
+	if f.releaseWindow < time.Second {
+		return usageError(errors.New("worker: --release-window must be 1s or more"))
+	}
 	if f.retryMissing < 0 || f.retryMissing > 100 {
 		return usageError(errors.New("worker: --retry-missing must be 0 to 100"))
 	}
@@ -81,9 +84,21 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	defer src.Close()
 	sink, err := binaries.OpenSink(f.out)
 	if err != nil {
+		var setup *binaries.IndexSetupError
+		if errors.As(err, &setup) {
+			return usageError(fmt.Errorf("worker: --out: %w", err))
+		}
 		return fmt.Errorf("worker: --out: %w", err)
 	}
 	defer sink.Close()
+	// The shared index fences each write to its lease and is waited for
+	// while down: no new groups are taken meanwhile.
+	index, _ := sink.(*binaries.Postgres)
+	if index != nil {
+		index.Logger = log
+		index.NoFence = os.Getenv("LEASEHOLD_TEST_UNFENCED") == "1" // the fault run's planted fault only
+		defer func() { log.Info("index writes refused for an older fence", "refused_total", index.Refused()) }()
+	}
 
 	c := f.client(f.tokens[0])
 	if err := checkNNTPKind(ctx, c); err != nil {
@@ -104,11 +119,17 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 		ix.NZBEvery = f.snapshotEvery
 	}
 	w := &client.Worker{
-		Client:       c,
-		CapacityFunc: func() int { return f.capacity },
+		Client: c,
+		CapacityFunc: func() int {
+			if index != nil && !index.Reachable() {
+				return 0
+			}
+			return f.capacity
+		},
 		NewWindowFunc: func(g leasehold.Group) client.Window {
 			w := binaries.NewWindow(g.Name)
 			w.IncompleteAfter = f.incompleteAfter
+			w.ReleaseWindow = f.releaseWindow
 			if nzbs == nil {
 				return w
 			}
@@ -118,11 +139,19 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			return &nzbWindow{Window: w, nzbs: nzbs}
 		},
 		IndexFunc: func(ctx context.Context, g *client.Grant, r leasehold.Range, win client.Window, progress client.ProgressFunc) error {
+			// The node's per-group rules, as of this lease: a change at
+			// the node takes effect at the next one.
+			rules, err := rulesOf(g.Rules)
+			if err != nil {
+				return client.Permanent(err)
+			}
 			bw, ok := win.(*binaries.Window)
 			if !ok {
 				bw = win.(*nzbWindow).Window
 			}
-			err := ix.Index(ctx, bw, r.Next, r.End, progress)
+			bw.Rules = rules
+			ctx = binaries.WithLease(ctx, binaries.Lease{Group: g.Group.Name, Fence: g.Fence})
+			err = ix.Index(ctx, bw, r.Next, r.End, progress)
 			if err != nil && nntp.Permanent(err) {
 				// A refused login or a group the server does not carry:
 				// the range fails at once, with the server's answer.
@@ -153,6 +182,29 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	log.Info("worker stopped; everything released")
 	return nil
+}
+
+// usenetRules caches the Usenet rules of the last rules version read.
+var usenetRules struct {
+	sync.Mutex
+	version int64
+	rules   *binaries.Rules
+	err     error
+	read    bool
+}
+
+// rulesOf reads the Usenet section of a lease's rules, once a version.
+func rulesOf(rs leasehold.RuleSet) (*binaries.Rules, error) {
+	usenetRules.Lock()
+	defer usenetRules.Unlock()
+	if !usenetRules.read || usenetRules.version != rs.Version {
+		usenetRules.rules, usenetRules.err = binaries.ParseRules(rs.Body)
+		if usenetRules.err != nil {
+			usenetRules.err = fmt.Errorf("worker: the node's rules version %d: %w (mend them with `leasehold admin rules put`)", rs.Version, usenetRules.err)
+		}
+		usenetRules.version, usenetRules.read = rs.Version, true
+	}
+	return usenetRules.rules, usenetRules.err
 }
 
 // nzbWindow is a group's window whose Save first writes the NZBs its

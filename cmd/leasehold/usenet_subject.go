@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/source/binaries"
 )
@@ -17,15 +18,21 @@ import (
 var usenetStdin io.Reader = os.Stdin
 
 const usenetUsage = `Usage: leasehold usenet subject < SUBJECTS
+       leasehold usenet nzb --index postgres://… RELEASE (leasehold usenet nzb -h)
 
 Reads Usenet subjects, one a line, on standard input and writes how the
 Usenet worker reads each (USENET.md rules 1-2), one JSON object a line:
-{"subject","name","part","total","file","files","key_subject"}. part is
-null when the subject is not a part of a binary; total is null for (k/0);
-file and files are null without a file counter; key_subject is what
-releases are keyed by (both counters and the name blanked). A line longer
-than 64 KiB is an error. A subject whose RFC 2047 words do not decode is
-read raw, and counted on standard error.
+{"subject","name","part","total","file","files","key_subject","release"}.
+part is null when the subject is not a part of a binary; total is null
+for (k/0); file and files are null without a file counter; key_subject
+is the subject with both counters and the name blanked; release is the
+release name (rule 3): what key_subject says besides yEnc and sizes, else
+the file name's base (without .part01.rar, .r00, .7z.001, .vol03+04.par2,
+.par2, .sfv, .nfo, ...). A release is one poster's files of one release
+name and file count. A subject is read up to 16 KiB; one that is not
+UTF-8 is read as Windows-1252. A line longer than 64 KiB is an error. A
+subject whose RFC 2047 words do not decode is read raw, and counted on
+standard error.
 `
 
 // subjectLine is one line of `leasehold usenet subject`'s output.
@@ -37,16 +44,20 @@ type subjectLine struct {
 	File       *int   `json:"file"`
 	Files      *int   `json:"files"`
 	KeySubject string `json:"key_subject"`
+	Release    string `json:"release"`
 }
 
-// runUsenet is `leasehold usenet subject`.
-func runUsenet(_ context.Context, args []string, stdout, stderr io.Writer) error {
+// runUsenet is `leasehold usenet subject` and `leasehold usenet nzb`.
+func runUsenet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
 		fmt.Fprint(stderr, usenetUsage)
 		if len(args) == 0 {
 			return usageError(errors.New("usenet: subject?"))
 		}
 		return errHelp
+	}
+	if args[0] == "nzb" {
+		return runUsenetNZB(ctx, args[1:], stdout, stderr)
 	}
 	if args[0] != "subject" || len(args) > 1 {
 		fmt.Fprint(stderr, usenetUsage)
@@ -64,7 +75,11 @@ func runUsenet(_ context.Context, args []string, stdout, stderr io.Writer) error
 		if r.Undecodable {
 			raw++
 		}
-		l := subjectLine{Subject: sc.Text(), Name: r.Name, KeySubject: r.KeySubject}
+		line := sc.Text()
+		if !utf8.ValidString(line) {
+			line = binaries.Windows1252(line) // as the worker reads it; JSON carries no raw bytes
+		}
+		l := subjectLine{Subject: line, Name: r.Name, KeySubject: r.KeySubject, Release: r.Release}
 		if r.IsPart {
 			l.Part = &r.Part
 			if r.Total > 0 {

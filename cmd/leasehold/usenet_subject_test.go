@@ -14,7 +14,9 @@ import (
 // TestUsenetSubject: `leasehold usenet subject` prints one reading a line
 // of the subjects on its standard input, the table of other projects'
 // subjects read as source/binaries reads them, nulls where a counter is
-// absent; the parts of one post share their key_subject; an undecodable
+// absent; the parts of one post share their key_subject and release, and
+// two posts of one poster in Nyuu's default subject do not (rule 3); a
+// subject that is not UTF-8 is read as Windows-1252; an undecodable
 // subject is read raw and counted; a line too long is a clear error.
 func TestUsenetSubject(t *testing.T) {
 	raw, err := os.ReadFile("../../source/binaries/testdata/subjects.jsonl")
@@ -39,6 +41,8 @@ func TestUsenetSubject(t *testing.T) {
 	extra := []string{
 		`[01/15] - "show.part01.rar" yEnc (1/40) 52428800`,
 		`[15/15] - "show.vol07+08.par2" yEnc (3/3) 1048576`,
+		`[01/15] - "other.part01.rar" yEnc (1/40) 52428800`,
+		"[1/2] - \"Caf\xe9.2024.part1.rar\" yEnc (1/10)",
 	}
 	for _, s := range extra {
 		in.WriteString(s + "\n")
@@ -63,6 +67,15 @@ func TestUsenetSubject(t *testing.T) {
 	json.Unmarshal([]byte(lines[len(cases)+1]), &b)
 	if a.KeySubject != b.KeySubject || a.KeySubject != `- "" yEnc` {
 		t.Errorf("two files of one post: key_subject %q and %q, want both %q", a.KeySubject, b.KeySubject, `- "" yEnc`)
+	}
+	var c, d subjectLine
+	json.Unmarshal([]byte(lines[len(cases)+2]), &c)
+	json.Unmarshal([]byte(lines[len(cases)+3]), &d)
+	if a.Release != "show" || b.Release != "show" || c.Release != "other" {
+		t.Errorf("releases %q, %q and %q; want show, show and other", a.Release, b.Release, c.Release)
+	}
+	if d.Subject != `[1/2] - "Café.2024.part1.rar" yEnc (1/10)` || d.Name != "Café.2024.part1.rar" || d.Release != "Café.2024" {
+		t.Errorf("a Windows-1252 subject: %s", lines[len(cases)+3])
 	}
 	if !strings.Contains(errOut, fmt.Sprintf("1 of %d subjects have RFC 2047 words that do not decode", len(cases)+len(extra))) {
 		t.Errorf("stderr %q: want the undecodable subject counted", errOut)

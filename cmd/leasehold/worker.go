@@ -23,7 +23,7 @@ import (
 
 const workerUsage = `Usage:
   leasehold worker [--url U[,U2,...]] [--token T] [--capacity N] [--rate R] [--snapshot-every D]
-  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE [--source-starttls] [--connections N] [--watermark-every D] [--start low|last:N|days:N]
+  leasehold worker --source nntp://[user@]host[:port] --out FILE.jsonl|sqlite:FILE|postgres://… [--source-starttls] [--connections N] [--watermark-every D] [--start low|last:N|days:N]
   leasehold worker --verify [--url U] [--admin-token T | --data DIR]
 
 The first runs the pull loop over the built-in synthetic source until
@@ -57,7 +57,12 @@ Message-ID) are counted by reason, logged at most once a minute with an
 example, and summed in the log when the worker stops; a subject over
 16 KiB is read from its first 16 KiB. docs/USENET.md is the contract of
 what is written. A takeover may write a record twice (SQLite keeps one
-row a key). The password of user@ is read from
+row a key). With postgres://USER@HOST/DB (password in the URL or
+$PGPASSWORD) many workers on many boxes write one index: every row
+carries the group and fence of the lease that wrote it, a holder whose
+group was taken over is refused and stops the group, and while the
+database cannot be reached the worker waits, taking no new groups and
+finishing no range whose records are not written. The password of user@ is read from
 --source-password-file or $LEASEHOLD_SOURCE_PASSWORD, never from the
 command line. --source-starttls upgrades an nntp:// connection with
 STARTTLS before logging in; a server that does not offer it, or refuses
@@ -96,6 +101,7 @@ type workerFlags struct {
 	// The Usenet worker's records (USENET.md).
 	nzb             string
 	incompleteAfter int64
+	releaseWindow   time.Duration
 	retryMissing    int
 }
 
@@ -128,9 +134,10 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&f.markEvery, "watermark-every", 60*time.Second, "how often to read groups' water marks from the news server and report them")
 	fs.IntVar(&f.markGroups, "watermark-groups", 16, "groups whose water marks are read each time, oldest first")
 	fs.Int64Var(&f.batch, "batch", 1000, "article numbers an OVER asks for at once (progress is reported after each)")
-	fs.StringVar(&f.out, "out", "", "where file and release records go: FILE.jsonl, or sqlite:FILE (news server sources)")
+	fs.StringVar(&f.out, "out", os.Getenv("LEASEHOLD_OUT"), "where file and release records go: FILE.jsonl, sqlite:FILE, or postgres://… the index shared by many workers, fenced ($LEASEHOLD_OUT; news server sources)")
 	fs.StringVar(&f.nzb, "nzb", "", "write an NZB of each release under this directory, DIR/<group>/<release name>.nzb (news server sources)")
 	fs.Int64Var(&f.incompleteAfter, "incomplete-after", binaries.DefaultIncompleteAfter, "write a file incomplete once the group was read this many articles past its last part (0: only at the end of the tail)")
+	fs.DurationVar(&f.releaseWindow, "release-window", binaries.DefaultReleaseWindow, "a file posted within this long of a release's last file joins it; one posted later under the same identity starts a new release")
 	fs.IntVar(&f.retryMissing, "retry-missing", 3, "ask an article a server's OVER skipped again this many times, over later ranges, before its part counts as lost (0: never)")
 	f.node.flags(fs)
 	if err := parseFlags(fs, args); err != nil {

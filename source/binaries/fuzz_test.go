@@ -18,8 +18,11 @@ func FuzzReadSubject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, subject string) {
 		r := ReadSubject(subject)
-		if utf8.ValidString(subject) && !utf8.ValidString(r.Name) {
-			t.Fatalf("%q: name %q is not UTF-8", subject, r.Name)
+		if !utf8.ValidString(r.Name) || !utf8.ValidString(r.Release) {
+			t.Fatalf("%q: name %q or release %q is not UTF-8", subject, r.Name, r.Release)
+		}
+		if !strings.Contains(subject, "\uFFFD") && !strings.Contains(subject, "=?") && strings.Contains(r.Subject, "\uFFFD") {
+			t.Fatalf("%q: read as %q, with U+FFFD", subject, r.Subject)
 		}
 		if !r.IsPart {
 			return
@@ -30,8 +33,8 @@ func FuzzReadSubject(f *testing.F) {
 		if r.Total == 0 || r.Undecodable || strings.Contains(subject, "=?") || strings.Contains(subject, ";") {
 			return
 		}
-		if len(subject) > maxSubject {
-			return // read cut at maxSubject: a counter past the cut is not read
+		if len(subject) > MaxSubject {
+			return // read cut at MaxSubject: a counter past the cut is not read
 		}
 		old := "(" + strconv.Itoa(r.Part) + "/" + strconv.Itoa(r.Total) + ")"
 		ms := parenCounter.FindAllStringIndex(subject, -1)
@@ -59,7 +62,7 @@ func FuzzReadSubject(f *testing.F) {
 			}
 		}
 		q := ReadSubject(other)
-		if !q.IsPart || q.Part != r.Total || q.FileSubject != r.FileSubject || q.Name != r.Name || q.KeySubject != r.KeySubject {
+		if !q.IsPart || q.Part != r.Total || q.FileSubject != r.FileSubject || q.Name != r.Name || q.KeySubject != r.KeySubject || q.Release != r.Release {
 			t.Fatalf("%q: part %d reads %+v; its last part %q reads %+v", subject, r.Part, r, other, q)
 		}
 	})

@@ -58,8 +58,11 @@ func (ix *Indexer) batches(ctx context.Context, group string, lo, end, batch int
 
 // Sink takes the records a batch changed, before the progress past them
 // is reported, so a crash loses none (a takeover may write one twice).
+// lease is the group and fence they are written under (LeaseOf the
+// Index context): a shared store checks it (Postgres) and refuses a
+// holder whose group was taken over with a lost lease error.
 type Sink interface {
-	Write(ctx context.Context, updates []Update) error
+	Write(ctx context.Context, lease Lease, updates []Update) error
 }
 
 // Indexer reads articles of a range from a source, batch by batch, into
@@ -108,9 +111,6 @@ const (
 	// OverviewSource that is not an nntp.Client) could not read.
 	SkipMalformed = "malformed"
 )
-
-// MaxSubject is the longest subject read whole (USENET.md "Bad input").
-const MaxSubject = 16 << 10
 
 // usable is hs without the headers that cannot be used (counted in
 // ix.Skips), subjects longer than MaxSubject cut; hs itself is left as
@@ -369,7 +369,7 @@ func (ix *Indexer) write(ctx context.Context, group string, ups []Update) error 
 			return fmt.Errorf("binaries: writing NZBs: %w", err)
 		}
 	}
-	if err := ix.Sink.Write(ctx, ups); err != nil {
+	if err := ix.Sink.Write(ctx, LeaseOf(ctx), ups); err != nil {
 		return fmt.Errorf("binaries: writing %d releases' records: %w", len(ups), err)
 	}
 	return nil

@@ -223,7 +223,7 @@ func TestRetryMissingINN(t *testing.T) {
 // own record keeping).
 type sinkFunc func(context.Context, []Update) error
 
-func (f sinkFunc) Write(ctx context.Context, u []Update) error { return f(ctx, u) }
+func (f sinkFunc) Write(ctx context.Context, _ Lease, u []Update) error { return f(ctx, u) }
 
 // plainSource is a news server read one OVER at a time: the Indexer's
 // own batches, not the client's pipelined read.

@@ -109,6 +109,9 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 	rd := n.readingOf(group)
 	for i := range updates {
 		u := &updates[i]
+		if u.FilesOnly {
+			continue // the release's home group's window writes its NZB
+		}
 		due := u.Release.Complete
 		for _, f := range u.Files {
 			due = due || !f.Complete

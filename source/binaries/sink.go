@@ -16,12 +16,17 @@ import (
 )
 
 // OpenSink opens the output named by spec: "sqlite:FILE" for a SQLite
-// database (tables files, releases and segments, upserted), anything else
-// a JSON-lines file appended to (one record a line).
+// database (tables files, releases and segments, upserted),
+// "postgres://…" (or "postgresql://…") for the shared PostgreSQL index
+// (fenced, see Postgres), anything else a JSON-lines file appended to
+// (one record a line).
 func OpenSink(spec string) (interface {
 	Sink
 	io.Closer
 }, error) {
+	if IsPostgres(spec) {
+		return OpenPostgres(context.Background(), spec)
+	}
 	if path, ok := strings.CutPrefix(spec, "sqlite:"); ok {
 		return OpenSQLite(path)
 	}
@@ -83,7 +88,7 @@ func trimPartialLine(f *os.File) error {
 
 // Write appends the changed files and the release of each update, in one
 // write, and syncs it.
-func (j *JSONL) Write(_ context.Context, updates []Update) error {
+func (j *JSONL) Write(_ context.Context, _ Lease, updates []Update) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -92,6 +97,9 @@ func (j *JSONL) Write(_ context.Context, updates []Update) error {
 			if err := enc.Encode(&f); err != nil {
 				return err
 			}
+		}
+		if u.FilesOnly {
+			continue // another group's window writes the release
 		}
 		if err := enc.Encode(&u.Release); err != nil {
 			return err
@@ -186,7 +194,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 // Write upserts the changed files with their segments (a file's old
 // segments go: a lower copy may have won) and the releases, in one
 // transaction.
-func (s *SQLite) Write(ctx context.Context, updates []Update) error {
+func (s *SQLite) Write(ctx context.Context, _ Lease, updates []Update) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -209,6 +217,9 @@ func (s *SQLite) Write(ctx context.Context, updates []Update) error {
 					return err
 				}
 			}
+		}
+		if u.FilesOnly {
+			continue // another group's window writes the release
 		}
 		r := u.Release
 		groups, _ := json.Marshal(r.Groups)

@@ -3,8 +3,9 @@
 // a file name, a part counter and a file counter (ReadSubject), gathers
 // the parts of a file and the files of a release in a Window, the state
 // leasehold carries from range to range, and writes files and releases
-// to a Sink (JSON lines or SQLite) and NZBs. Open files are aged out by
-// article distance, not wall time, and bounded by a cap, so a replay
+// to a Sink (JSON lines or SQLite) and NZBs. Releases close by the
+// posted times of their files (Window.ReleaseWindow), never by wall
+// time, and memory is bounded by article distance and a cap, so a replay
 // after a takeover ends in the same window and emits the same records.
 package binaries
 
@@ -20,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/encoding/charmap"
 	"golang.org/x/text/encoding/htmlindex"
 )
 
@@ -37,9 +39,14 @@ type Reading struct {
 	// HasFile is whether the subject has a file counter: File of Files.
 	HasFile     bool
 	File, Files int
-	// KeySubject is what a release is keyed by: the subject with both
-	// counters, the name and the size after yEnc blanked.
+	// KeySubject is the subject with both counters, the name and the
+	// size after yEnc blanked: what is left of a post's subject when its
+	// files' own words are taken out.
 	KeySubject string
+	// Release is the release name (USENET.md rule 3): the subject's text
+	// outside the counters, the name, a yEnc and sizes, when any is left;
+	// else the file name's base (ReleaseBase).
+	Release string
 	// FileSubject is what a file is keyed by: the subject with the part
 	// counter blanked (its total kept), so every part of a file agrees.
 	FileSubject string
@@ -52,8 +59,10 @@ type Reading struct {
 // may: a larger count is not a counter.
 const MaxParts = 1 << 16
 
-// maxSubject bounds the subject a reading looks at; a longer one is cut.
-const maxSubject = 2048
+// MaxSubject bounds the subject a reading looks at: a subject is read
+// whole up to it (counters at its end included), a longer one from its
+// first MaxSubject bytes.
+const MaxSubject = 16 << 10
 
 var (
 	// parenCounter is a (k/n) part counter, with spaces allowed inside.
@@ -74,11 +83,22 @@ var (
 // ReadSubject reads a subject (rules 1 and 2 of USENET.md). It never
 // fails: a subject it cannot decode is read raw (Undecodable).
 func ReadSubject(subject string) Reading {
-	if len(subject) > maxSubject {
-		subject = subject[:maxSubject]
-		for !utf8.ValidString(subject) && len(subject) > 0 && len(subject) > maxSubject-4 {
-			subject = subject[:len(subject)-1]
+	if len(subject) > MaxSubject {
+		subject = subject[:MaxSubject]
+		// A rune cut in two at the end is dropped, not read as Windows-1252.
+		for i := 1; i < utf8.UTFMax && i < len(subject); i++ {
+			if c := subject[len(subject)-i]; utf8.RuneStart(c) {
+				if !utf8.FullRuneInString(subject[len(subject)-i:]) {
+					subject = subject[:len(subject)-i]
+				}
+				break
+			}
 		}
+	}
+	if !utf8.ValidString(subject) {
+		// Subjects are bytes; one that is not UTF-8 was written in the
+		// posting tool's code page, nearly always Windows-1252.
+		subject = Windows1252(subject)
 	}
 	r := Reading{Subject: subject}
 	if strings.Contains(subject, "=?") {
@@ -238,7 +258,73 @@ func ReadSubject(subject string) Reading {
 		spans = append(spans, span{at(nameLo), at(nameHi)})
 	}
 	r.KeySubject = dropYencSize(blank(spans...))
+	r.Release = releaseName(r.KeySubject, r.Name)
 	return r
+}
+
+// Windows1252 reads s as Windows-1252: every byte is a character (the
+// five the code page leaves undefined are read as the C1 controls), so
+// no subject becomes U+FFFD.
+func Windows1252(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/4)
+	for i := 0; i < len(s); i++ {
+		r := charmap.Windows1252.DecodeByte(s[i])
+		if r == utf8.RuneError {
+			r = rune(s[i]) // undefined in the code page: the C1 control
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+var (
+	// clutter is what a blanked subject keeps of a post's dressing: empty
+	// quotes and brackets, yEnc, and sizes (each file of a post has its
+	// own).
+	clutter = regexp.MustCompile(`(?i)""|\[\s*\]|\(\s*\)|\byenc\b|\b\d+(?:[.,]\d+)?\s*(?:[kmgt]i?b|bytes)\b`)
+	// archiveSuffix is one part, volume or archive suffix of a file name,
+	// taken off its end again and again: .vol03+04.par2, .part01.rar,
+	// .7z.001, .r00, .par2, .sfv, .nfo, .nzb …
+	archiveSuffix = regexp.MustCompile(`(?i)(?:\.vol\d+[+-]\d+\.par2|\.part\d+\.rar|\.\d{3}|\.[rs]\d{2,3}|` +
+		`\.(?:par2|sfv|nfo|nzb|srr|srs|md5|sha1|sha256|rar|zip|7z|tar|gz|txt|jpg|jpeg|png))$`)
+	// mediaSuffix is the extension of a file that is itself the release's
+	// content (Alpha.2024.mkv beside Alpha.2024.nfo), taken off once.
+	mediaSuffix = regexp.MustCompile(`(?i)\.(?:mkv|mp4|m4v|avi|mov|wmv|mpg|mpeg|ts|m2ts|iso|img|bin|exe|mp3|flac|m4a|m4b|ogg|epub|pdf|mobi|cbr|cbz)$`)
+)
+
+// releaseName is rule 3's release name: the text left of a subject with
+// its counters, name, yEnc and sizes blanked, when it says anything (an
+// obfuscating tag such as [PRiVATE] does not); else the base of the file
+// name.
+func releaseName(keySubject, name string) string {
+	s := strings.Join(strings.Fields(clutter.ReplaceAllString(keySubject, " ")), " ")
+	s = strings.Trim(s, " -_:.,;|[](){}\"'")
+	if strings.Contains(s, "[PRiVATE]") || strings.IndexFunc(s, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) < 0 {
+		return ReleaseBase(name)
+	}
+	return s
+}
+
+// ReleaseBase is a file name without its part, volume and archive
+// suffixes (Alpha.2024.part01.rar, Alpha.2024.r00, Alpha.2024.7z.001,
+// Alpha.2024.vol03+04.par2, Alpha.2024.sfv, Alpha.2024.mkv: Alpha.2024),
+// so the files of one post share it. A name that is nothing but a
+// suffix is kept whole.
+func ReleaseBase(name string) string {
+	base := name
+	for {
+		b := archiveSuffix.ReplaceAllString(base, "")
+		if b == base {
+			break
+		}
+		base = b
+	}
+	base = mediaSuffix.ReplaceAllString(base, "")
+	if strings.Trim(base, " .-_") == "" {
+		return name
+	}
+	return base
 }
 
 // dropYencSize writes each "yEnc" of s (any case, a word) as "yEnc" and

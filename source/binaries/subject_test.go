@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // subjectCase is one line of testdata/subjects.jsonl: a subject from
@@ -17,6 +18,8 @@ type subjectCase struct {
 	Part, Total           *int
 	File, Files           *int
 	TheirName             *string `json:"their_name"`
+	// Release is the release name (rule 3), checked when given.
+	Release *string
 }
 
 func loadSubjects(t *testing.T) []subjectCase {
@@ -65,6 +68,10 @@ func TestReadSubjectTable(t *testing.T) {
 		if r.HasFile {
 			file, files = r.File, r.Files
 		}
+		if c.Release != nil && r.Release != *c.Release {
+			t.Errorf("%s: %q\n release %q, want %q", c.Source, c.Subject, r.Release, *c.Release)
+			continue
+		}
 		if r.Name != c.Name || part != intOr(c.Part) || total != intOr(c.Total) || file != intOr(c.File) || files != intOr(c.Files) {
 			t.Errorf("%s: %q\n read name %q part %d/%d file %d/%d\n want name %q part %d/%d file %d/%d",
 				c.Source, c.Subject, r.Name, part, total, file, files, c.Name, intOr(c.Part), intOr(c.Total), intOr(c.File), intOr(c.Files))
@@ -73,4 +80,30 @@ func TestReadSubjectTable(t *testing.T) {
 		right[src]++
 	}
 	t.Logf("read right by source: %v of %v", right, all)
+}
+
+// TestReadSubjectLongAndNotUTF8: a subject is read whole up to 16 KiB,
+// its counters at the end of 3,000 bytes included, and from its first
+// 16 KiB past that; one that is not UTF-8 is read as Windows-1252, never
+// U+FFFD.
+func TestReadSubjectLongAndNotUTF8(t *testing.T) {
+	long := "Omega " + strings.Repeat("word ", 600) + `[2/5] - "Omega.part2.rar" yEnc (3/7)`
+	if len(long) < 3000 {
+		t.Fatalf("the subject is %d bytes", len(long))
+	}
+	r := ReadSubject(long)
+	if !r.IsPart || r.Part != 3 || r.Total != 7 || r.File != 2 || r.Files != 5 || r.Name != "Omega.part2.rar" ||
+		!strings.HasPrefix(r.Release, "Omega word word") {
+		t.Errorf("a %d-byte subject: %+v", len(long), r)
+	}
+	huge := `"Big.bin" yEnc ` + strings.Repeat("x", MaxSubject) + " (1/2)"
+	if r := ReadSubject(huge); r.IsPart && r.Total == 2 || len(r.Subject) > MaxSubject {
+		t.Errorf("a %d-byte subject read past its first 16 KiB: part %d/%d, %d bytes", len(huge), r.Part, r.Total, len(r.Subject))
+	}
+	latin := "[1/2] - \"Caf\xe9.Cr\xe8me.part1.rar\" \x96 \x81 yEnc (1/10)"
+	r = ReadSubject(latin)
+	if r.Name != "Café.Crème.part1.rar" || r.Release != "Café.Crème" || !strings.Contains(r.Subject, "\u2013 \u0081") ||
+		strings.ContainsRune(r.Subject, utf8.RuneError) {
+		t.Errorf("a Windows-1252 subject: %+v", r)
+	}
 }

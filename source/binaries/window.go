@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -73,10 +72,19 @@ type Release struct {
 // Update is what a batch of headers changed of one release: its record,
 // every file of it as it stands (an NZB lists them all) and which of them
 // changed (the file records to write).
+//
+// FilesOnly is set when the release's record is not this window's to
+// write: its home group, the lowest group in byte order that holds every
+// file this window has of it, is another group, whose window sees all
+// these files and maybe more (USENET.md rule 7). Only the changed files
+// are written then, never Release or an NZB, so a release cross-posted
+// over groups read in any order ends with the record its home group's
+// window writes.
 type Update struct {
-	Release Release
-	Files   []File
-	Changed []bool
+	Release   Release
+	Files     []File
+	Changed   []bool
+	FilesOnly bool
 }
 
 // ChangedFiles are the files of u that changed.
@@ -95,8 +103,11 @@ type Span struct{ Lo, Hi int64 }
 
 // Defaults of a window's ageing.
 const (
+	// DefaultReleaseWindow is how long after a release's last file (by
+	// posted time) a file of the same identity still joins it.
+	DefaultReleaseWindow = 24 * time.Hour
 	// DefaultMaxDistance is how many article numbers past a release's
-	// last part it is kept.
+	// last part it is kept at least, whatever the dates say.
 	DefaultMaxDistance = 200000
 	// DefaultMaxOpen is the most files kept at once.
 	DefaultMaxOpen = 200000
@@ -120,14 +131,31 @@ type fileState struct {
 	Dates []string `json:"dates"`
 }
 
-// releaseState is a release in the window: its files by key.
+// releaseState is a release in the window: its identity (poster, name,
+// announced file count), its files by key, the highest article number
+// that carried a part of it, and the posted times (Unix seconds) of its
+// earliest and latest parts.
 type releaseState struct {
 	Key        string   `json:"key"`
 	Poster     string   `json:"poster"`
-	KeySubject string   `json:"key_subject"`
+	Name       string   `json:"name"`
 	TotalFiles *int     `json:"total_files"`
 	Files      []string `json:"files"`
 	Last       int64    `json:"last"`
+	First      int64    `json:"first_posted"`
+	Latest     int64    `json:"latest_posted"`
+}
+
+// identity is what a release is told apart by (rule 3): one poster, one
+// release name, one announced file count.
+func (r *releaseState) identity() string { return identity(r.Poster, r.Name, r.TotalFiles) }
+
+func identity(poster, name string, files *int) string {
+	n := "-"
+	if files != nil {
+		n = strconv.Itoa(*files)
+	}
+	return poster + "\x00" + name + "\x00" + n
 }
 
 // Window is the state a Usenet worker carries through a group: the files
@@ -136,10 +164,21 @@ type releaseState struct {
 // Add; the zero value is not ready, use NewWindow.
 type Window struct {
 	Group string
-	// MaxDistance and MaxOpen age releases: one whose last part is more
-	// than MaxDistance articles below the newest article read is dropped
-	// with its files, and so are the releases with the oldest last parts
-	// when more than MaxOpen files are kept. IncompleteAfter writes a
+	// ReleaseWindow closes releases by posted time (rule 3): a file joins
+	// the release of its identity whose files were posted within
+	// ReleaseWindow of its own; a file posted later starts a new release
+	// with a key of its own.
+	ReleaseWindow time.Duration
+	// Rules are the node's per-group rules (nil: none). They are not
+	// saved with the window: the worker sets them from each lease.
+	Rules *Rules
+	// MaxDistance and MaxOpen bound memory: a release whose last file
+	// was posted more than ReleaseWindow before the newest post read and
+	// whose last part is more than MaxDistance articles below the newest
+	// article read is dropped with its files (a date far in the future
+	// closes nothing nearer than MaxDistance), and so are the releases
+	// with the oldest last parts when more than MaxOpen files are kept.
+	// IncompleteAfter writes a
 	// file incomplete once the group was read that many articles past its
 	// last part (0: only at the end of the tail). All are checked when
 	// the article number crosses a grid line, so where a batch starts or
@@ -149,21 +188,27 @@ type Window struct {
 	IncompleteAfter int64
 	// Read is the article numbers read: sorted, disjoint, not adjacent.
 	Read []Span
-	// Top is the highest article number read.
-	Top int64
+	// Top is the highest article number read; Newest the latest posted
+	// time read (Unix seconds).
+	Top, Newest int64
 	// Missing are article numbers an OVER answer skipped, with how often
 	// they were asked again.
 	Missing  map[int64]int
 	files    map[string]*fileState
 	releases map[string]*releaseState
-	// Counts since the window began.
-	Headers, NotFiles, Completed, Expired, Incomplete, Copies, Undecodable, Retried, Lost int64
+	// open are the keys of the releases of each identity held, oldest
+	// first.
+	open map[string][]string
+	// Counts since the window began; Blacklisted are the posts the
+	// node's blacklist skipped.
+	Headers, NotFiles, Completed, Expired, Incomplete, Copies, Undecodable, Retried, Lost, Blacklisted int64
 }
 
 // NewWindow returns the empty window of group with the default ageing.
 func NewWindow(group string) *Window {
-	return &Window{Group: group, MaxDistance: DefaultMaxDistance, MaxOpen: DefaultMaxOpen, IncompleteAfter: DefaultIncompleteAfter,
-		Missing: map[int64]int{}, files: map[string]*fileState{}, releases: map[string]*releaseState{}}
+	return &Window{Group: group, ReleaseWindow: DefaultReleaseWindow, MaxDistance: DefaultMaxDistance, MaxOpen: DefaultMaxOpen,
+		IncompleteAfter: DefaultIncompleteAfter, Missing: map[int64]int{}, files: map[string]*fileState{}, releases: map[string]*releaseState{},
+		open: map[string][]string{}}
 }
 
 // Open is how many files are open (neither complete nor written).
@@ -376,10 +421,11 @@ func (w *Window) sweepTo(n int64, ch *changes) {
 		return
 	}
 	cutoff := (n/e)*e - w.MaxDistance
+	closed := w.Newest - w.windowSeconds()
 	var left []*releaseState
 	kept := 0
 	for k, r := range w.releases {
-		if r.Last < cutoff {
+		if r.Last < cutoff && r.Latest < closed {
 			w.drop(k)
 			continue
 		}
@@ -410,12 +456,27 @@ func (w *Window) drop(key string) {
 		}
 		delete(w.files, fk)
 	}
+	id := r.identity()
+	w.open[id] = slices.DeleteFunc(w.open[id], func(k string) bool { return k == key })
+	if len(w.open[id]) == 0 {
+		delete(w.open, id)
+	}
 	delete(w.releases, key)
+}
+
+// windowSeconds is ReleaseWindow in seconds, at least one.
+func (w *Window) windowSeconds() int64 {
+	return max(int64(w.ReleaseWindow/time.Second), 1)
 }
 
 // take adds one header to its file.
 func (w *Window) take(h nntp.Header, ch *changes) {
-	rd := ReadSubject(h.Subject)
+	if w.Rules.Blacklisted(h.From, h.Subject) {
+		w.Blacklisted++
+		return
+	}
+	groups, article := crossPosts(w.Group, h)
+	rd := w.Rules.Read(groups, h.Subject)
 	if rd.Undecodable {
 		w.Undecodable++
 	}
@@ -423,11 +484,14 @@ func (w *Window) take(h nntp.Header, ch *changes) {
 		w.NotFiles++
 		return
 	}
-	groups, article := crossPosts(w.Group, h)
-	key := digest("file", groups[0], h.From, rd.FileSubject)
+	date := posted(h.Date)
+	at := unixOf(date)
+	w.Newest = max(w.Newest, at)
+	r := w.joinRelease(h.From, rd, at)
+	key := digest("file", r.Key, groups[0], h.From, rd.FileSubject)
 	f := w.files[key]
 	if f == nil {
-		f = &fileState{File: File{Type: "file", Key: key, Group: groups[0], Groups: groups, Poster: h.From,
+		f = &fileState{File: File{Type: "file", Key: key, Release: r.Key, Group: groups[0], Groups: groups, Poster: h.From,
 			Subject: rd.Subject, Name: rd.Name}, SubjectPart: rd.Part}
 		if rd.HasFile {
 			f.File.File, f.File.Files = ptr(rd.File), ptr(rd.Files)
@@ -435,11 +499,18 @@ func (w *Window) take(h nntp.Header, ch *changes) {
 		if rd.Total > 0 {
 			f.Total = ptr(rd.Total)
 		}
-		f.Release = w.joinRelease(f, rd)
 		w.files[key] = f
+		r.Files = append(r.Files, key)
+		slices.Sort(r.Files)
 	}
-	r := w.releases[f.Release]
 	r.Last = max(r.Last, h.Number)
+	switch {
+	case at == 0: // undated: says nothing of when the release was posted
+	case r.First == 0 && r.Latest == 0:
+		r.First, r.Latest = at, at
+	default:
+		r.First, r.Latest = min(r.First, at), max(r.Latest, at)
+	}
 	f.Last = max(f.Last, h.Number)
 	if len(groups) > len(f.Groups) {
 		f.Groups, f.Group = groups, groups[0]
@@ -448,7 +519,6 @@ func (w *Window) take(h nntp.Header, ch *changes) {
 		f.Subject, f.Name, f.SubjectPart = rd.Subject, rd.Name, rd.Part
 	}
 	seg := Segment{Number: rd.Part, Article: article, MessageID: h.MessageID, Bytes: h.Bytes}
-	date := posted(h.Date)
 	i, found := slices.BinarySearchFunc(f.Segments, rd.Part, func(s Segment, n int) int { return cmp.Compare(s.Number, n) })
 	switch {
 	case !found:
@@ -487,25 +557,68 @@ func (w *Window) take(h nntp.Header, ch *changes) {
 	}
 }
 
-// joinRelease puts a new file in its release (rule 3) and returns the
-// release's key.
-func (w *Window) joinRelease(f *fileState, rd Reading) string {
-	var key string
+// joinRelease finds the release a post of poster read as rd, posted at
+// (Unix seconds), belongs to (rule 3): the one of its identity whose
+// files were posted within ReleaseWindow of it (the earliest such), else
+// a new one.
+//
+// A new release's key is made from its identity and the start of the
+// ReleaseWindow-long span of posted time (counted from the Unix epoch)
+// its first post read falls in. Two releases of one identity are more
+// than ReleaseWindow apart, so they never share a span and never a key;
+// the same release read again (a replay, a resumed window) gets the same
+// key; and the windows of two groups a release was cross-posted to find
+// the same key from whichever of its files they read first, unless its
+// posting crosses the edge of a span.
+func (w *Window) joinRelease(poster string, rd Reading, at int64) *releaseState {
 	var total *int
 	if rd.HasFile {
-		key = digest("release", f.Group, f.Poster, rd.KeySubject, strconv.Itoa(rd.Files))
 		total = ptr(rd.Files)
-	} else {
-		key = digest("release", f.Key)
 	}
-	r := w.releases[key]
-	if r == nil {
-		r = &releaseState{Key: key, Poster: f.Poster, KeySubject: rd.KeySubject, TotalFiles: total}
-		w.releases[key] = r
+	id := identity(poster, rd.Release, total)
+	span := w.windowSeconds()
+	for _, k := range w.open[id] {
+		// An undated post joins the oldest release of its identity; an
+		// undated release (none of its posts dated) takes any post.
+		r := w.releases[k]
+		if at == 0 || r.Latest == 0 || at >= r.First-span && at <= r.Latest+span {
+			return r
+		}
 	}
-	r.Files = append(r.Files, f.Key)
-	slices.Sort(r.Files)
-	return key
+	start := floorDiv(at, span) * span
+	key := digest("release", poster, rd.Release, strconv.Itoa(orInt(total, -1)), time.Unix(start, 0).UTC().Format(time.RFC3339))
+	if r := w.releases[key]; r != nil {
+		return r // cannot be (the span would have matched); never two states of one key
+	}
+	r := &releaseState{Key: key, Poster: poster, Name: rd.Release, TotalFiles: total, First: at, Latest: at}
+	w.releases[key] = r
+	w.open[id] = append(w.open[id], key)
+	return r
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func orInt(p *int, or int) int {
+	if p == nil {
+		return or
+	}
+	return *p
+}
+
+// unixOf is a posted date's Unix seconds, 0 when it does not parse (or
+// is the epoch itself: no Usenet post is).
+func unixOf(date string) int64 {
+	t, err := time.Parse(time.RFC3339, date)
+	if err != nil {
+		return 0
+	}
+	return t.Unix()
 }
 
 // updates marks the changed files written and makes the updates of their
@@ -543,16 +656,36 @@ func (w *Window) updates(ch *changes) []Update {
 			u.Changed = append(u.Changed, changed[fk])
 		}
 		u.Release = w.release(r)
+		u.FilesOnly = w.home(r) != w.Group
 		out = append(out, u)
 	}
 	return out
+}
+
+// home is a release's home group: the lowest group in byte order that
+// holds every file the window has of it. The window's own group holds
+// them all, so it is never past it; when it is another group, that
+// group's window writes the release's record.
+func (w *Window) home(r *releaseState) string {
+	var common []string
+	for i, fk := range r.Files {
+		gs := w.files[fk].Groups
+		if i == 0 {
+			common = slices.Clone(gs)
+			continue
+		}
+		common = slices.DeleteFunc(common, func(g string) bool { return !slices.Contains(gs, g) })
+	}
+	if len(common) == 0 {
+		return w.Group
+	}
+	return slices.Min(common)
 }
 
 // release makes the record of a release from its written files.
 func (w *Window) release(r *releaseState) Release {
 	rel := Release{Type: "release", Key: r.Key, Poster: r.Poster, TotalFiles: r.TotalFiles}
 	groups := map[string]bool{}
-	firstName, firstFile := "", -1
 	announced := map[int]bool{}
 	for _, fk := range r.Files {
 		f := w.files[fk]
@@ -572,13 +705,6 @@ func (w *Window) release(r *releaseState) Release {
 		}
 		if rel.Posted == "" || earlier(f.Posted, rel.Posted) {
 			rel.Posted = f.Posted
-		}
-		n := 0
-		if f.File.File != nil {
-			n = *f.File.File
-		}
-		if firstFile < 0 || n < firstFile || n == firstFile && f.Name < firstName {
-			firstName, firstFile = f.Name, n
 		}
 	}
 	for g := range groups {
@@ -601,27 +727,8 @@ func (w *Window) release(r *releaseState) Release {
 	} else {
 		rel.Complete = rel.Files > 0 && rel.CompleteFiles == rel.Files
 	}
-	rel.Name = releaseName(r.KeySubject, firstName)
+	rel.Name = r.Name
 	return rel
-}
-
-var (
-	// clutter is what a blanked subject keeps of a post's dressing.
-	clutter = regexp.MustCompile(`(?i)""|\[\s*\]|\(\s*\)|\byenc\b`)
-	// volume is the par2, rar and split suffixes of a file name.
-	volume = regexp.MustCompile(`(?i)(\.vol\d+[+-]\d+)?(\.part\d+)?\.[a-z0-9]{1,5}$`)
-)
-
-// releaseName names a release: its blanked subject without the post's
-// dressing, or, when little is left (an obfuscated post), the name of its
-// first file without the volume and extension.
-func releaseName(keySubject, firstFile string) string {
-	s := strings.Join(strings.Fields(clutter.ReplaceAllString(keySubject, " ")), " ")
-	s = strings.Trim(s, " -_:[]")
-	if strings.Count(s, "") > 4 && !strings.Contains(keySubject, "[PRiVATE]") {
-		return s
-	}
-	return volume.ReplaceAllString(firstFile, "")
 }
 
 // crossPosts reads an article's Xref: the groups it was posted to in byte
@@ -706,11 +813,13 @@ func (w *Window) mark(lo, hi int64) {
 type windowFile struct {
 	Version         int              `json:"version"`
 	Group           string           `json:"group"`
+	ReleaseWindow   int64            `json:"release_window_s"`
 	MaxDistance     int64            `json:"max_distance"`
 	MaxOpen         int              `json:"max_open"`
 	IncompleteAfter int64            `json:"incomplete_after"`
 	Read            [][2]int64       `json:"read"`
 	Top             int64            `json:"top"`
+	Newest          int64            `json:"newest"`
 	Missing         [][2]int64       `json:"missing"`
 	Counts          map[string]int64 `json:"counts"`
 	Files           []fileState      `json:"files"`
@@ -720,14 +829,19 @@ type windowFile struct {
 // counts are the window's counters by name, for its saved form.
 func (w *Window) counts() map[string]*int64 {
 	return map[string]*int64{"headers": &w.Headers, "not_files": &w.NotFiles, "completed": &w.Completed, "expired": &w.Expired,
-		"incomplete": &w.Incomplete, "copies": &w.Copies, "undecodable": &w.Undecodable, "retried": &w.Retried, "lost": &w.Lost}
+		"incomplete": &w.Incomplete, "copies": &w.Copies, "undecodable": &w.Undecodable, "retried": &w.Retried, "lost": &w.Lost,
+		"blacklisted": &w.Blacklisted}
 }
+
+// windowVersion is the version Save writes: 3 keys releases by their
+// identity and posted time (2 by subject and group, 1 kept no files).
+const windowVersion = 3
 
 // Save writes the window as JSON, its files and releases in key order,
 // so equal windows save to equal bytes.
 func (w *Window) Save(out io.Writer) error {
-	f := windowFile{Version: 2, Group: w.Group, MaxDistance: w.MaxDistance, MaxOpen: w.MaxOpen, IncompleteAfter: w.IncompleteAfter,
-		Top: w.Top, Counts: map[string]int64{}}
+	f := windowFile{Version: windowVersion, Group: w.Group, ReleaseWindow: w.windowSeconds(), MaxDistance: w.MaxDistance, MaxOpen: w.MaxOpen,
+		IncompleteAfter: w.IncompleteAfter, Top: w.Top, Newest: w.Newest, Counts: map[string]int64{}}
 	f.Read = make([][2]int64, len(w.Read))
 	for i, s := range w.Read {
 		f.Read[i] = [2]int64{s.Lo, s.Hi}
@@ -763,15 +877,15 @@ func (w *Window) Load(in io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("binaries: load window: %w", err)
 	}
-	if f.Version == 1 {
+	if f.Version == 1 || f.Version == 2 {
 		var v1 windowV1
 		if err := json.Unmarshal(data, &v1); err != nil {
 			return fmt.Errorf("binaries: load window: %w", err)
 		}
-		return w.loadV1(f, v1)
+		return w.loadOld(f, v1)
 	}
-	if f.Version != 2 {
-		return fmt.Errorf("binaries: load window: version %d, this worker reads versions 1 and 2", f.Version)
+	if f.Version != windowVersion {
+		return fmt.Errorf("binaries: load window: version %d, this worker reads versions 1 to %d", f.Version, windowVersion)
 	}
 	if w.Group != "" && f.Group != w.Group {
 		return fmt.Errorf("binaries: load window: the window of group %q, not %q", f.Group, w.Group)
@@ -792,11 +906,13 @@ func (w *Window) Load(in io.Reader) error {
 		files[o.Key] = o
 	}
 	releases := make(map[string]*releaseState, len(f.Releases))
+	open := map[string][]string{}
 	for i := range f.Releases {
 		r := &f.Releases[i]
-		if r.Key == "" || releases[r.Key] != nil {
+		if r.Key == "" || releases[r.Key] != nil || r.First > r.Latest {
 			return fmt.Errorf("binaries: load window: release %d is not sound", i)
 		}
+		open[r.identity()] = append(open[r.identity()], r.Key)
 		for _, fk := range r.Files {
 			if files[fk] == nil || files[fk].Release != r.Key {
 				return fmt.Errorf("binaries: load window: release %d names a file it does not hold", i)
@@ -813,8 +929,15 @@ func (w *Window) Load(in io.Reader) error {
 	for _, m := range f.Missing {
 		missing[m[0]] = int(m[1])
 	}
-	nw := Window{Group: f.Group, MaxDistance: f.MaxDistance, MaxOpen: f.MaxOpen, IncompleteAfter: f.IncompleteAfter,
-		Read: read, Top: f.Top, Missing: missing, files: files, releases: releases}
+	// The releases of an identity oldest first, as they were made.
+	for _, keys := range open {
+		slices.SortFunc(keys, func(a, b string) int {
+			return cmp.Or(cmp.Compare(releases[a].First, releases[b].First), cmp.Compare(a, b))
+		})
+	}
+	nw := Window{Group: f.Group, ReleaseWindow: time.Duration(f.ReleaseWindow) * time.Second, MaxDistance: f.MaxDistance, MaxOpen: f.MaxOpen,
+		IncompleteAfter: f.IncompleteAfter, Read: read, Top: f.Top, Newest: f.Newest, Missing: missing, files: files, releases: releases,
+		open: open, Rules: w.Rules}
 	for k, p := range nw.counts() {
 		*p = f.Counts[k]
 	}
@@ -823,7 +946,8 @@ func (w *Window) Load(in io.Reader) error {
 }
 
 // windowV1 is what version 1 (before files and releases) adds to
-// windowFile: its counts and open files.
+// windowFile: its counts and open files. Version 2 has its counts in
+// windowFile's and its files there too.
 type windowV1 struct {
 	Headers   int64             `json:"headers"`
 	NotFiles  int64             `json:"not_files"`
@@ -832,12 +956,13 @@ type windowV1 struct {
 	Open      []json.RawMessage `json:"open"`
 }
 
-// loadV1 takes a window saved before files and releases: its spans read
-// and counts go on; its open files, keyed by a subject form this version
-// no longer makes, are counted expired (their later parts start files of
-// their own, written incomplete). Like Load, it changes nothing when
-// refused.
-func (w *Window) loadV1(f windowFile, v1 windowV1) error {
+// loadOld takes a window saved by version 1 (before files and releases)
+// or 2 (releases keyed by subject and group): its spans read and counts
+// go on; its files, keyed in a form this version no longer makes, are
+// let go, and those not yet written counted expired (their later parts
+// start files of their own, written incomplete). Like Load, it changes
+// nothing when refused.
+func (w *Window) loadOld(f windowFile, v1 windowV1) error {
 	read := make([]Span, len(f.Read))
 	for i, s := range f.Read {
 		read[i] = Span{s[0], s[1]}
@@ -853,8 +978,23 @@ func (w *Window) loadV1(f windowFile, v1 windowV1) error {
 	if w.IncompleteAfter > 0 {
 		nw.IncompleteAfter = w.IncompleteAfter
 	}
-	nw.Headers, nw.NotFiles, nw.Completed = v1.Headers, v1.NotFiles, v1.Completed
-	nw.Expired = v1.Expired + int64(len(v1.Open))
+	if w.ReleaseWindow > 0 {
+		nw.ReleaseWindow = w.ReleaseWindow
+	}
+	nw.Rules = w.Rules
+	if f.Version == 1 {
+		nw.Headers, nw.NotFiles, nw.Completed = v1.Headers, v1.NotFiles, v1.Completed
+		nw.Expired = v1.Expired + int64(len(v1.Open))
+	} else {
+		for k, p := range nw.counts() {
+			*p = f.Counts[k]
+		}
+		for _, o := range f.Files {
+			if !o.Complete && !o.Written {
+				nw.Expired++
+			}
+		}
+	}
 	*w = *nw
 	return nil
 }

@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -32,8 +34,10 @@ func (r *records) take(ups []Update) {
 			r.Files[f.Key] = f
 			r.lines++
 		}
-		r.Releases[u.Release.Key] = u.Release
-		r.lines++
+		if !u.FilesOnly {
+			r.Releases[u.Release.Key] = u.Release
+			r.lines++
+		}
 	}
 }
 
@@ -112,10 +116,10 @@ type post struct {
 func mixed(group, other string) []nntp.Header {
 	var hs []nntp.Header
 	n := int64(0)
-	add := func(subject, from string, xref bool, day int) {
+	add := func(subject, from string, xref bool, day, hour int) {
 		n++
 		h := nntp.Header{Number: n, Subject: subject, From: from, MessageID: fmt.Sprintf("<%d.%s@lh>", n, group), Bytes: 1000 + n,
-			Date: fmt.Sprintf("Thu, %02d Dec 2026 10:00:00 +0000", day)}
+			Date: fmt.Sprintf("Thu, %02d Dec 2026 %02d:00:00 +0000", day, hour)}
 		if xref {
 			h.Xref = fmt.Sprintf("news.example %s:%d %s:%d", group, n, other, n+1000)
 		}
@@ -127,25 +131,25 @@ func mixed(group, other string) []nntp.Header {
 			name = fmt.Sprintf("show.s01e01.vol%02d+02.par2", f-14)
 		}
 		for p := 1; p <= 3; p++ {
-			add(fmt.Sprintf(`show s01e01 [%02d/15] - "%s" yEnc (%d/3) 3000`, f, name, p), "poster <p@lh>", true, 3+p%2)
+			add(fmt.Sprintf(`show s01e01 [%02d/15] - "%s" yEnc (%d/3) 3000`, f, name, p), "poster <p@lh>", true, 3, 10+p%2)
 		}
-		add("Re: chat", "talker <t@lh>", false, 3)
+		add("Re: chat", "talker <t@lh>", false, 3, 10)
 	}
 	for p := 1; p <= 4; p++ {
-		add(fmt.Sprintf(`[PRiVATE]-[WtFnZb]-[real.name.mkv]-[1/1] - "" yEnc 9786 (%d/4)`, p), "anon <a@lh>", false, 5)
+		add(fmt.Sprintf(`[PRiVATE]-[WtFnZb]-[real.name.mkv]-[1/1] - "" yEnc 9786 (%d/4)`, p), "anon <a@lh>", false, 5, 10)
 	}
-	add("=?UTF-8?B?U3DDpHRlci5ta3Y=?= yEnc (1/1)", "utf <u@lh>", false, 5)
+	add("=?UTF-8?B?U3DDpHRlci5ta3Y=?= yEnc (1/1)", "utf <u@lh>", false, 5, 10)
 	for p := 1; p <= 2; p++ {
-		add(fmt.Sprintf(`"doubled.bin" yEnc (%d/2) (%d/2)`, p, p), "dbl <d@lh>", false, 5)
+		add(fmt.Sprintf(`"doubled.bin" yEnc (%d/2) (%d/2)`, p, p), "dbl <d@lh>", false, 5, 10)
 	}
 	for p := 1; p <= 10; p++ {
 		if p != 7 {
-			add(fmt.Sprintf(`"ten.bin" yEnc (%d/10)`, p), "ten <ten@lh>", false, 6)
+			add(fmt.Sprintf(`"ten.bin" yEnc (%d/10)`, p), "ten <ten@lh>", false, 6, 10)
 		}
 	}
-	add(`"doubled.bin" yEnc (1/2) (1/2)`, "dbl <d@lh>", false, 2) // a repost of part 1: the lower copy (and its date) wins
+	add(`"doubled.bin" yEnc (1/2) (1/2)`, "dbl <d@lh>", false, 5, 9) // a repost of part 1: the lower copy (and its date) wins
 	for i := 0; i < 30; i++ {
-		add("chat", "talker <t@lh>", false, 7)
+		add("chat", "talker <t@lh>", false, 7, 10)
 	}
 	return hs
 }
@@ -193,7 +197,8 @@ func TestWindowRecords(t *testing.T) {
 		t.Errorf("copies %d, incomplete %d; want 1 and 1", w.Copies, w.Incomplete)
 	}
 	// The same articles read in the other group of the cross-post give
-	// the same records of the cross-posted files.
+	// the same records of the cross-posted files, and no release record:
+	// the release's home group is the first group, whose window writes it.
 	other := make([]nntp.Header, 0, len(hs))
 	for _, h := range hs {
 		if h.Xref != "" {
@@ -204,14 +209,14 @@ func TestWindowRecords(t *testing.T) {
 	wb := NewWindow("alt.binaries.lh.rec.b")
 	ob := newRecords()
 	readRange(t, wb, other, 1001, 2000, 1000, 2000, false, ob)
-	if diff := ob.same(&records{Files: only(out.Files, show.Key), Releases: map[string]Release{show.Key: show}}); diff != "" {
+	if diff := ob.same(&records{Files: only(out.Files, show.Key), Releases: map[string]Release{}}); diff != "" {
 		t.Errorf("the cross-post read in its other group: %s", diff)
 	}
 	// The file missing a part is completed by a part that comes later.
-	late := nntp.Header{Number: int64(len(hs)) + 1, Subject: `"ten.bin" yEnc (7/10)`, From: "ten <ten@lh>", MessageID: "<late@lh>", Bytes: 5, Date: "Fri, 04 Dec 2026 10:00:00 +0000"}
+	late := nntp.Header{Number: int64(len(hs)) + 1, Subject: `"ten.bin" yEnc (7/10)`, From: "ten <ten@lh>", MessageID: "<late@lh>", Bytes: 5, Date: "Sun, 06 Dec 2026 09:00:00 +0000"}
 	more := newRecords()
 	more.take(w.Add(late.Number, late.Number, []nntp.Header{late}))
-	if f := more.Files[ten.Key]; !f.Complete || f.Parts != 10 || f.Posted != "2026-12-04T10:00:00Z" {
+	if f := more.Files[ten.Key]; !f.Complete || f.Parts != 10 || f.Posted != "2026-12-06T09:00:00Z" {
 		t.Errorf("the late part: %+v", f)
 	}
 }
@@ -327,7 +332,7 @@ func TestLoadRefuses(t *testing.T) {
 	}{
 		"OtherGroup": {"alt.b", snap},
 		"NotJSON":    {"alt.a", []byte("{")},
-		"Version3":   {"alt.a", []byte(`{"version":3,"group":"alt.a"}`)},
+		"Version4":   {"alt.a", []byte(`{"version":4,"group":"alt.a"}`)},
 		"Version1Of": {"alt.a", []byte(`{"version":1,"group":"alt.b"}`)},
 		"Spans":      {"alt.a", []byte(`{"version":2,"group":"alt.a","read":[[5,9],[1,2]]}`)},
 		"NoRelease":  {"alt.a", bytes.Replace(snap, []byte(`"releases":[{`), []byte(`"releases":[],"x":[{`), 1)},
@@ -403,10 +408,10 @@ func TestSinks(t *testing.T) {
 	}
 	defer s.Close()
 	for _, u := range all {
-		if err := j.Write(ctx, []Update{u}); err != nil {
+		if err := j.Write(ctx, Lease{}, []Update{u}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Write(ctx, []Update{u}); err != nil {
+		if err := s.Write(ctx, Lease{}, []Update{u}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -590,5 +595,268 @@ func TestNZBSweepsDeadWritersTemp(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s was removed: %v", name, err)
 		}
+	}
+}
+
+// poster posts files as today's posting tools do, in article order.
+type poster struct {
+	group string
+	xref  []string // other groups the files go to, each at n+1000
+	n     int64
+	hs    []nntp.Header
+}
+
+// file posts one file of parts parts at t under subject (with %d for
+// the part), to the poster's group and, cross-posted, to also.
+func (p *poster) file(from, subject string, parts int, t time.Time, also ...string) {
+	for k := 1; k <= parts; k++ {
+		p.n++
+		h := nntp.Header{Number: p.n, Subject: fmt.Sprintf(subject, k), From: from, MessageID: fmt.Sprintf("<%d.%s@lh>", p.n, p.group),
+			Bytes: 700 + p.n%100, Date: t.Format(time.RFC1123Z)}
+		if len(also) > 0 {
+			h.Xref = "news.example " + p.group + ":" + strconv.FormatInt(p.n, 10)
+			for _, g := range also {
+				h.Xref += fmt.Sprintf(" %s:%d", g, p.n+1000)
+			}
+		}
+		p.hs = append(p.hs, h)
+	}
+}
+
+// chat posts n articles that are no binaries.
+func (p *poster) chat(n int, t time.Time) {
+	for range n {
+		p.n++
+		p.hs = append(p.hs, nntp.Header{Number: p.n, Subject: "chat", From: "talker", MessageID: fmt.Sprintf("<%d.c@lh>", p.n), Date: t.Format(time.RFC1123Z)})
+	}
+}
+
+var day = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// releasesOf are the release records of poster from, by name.
+func (r *records) releasesOf(from string) map[string][]Release {
+	out := map[string][]Release{}
+	for _, rel := range r.Releases {
+		if rel.Poster == from {
+			out[rel.Name] = append(out[rel.Name], rel)
+		}
+	}
+	return out
+}
+
+// TestReleaseIdentity (rule 3): releases in Nyuu's and ngPost's default
+// subject by one poster with the same file count stay apart; a post
+// without file counters is one release by its files' base name; a release
+// posted in two halves hours and 250,000 articles apart is one release,
+// complete, with one key; the same identity posted after the release
+// window is a new release with keys of its own; obfuscated one-file posts
+// are a release each.
+func TestReleaseIdentity(t *testing.T) {
+	p := &poster{group: "alt.binaries.lh.rel"}
+	for i, name := range []string{"Alpha.2024", "Beta.2024"} {
+		for f := 1; f <= 4; f++ {
+			p.file("nyuu <n@lh>", fmt.Sprintf(`[%d/4] - "%s.part%d.rar" yEnc (%%d/3)`, f, name, f), 3, day.Add(time.Duration(i)*time.Minute))
+		}
+	}
+	for f := 1; f <= 3; f++ {
+		p.file("bare <b@lh>", fmt.Sprintf(`"Delta.2024.part%d.rar" yEnc (%%d/2)`, f), 2, day)
+	}
+	p.file("bare <b@lh>", `"Delta.2024.vol00+01.par2" yEnc (%d/1)`, 1, day)
+	for f := 1; f <= 5; f++ {
+		p.file("halves <h@lh>", fmt.Sprintf(`Gamma [%02d/10] - "Gamma.part%02d.rar" yEnc (%%d/2)`, f, f), 2, day)
+	}
+	p.chat(250000, day.Add(3*time.Hour))
+	for f := 6; f <= 10; f++ {
+		p.file("halves <h@lh>", fmt.Sprintf(`Gamma [%02d/10] - "Gamma.part%02d.rar" yEnc (%%d/2)`, f, f), 2, day.Add(6*time.Hour))
+	}
+	for i := range 50 {
+		p.file("obf <o@lh>", fmt.Sprintf(`[1/1] - "%032x.rar" yEnc (%%d/1)`, i*7919), 1, day.Add(time.Duration(i)*time.Minute))
+	}
+	// The same two files again two days later: a new release.
+	for _, d := range []time.Duration{0, 48 * time.Hour} {
+		for f := 1; f <= 2; f++ {
+			p.file("again <a@lh>", fmt.Sprintf(`[%d/2] - "Again.part%d.rar" yEnc (%%d/1)`, f, f), 1, day.Add(d))
+		}
+	}
+	w := NewWindow(p.group)
+	out := newRecords()
+	readRange(t, w, p.hs, 1, p.n, 1000, p.n, false, out)
+
+	nyuu := out.releasesOf("nyuu <n@lh>")
+	for _, name := range []string{"Alpha.2024", "Beta.2024"} {
+		if rs := nyuu[name]; len(rs) != 1 || rs[0].Files != 4 || !rs[0].Complete {
+			t.Errorf("release %s of Nyuu's default subject: %+v", name, rs)
+		}
+	}
+	if rs := out.releasesOf("bare <b@lh>")["Delta.2024"]; len(rs) != 1 || rs[0].Files != 4 || !rs[0].Complete || rs[0].TotalFiles != nil {
+		t.Errorf("the post without file counters: %+v (all: %v)", rs, out.releasesOf("bare <b@lh>"))
+	}
+	if rs := out.releasesOf("halves <h@lh>")["Gamma"]; len(rs) != 1 || rs[0].Files != 10 || rs[0].CompleteFiles != 10 || !rs[0].Complete {
+		t.Errorf("the release posted in two halves: %+v", rs)
+	}
+	if obf := out.releasesOf("obf <o@lh>"); len(obf) != 50 {
+		t.Errorf("50 obfuscated posts: %d releases", len(obf))
+	}
+	again := out.releasesOf("again <a@lh>")["Again"]
+	if len(again) != 2 || again[0].Key == again[1].Key || !again[0].Complete || !again[1].Complete || again[0].Files != 2 || again[1].Files != 2 {
+		t.Errorf("one identity posted two days apart: %+v", again)
+	}
+	files := 0
+	for _, f := range out.Files {
+		if f.Poster == "again <a@lh>" {
+			files++
+		}
+	}
+	if files != 4 {
+		t.Errorf("one identity posted two days apart: %d file records, want 4", files)
+	}
+
+	// Kill -9 and resume: the window saved and loaded between ranges of
+	// 20,000 articles gives the same records.
+	rw, resumed := NewWindow(p.group), newRecords()
+	for lo := int64(1); lo <= p.n; lo += 20000 {
+		readRange(t, rw, p.hs, lo, min(lo+19999, p.n), 5000, p.n, true, resumed)
+	}
+	if diff := resumed.same(out); diff != "" {
+		t.Errorf("resumed from saved windows: %s", diff)
+	}
+}
+
+// TestCrossPostOrder (rule 7): a 5-file release, its 3 rar files posted
+// to group a and its 2 par2 files cross-posted to a and b, read by two
+// windows writing one output, in either order or interleaved, ends with
+// the same records: one release, complete, with 5 files.
+func TestCrossPostOrder(t *testing.T) {
+	ga, gb := "alt.binaries.lh.xo.a", "alt.binaries.lh.xo.b"
+	p := &poster{group: ga}
+	p.chat(10, day)
+	for f := 1; f <= 3; f++ {
+		p.file("x <x@lh>", fmt.Sprintf(`[%d/5] - "Cross.2024.part%d.rar" yEnc (%%d/2)`, f, f), 2, day)
+	}
+	for f := 4; f <= 5; f++ {
+		p.file("x <x@lh>", fmt.Sprintf(`[%d/5] - "Cross.2024.vol0%d+01.par2" yEnc (%%d/1)`, f, f), 1, day.Add(10*time.Minute), gb)
+	}
+	var inB []nntp.Header
+	for _, h := range p.hs {
+		if h.Xref != "" {
+			h.Number += 1000
+			inB = append(inB, h)
+		}
+	}
+	readA := func(out *records) { readRange(t, NewWindow(ga), p.hs, 1, p.n, 4, p.n, false, out) }
+	readB := func(out *records) { readRange(t, NewWindow(gb), inB, 1001, 1000+p.n, 4, 1000+p.n, false, out) }
+	ab, ba := newRecords(), newRecords()
+	readA(ab)
+	readB(ab)
+	readB(ba)
+	readA(ba)
+	// Interleaved: batch by batch, b's window ahead.
+	mixed := newRecords()
+	wa, wb := NewWindow(ga), NewWindow(gb)
+	for lo := int64(1); lo <= p.n; lo += 3 {
+		readRange(t, wb, inB, 1000+lo, 1000+min(lo+2, p.n), 3, 1000+p.n, false, mixed)
+		readRange(t, wa, p.hs, lo, min(lo+2, p.n), 3, p.n, false, mixed)
+	}
+	if diff := ab.same(ba); diff != "" {
+		t.Errorf("a then b against b then a: %s", diff)
+	}
+	if diff := ab.same(mixed); diff != "" {
+		t.Errorf("a then b against interleaved: %s", diff)
+	}
+	rs := ab.releasesOf("x <x@lh>")["Cross.2024"]
+	if len(ab.Releases) != 1 || len(rs) != 1 || rs[0].Files != 5 || !rs[0].Complete || rs[0].Group != ga ||
+		!reflect.DeepEqual(rs[0].Groups, []string{ga, gb}) || len(ab.Files) != 5 {
+		t.Errorf("the cross-posted release: %+v (%d releases, %d files)", rs, len(ab.Releases), len(ab.Files))
+	}
+	for _, f := range ab.Files {
+		if f.Release != rs[0].Key {
+			t.Errorf("file %s names release %s, not %s", f.Name, f.Release, rs[0].Key)
+		}
+	}
+}
+
+// TestLoadVersion2: a window saved before releases were keyed by
+// identity and time keeps its spans read and counts; its files not yet
+// written are counted expired.
+func TestLoadVersion2(t *testing.T) {
+	v2 := `{"version":2,"group":"alt.a","max_distance":200000,"max_open":200000,"incomplete_after":20000,"read":[[1,10]],"top":10,
+"counts":{"headers":10,"completed":1},"files":[
+{"type":"file","key":"f1","release":"r1","group":"alt.a","groups":["alt.a"],"poster":"p","subject":"s","name":"n","parts":1,"total":2,
+ "complete":false,"bytes":1,"posted":"2026-12-01T00:00:00Z","segments":[{"number":1,"article":3,"message_id":"<m>","bytes":1}],
+ "subject_part":1,"last":3,"written":false,"dates":["2026-12-01T00:00:00Z"]}],
+"releases":[{"key":"r1","poster":"p","key_subject":"s","files":["f1"],"last":3}]}`
+	w := NewWindow("alt.a")
+	if err := w.Load(strings.NewReader(v2)); err != nil {
+		t.Fatal(err)
+	}
+	if !w.Covered(5) || w.Covered(11) || w.Headers != 10 || w.Completed != 1 || w.Expired != 1 || w.Open() != 0 || w.ReleaseWindow != DefaultReleaseWindow {
+		t.Errorf("loaded: %+v", w)
+	}
+	if b := saved(t, w); !bytes.Contains(b, []byte(`"version":3`)) {
+		t.Errorf("saved again as %s", b)
+	}
+}
+
+// TestRules: a group's expressions from the node's rules name the
+// release and the file before the built-in reading; the blacklist skips
+// posts and counts them; expressions that do not compile or lack their
+// named group are refused with where they stand.
+func TestRules(t *testing.T) {
+	rules, err := ParseRules([]byte(`{"other":1,"usenet":{"groups":{"alt.binaries.lh.rules":{
+		"release":"^(?P<release>\\S+) - ","file":"- (?P<name>\\S+) yEnc"}},
+		"blacklist":{"posters":["@spam\\.example>$"],"subjects":["(?i)password"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &poster{group: "alt.binaries.lh.rules"}
+	for f := 1; f <= 3; f++ {
+		p.file("r <r@lh>", fmt.Sprintf(`Show.S01E0%d - %08x yEnc (%%d/2)`, f%2+1, f*977), 2, day)
+	}
+	p.file("spam <s@spam.example>", `"spam.rar" yEnc (%d/1)`, 1, day)
+	p.file("r <r@lh>", `Password inside - x.rar yEnc (%d/1)`, 1, day)
+	w := NewWindow(p.group)
+	w.Rules = rules
+	out := newRecords()
+	readRange(t, w, p.hs, 1, p.n, 100, p.n, false, out)
+	rs := out.releasesOf("r <r@lh>")
+	if len(rs) != 2 || len(rs["Show.S01E01"]) != 1 || rs["Show.S01E01"][0].Files != 1 || len(rs["Show.S01E02"]) != 1 || rs["Show.S01E02"][0].Files != 2 {
+		t.Errorf("releases named by the group's expression: %v", rs)
+	}
+	for _, f := range out.Files {
+		if len(f.Name) != 8 {
+			t.Errorf("a file named %q, not by the group's expression", f.Name)
+		}
+	}
+	if w.Blacklisted != 2 {
+		t.Errorf("blacklisted %d posts, want 2", w.Blacklisted)
+	}
+	for body, want := range map[string]string{
+		`{"usenet":{"groups":{"g":{"release":"(?P<release>["}}}}`: `groups "g" release`,
+		`{"usenet":{"groups":{"g":{"file":"(.+)"}}}}`:             `no group named name`,
+		`{"usenet":{"blacklist":{"posters":["a","(b"]}}}`:         `blacklist posters[1]`,
+		`{"usenet":{"group":{}}}`:                                 `unknown field "group"`,
+		`[1]`:                                                     `not a JSON object`,
+	} {
+		if _, err := ParseRules([]byte(body)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", body, err, want)
+		}
+	}
+	if r, err := ParseRules([]byte(`{"spam":["x"]}`)); r != nil || err != nil {
+		t.Errorf("rules without a Usenet section: %v, %v", r, err)
+	}
+	// The README's example reads the subject it is given for.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, _ := strings.Cut(string(readme), "```json\n{\"usenet\"")
+	example, _, _ = strings.Cut(example, "```")
+	ex, err := ParseRules([]byte(`{"usenet"` + example))
+	if err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	rd := ex.Read([]string{"alt.binaries.example"}, "Show.Name.S01E02 - 8f3a2c91 yEnc (1/50)")
+	if rd.Release != "Show.Name.S01E02" || rd.Name != "8f3a2c91" || rd.Part != 1 || rd.Total != 50 || !ex.Blacklisted("x <x@spam.example>", "") {
+		t.Errorf("the README's example reads %+v", rd)
 	}
 }

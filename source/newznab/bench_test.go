@@ -1,0 +1,221 @@
+package newznab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkSearch fills an index with LEASEHOLD_BENCH_RELEASES releases
+// (default 1,000,000; generate_series on the server, then the trigram
+// index built over them) and times t=search over HTTP against the API:
+// names of two title words, then an episode or a year with tags, as
+// posters name them. It reports p50 and p99 in ms of each kind of call,
+// one client at a time, and of all kinds with four clients at once.
+// scripts/bench-newznab.sh runs it once (-benchtime 1x).
+func BenchmarkSearch(b *testing.B) {
+	rows := 1_000_000
+	if v := os.Getenv("LEASEHOLD_BENCH_RELEASES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			b.Fatalf("LEASEHOLD_BENCH_RELEASES=%q: a number of releases, at least 1000", v)
+		}
+		rows = n
+	}
+	samples := 400
+	dbURL, db := benchIndex(b)
+	words := titleWords(300)
+	ctx := context.Background()
+	start := time.Now()
+	_, err := db.Exec(ctx, `INSERT INTO releases (key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, nzb, category, lease_group, fence)
+		SELECT md5(i::text),
+		  initcap(($2::text[])[1 + abs(hashint4(i)) % $4]) || '.' || initcap(($2::text[])[1 + abs(hashint4(i + 7777777)) % $4]) ||
+		    CASE WHEN i % 3 = 0 THEN '.' || (1960 + i % 65) || '.1080p.BluRay.x264'
+		         ELSE '.S' || lpad((1 + i % 12)::text, 2, '0') || 'E' || lpad((1 + (i / 12) % 24)::text, 2, '0') || '.720p.HDTV.x264' END ||
+		    '-GRP' || (i % 50),
+		  'poster' || (i % 1000) || ' <p@example.org>', 'alt.binaries.g' || (i % 20), ARRAY['alt.binaries.g' || (i % 20)],
+		  10, 10, 10, i % 50 <> 0, 1000000 + i, $3::timestamptz - make_interval(secs => i * 3), NULL,
+		  CASE WHEN i % 3 = 0 THEN 2040 ELSE 5040 END, 'g', 1
+		FROM generate_series(1, $1) i`, rows, words, time.Now(), len(words))
+	if err != nil {
+		b.Fatal(err)
+	}
+	filled := time.Since(start)
+	start = time.Now()
+	if _, err := db.Exec(ctx, `CREATE INDEX releases_name_trgm ON releases USING gin (name gin_trgm_ops); ANALYZE releases`); err != nil {
+		b.Fatal(err)
+	}
+	indexed := time.Since(start)
+	key, err := AddKey(ctx, db, "bench", time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := OpenIndex(ctx, dbURL, 8, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: New(Options{Index: pool}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	base := "http://" + ln.Addr().String() + "/api?apikey=" + key + "&"
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	fmt.Printf("newznab search bench: %d releases filled in %s, trigram index built in %s\n", rows, filled.Round(time.Millisecond), indexed.Round(time.Millisecond))
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func() string { return words[rng.IntN(len(words))] }
+	kinds := []struct {
+		name string
+		call func() string
+	}{
+		{"feed (no q)", func() string { return "t=search" }},
+		{"feed cat=2000", func() string { return "t=search&cat=2000" }},
+		{"q=two title words", func() string { return "t=search&q=" + url.QueryEscape(word()+" "+word()) }},
+		{"q=one title word", func() string { return "t=search&q=" + word() }},
+		{"q=word 1080p", func() string { return "t=search&q=" + word() + "+1080p" }},
+		{"q=absent word", func() string { return "t=search&q=zzqxv" + strconv.Itoa(rng.IntN(1000)) }},
+		{"tvsearch q season ep", func() string {
+			return fmt.Sprintf("t=tvsearch&q=%s+%s&season=%d&ep=%d", word(), word(), 1+rng.IntN(12), 1+rng.IntN(24))
+		}},
+		{"q offset=500", func() string { return "t=search&q=" + word() + "&offset=500" }},
+	}
+	get := func(q string) time.Duration {
+		t0 := time.Now()
+		resp, err := hc.Get(base + q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %d", q, resp.StatusCode)
+		}
+		return time.Since(t0)
+	}
+	for range 20 { // warm the pool and the caches a little
+		get(kinds[2].call())
+	}
+	b.ResetTimer()
+	var all []time.Duration
+	for _, k := range kinds {
+		var ds []time.Duration
+		for range samples / 4 {
+			ds = append(ds, get(k.call()))
+		}
+		all = append(all, ds...)
+		fmt.Printf("  %-22s p50 %6.2f ms  p99 %6.2f ms  (%d calls, one client)\n", k.name, ms(pct(ds, 50)), ms(pct(ds, 99)), len(ds))
+	}
+	fmt.Printf("  %-22s p50 %6.2f ms  p99 %6.2f ms  (%d calls, one client)\n", "every kind", ms(pct(all, 50)), ms(pct(all, 99)), len(all))
+	b.ReportMetric(ms(pct(all, 50)), "p50-ms")
+	b.ReportMetric(ms(pct(all, 99)), "p99-ms")
+
+	var mu sync.Mutex
+	var par []time.Duration
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range samples {
+				d := get(kinds[i%len(kinds)].call())
+				mu.Lock()
+				par = append(par, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	fmt.Printf("  %-22s p50 %6.2f ms  p99 %6.2f ms  (%d calls, four clients, %.0f calls/s)\n", "every kind", ms(pct(par, 50)), ms(pct(par, 99)), len(par), float64(len(par))/el.Seconds())
+	b.ReportMetric(ms(pct(par, 99)), "p99-4clients-ms")
+
+	if os.Getenv("LEASEHOLD_BENCH_EXPLAIN") == "" {
+		return
+	}
+	// How PostgreSQL answers each kind (EXPLAIN ANALYZE), to see which
+	// index it takes.
+	for _, q := range []search{
+		{Limit: MaxLimit},
+		{Categories: []int{2000}, Limit: MaxLimit},
+		{Words: []string{words[1], words[2]}, Limit: MaxLimit},
+		{Words: []string{words[3]}, Limit: MaxLimit},
+		{Words: []string{words[4], "1080p"}, Limit: MaxLimit},
+		{Words: []string{words[5]}, Offset: 500, Limit: MaxLimit},
+	} {
+		var recent recentWindow
+		cut, ok := recent.cutoff(ctx, pool, time.Now())
+		for _, cutoff := range []*time.Time{nil, &cut} {
+			if cutoff != nil && (!ok || len(q.Words) == 0) {
+				continue
+			}
+			sql, args := searchSQL(q, time.Now(), cutoff)
+			rows, err := db.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+sql, args...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				b.Fatal(err)
+			}
+			fmt.Printf("\n%+v (the newest %d first: %v)\n  %s\n", q, recentRows, cutoff != nil, strings.Join(plan, "\n  "))
+		}
+	}
+}
+
+// benchIndex is testIndex without the trigram index, which the benchmark
+// builds once its rows are in (as fast as building it row by row is
+// slow), and with the releases' btree indexes as the schema has them.
+func benchIndex(b *testing.B) (string, *pgx.Conn) {
+	b.Helper()
+	dbURL, db := testIndex(b)
+	if _, err := db.Exec(context.Background(), `DROP INDEX releases_name_trgm`); err != nil {
+		b.Fatal(err)
+	}
+	return dbURL, db
+}
+
+// titleWords are n distinct made-up words of 5 to 8 letters, the
+// vocabulary release titles are drawn from.
+func titleWords(n int) []string {
+	rng := rand.New(rand.NewPCG(5, 6))
+	seen := map[string]bool{}
+	var out []string
+	for len(out) < n {
+		b := make([]byte, 5+rng.IntN(4))
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		if w := string(b); !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(len(s)-1, (len(s)*p+99)/100-1)
+	return s[max(i, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
