@@ -61,7 +61,17 @@ if [ -z "${LEASEHOLD_TEST_NNTP:-}" ]; then
 	eval "$(bash scripts/inn.sh start)"
 fi
 go build -o "$tmp/rawover" ./internal/usenettest/cmd/usenet-rawover
-high=$("$tmp/rawover" --group "$group" --marks 2>/dev/null | awk '{ print $2 }' || true)
+# A loaded INN turns connections away for a while (400 load at …): ask
+# again, so a refusal is not taken for a group never posted.
+high=""
+for _ in $(seq 60); do
+	if out=$("$tmp/rawover" --group "$group" --marks 2>&1); then
+		high=$(echo "$out" | awk '{ print $2 }')
+		break
+	fi
+	case "$out" in *"No such group"*) break ;; esac
+	sleep 1
+done
 if [ -z "$high" ] || [ "$high" -lt $((files * 20)) ]; then
 	say "posting the fixed set and $files files of 20 parts into $group (once; kept for later runs)"
 	bash scripts/inn.sh post "${group%.a}" "$files" >&2
@@ -78,7 +88,7 @@ go build -o "$tmp/lh-after" ./cmd/leasehold
 worker() {
 	local lh=$1 name=$2 data="$tmp/data-$2" url="" t0 t1 headers
 	shift 2
-	rm -rf "$data"
+	rm -rf "$data" "$tmp/out-$name.jsonl"
 	env -u LEASEHOLD_ADMIN_TOKEN -u LEASEHOLD_URL "$lh" serve --data "$data" --listen 127.0.0.1:0 --nats off >"$tmp/node-$name.log" 2>&1 &
 	local node=$!
 	pids+=("$node")
@@ -137,8 +147,8 @@ worker() {
 		printf "%s: %d headers in %.2f s: %.0f headers/s, %.1f us CPU/header", n, $1, secs, $1 / secs, cpu * 1e6 / $1
 		# other: what it handed write(2) besides its records and log
 		# (NZBs, window uploads, heartbeats)
-		printf ", other writes %d", $6 - $7 - $8
-		if (nzb) { printf ", final NZBs %d", $9; if ($10 >= 0) printf ", NZB bytes written (its count) %d (%.2fx)", $10, $10 / $9 }
+		printf ", other writes %.0f", $6 - $7 - $8
+		if (nzb) { printf ", final NZBs %.0f", $9; if ($10 >= 0) printf ", NZB bytes written (its count) %.0f (%.2fx)", $10, $10 / $9 }
 		printf "\n" }'
 }
 
@@ -165,7 +175,7 @@ if [ "${BENCH_NZB:-}" = 1 ]; then
 	for v in before after; do
 		grep -E " $v(-nzb)?: " "$tmp/rounds" | awk -v n="$v" '
 			{ for (i = 1; i <= NF; i++) { if ($i == "writes") o = $(i+1) + 0; if ($i == "NZBs") f = $(i+1) + 0 } }
-			$3 == n":" { base = o } $3 == n"-nzb:" { printf "%s, round %s NZB bytes written about %d for %d final (%.1fx)\n", n, $2, o - base, f, (f > 0) ? (o - base) / f : 0 }'
+			$3 == n":" { base = o } $3 == n"-nzb:" { printf "%s, round %s NZB bytes written about %.0f for %.0f final (%.1fx)\n", n, $2, o - base, f, (f > 0) ? (o - base) / f : 0 }'
 	done
 	exit 0
 fi

@@ -54,9 +54,11 @@ var (
 		claim_rev = ?8, updated_at = ?9, owned = 0, quarantine_error = ?10, quarantine_node = ?11, quarantine_at = ?12,
 		marks_low = ?13, marks_high = ?14, marks_at = ?15, kind = ?16, source_error = ?17, source_error_node = ?18, source_error_at = ?19,
 		source_errors = ?20 WHERE id = ?1`)
-	qFoldLeaseNew  = wq(`INSERT INTO group_leases (group_id, fence) VALUES (?, ?)`)
-	qFoldLeaseSet  = wq(`UPDATE group_leases SET fence = max(fence, ?2) WHERE group_id = ?1`)
-	qFoldPeerGroup = wq(`INSERT INTO peer_groups (group_id, origin, holder, fence, leased_at, heartbeat_at,
+	qFoldLeaseNew = wq(`INSERT INTO group_leases (group_id, fence) VALUES (?, ?)`)
+	qFoldLeaseSet = wq(`UPDATE group_leases SET fence = max(fence, ?2) WHERE group_id = ?1`)
+	// qLeaseFenceLead: a takeover's fence lead (FenceLead).
+	qLeaseFenceLead = wq(`UPDATE group_leases SET fence = fence + ?2 WHERE group_id = ?1`)
+	qFoldPeerGroup  = wq(`INSERT INTO peer_groups (group_id, origin, holder, fence, leased_at, heartbeat_at,
 		snapshot_next, snapshot_size, snapshot_sha256, snapshot_at, ranges_done, headers, updated_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 		ON CONFLICT (group_id) DO UPDATE SET origin = ?2, holder = ?3, fence = ?4, leased_at = ?5, heartbeat_at = ?6,

@@ -980,3 +980,31 @@ func TestFoldGroupsRanges(t *testing.T) {
 		t.Fatalf("a bad range at the end: %v, catalog changed %v; want invalid and nothing changed", err, state(batched) != before)
 	}
 }
+
+// TestOwnGroupFenceLead: a group taken over from a peer is leased at a
+// fence FenceLead past the highest folded (4): above any fence the peer
+// may have granted without its event reaching this node, which the
+// shared index, comparing fences, needs (a stale holder's late writes
+// refused). A group this node made itself starts at 1.
+func TestOwnGroupFenceLead(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
+	foldIn(t, db, "a", foldGroup("g", 3), foldRanges())
+	var node leasehold.Node
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		var err error
+		if node, err = tx.CreateNode(NewNode{Name: "w", TokenHash: []byte("w"), PriorityMin: -10, PriorityMax: 10, Capacity: 4}); err != nil {
+			return err
+		}
+		return tx.OwnGroup("g", 7, 5)
+	}))
+	var grant *leasehold.Grant
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		var err error
+		grant, err = tx.LeaseGroup(LeaseRequest{NodeID: node.ID, TTL: time.Minute, MaxAttempts: 5})
+		return err
+	}))
+	if grant == nil || grant.Fence != 4+FenceLead+1 {
+		t.Fatalf("lease after a takeover: %+v; want fence %d", grant, 4+FenceLead+1)
+	}
+}

@@ -46,7 +46,9 @@ reports the water marks of the node's groups (GROUP, every
 range's overviews (OVER) into a window of half-assembled binaries, and
 writes file and release records to --out: JSON lines with "type":"file"
 or "release" (the last line of a key is its record), or with
-sqlite:FILE tables files, segments and releases upserted by key. A file
+sqlite:FILE tables files, segments and releases upserted by key. A
+release is one poster's files of one release name and announced file
+count, posted within --release-window of its last file. A file
 is written when it is complete, or incomplete once the group was read
 --incomplete-after articles past its last part or its planned tail ends;
 a later part writes it again. With --nzb DIR each release that is

@@ -250,32 +250,8 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 	// once it has, they are written whole even when a stop ends ctx, or
 	// the window saved at the stop would run ahead of the records.
 	wctx := context.WithoutCancel(ctx)
-	if ix.RetryMissing > 0 && len(w.Missing) > 0 {
-		// A bounded number of OVERs a range, each over missing numbers
-		// near each other: a server with many cancelled articles costs a
-		// few requests, not one a gap.
-		spans := w.MissingSpans(batch, retrySpans)
-		var again []nntp.Header
-		for _, s := range spans {
-			hs, _, err := ix.Source.Overview(ctx, w.Group, s.Lo, s.Hi)
-			if err != nil {
-				return err
-			}
-			again = append(again, hs...)
-		}
-		usable := ix.usable(w.Group, again)
-		if len(usable) < len(again) {
-			// A line that came back unusable is counted once, not asked
-			// for again.
-			for _, h := range again {
-				if !slices.ContainsFunc(usable, func(u nntp.Header) bool { return u.Number == h.Number }) {
-					delete(w.Missing, h.Number)
-				}
-			}
-		}
-		if err := ix.write(wctx, w.Group, w.Retry(spans, usable, ix.RetryMissing)); err != nil {
-			return err
-		}
+	if err := ix.retryMissing(ctx, wctx, w, batch); err != nil {
+		return err
 	}
 	var headers int64
 	var last []Update // the last batch's records, written once the source is let go
@@ -331,6 +307,41 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 	}
 	if progress != nil {
 		progress(end+1, headers)
+	}
+	return nil
+}
+
+// retryMissing asks the window's missing articles of earlier ranges
+// again, first in a range (USENET.md rule 6), and writes what they
+// change under wctx (see Index).
+func (ix *Indexer) retryMissing(ctx, wctx context.Context, w *Window, batch int64) error {
+	if ix.RetryMissing <= 0 || len(w.Missing) == 0 {
+		return nil
+	}
+	// A bounded number of OVERs a range, each over missing numbers
+	// near each other: a server with many cancelled articles costs a
+	// few requests, not one a gap.
+	spans := w.MissingSpans(batch, retrySpans)
+	var again []nntp.Header
+	for _, s := range spans {
+		hs, _, err := ix.Source.Overview(ctx, w.Group, s.Lo, s.Hi)
+		if err != nil {
+			return err
+		}
+		again = append(again, hs...)
+	}
+	usable := ix.usable(w.Group, again)
+	if len(usable) < len(again) {
+		// A line that came back unusable is counted once, not asked
+		// for again.
+		for _, h := range again {
+			if !slices.ContainsFunc(usable, func(u nntp.Header) bool { return u.Number == h.Number }) {
+				delete(w.Missing, h.Number)
+			}
+		}
+	}
+	if err := ix.write(wctx, w.Group, w.Retry(spans, usable, ix.RetryMissing)); err != nil {
+		return err
 	}
 	return nil
 }
