@@ -134,7 +134,7 @@ func TestAloneThenFleet(t *testing.T) {
 	pollReady(t, a.url, 90*time.Second)
 	pollReady(t, b.url, 90*time.Second)
 
-	if err := poll.Wait(60*time.Second, poll.Every, func() error {
+	if err := poll.Wait(60*time.Second, 100*time.Millisecond, func() error {
 		code, body := adminCall(t, b.url, dataB, "GET", "/api/v1/groups/made-alone", "")
 		var g leasehold.GroupDetail
 		if code == 200 && json.Unmarshal(body, &g) == nil && g.Peer != nil && g.Peer.Owner == "node-a" && g.Ranges["planned"] == 10 {

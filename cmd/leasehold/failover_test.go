@@ -128,7 +128,8 @@ func TestWorkerFleetFailover(t *testing.T) {
 	waitUntil := func(within time.Duration, what string, cond func() bool) time.Duration {
 		t.Helper()
 		start := time.Now()
-		if err := poll.Wait(within, poll.Every, func() error {
+		// Every 50 ms, not poll.Every: each ask is a dozen HTTP calls.
+		if err := poll.Wait(within, 50*time.Millisecond, func() error {
 			if cond() {
 				return nil
 			}
