@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/store"
 )
@@ -17,6 +18,7 @@ import (
 // and the peer with its life, so an operator sees who changed the
 // catalog through NATS.
 func TestAdminCarriedWriteLogged(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := natstest.Server(t)
 	var logs syncbuf.Buffer
@@ -25,7 +27,7 @@ func TestAdminCarriedWriteLogged(t *testing.T) {
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.carried", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 20*time.Second, "b sees a's group", func() bool {
+	poll.Eventually(t, 20*time.Second, "b sees a's group", func() bool {
 		_, err := b.db.GroupByName(ctx, "alt.carried")
 		return err == nil
 	})
@@ -33,7 +35,7 @@ func TestAdminCarriedWriteLogged(t *testing.T) {
 		t.Fatalf("planning a's group at b: %v", err)
 	}
 	var line map[string]any
-	claimEventually(t, 10*time.Second, "a logs the carried write", func() bool {
+	poll.Eventually(t, 10*time.Second, "a logs the carried write", func() bool {
 		for l := range strings.SplitSeq(logs.String(), "\n") {
 			var m map[string]any
 			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "admin write" && m["via"] == "nats" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // claimTestTTL is short so that lapses happen within a test's seconds; the
@@ -60,7 +61,7 @@ func claimNew(t *testing.T, js jetstream.JetStream, cfg ClaimsConfig) *Claims {
 		cfg.Logger = claimQuiet
 	}
 	var c *Claims
-	claimEventually(t, 20*time.Second, "claims bucket", func() bool {
+	poll.Eventually(t, 20*time.Second, "claims bucket", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
@@ -77,18 +78,6 @@ func claimRun(t *testing.T, c *Claims) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-}
-
-// claimEventually polls cond until it holds or the time is up.
-func claimEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // claimThroughout checks cond every so often for the whole window, and
@@ -394,7 +383,7 @@ func TestClaimLapse(t *testing.T) {
 		t.Fatal("closed Claims still holds")
 	}
 	var fb uint64
-	claimEventually(t, 4*claimTestTTL, "b claims the lapsed group", func() bool {
+	poll.Eventually(t, 4*claimTestTTL, "b claims the lapsed group", func() bool {
 		var err error
 		fb, err = b.Claim(ctx, group)
 		return err == nil
@@ -477,7 +466,7 @@ func TestClaimRestart(t *testing.T) {
 	a.Stop() // the earlier run stops: its life lapses
 	stopped := time.Now()
 	var fa2 uint64
-	claimEventually(t, 4*claimTestTTL, "the later run claims the group", func() bool {
+	poll.Eventually(t, 4*claimTestTTL, "the later run claims the group", func() bool {
 		var err error
 		fa2, err = a2.Claim(ctx, group)
 		return err == nil
@@ -544,7 +533,7 @@ func TestClaimUnreachable(t *testing.T) {
 	claimRun(t, b)
 
 	var fa uint64
-	claimEventually(t, 10*time.Second, "a claims", func() bool {
+	poll.Eventually(t, 10*time.Second, "a claims", func() bool {
 		var err error
 		fa, err = a.Claim(ctx, group)
 		return err == nil
@@ -619,7 +608,7 @@ func TestClaimUnreachable(t *testing.T) {
 	}
 	restarted := natstest.Start(t, opts[0])
 	t.Cleanup(restarted.Shutdown)
-	claimEventually(t, 30*time.Second, "a begins a new life", func() bool {
+	poll.Eventually(t, 30*time.Second, "a begins a new life", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return a.liveLocked(time.Now())
@@ -671,7 +660,7 @@ func TestClaimShortOutage(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	s = natstest.Start(t, o)
 	t.Cleanup(s.Shutdown)
-	claimEventually(t, 10*time.Second, "a renews after the outage", func() bool {
+	poll.Eventually(t, 10*time.Second, "a renews after the outage", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return a.lifeRev > before
@@ -707,7 +696,7 @@ func TestClaimServerLapse(t *testing.T) {
 			t.Fatal(err)
 		}
 		due := e.Created().Add(claimTestTTL)
-		claimEventually(t, 3*claimTestTTL, "the server removes the life", func() bool {
+		poll.Eventually(t, 3*claimTestTTL, "the server removes the life", func() bool {
 			_, err := c.lives.Get(ctx, node)
 			return err != nil
 		})
@@ -892,10 +881,10 @@ func TestClaimsCountPeers(t *testing.T) {
 	claimRun(t, a)
 	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "node-b"})
 	claimRun(t, b)
-	claimEventually(t, 5*time.Second, "a counting b", func() bool { return a.Peers() == 1 })
-	claimEventually(t, 5*time.Second, "b counting a", func() bool { return b.Peers() == 1 })
+	poll.Eventually(t, 5*time.Second, "a counting b", func() bool { return a.Peers() == 1 })
+	poll.Eventually(t, 5*time.Second, "b counting a", func() bool { return b.Peers() == 1 })
 	b.Stop()
-	claimEventually(t, 3*claimTestTTL, "a no longer counting b", func() bool { return a.Peers() == 0 })
+	poll.Eventually(t, 3*claimTestTTL, "a no longer counting b", func() bool { return a.Peers() == 0 })
 }
 
 // TestClaimsLifeReadBounded: a read of a node's life that the server takes

@@ -14,6 +14,7 @@ import (
 // to encoding/json's, byte for byte: a receiver of any version reads it
 // as it read json.Marshal's.
 func TestAppendRangeAsMarshal(t *testing.T) {
+	t.Parallel()
 	node, msg, at := int64(7), "411 no such <group> & \"more\"\n\x01 é \xff", time.Date(2026, 12, 6, 15, 4, 5, 123456789, time.FixedZone("x", 3600))
 	plain := "timeout"
 	cases := []store.PeerRange{

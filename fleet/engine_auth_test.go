@@ -90,6 +90,7 @@ func authOperator(t *testing.T, opts *server.Options) (creds, stranger string) {
 // file, or TLS verified against a CA alone; with wrong credentials it
 // stops joining at once, naming the flag to fix, instead of waiting.
 func TestFleetExternalAuth(t *testing.T) {
+	t.Parallel()
 	certs := natstest.MakeCerts(t, "nats-ca", "nats-server")
 	nkey, err := nkeys.CreateUser()
 	if err != nil {
@@ -166,6 +167,7 @@ func TestFleetExternalAuth(t *testing.T) {
 // TestFleetExternalAuthInvalid: credentials that cannot work together are
 // refused before anything starts.
 func TestFleetExternalAuthInvalid(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]Config{
 		"TwoWays":          {NATS: "nats://127.0.0.1:4222", Secret: "token-0123456789abcdef", Auth: Auth{CredsFile: "/dev/null"}},
 		"UserWithout":      {NATS: "nats://127.0.0.1:4222", Auth: Auth{User: "leasehold"}},

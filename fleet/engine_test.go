@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -67,7 +68,7 @@ func TestFleetExternalCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g *leasehold.Grant
-	claimEventually(t, 20*time.Second, "a leases its group", func() bool {
+	poll.Eventually(t, 20*time.Second, "a leases its group", func() bool {
 		var err error
 		if g, err = a.app.Coordinator.Lease(ctx, a.worker); err != nil {
 			t.Fatal(err)
@@ -105,7 +106,7 @@ func TestFleetExternalCluster(t *testing.T) {
 	if _, err := b.app.Coordinator.PlanTail(ctx, "alt.during", 1000); err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 10*time.Second, "b leases the group made after the loss", func() bool {
+	poll.Eventually(t, 10*time.Second, "b leases the group made after the loss", func() bool {
 		g, err := b.app.Coordinator.Lease(ctx, b.worker)
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +120,7 @@ func TestFleetExternalCluster(t *testing.T) {
 	// The streams lose their leaders one by one as their elections time
 	// out: waited for until the events stream is among them.
 	var err error
-	claimEventually(t, 30*time.Second, "a says its events stream is offline", func() bool {
+	poll.Eventually(t, 30*time.Second, "a says its events stream is offline", func() bool {
 		st, perr := a.fleet.Peers(ctx)
 		err = a.app.Ready(ctx)
 		return perr == nil && strings.Contains(st.Offline, StreamName) &&
@@ -130,7 +131,7 @@ func TestFleetExternalCluster(t *testing.T) {
 		s := natstest.Start(t, opts[i])
 		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	}
-	claimEventually(t, 60*time.Second, "both nodes ready again with the servers back", func() bool {
+	poll.Eventually(t, 60*time.Second, "both nodes ready again with the servers back", func() bool {
 		st, err := a.fleet.Peers(ctx)
 		return err == nil && st.Offline == "" && a.app.Ready(ctx) == nil && b.app.Ready(ctx) == nil
 	})

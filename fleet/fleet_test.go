@@ -250,7 +250,7 @@ func TestFleet(t *testing.T) {
 		return len(rs)
 	}
 	for _, n := range []*fleetNode{b, c} {
-		claimEventually(t, 10*time.Second, n.name+" sees the group and its ranges", func() bool { return ranges(n, "planned") == size/rangeSize })
+		poll.Eventually(t, 10*time.Second, n.name+" sees the group and its ranges", func() bool { return ranges(n, "planned") == size/rangeSize })
 		if origin, err := n.db.GroupOrigin(ctx, mustGroup(t, n, "alt.fleet").ID); err != nil || origin != "node-a" {
 			t.Fatalf("%s: the group's origin is %q, %v; want node-a", n.name, origin, err)
 		}
@@ -259,7 +259,7 @@ func TestFleet(t *testing.T) {
 	// Only A, which claims it at its first lease, leases the group.
 	h := &fleetHistory{}
 	var wA window
-	claimEventually(t, 10*time.Second, "a leases the group", func() bool {
+	poll.Eventually(t, 10*time.Second, "a leases the group", func() bool {
 		var done bool
 		wA, done = a.work(t, ctx, total, 6, h)
 		if done {
@@ -280,10 +280,10 @@ func TestFleet(t *testing.T) {
 	if _, err := c.app.Coordinator.PlanTail(ctx, "alt.fleet", -1); leasehold.ErrorKind(err) != leasehold.KindInvalid {
 		t.Fatalf("a bad plan carried to the owner: %v; want invalid", err)
 	}
-	claimEventually(t, 10*time.Second, "b sees the ranges a planned for it", func() bool {
+	poll.Eventually(t, 10*time.Second, "b sees the ranges a planned for it", func() bool {
 		return ranges(b, "planned")+ranges(b, "done")+ranges(b, "leased") == total/rangeSize
 	})
-	claimEventually(t, 10*time.Second, "b sees a's finished ranges", func() bool {
+	poll.Eventually(t, 10*time.Second, "b sees a's finished ranges", func() bool {
 		if ranges(b, "done") == 6 {
 			return true
 		}
@@ -291,7 +291,7 @@ func TestFleet(t *testing.T) {
 	})
 
 	// A is killed while it holds the group: no release, no goodbye.
-	claimEventually(t, 10*time.Second, "a's snapshot is replicated", func() bool {
+	poll.Eventually(t, 10*time.Second, "a's snapshot is replicated", func() bool {
 		info, err := b.fleet.snapshots.obs.GetInfo(ctx, "alt.fleet")
 		return err == nil && info != nil && strings.Contains(fmt.Sprint(info.Metadata, info.Headers), "61")
 	})
@@ -309,7 +309,7 @@ func TestFleet(t *testing.T) {
 	// B or C takes over after the claim TTL and finishes from the snapshot.
 	var final window
 	var owner *fleetNode
-	claimEventually(t, 30*time.Second, "another node takes the group over and finishes it", func() bool {
+	poll.Eventually(t, 30*time.Second, "another node takes the group over and finishes it", func() bool {
 		for _, n := range []*fleetNode{b, c} {
 			w, done := n.work(t, ctx, total, 100, h)
 			if w != nil {
@@ -342,7 +342,7 @@ func TestFleet(t *testing.T) {
 		}
 		return nil
 	})
-	claimEventually(t, 15*time.Second, "restarted a folds the new owner's state", func() bool {
+	poll.Eventually(t, 15*time.Second, "restarted a folds the new owner's state", func() bool {
 		g, err := a2.db.GroupByName(ctx, "alt.fleet")
 		if err != nil {
 			return false
@@ -439,7 +439,7 @@ func TestFleetStatusOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last string
-	claimEventually(t, 20*time.Second, "a's changes published and folded at b", func() bool {
+	poll.Eventually(t, 20*time.Second, "a's changes published and folded at b", func() bool {
 		sa, err := a.fleet.Peers(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -491,26 +491,32 @@ func TestFleetTakeoverLogLine(t *testing.T) {
 	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.moved", 10000); err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 20*time.Second, "b sees a's group", func() bool {
+	poll.Eventually(t, 20*time.Second, "b sees a's group", func() bool {
 		_, err := b.db.GroupByName(ctx, "alt.moved")
 		return err == nil
 	})
 	a.stop() // its life lapses a claim TTL later
 	var g *leasehold.Grant
-	claimEventually(t, 6*fleetTTL, "b leases the group a left", func() bool {
+	poll.Eventually(t, 6*fleetTTL, "b leases the group a left", func() bool {
 		var err error
 		if g, err = b.app.Coordinator.Lease(ctx, b.worker); err != nil {
 			t.Fatal(err)
 		}
 		return g != nil
 	})
+	// The line comes just after the group is owned (and leasable), so it
+	// is waited for too.
 	var lines []map[string]any
-	for _, l := range strings.Split(logs.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == LogGroupTakenOver {
-			lines = append(lines, m)
+	poll.Eventually(t, 10*time.Second, "b's takeover line", func() bool {
+		lines = nil
+		for _, l := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == LogGroupTakenOver {
+				lines = append(lines, m)
+			}
 		}
-	}
+		return len(lines) > 0
+	})
 	rev := b.fleet.claims.Rev("alt.moved")
 	if len(lines) != 1 || lines[0]["group"] != "alt.moved" || lines[0]["from"] != "node-a" || lines[0]["claim_rev"] != float64(rev) {
 		t.Fatalf("b's takeover lines %v; want one naming alt.moved, node-a and the claim's revision %d\n%s", lines, rev, logs.String())
@@ -534,7 +540,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var g *leasehold.Grant
-	claimEventually(t, 10*time.Second, "a leases its group", func() bool {
+	poll.Eventually(t, 10*time.Second, "a leases its group", func() bool {
 		var err error
 		g, err = a.app.Coordinator.Lease(ctx, a.worker)
 		if err != nil {
@@ -542,7 +548,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 		}
 		return g != nil
 	})
-	claimEventually(t, 10*time.Second, "b sees a's group", func() bool {
+	poll.Eventually(t, 10*time.Second, "b sees a's group", func() bool {
 		_, err := b.db.GroupByName(ctx, "alt.cut")
 		return err == nil
 	})
@@ -592,11 +598,11 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	}
 	s2 := natstest.Start(t, opts)
 	t.Cleanup(func() { s2.Shutdown(); s2.WaitForShutdown() })
-	claimEventually(t, 20*time.Second, "b folds what a did while cut off", func() bool {
+	poll.Eventually(t, 20*time.Second, "b folds what a did while cut off", func() bool {
 		_, err := b.db.GroupByName(ctx, "alt.while-cut")
 		return err == nil
 	})
-	claimEventually(t, 20*time.Second, "a leases its group again", func() bool {
+	poll.Eventually(t, 20*time.Second, "a leases its group again", func() bool {
 		g, err := a.app.Coordinator.Lease(ctx, a.worker)
 		if err != nil {
 			t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -98,7 +99,7 @@ func (p *foldPeer) stopFolding() {
 func (p *foldPeer) published(t *testing.T, stream jetstream.Stream) {
 	t.Helper()
 	ctx := context.Background()
-	claimEventually(t, 20*time.Second, p.name+"'s outbox sent", func() bool {
+	poll.Eventually(t, 20*time.Second, p.name+"'s outbox sent", func() bool {
 		evs, err := p.db.Unsent(ctx, 0, 1)
 		if err != nil || len(evs) > 0 {
 			return false
@@ -171,6 +172,7 @@ func foldPeerOf(t *testing.T, b *dumpNode, origin string) (leasehold.Peer, bool)
 // (even with another body), and the same state folded twice under a new
 // id changes nothing.
 func TestFoldShowsPeerState(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -193,7 +195,7 @@ func TestFoldShowsPeerState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 10*time.Second, "b lists a folded through the stream's end", func() bool {
+	poll.Eventually(t, 10*time.Second, "b lists a folded through the stream's end", func() bool {
 		p, ok := foldPeerOf(t, b.dumpNode, "node-a")
 		return ok && p.Folded == info.State.LastSeq
 	})
@@ -239,7 +241,7 @@ func TestFoldShowsPeerState(t *testing.T) {
 	if err != nil || ack.Duplicate {
 		t.Fatalf("resend: %+v, %v", ack, err)
 	}
-	claimEventually(t, 10*time.Second, "b folds the resend", func() bool {
+	poll.Eventually(t, 10*time.Second, "b folds the resend", func() bool {
 		p, ok := foldPeerOf(t, b.dumpNode, "node-a")
 		return ok && p.Folded == ack.Sequence
 	})
@@ -258,6 +260,8 @@ func TestFoldShowsPeerState(t *testing.T) {
 // nodes' activity included. A new node C, with no mark, on the stream
 // that has dropped its start is seeded from A's dump, not counted as a gap.
 func TestFoldGapRebuilds(t *testing.T) {
+	// Not parallel: its stream keeps 20 messages, and b slowed by the
+	// parallel tests beside it fell behind them a second time (a real gap).
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -341,6 +345,7 @@ func TestFoldGapRebuilds(t *testing.T) {
 // away; b's mark, of the old stream, vouches for nothing: b counts a gap
 // and rebuilds a's part from its dump, then folds on.
 func TestFoldNewIncarnation(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -374,6 +379,7 @@ func TestFoldNewIncarnation(t *testing.T) {
 // the catalog. A fold started again on that catalog (as after a crash)
 // asks at once and, answered, equals the origin and owes nothing.
 func TestFoldRebuildOwed(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -403,7 +409,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 	foldFinish(t, a.dumpNode, "g", 3)
 	a.published(t, stream)
 	b.startFolding(t)
-	claimEventually(t, 20*time.Second, "the failed rebuild owed", func() bool {
+	poll.Eventually(t, 20*time.Second, "the failed rebuild owed", func() bool {
 		owed, err := b.db.RebuildsOwed(ctx)
 		return err == nil && len(owed) == 1 && owed[0] == "node-a"
 	})
@@ -411,7 +417,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 20*time.Second, "the fold goes on past the hole", func() bool {
+	poll.Eventually(t, 20*time.Second, "the fold goes on past the hole", func() bool {
 		_, mark, err := b.db.FoldMark(ctx)
 		return err == nil && mark >= info.State.LastSeq
 	})
@@ -425,7 +431,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 	b.folder = NewFolder(b.js, b.db, "node-b", records, b.app.Config.MaxAttempts, rebuild, claimQuiet)
 	b.startFolding(t)
 	foldConverge(t, a.dumpNode, b.dumpNode, true, 30*time.Second)
-	claimEventually(t, 10*time.Second, "nothing owed after the rebuild", func() bool {
+	poll.Eventually(t, 10*time.Second, "nothing owed after the rebuild", func() bool {
 		owed, err := b.db.RebuildsOwed(ctx)
 		return err == nil && len(owed) == 0
 	})
@@ -440,6 +446,7 @@ func TestFoldRebuildOwed(t *testing.T) {
 // everything there was, rebuilds A's part from A's dump and equals A. No
 // gap is counted: nothing was lost to the stream.
 func TestFoldAfterAlone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -485,6 +492,7 @@ func TestFoldAfterAlone(t *testing.T) {
 // only a record of the fold's own incarnation at or below its mark rules
 // a hole out.
 func TestPublishRecordIncarnation(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -524,7 +532,7 @@ func TestPublishRecordIncarnation(t *testing.T) {
 	stream = foldSetUp(t, js)
 	foldFinish(t, a.dumpNode, "g", 1)
 	var rec PublishRecord
-	claimEventually(t, 20*time.Second, "the record moved to the new stream", func() bool {
+	poll.Eventually(t, 20*time.Second, "the record moved to the new stream", func() bool {
 		info, err = stream.Info(ctx)
 		if err != nil || info.State.LastSeq == 0 {
 			return false
@@ -595,7 +603,7 @@ func (p publishPair) ownedByAFoldedByB(t *testing.T, done int) {
 	dumpWork(t, p.a, "g", 100, 1000, done)
 	mustDo(t, p.a.db.Write(context.Background(), func(tx *store.Tx) error { return tx.OwnGroup("g", 1, 5) }))
 	stop := p.publishA()
-	claimEventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(p.b.dumpNode) == tailAt(p.a) })
+	poll.Eventually(t, 20*time.Second, "b folds a's group", func() bool { return tailAt(p.b.dumpNode) == tailAt(p.a) })
 	stop()
 }
 
@@ -634,6 +642,7 @@ func (p publishPair) aPlansThenTakesBsClaim(t *testing.T) int64 {
 // and B, the owner now, plans the same ranges: an acknowledged plan (and
 // the finishes in it, done again) is not lost with A's claim.
 func TestFoldLatePlan(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newPublishPair(t)
 	a, b := p.a, p.b
@@ -664,7 +673,7 @@ func TestFoldLatePlan(t *testing.T) {
 	}))
 
 	defer p.publishA()()
-	claimEventually(t, 20*time.Second, "b, the owner, plans a's late tail", func() bool { return tailAt(b.dumpNode) == 1500 })
+	poll.Eventually(t, 20*time.Second, "b, the owner, plans a's late tail", func() bool { return tailAt(b.dumpNode) == 1500 })
 	rs, err := b.db.Ranges(ctx, gbID, "", 0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -691,6 +700,7 @@ func mustDo(t *testing.T, err error) {
 // each) reach a peer that joins afterwards, and one already folding, by
 // the rebuild the seeding's one event asks for.
 func TestFoldBulkSeeded(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -715,6 +725,7 @@ func TestFoldBulkSeeded(t *testing.T) {
 // of it and the ranges are done again; sent with the state as it was, the
 // plan and the finishes in it were lost to every node.
 func TestPublishReplaysOwnLostPlan(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newPublishPair(t)
 	a, b := p.a, p.b
@@ -729,7 +740,7 @@ func TestPublishReplaysOwnLostPlan(t *testing.T) {
 	mustDo(t, a.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
 
 	defer p.publishA()()
-	claimEventually(t, 20*time.Second, "a plans its lost tail again and b folds it", func() bool {
+	poll.Eventually(t, 20*time.Second, "a plans its lost tail again and b folds it", func() bool {
 		return tailAt(a) == 1500 && tailAt(b.dumpNode) == 1500
 	})
 	for _, n := range []*dumpNode{a, b.dumpNode} {
@@ -760,6 +771,7 @@ func TestPublishReplaysOwnLostPlan(t *testing.T) {
 // fault run of 2026-12-06: the final owner's copy had a hole where two
 // acknowledged finishes were, and the nodes disagreed).
 func TestPublishWholeStateOnNewClaim(t *testing.T) {
+	t.Parallel()
 	t.Run("DisownedFirst", func(t *testing.T) { publishWholeStateOnNewClaim(t, true) })
 	t.Run("WonAnew", func(t *testing.T) { publishWholeStateOnNewClaim(t, false) })
 }
@@ -786,7 +798,7 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 
 	// A owns g (claim 1) with 10 ranges, 3 done; B folds them.
 	p.ownedByAFoldedByB(t, 3)
-	claimEventually(t, 20*time.Second, "b folds a's ranges", func() bool { return rangesOf(b.dumpNode) == rangesOf(a) })
+	poll.Eventually(t, 20*time.Second, "b folds a's ranges", func() bool { return rangesOf(b.dumpNode) == rangesOf(a) })
 
 	// B folds a third node's state under claim 2 with a plan of 500:
 	// the ranges past it go from B's copy.
@@ -839,6 +851,7 @@ func (f rebuildFunc) Rebuild(ctx context.Context, origin string) error { return 
 // the message is gone (here: the peer's newer message purged) folding
 // goes on. A dump chunk of a newer format is refused as unprocessable.
 func TestFoldNewerFormat(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()
@@ -863,7 +876,7 @@ func TestFoldNewerFormat(t *testing.T) {
 	first := publish(Message{Format: FormatVersion, Origin: "node-a", Catalog: "ca", Event: 1, Parts: 1, At: at, Kind: store.EventGroupUpdated, Group: group("alt.old")})
 	newer := publish(Message{Format: FormatVersion + 1, Origin: "node-a", Catalog: "ca", Event: 2, Parts: 1, At: at, Kind: store.EventGroupUpdated, Group: group("alt.newer")})
 	publish(Message{Format: FormatVersion, Origin: "node-a", Catalog: "ca", Event: 3, Parts: 1, At: at, Kind: store.EventGroupUpdated, Group: group("alt.after")})
-	claimEventually(t, 10*time.Second, "the fold holds at the newer message", func() bool {
+	poll.Eventually(t, 10*time.Second, "the fold holds at the newer message", func() bool {
 		n := b.folder.Newer()
 		return n != nil && n.Seq == newer && n.Format == FormatVersion+1 && n.Origin == "node-a"
 	})
@@ -881,7 +894,7 @@ func TestFoldNewerFormat(t *testing.T) {
 	if err := stream.DeleteMsg(ctx, newer); err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 20*time.Second, "folding goes on past the purged message", func() bool {
+	poll.Eventually(t, 20*time.Second, "folding goes on past the purged message", func() bool {
 		_, err := b.db.GroupByName(ctx, "alt.after")
 		return err == nil && b.folder.Newer() == nil
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -145,7 +146,7 @@ func TestFleetStopWhileJoining(t *testing.T) {
 	if err := f.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 10*time.Second, "the fleet waits for NATS", func() bool {
+	poll.Eventually(t, 10*time.Second, "the fleet waits for NATS", func() bool {
 		return strings.Contains(fmt.Sprint(gate.Ready()), "NATS at")
 	})
 	stopped := make(chan struct{})
@@ -226,7 +227,7 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 func waitReady(t *testing.T, start time.Time, nodes ...*readyNode) {
 	t.Helper()
 	for _, n := range nodes {
-		claimEventually(t, 60*time.Second, n.name+" ready", func() bool { return n.gate.Ready() == nil })
+		poll.Eventually(t, 60*time.Second, n.name+" ready", func() bool { return n.gate.Ready() == nil })
 		t.Logf("%s ready %.1f s after the start", n.name, time.Since(start).Seconds())
 	}
 }

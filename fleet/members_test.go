@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -64,7 +65,7 @@ func TestMembers(t *testing.T) {
 		}
 		return strings.TrimSpace(b.String())
 	}
-	claimEventually(t, 5*time.Second, "node-b joining, owning its groups", func() bool {
+	poll.Eventually(t, 5*time.Second, "node-b joining, owning its groups", func() bool {
 		return state(m.Status(nil)) == "node-b=joining owns=2"
 	})
 	// The gauge counts what Status lists over the catalog's peers.
@@ -88,10 +89,10 @@ func TestMembers(t *testing.T) {
 		t.Fatalf("node-b owns %d since %v, want 2 and a time", peers[0].Owns, peers[0].StateSince)
 	}
 	// Its life not renewed: down after the TTL, said once.
-	claimEventually(t, 10*time.Second, "node-b down", func() bool { return state(m.Status(nil)) == "node-b=down owns=2" })
+	poll.Eventually(t, 10*time.Second, "node-b down", func() bool { return state(m.Status(nil)) == "node-b=down owns=2" })
 	// Status reads the lapse as it asks; the line is the tick's, which
 	// may come a moment later on a loaded machine.
-	claimEventually(t, 10*time.Second, "the line of node-b down", func() bool {
+	poll.Eventually(t, 10*time.Second, "the line of node-b down", func() bool {
 		return strings.Contains(buf.String(), `msg="peers: peer down" peer=node-b`)
 	})
 	if got := strings.Count(buf.String(), `msg="peers: peer down" peer=node-b`); got != 1 {
@@ -104,7 +105,7 @@ func TestMembers(t *testing.T) {
 		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
 	}
 	put(lives, "node-b", Life{Node: "node-b", Life: "2", At: time.Now()})
-	claimEventually(t, 5*time.Second, "node-b up again", func() bool { return strings.Contains(buf.String(), `msg="peers: peer up again" peer=node-b`) })
+	poll.Eventually(t, 5*time.Second, "node-b up again", func() bool { return strings.Contains(buf.String(), `msg="peers: peer up again" peer=node-b`) })
 	if !strings.Contains(buf.String(), "timeline=peer_up") {
 		t.Fatalf("the up line is not marked for the timeline:\n%s", buf.String())
 	}
@@ -156,13 +157,13 @@ func TestFleetMembers(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	claimEventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
+	poll.Eventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
 	// The fleet's gauge counts what its catalog and its members say.
 	if got, want := membersByState(t, a.fleet.Collector()), "down=0 joining=0 up=2"; got != want {
 		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
 	}
 	c.stop()
-	claimEventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
+	poll.Eventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
 	if got, want := membersByState(t, a.fleet.Collector()), "down=1 joining=0 up=1"; got != want {
 		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -89,7 +90,7 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 	url := s.ClientURL()
 	dirA := t.TempDir()
 	a := ownStart(t, url, "node-a", dirA)
-	claimEventually(t, 5*time.Second, "a leases g", func() bool { return a.lease(t) })
+	poll.Eventually(t, 5*time.Second, "a leases g", func() bool { return a.lease(t) })
 	b := ownStart(t, url, "node-b", t.TempDir())
 	// b is refused all along while a holds the claim: checked again and
 	// again over a window, since a single early refusal shows nothing.
@@ -108,7 +109,7 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 	if a.lease(t) {
 		t.Fatal("a leased g after its claims closed")
 	}
-	claimEventually(t, 10*time.Second, "b leases g after a's claim lapsed", func() bool { return b.lease(t) })
+	poll.Eventually(t, 10*time.Second, "b leases g after a's claim lapsed", func() bool { return b.lease(t) })
 	if since := time.Since(killed); since < claimTestTTL*3/4 {
 		t.Fatalf("b leased g %s after a was killed, before a's claim could lapse (TTL %s)", since, claimTestTTL)
 	}
@@ -188,16 +189,16 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 		return nil
 	})
 	settled.Store(true)
-	claimEventually(t, 3*claimTestTTL, "the idle group's claim is released", func() bool { return !claims.Held("g") })
+	poll.Eventually(t, 3*claimTestTTL, "the idle group's claim is released", func() bool { return !claims.Held("g") })
 	// Held no more comes first (nothing is leased on it from here), then
 	// the claim leaves the bucket.
-	claimEventually(t, 5*time.Second, "the released claim gone from the bucket", func() bool {
+	poll.Eventually(t, 5*time.Second, "the released claim gone from the bucket", func() bool {
 		_, _, err := claims.Owner(ctx, "g")
 		return leasehold.ErrorKind(err) == leasehold.KindNotFound
 	})
 	// Released, it is disowned here: an idle worker's lease offers it and
 	// claims it back.
-	claimEventually(t, 5*time.Second, "an idle worker gets the group back", func() bool {
+	poll.Eventually(t, 5*time.Second, "an idle worker gets the group back", func() bool {
 		g, err := app.Coordinator.Lease(ctx, w.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +219,7 @@ func TestOwnershipRestartRefusesOldFences(t *testing.T) {
 	dirA := t.TempDir()
 	a := ownStart(t, url, "node-a", dirA)
 	var held *leasehold.Grant
-	claimEventually(t, 5*time.Second, "a leases g", func() bool {
+	poll.Eventually(t, 5*time.Second, "a leases g", func() bool {
 		g, err := a.app.Coordinator.Lease(ctx, a.worker)
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // serverStart starts an embedded server and shuts it down with the test.
@@ -53,6 +54,7 @@ func serverJetStream(t *testing.T, s *server.Server) jetstream.JetStream {
 // TestServerStandalone: port 0 is a free port (not nats-server's 4222), a
 // client connects, JetStream answers and keeps its store under Dir.
 func TestServerStandalone(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "nats")
 	s := serverStart(t, ServerConfig{Name: "node-1", Dir: dir, Listen: "127.0.0.1:0"})
 	port := s.Addr().(*net.TCPAddr).Port
@@ -79,6 +81,7 @@ func TestServerStandalone(t *testing.T) {
 // TestServerRefused: an address in use or a malformed one is refused at
 // once, with the kind and the flag to change.
 func TestServerRefused(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +140,7 @@ func TestServerRefused(t *testing.T) {
 // one JetStream cluster, where a stream of Replicas(routes) = 3 copies can
 // be created once the cluster has elected its meta leader.
 func TestServerCluster(t *testing.T) {
+	t.Parallel()
 	var routeAddrs []string
 	for range 3 {
 		routeAddrs = append(routeAddrs, fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
@@ -163,7 +167,7 @@ func TestServerCluster(t *testing.T) {
 	}
 	js := serverJetStream(t, servers[0])
 	var info *jetstream.StreamInfo
-	claimEventually(t, 30*time.Second, "a stream of 3 replicas", func() bool {
+	poll.Eventually(t, 30*time.Second, "a stream of 3 replicas", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -189,13 +193,14 @@ func TestServerCluster(t *testing.T) {
 // other and answer a client presenting it; a client without it, or with
 // another, is refused, and a server with another secret never routes in.
 func TestServerSecret(t *testing.T) {
+	t.Parallel()
 	const secret = "fleet-secret-0123456789"
 	addrs := []string{fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))}
 	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[0],
 		Routes: []string{"nats://" + addrs[1]}, Secret: secret})
 	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
 		Routes: []string{"nats://" + addrs[0]}, Secret: secret})
-	claimEventually(t, 20*time.Second, "the two servers route to each other", func() bool {
+	poll.Eventually(t, 20*time.Second, "the two servers route to each other", func() bool {
 		return a.NumRoutes() > 0 && b.NumRoutes() > 0
 	})
 
@@ -215,12 +220,13 @@ func TestServerSecret(t *testing.T) {
 // own, and a second node routing to it joins: a stream of two replicas
 // can be created from the seed.
 func TestServerSeed(t *testing.T) {
+	t.Parallel()
 	seedRoute := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	seed := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: seedRoute})
 	routes := []string{"nats://" + seedRoute}
 	serverStart(t, ServerConfig{Name: "node-2", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: "127.0.0.1:0", Routes: routes})
 	js := serverJetStream(t, seed)
-	claimEventually(t, 30*time.Second, "a stream of 2 replicas", func() bool {
+	poll.Eventually(t, 30*time.Second, "a stream of 2 replicas", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -235,6 +241,7 @@ func TestServerSeed(t *testing.T) {
 }
 
 func TestServerReplicas(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int]int{0: 1, 1: 2, 2: 3, 3: 3, 7: 3} {
 		if got := Replicas(make([]string, n)); got != want {
 			t.Errorf("Replicas(%d routes) = %d, want %d", n, got, want)
@@ -245,6 +252,7 @@ func TestServerReplicas(t *testing.T) {
 // TestServerLog: the server's notices are debug lines, its warnings and
 // errors the node's; debug and trace never reach the log.
 func TestServerLog(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})
 	l := &serverLogger{log: slog.New(h), fatal: make(chan serverFatal, 1)}
@@ -278,18 +286,19 @@ func TestServerLog(t *testing.T) {
 // then goes silent, holding both connections open: at nats-server's
 // default pings this takes a minute or more.
 func TestServerRouteCutOff(t *testing.T) {
+	t.Parallel()
 	aRoute := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: aRoute})
 	relay := newSilentRelay(t, aRoute)
 	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0",
 		ClusterListen: fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), Routes: []string{"nats://" + relay.addr}})
-	claimEventually(t, 20*time.Second, "node-b routes to node-a through the relay", func() bool {
+	poll.Eventually(t, 20*time.Second, "node-b routes to node-a through the relay", func() bool {
 		return a.NumRoutes() > 0 && b.NumRoutes() > 0
 	})
 	cut := time.Now()
 	relay.silence()
 	// Three pings unanswered at routePingInterval: about 6 s, at most 8.
-	claimEventually(t, 4*routePingInterval*routePingsOut/3+2*time.Second, "node-b drops the silent route", func() bool {
+	poll.Eventually(t, 4*routePingInterval*routePingsOut/3+2*time.Second, "node-b drops the silent route", func() bool {
 		return b.NumRoutes() == 0
 	})
 	t.Logf("node-b dropped the silent route %s after the cut", time.Since(cut).Round(100*time.Millisecond))
@@ -372,6 +381,7 @@ func (r *silentRelay) pipe(src, dst net.Conn) {
 // JetStream's meta leader (a route to itself would count it twice in the
 // cluster's expected size, and two would never be a majority).
 func TestServerClusterSelfRoute(t *testing.T) {
+	t.Parallel()
 	var addrs, routes []string
 	for range 3 {
 		addr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
@@ -386,7 +396,7 @@ func TestServerClusterSelfRoute(t *testing.T) {
 			Listen: "127.0.0.1:0", ClusterListen: addrs[i], Routes: routes}))
 	}
 	js := serverJetStream(t, servers[0])
-	claimEventually(t, 30*time.Second, "JetStream with two servers of three", func() bool {
+	poll.Eventually(t, 30*time.Second, "JetStream with two servers of three", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(ctx)
@@ -399,6 +409,7 @@ func TestServerClusterSelfRoute(t *testing.T) {
 // again at warn a minute later with the count; another peer has its own
 // first line.
 func TestServerLogRouteUnreached(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	l := &serverLogger{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})), fatal: make(chan serverFatal, 1)}
 	const b = "Error trying to connect to route (attempt %d): dial tcp 127.0.0.1:6222: connect: connection refused"

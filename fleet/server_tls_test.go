@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -23,6 +24,7 @@ import (
 // token (a node alone, as serve runs it by default) refuses a client with
 // no credentials or another token, and takes one with the token.
 func TestServerClientToken(t *testing.T) {
+	t.Parallel()
 	const token = "node-own-token-0123456789"
 	s := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClientToken: token})
 	wantRefused(t, s.ClientURL(), "the node's token", nil, nats.Token("another-token-0123456789"))
@@ -58,6 +60,7 @@ func wantRefused(t *testing.T, url, what string, opts ...nats.Option) {
 // back the same on every start; a file holding no usable secret is an
 // error, not a fresh secret nobody asked for.
 func TestLocalSecret(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	first, err := LocalSecret(dir)
 	if err != nil {
@@ -116,6 +119,7 @@ func tlsClient(t *testing.T, ca, cert, key string) *tls.Config {
 // refused, and a server whose certificate another CA signed never routes
 // in, even knowing the secret.
 func TestServerTLS(t *testing.T) {
+	t.Parallel()
 	const secret = "fleet-secret-0123456789"
 	certs := natstest.MakeCerts(t, "fleet-ca", "node-a", "node-b")
 	other := natstest.MakeCerts(t, "other-ca", "node-x")
@@ -127,7 +131,7 @@ func TestServerTLS(t *testing.T) {
 		Routes: []string{"nats://" + addrs[1]}, Secret: secret, TLS: tlsOf(certs, "node-a")})
 	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
 		Routes: []string{"nats://" + addrs[0]}, Secret: secret, TLS: tlsOf(certs, "node-b")})
-	claimEventually(t, 20*time.Second, "the two servers route to each other over TLS", func() bool {
+	poll.Eventually(t, 20*time.Second, "the two servers route to each other over TLS", func() bool {
 		return a.NumRoutes() > 0 && b.NumRoutes() > 0
 	})
 
@@ -187,6 +191,7 @@ func strangerKeptOut(t *testing.T, member *server.Server, stranger string) {
 // one remote knocking again and again gets one line a minute, not one a
 // knock, so the port cannot be used to fill the node's log.
 func TestServerRefusedLogged(t *testing.T) {
+	t.Parallel()
 	var buf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s := serverStart(t, ServerConfig{Name: "node-1", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClientToken: "node-own-token-0123456789", Logger: log})
@@ -196,7 +201,7 @@ func TestServerRefusedLogged(t *testing.T) {
 			t.Fatal("a client with a wrong token was let in")
 		}
 	}
-	claimEventually(t, 5*time.Second, "the refusal is logged", func() bool {
+	poll.Eventually(t, 5*time.Second, "the refusal is logged", func() bool {
 		return strings.Contains(buf.String(), "NATS refused a connection")
 	})
 	lines := strings.Count(buf.String(), "NATS refused a connection")
@@ -217,12 +222,13 @@ func TestServerRefusedLogged(t *testing.T) {
 // secret, so the routes are open and two nodes with tokens of their own
 // cluster, while each one's client port still asks for its own token.
 func TestServerInsecureRoutes(t *testing.T) {
+	t.Parallel()
 	addrs := []string{fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))}
 	a := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[0],
 		Routes: []string{"nats://" + addrs[1]}, ClientToken: "token-of-node-a-0123456789"})
 	b := serverStart(t, ServerConfig{Name: "node-b", Dir: t.TempDir(), Listen: "127.0.0.1:0", ClusterListen: addrs[1],
 		Routes: []string{"nats://" + addrs[0]}, ClientToken: "token-of-node-b-0123456789"})
-	claimEventually(t, 20*time.Second, "the two servers route to each other", func() bool {
+	poll.Eventually(t, 20*time.Second, "the two servers route to each other", func() bool {
 		return a.NumRoutes() > 0 && b.NumRoutes() > 0
 	})
 	// Only a's port: a client would otherwise go on to b, which a's INFO

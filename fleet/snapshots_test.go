@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -127,7 +128,7 @@ func snapBytes(seed uint64, n int) []byte {
 func snapReplicated(t *testing.T, obs jetstream.ObjectStore, group, sha string) *jetstream.ObjectInfo {
 	t.Helper()
 	var info *jetstream.ObjectInfo
-	claimEventually(t, 10*time.Second, "snapshot of "+group+" replicated", func() bool {
+	poll.Eventually(t, 10*time.Second, "snapshot of "+group+" replicated", func() bool {
 		var err error
 		info, err = obs.GetInfo(context.Background(), group)
 		return err == nil && info.Metadata[SnapshotMetaSHA256] == sha
@@ -140,6 +141,7 @@ func snapReplicated(t *testing.T, obs jetstream.ObjectStore, group, sha string) 
 // same Next; replicating or importing again with no change moves nothing;
 // a newer snapshot on A replaces the object and B imports that one.
 func TestReplicatorCarriesSnapshot(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	b := snapStart(t, s.ClientURL(), "node-b")
@@ -181,7 +183,7 @@ func TestReplicatorCarriesSnapshot(t *testing.T) {
 
 	// No change: no upload, no download.
 	a.rep.Replicate("g")
-	claimEventually(t, 10*time.Second, "unchanged replication counted", func() bool {
+	poll.Eventually(t, 10*time.Second, "unchanged replication counted", func() bool {
 		return claimMetric(t, a.rep.replications.WithLabelValues("unchanged")) == 1
 	})
 	if again, err := obs.GetInfo(ctx, "g"); err != nil || again.NUID != info.NUID || !again.ModTime.Equal(info.ModTime) {
@@ -218,7 +220,7 @@ func TestReplicatorCarriesSnapshot(t *testing.T) {
 		t.Fatalf("B stores %+v and %d bytes, not A's newer snapshot", rec, len(body))
 	}
 	// The old chunks are purged once the new object's metadata is in.
-	claimEventually(t, 10*time.Second, "the old object's chunks purged", func() bool {
+	poll.Eventually(t, 10*time.Second, "the old object's chunks purged", func() bool {
 		st, err := obs.Status(ctx)
 		return err == nil && st.Size() < uint64(len(second))+64<<10
 	})
@@ -228,6 +230,7 @@ func TestReplicatorCarriesSnapshot(t *testing.T) {
 // another sha-256, or whose chunks are not the ones its digest was taken
 // of, is refused as unprocessable, and B's own snapshot stays whole.
 func TestReplicatorImportRefusesCorrupt(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	b := snapStart(t, s.ClientURL(), "node-b")
 	obs := snapObjects(t, b.js)
@@ -304,6 +307,7 @@ func snapNoParts(t *testing.T, app *appliance.Appliance) {
 // nothing and keeps what it has; a group the catalog does not know is not
 // found; replicating a group without a snapshot uploads nothing.
 func TestReplicatorImportNothing(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	b := snapStart(t, s.ClientURL(), "node-b")
 	ctx := context.Background()
@@ -323,7 +327,7 @@ func TestReplicatorImportNothing(t *testing.T) {
 	}
 
 	b.rep.Replicate("g") // no snapshot
-	claimEventually(t, 10*time.Second, "nothing to replicate counted", func() bool {
+	poll.Eventually(t, 10*time.Second, "nothing to replicate counted", func() bool {
 		return claimMetric(t, b.rep.replications.WithLabelValues("unchanged")) == 1
 	})
 	if _, err := snapObjects(t, b.js).GetInfo(ctx, "g"); !errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -334,6 +338,7 @@ func TestReplicatorImportNothing(t *testing.T) {
 // TestReplicatorImportWhileHeld: a node whose worker holds the group does
 // not import over the worker's window.
 func TestReplicatorImportWhileHeld(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	b := snapStart(t, s.ClientURL(), "node-b")
@@ -365,6 +370,7 @@ func TestReplicatorImportWhileHeld(t *testing.T) {
 // TestReplicatorQueue: requests for a group already waiting are one
 // request, and Replicate never blocks, running or not.
 func TestReplicatorQueue(t *testing.T) {
+	t.Parallel()
 	r := &Replicator{queued: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
 	for i := range 1000 {
 		r.Replicate([]string{"g", "h", "comp.lang.c++"}[i%3])
@@ -386,6 +392,7 @@ func TestReplicatorQueue(t *testing.T) {
 // to its record is not uploaded; the object already replicated stays, and
 // no chunks of the refused upload are left in the bucket.
 func TestReplicatorRefusesChangedFile(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	obs := snapObjects(t, a.js)
@@ -393,7 +400,7 @@ func TestReplicatorRefusesChangedFile(t *testing.T) {
 	first := a.put(t, "g", 1, snapBytes(21, 200000))
 	a.rep.Replicate("g")
 	info := snapReplicated(t, obs, "g", first.SHA256)
-	claimEventually(t, 10*time.Second, "the replicated group no longer pending", func() bool { return !a.rep.Pending("g") })
+	poll.Eventually(t, 10*time.Second, "the replicated group no longer pending", func() bool { return !a.rep.Pending("g") })
 	sizeBefore := snapBucketSize(t, obs)
 
 	second := a.put(t, "g", 2, snapBytes(22, 3*int(a.rep.chunk)))
@@ -410,7 +417,7 @@ func TestReplicatorRefusesChangedFile(t *testing.T) {
 	}
 	f.Close()
 	a.rep.Replicate("g")
-	claimEventually(t, 10*time.Second, "failed replication counted", func() bool {
+	poll.Eventually(t, 10*time.Second, "failed replication counted", func() bool {
 		return claimMetric(t, a.rep.replications.WithLabelValues("failed")) == 1
 	})
 	got, err := obs.GetInfo(ctx, "g")
@@ -422,10 +429,10 @@ func TestReplicatorRefusesChangedFile(t *testing.T) {
 	if !a.rep.Pending("g") {
 		t.Error("a group whose upload was refused is not pending")
 	}
-	claimEventually(t, 10*time.Second, "the refused upload's chunks purged", func() bool {
+	poll.Eventually(t, 10*time.Second, "the refused upload's chunks purged", func() bool {
 		return snapBucketSize(t, obs) == sizeBefore
 	})
-	claimEventually(t, 3*replicateRetry, "the refused upload tried again", func() bool {
+	poll.Eventually(t, 3*replicateRetry, "the refused upload tried again", func() bool {
 		return claimMetric(t, a.rep.replications.WithLabelValues("failed")) >= 2
 	})
 	if !a.rep.Pending("g") {
@@ -449,6 +456,7 @@ func snapBucketSize(t *testing.T, obs jetstream.ObjectStore) uint64 {
 // window is uploaded, the ones queued while alone and the ones never
 // queued in this run (stored before a restart) alike.
 func TestReplicatorAlone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	var peers atomic.Bool
 	a := snapStartPeers(t, s.ClientURL(), "node-a", peers.Load)
@@ -463,7 +471,7 @@ func TestReplicatorAlone(t *testing.T) {
 	// The run loop has looked for peers at least twice since the queueing.
 	for range 2 {
 		before := a.rep.aloneChecks.Load()
-		claimEventually(t, 5*time.Second, "the replicator looking for peers", func() bool { return a.rep.aloneChecks.Load() > before })
+		poll.Eventually(t, 5*time.Second, "the replicator looking for peers", func() bool { return a.rep.aloneChecks.Load() > before })
 	}
 	if _, err := obs.GetInfo(ctx, "g"); !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Fatalf("the bucket holds g's window while its node is alone: %v", err)
@@ -474,7 +482,7 @@ func TestReplicatorAlone(t *testing.T) {
 	peers.Store(true)
 	snapReplicated(t, obs, "g", snapG.SHA256)
 	snapReplicated(t, obs, "h", snapH.SHA256)
-	claimEventually(t, 5*time.Second, "g no longer pending", func() bool { return !a.rep.Pending("g") })
+	poll.Eventually(t, 5*time.Second, "g no longer pending", func() bool { return !a.rep.Pending("g") })
 }
 
 // TestReplicatorImportAdopting: a node of a fleet imports a group's
@@ -482,6 +490,7 @@ func TestReplicatorAlone(t *testing.T) {
 // so before the fleet fence would let any holder call or operator upload
 // through; the import is the adoption's own write and lands.
 func TestReplicatorImportAdopting(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "node-a")
 	b := snapStartWith(t, s.ClientURL(), "node-b", nil, &ownFleet{}) // holds no claim

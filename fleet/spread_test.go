@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -30,7 +31,7 @@ func TestFleetWorkSpread(t *testing.T) {
 		names = append(names, name)
 		// A loaded machine (the race detector) may leave a's life
 		// unrenewed a moment: the write is refused then, and made again.
-		claimEventually(t, 20*time.Second, "a makes and plans "+name, func() bool {
+		poll.Eventually(t, 20*time.Second, "a makes and plans "+name, func() bool {
 			if _, _, err := a.app.Coordinator.PutGroup(ctx, name, store.GroupSpec{RangeSize: &rs}); err != nil {
 				if leasehold.ErrorKind(err) != leasehold.KindUnavailable {
 					t.Fatal(err)
@@ -44,7 +45,7 @@ func TestFleetWorkSpread(t *testing.T) {
 			return err == nil
 		})
 	}
-	claimEventually(t, 20*time.Second, "b sees a's planned ranges", func() bool {
+	poll.Eventually(t, 20*time.Second, "b sees a's planned ranges", func() bool {
 		for _, name := range names {
 			g, err := b.db.GroupByName(ctx, name)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -28,7 +29,7 @@ func TestPeerSyncStuck(t *testing.T) {
 	if _, err := a.app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-before"}); err != nil {
 		t.Fatal(err)
 	}
-	claimEventually(t, 20*time.Second, "a's outbox published", func() bool {
+	poll.Eventually(t, 20*time.Second, "a's outbox published", func() bool {
 		st, err := a.fleet.Peers(ctx)
 		return err == nil && st.Unpublished == 0 && st.Published > 0
 	})
@@ -42,7 +43,7 @@ func TestPeerSyncStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stuck leasehold.Finding
-	claimEventually(t, 30*time.Second, "a peer_sync_stuck finding at a", func() bool {
+	poll.Eventually(t, 30*time.Second, "a peer_sync_stuck finding at a", func() bool {
 		rep, err := a.app.Watchman.Report(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +75,7 @@ func TestPeerSyncStuck(t *testing.T) {
 
 	// NATS back on the same port: the outbox drains and the finding goes.
 	natstest.Start(t, opts)
-	claimEventually(t, 60*time.Second, "a line saying peer sync publishes again", func() bool {
+	poll.Eventually(t, 60*time.Second, "a line saying peer sync publishes again", func() bool {
 		return strings.Contains(logs.String(), "peer sync publishes again")
 	})
 	if ts := a.app.Troubles(); len(ts) != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -48,7 +49,7 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 	}
 	// c holds every claim (its worker leases what it has not claimed yet),
 	// and a and b know every group as c's.
-	claimEventually(t, 20*time.Second, "c holds every group's claim and a and b fold them", func() bool {
+	poll.Eventually(t, 20*time.Second, "c holds every group's claim and a and b fold them", func() bool {
 		for _, g := range groups {
 			if !c.fleet.claims.Held(g) {
 				if _, err := c.app.Coordinator.Lease(ctx, c.worker); err != nil {
@@ -69,7 +70,7 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 	c.stop() // neither its claims nor its life are released
 	bound := fleetTTL + 5*time.Second
 	took := map[string]time.Duration{}
-	claimEventually(t, bound, "every group of c's held by a or b", func() bool {
+	poll.Eventually(t, bound, "every group of c's held by a or b", func() bool {
 		for _, g := range groups {
 			atA, atB := a.fleet.claims.Held(g), b.fleet.claims.Held(g)
 			if atA && atB {
@@ -95,7 +96,7 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 	}
 	// Owned too, not only claimed: each survivor leases its share.
 	for _, n := range []*fleetNode{a, b} {
-		claimEventually(t, 10*time.Second, n.name+" leases a group it took over", func() bool {
+		poll.Eventually(t, 10*time.Second, n.name+" leases a group it took over", func() bool {
 			g, err := n.app.Coordinator.Lease(ctx, n.worker)
 			if err != nil {
 				t.Fatal(err)
@@ -241,7 +242,7 @@ func TestTakeoverBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphans.downs <- struct{}{}
-	claimEventually(t, 10*time.Second, "the group held after a second pass", func() bool {
+	poll.Eventually(t, 10*time.Second, "the group held after a second pass", func() bool {
 		return claims.Held("alt.behind") && adopt.adopts.Load() >= 2
 	})
 }

@@ -12,6 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# step names the step that starts, with the seconds since the suite began:
+# each step's time is the difference to the next line's.
+step() { echo "test: [${SECONDS}s] $*"; }
+
 need=()
 command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
@@ -58,7 +62,7 @@ else
 	echo "test: not root: the NNTP tests will skip (no INN)"
 fi
 
-echo "test: gofmt"
+step "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then
 	echo "gofmt would change:"
@@ -66,15 +70,15 @@ if [ -n "$bad" ]; then
 	exit 1
 fi
 
-echo "test: go vet ./... (and the example worker's own module)"
+step "go vet ./... (and the example worker's own module)"
 go vet ./...
 (cd examples/worker && go vet ./...)
 
-echo "test: promtool check rules, test rules (contrib/prometheus)"
+step "promtool check rules, test rules (contrib/prometheus)"
 promtool check rules contrib/prometheus/leasehold-rules.yml
 (cd contrib/prometheus && promtool test rules leasehold-rules.test.yml)
 
-echo "test: go test -race ./..."
+step "go test -race ./..."
 # Screenshots of the browser tests land here, outside the tracked files.
 export LEASEHOLD_ARTIFACTS="${LEASEHOLD_ARTIFACTS:-$PWD/artifacts}"
 # Three test binaries at a time on two cores (go test's default is one a
@@ -89,10 +93,13 @@ go test -race -count=1 -timeout 15m -p 3 ./fleet/ ./...
 # stamped with the checkout's revision as scripts/fleetfault.sh stamps
 # its own (its upgrade mode prints it), the fault and crash harnesses,
 # and the example worker (a module of its own).
-echo "test: building the binaries the scripts run, once"
+step "building the binaries the scripts run, once"
 LEASEHOLD_PREBUILT=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-prebuilt.XXXXXX")
 export LEASEHOLD_PREBUILT
-trap 'rm -rf "$LEASEHOLD_PREBUILT"' EXIT
+ff_pids=()
+# A step failing ends the fault runs still going (each cleans up after
+# itself on TERM).
+trap 'for p in "${ff_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait; rm -rf "$LEASEHOLD_PREBUILT"' EXIT
 stamp=()
 if head=$(git rev-parse -q --verify HEAD 2>/dev/null); then
 	git diff --quiet HEAD 2>/dev/null || head="$head+dirty"
@@ -101,7 +108,51 @@ fi
 go build "${stamp[@]}" -o "$LEASEHOLD_PREBUILT/" ./cmd/leasehold ./internal/fleetfault/cmd/fleetfault ./internal/fleetfault/cmd/natsd ./internal/crashtest
 (cd examples/worker && go build -o "$LEASEHOLD_PREBUILT/example-worker" .)
 
-echo "test: the TypeScript client (clients/typescript) against a real leasehold serve"
+# The fleet under faults, each node in a network namespace of its own:
+# needs root and ip netns, skipped (saying why) without them. The four
+# runs go at once, in the background of the steps below up to the demos:
+# each mostly waits out its faults and gaps (the four together used about
+# 0.9 of a core), and each has namespaces named after its own process, its
+# own data and its own ports inside them, so they meet neither each other
+# nor the steps in the machine's own namespace. Each one's output is
+# printed whole after the demos, in order; any one failing fails the
+# suite. Their checks bound times by the claim TTL, seconds apart, and
+# passed so under a load of 20-45 on two cores.
+ff_logs=$(mktemp -d)
+ff_names=()
+fault_run() { # name, then fleetfault.sh's arguments
+	local name=$1
+	shift
+	step "scripts/fleetfault.sh $* (in the background)"
+	bash scripts/fleetfault.sh "$@" >"$ff_logs/$name" 2>&1 &
+	ff_names+=("$name")
+	ff_pids+=($!)
+}
+# At claim TTL 20 s (above the floor, as the default 30 s is), a kill,
+# then a pause and a partition of 27 s each: every check gates (one
+# holder at a time, no acknowledged finish lost, the nodes agreeing at the
+# end, whole windows) and so does the takeover: a fault longer than the
+# claim TTL + 5 s (25 s; both the pause and the partition are) must see
+# every group in work at the faulted node owned (or granted) elsewhere
+# within those 25 s. The takeovers come 19-23 s after the fault began, so
+# 27 s faults see them all before the heal, as 30 s ones did; 10 s of quiet
+# after each heal (was 20 s) are enough for the healed node to rejoin.
+fault_run ttl20 --kills 1 --pauses 1 --partitions 1 --claim-ttl 20s --pause-for 27s --cut-for 27s --gap 10s --require-takeover --skip-if-unsupported
+# At claim TTL 4 s, below the floor, faults of 10-12 s: every check
+# gates here too (one holder at a time, no acknowledged finish lost, the
+# nodes agreeing, whole windows). The finishes once missing at this TTL
+# were the lost plan and the peer's hole of RELIABILITY.md, both fixed.
+fault_run short --short --gate all --skip-if-unsupported
+# The same with the fleet's NATS a three-server nats-server cluster apart,
+# each fault hitting a node's NATS server too: every check gates.
+fault_run external --short --nats external --gate all --skip-if-unsupported
+# A rolling upgrade under the load, this build against itself (about
+# 90 s with the builds): each node in turn stopped with SIGTERM and
+# started again on its data, waited for before the next; every check
+# gates. RELIABILITY.md has the run from the previous release.
+fault_run upgrade --upgrade-from self --gate all --skip-if-unsupported
+
+step "the TypeScript client (clients/typescript) against a real leasehold serve"
 # Every answer its tests get is recorded (test/node.mjs) and checked
 # against web/openapi.json, as the Go tests' answers are.
 ts_record=$(mktemp -d)
@@ -112,59 +163,47 @@ rm -rf "$ts_record"
 
 # The release process without its writes: CHANGELOG's Unreleased
 # section, linux amd64 and arm64 binaries stamped with HEAD and their
-# .deb and .rpm (nfpm), checksums checked, and the amd64 binary's `leasehold version` naming the commit.
-echo "test: scripts/release.sh --dry-run v0.0.0-ci"
+# .deb and .rpm (nfpm), checksums checked, and the amd64 binary's
+# `leasehold version` naming the commit.
+step "scripts/release.sh --dry-run v0.0.0-ci"
 bash scripts/release.sh --dry-run v0.0.0-ci
 
 # The shared index's fault run (TestIndexFaultRun) ran with the Go tests;
 # here its planted form: workers without the fence check must fail it.
-echo "test: scripts/index-fault.sh --planted-only --articles 600"
+step "scripts/index-fault.sh --planted-only --articles 600"
 bash scripts/index-fault.sh --planted-only --articles 600
 
-echo "test: fuzzing, every target for a bounded time (scripts/fuzz.sh)"
+step "fuzzing, every target for a bounded time (scripts/fuzz.sh)"
 bash scripts/fuzz.sh
 
 for s in scripts/smoke.sh scripts/demo.sh scripts/example-worker.sh scripts/example-worker-ts.sh scripts/fleet-demo.sh scripts/fleet-walkthrough.sh scripts/usenet-demo.sh; do
 	if [ -x "$s" ] || [ -f "$s" ]; then
-		echo "test: $s"
+		step "$s"
 		bash "$s"
 	fi
 done
-# The fleet under faults, each node in a network namespace of its own:
-# needs root and ip netns, skipped (saying why) without them.
-# At claim TTL 20 s (above the floor, as the default 30 s is), a kill,
-# then a pause and a partition of 27 s each: every check gates (one
-# holder at a time, no acknowledged finish lost, the nodes agreeing at the
-# end, whole windows) and so does the takeover: a fault longer than the
-# claim TTL + 5 s (25 s; both the pause and the partition are) must see
-# every group in work at the faulted node owned (or granted) elsewhere
-# within those 25 s. The takeovers come 19-23 s after the fault began, so
-# 27 s faults see them all before the heal, as 30 s ones did; 10 s of quiet
-# after each heal (was 20 s) are enough for the healed node to rejoin.
-echo "test: scripts/fleetfault.sh --kills 1 --pauses 1 --partitions 1 --claim-ttl 20s --pause-for 27s --cut-for 27s --gap 10s --require-takeover --skip-if-unsupported"
-bash scripts/fleetfault.sh --kills 1 --pauses 1 --partitions 1 --claim-ttl 20s --pause-for 27s --cut-for 27s --gap 10s --require-takeover --skip-if-unsupported
-# At claim TTL 4 s, below the floor, faults of 10-12 s: every check
-# gates here too (one holder at a time, no acknowledged finish lost, the
-# nodes agreeing, whole windows). The finishes once missing at this TTL
-# were the lost plan and the peer's hole of RELIABILITY.md, both fixed.
-echo "test: scripts/fleetfault.sh --short --gate all --skip-if-unsupported"
-bash scripts/fleetfault.sh --short --gate all --skip-if-unsupported
-# The same with the fleet's NATS a three-server nats-server cluster apart,
-# each fault hitting a node's NATS server too: every check gates.
-echo "test: scripts/fleetfault.sh --short --nats external --gate all --skip-if-unsupported"
-bash scripts/fleetfault.sh --short --nats external --gate all --skip-if-unsupported
-# A rolling upgrade under the load, this build against itself (about
-# 90 s with the builds): each node in turn stopped with SIGTERM and
-# started again on its data, waited for before the next; every check
-# gates. RELIABILITY.md has the run from the previous release.
-echo "test: scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsupported"
-bash scripts/fleetfault.sh --upgrade-from self --gate all --skip-if-unsupported
-echo "test: scripts/check-systemd.sh"
+step "waiting for the fault runs"
+ff_failed=()
+for i in "${!ff_pids[@]}"; do
+	rc=0
+	wait "${ff_pids[$i]}" || rc=$?
+	echo "test: fault run ${ff_names[$i]} (exit $rc):"
+	cat "$ff_logs/${ff_names[$i]}"
+	[ "$rc" -eq 0 ] || ff_failed+=("${ff_names[$i]}")
+done
+ff_pids=()
+rm -rf "$ff_logs"
+if [ ${#ff_failed[@]} -gt 0 ]; then
+	echo "test: fault runs failed: ${ff_failed[*]}" >&2
+	exit 1
+fi
+step "the four fault runs passed"
+step "scripts/check-systemd.sh"
 bash scripts/check-systemd.sh
 # The amd64 .deb installed, started as its unit starts it, upgraded,
 # removed and purged on this machine (as root; it cleans up after itself).
-echo "test: scripts/check-package.sh"
+step "scripts/check-package.sh"
 bash scripts/check-package.sh
-echo "test: scripts/crashtest.sh --kills 5"
+step "scripts/crashtest.sh --kills 5"
 bash scripts/crashtest.sh --kills 5
-echo "test: all passed"
+step "all passed"

@@ -22,6 +22,7 @@ import (
 // group is active, one seen holding nothing idle, one not seen past the
 // unseen bound unseen, a paused one paused.
 func TestNodesListState(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	n := nodetest.Start(t, nodetest.Options{Clock: clock.Now})
 	want := nodetest.SeedNodeStates(t, n, clock)
@@ -61,6 +62,7 @@ func TestNodesListState(t *testing.T) {
 // on: through a proxy that says the node's clock is two hours ahead, a
 // node seen just now was seen two hours ago.
 func TestNodesListLastSeenOnNodeClock(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
 	w := client.New(n.URL, strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q")))

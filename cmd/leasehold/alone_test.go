@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -133,17 +134,15 @@ func TestAloneThenFleet(t *testing.T) {
 	pollReady(t, a.url, 90*time.Second)
 	pollReady(t, b.url, 90*time.Second)
 
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if err := poll.Wait(60*time.Second, 100*time.Millisecond, func() error {
 		code, body := adminCall(t, b.url, dataB, "GET", "/api/v1/groups/made-alone", "")
 		var g leasehold.GroupDetail
 		if code == 200 && json.Unmarshal(body, &g) == nil && g.Peer != nil && g.Peer.Owner == "node-a" && g.Ranges["planned"] == 10 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node-b never showed node-a's group made alone: last %d %s\nnode-a's log:\n%s", code, body, a.log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return fmt.Errorf("%d %s", code, body)
+	}); err != nil {
+		t.Fatalf("node-b never showed node-a's group made alone: last %v\nnode-a's log:\n%s", err, a.log.String())
 	}
 }
 

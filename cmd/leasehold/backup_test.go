@@ -106,6 +106,7 @@ func seedCatalog(t *testing.T, n *nodetest.Node, groups int) {
 var noWindow = regexp.MustCompile(`snapshot\s+none`)
 
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	seedCatalog(t, n, 6)
 	dir := filepath.Join(t.TempDir(), "backup")
@@ -211,6 +212,7 @@ func TestBackupRestore(t *testing.T) {
 // window is the catalog of one moment during the backup: no older than the
 // last upload acknowledged before it began.
 func TestBackupUnderLoad(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	const groups = 24
 	ctx, cancel := context.WithCancel(context.Background())

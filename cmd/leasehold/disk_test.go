@@ -278,6 +278,7 @@ func incompressible(n int) []byte {
 }
 
 func TestFullDisk(t *testing.T) {
+	t.Parallel()
 	mnt := mountTmpfs(t, "16m")
 	data := filepath.Join(mnt, "data")
 	n := startDiskNode(t, data)
@@ -433,6 +434,7 @@ func loopExt4(t *testing.T) (mnt, trigger string) {
 }
 
 func TestReadOnlyDataDir(t *testing.T) {
+	t.Parallel()
 	t.Run("AtStart", func(t *testing.T) {
 		mnt := mountTmpfs(t, "4m")
 		if err := os.Mkdir(filepath.Join(mnt, "data"), 0o700); err != nil {

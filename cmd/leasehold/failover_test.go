@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
@@ -126,11 +128,14 @@ func TestWorkerFleetFailover(t *testing.T) {
 	waitUntil := func(within time.Duration, what string, cond func() bool) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for !cond() {
-			if time.Since(start) > within {
-				t.Fatalf("%s: not within %v\nb's log:\n%s", what, within, b.log.String())
+		// Every 50 ms, not poll.Every: each ask is a dozen HTTP calls.
+		if err := poll.Wait(within, 50*time.Millisecond, func() error {
+			if cond() {
+				return nil
 			}
-			time.Sleep(50 * time.Millisecond)
+			return errors.New("not yet")
+		}); err != nil {
+			t.Fatalf("%s: not within %v\nb's log:\n%s", what, within, b.log.String())
 		}
 		return time.Since(start)
 	}

@@ -42,6 +42,7 @@ func freePorts(t *testing.T, n int) []int {
 // its log; once the others are started, each waiting for the previous
 // one's /healthz, all three are ready.
 func TestRollingStart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}

@@ -36,6 +36,7 @@ func snapshotCmd(t *testing.T, n *nodetest.Node, args ...string) (stdout, stderr
 }
 
 func TestSnapshot(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.snap")
 	dir := t.TempDir()
@@ -156,6 +157,7 @@ func TestSnapshot(t *testing.T) {
 // refused before any of the file is sent: the progress bar, drawn as the
 // file is read for sending, is never drawn.
 func TestSnapshotPutRefusedBeforeUpload(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	heldGroup(t, n, "alt.held")
 	window := filepath.Join(t.TempDir(), "w.gz")
