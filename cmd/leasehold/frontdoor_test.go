@@ -9,10 +9,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/poll"
+	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestUnauthenticatedFloodLocksNoWorkerOut is the front door's lock-out:
@@ -159,4 +166,112 @@ func metricValue(t *testing.T, url, series string) float64 {
 		}
 	}
 	return -1
+}
+
+// builtBinary is the leasehold binary the front door's tests run, built
+// once for them.
+var builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+func frontdoorBinary(t *testing.T) string {
+	t.Helper()
+	builtBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "leasehold-frontdoor-")
+		if err != nil {
+			builtBinary.err = err
+			return
+		}
+		builtBinary.path = filepath.Join(dir, "leasehold")
+		builtBinary.out, builtBinary.err = exec.Command("go", "build", "-o", builtBinary.path, ".").CombinedOutput()
+	})
+	if builtBinary.err != nil {
+		t.Fatalf("build: %v\n%s", builtBinary.err, builtBinary.out)
+	}
+	return builtBinary.path
+}
+
+// serveProcess is `leasehold serve` as a process, with its log.
+type serveProcess struct {
+	cmd    *exec.Cmd
+	log    *syncbuf.Buffer
+	url    string
+	exited chan struct{}
+}
+
+// startServeProcess runs bin serve with args (--listen 127.0.0.1:0 and
+// --nats off unless args say otherwise) until it serves; the test's end
+// stops it with SIGTERM.
+func startServeProcess(t *testing.T, bin string, args ...string) *serveProcess {
+	t.Helper()
+	p := &serveProcess{log: &syncbuf.Buffer{}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--nats", "off"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(30 * time.Second):
+			p.cmd.Process.Kill()
+		}
+	})
+	poll.Until(t, 30*time.Second, "serve to start", func() error {
+		if m := servingURL.FindStringSubmatch(p.log.String()); m != nil {
+			p.url = m[1]
+			return nil
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("serve exited at start: %s", p.log.String())
+		default:
+		}
+		return fmt.Errorf("not serving yet: %s", p.log.String())
+	})
+	return p
+}
+
+// TestSIGHUPNeverStopsANode: a node serving plain HTTP takes SIGHUP,
+// says there is nothing to reload, and goes on serving; SIGTERM still
+// stops it cleanly.
+func TestSIGHUPNeverStopsANode(t *testing.T) {
+	bin := frontdoorBinary(t)
+	p := startServeProcess(t, bin, "--data", filepath.Join(t.TempDir(), "data"))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the node to log the SIGHUP", func() error {
+		select {
+		case <-p.exited:
+			t.Fatalf("SIGHUP stopped the node: %v\n%s", p.cmd.ProcessState, p.log.String())
+		default:
+		}
+		if !strings.Contains(p.log.String(), "SIGHUP: nothing to reload") {
+			return errors.New("no line about the SIGHUP yet")
+		}
+		return nil
+	})
+	resp, err := http.Get(p.url + "/healthz")
+	if err != nil {
+		t.Fatalf("healthz after SIGHUP: %v\n%s", err, p.log.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz after SIGHUP: %d", resp.StatusCode)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("SIGTERM did not stop the node within 30 s")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(p.log.String(), "catalog flushed and closed") {
+		t.Fatalf("after SIGHUP, SIGTERM: exit %d, log:\n%s", code, p.log.String())
+	}
 }

@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -93,6 +95,8 @@ type Main struct {
 
 	// natsAuth says where the NATS credentials come from, for the log.
 	natsAuth string
+	// hup delivers SIGHUP while Run runs.
+	hup chan os.Signal
 
 	mu    sync.Mutex
 	addr  net.Addr
@@ -405,6 +409,13 @@ func (m *Main) Ready() <-chan struct{} { return m.ready }
 // error. An unusable data dir or a fleet that cannot be joined is a usage
 // error.
 func (m *Main) Run(ctx context.Context) error {
+	// SIGHUP never stops a node (its default action would, with no log
+	// line): it reloads the TLS files, or says there is nothing to reload.
+	// Caught first, so a HUP during start waits for the node to serve.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	m.hup = hup
 	level, _ := parseLevel(m.LogLevel)
 	// The logger is handed to every part (fleet, appliance, web); none
 	// falls back to slog's default, which is left alone. It feeds the
@@ -546,7 +557,7 @@ func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certific
 		return nil, usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
 	ln = m.limitConnections(ln, metrics)
-	ln, n.stopCerts = m.serveTLS(ctx, ln, certs)
+	ln, n.stopCerts = m.serveTLS(ctx, log, ln, certs)
 	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
 		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
 	if peers != nil {
