@@ -369,7 +369,15 @@ func AdminToken(dataDir, given string) (string, error) {
 func WriteAdminToken(path, token string) error {
 	dir := filepath.Dir(path)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A new file, never through a link: whoever can write the dir could
+	// plant a link at tmp to read the token through its target. A stale
+	// tmp (or a link) is removed first; the removal acts on the link, not
+	// what it points to, and one planted again after it makes the open
+	// fail rather than follow it.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return dirError(dir, err)
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return dirError(dir, err)
 	}
