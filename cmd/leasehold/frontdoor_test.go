@@ -275,3 +275,39 @@ func TestSIGHUPNeverStopsANode(t *testing.T) {
 		t.Fatalf("after SIGHUP, SIGTERM: exit %d, log:\n%s", code, p.log.String())
 	}
 }
+
+// TestWarnsOfClearTraffic: a node says once at start, as a WARN, that it
+// serves plain HTTP on a non-loopback address, or runs fleet routes in
+// clear on one; on loopback, or under TLS, it says neither.
+func TestWarnsOfClearTraffic(t *testing.T) {
+	const plainHTTP, clearNATS = "serving plain HTTP on a non-loopback address", "fleet NATS in clear on a non-loopback address"
+	warns := func(n *servedNode, what string) int {
+		return strings.Count(n.log.String(), "level=WARN msg=\""+what)
+	}
+	open := serveNode(t, "--data", filepath.Join(t.TempDir(), "data"), "--nats", "off", "--listen", "0.0.0.0:0")
+	if got := warns(open, plainHTTP); got != 1 {
+		t.Errorf("plain HTTP on 0.0.0.0: %d warnings, want 1:\n%s", got, open.log.String())
+	}
+	free, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := free.Addr().String()
+	free.Close()
+	fleet := serveNode(t, "--data", filepath.Join(t.TempDir(), "data"), "--name", "clear", "--nats-secret-file", natsSecret(t, "a-fleet-secret-0123456789"),
+		"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", cluster)
+	if got := warns(fleet, clearNATS); got != 1 || !strings.Contains(fleet.log.String(), "--nats-cluster-listen "+cluster) {
+		t.Errorf("routes in clear on 0.0.0.0: %d warnings, want 1 naming the route address:\n%s", got, fleet.log.String())
+	}
+	if got := warns(fleet, plainHTTP); got != 0 {
+		t.Errorf("plain HTTP on 127.0.0.1: %d warnings, want none:\n%s", got, fleet.log.String())
+	}
+	quietData := filepath.Join(t.TempDir(), "data")
+	quiet := serveNode(t, "--data", quietData, "--nats", "off")
+	if status, body := adminCall(t, quiet.url, quietData, "GET", "/api/v1/groups", ""); status != http.StatusOK {
+		t.Fatalf("the quiet node does not serve: %d %s", status, body)
+	}
+	if warns(quiet, plainHTTP)+warns(quiet, clearNATS) != 0 {
+		t.Errorf("a node on loopback warned of clear traffic:\n%s", quiet.log.String())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -588,6 +589,38 @@ func (m *Main) logServing(log *slog.Logger, addr net.Addr, tokenFile string, pee
 		serving = append(serving, "nats_auth", m.natsAuth)
 	}
 	log.Info("leasehold serving", serving...)
+	m.warnInClear(log, addr, peerSync)
+}
+
+// warnInClear says once at start, as a WARN, what this node serves in
+// clear beyond this host: plain HTTP on a non-loopback address (tokens,
+// the dashboard's session and backups cross the network readable), and
+// NATS routes or client port without TLS (the route handshake carries
+// the fleet's secret, and every peer message crosses readable).
+func (m *Main) warnInClear(log *slog.Logger, addr net.Addr, peerSync bool) {
+	if m.TLSCert == "" && !loopback(addr.String()) {
+		log.Warn("serving plain HTTP on a non-loopback address: tokens, the dashboard's session and backups cross the network in clear; give --tls-cert and --tls-key, or serve on 127.0.0.1 behind a reverse proxy that ends TLS",
+			"listen", addr.String())
+	}
+	if !peerSync || m.natsTLS() != nil {
+		return
+	}
+	var clear []string
+	if m.NATSClusterListen != "" && !loopback(m.NATSClusterListen) {
+		clear = append(clear, "--nats-cluster-listen "+m.NATSClusterListen)
+	}
+	for _, r := range m.routes() {
+		if u, err := url.Parse(r); err == nil && !loopback(u.Host) {
+			clear = append(clear, "--nats-routes "+r)
+		}
+	}
+	if m.NATS == "" && m.NATSListen != "" && !loopback(m.NATSListen) {
+		clear = append(clear, "--nats-listen "+m.NATSListen)
+	}
+	if len(clear) > 0 {
+		log.Warn("fleet NATS in clear on a non-loopback address: the routes' handshake carries the fleet's secret and every peer message crosses the network readable; give --nats-tls-cert, --nats-tls-key and --nats-tls-ca",
+			"in_clear", strings.Join(clear, ", "))
+	}
 }
 
 // natsTLS is the node's NATS TLS files, nil without any of the flags.
