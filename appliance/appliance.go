@@ -367,6 +367,12 @@ func AdminToken(dataDir, given string) (string, error) {
 // the file holds the old token or the new one, whole, whatever happens.
 // Errors: unavailable (the directory cannot be written).
 func WriteAdminToken(path, token string) error {
+	return replaceFile(path, []byte(token+"\n"))
+}
+
+// replaceFile replaces the file at path with content, mode 0600, as
+// WriteAdminToken does.
+func replaceFile(path string, content []byte) error {
 	dir := filepath.Dir(path)
 	tmp := path + ".tmp"
 	// A new file, never through a link: whoever can write the dir could
@@ -381,7 +387,7 @@ func WriteAdminToken(path, token string) error {
 	if err != nil {
 		return dirError(dir, err)
 	}
-	_, werr := f.WriteString(token + "\n")
+	_, werr := f.Write(content)
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
