@@ -29,6 +29,11 @@ type BackupManifest struct {
 	Format  string    `json:"format"`  // BackupFormat
 	Version int       `json:"version"` // BackupVersion
 	TakenAt time.Time `json:"taken_at"`
+	// Sequence numbers the node's backups, 1 up; a restored node goes on
+	// from the restored backup's. Signed with the manifest, it lets
+	// restore refuse a backup older than one restored before. 0 in a
+	// backup made before it was recorded.
+	Sequence uint64 `json:"sequence,omitempty"`
 	// SchemaVersion and CatalogID are the backed-up catalog's.
 	SchemaVersion int    `json:"schema_version"`
 	CatalogID     string `json:"catalog_id"`

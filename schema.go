@@ -316,9 +316,10 @@ type Peer struct {
 	Nodes  int64   `json:"nodes"`
 	// Rebuilds counts how often its part was rebuilt from a dump.
 	Rebuilds int64 `json:"rebuilds"`
-	// State is up (its life in the fleet renewed within the claim TTL),
-	// down (not seen for the claim TTL: its groups go to the others) or
-	// joining (its life stands, none of its events folded here yet).
+	// State is up (its life in the fleet renewed within the claim TTL,
+	// published or not), down (not seen for the claim TTL: its groups go
+	// to the others) or unknown (not seen, and this node cannot read the
+	// lives: nothing is taken from it).
 	State string `json:"state"`
 	// StateSince is when it entered State, on this node's clock; for down,
 	// when its life was last seen. Null when this node never saw it.

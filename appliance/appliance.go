@@ -367,13 +367,27 @@ func AdminToken(dataDir, given string) (string, error) {
 // the file holds the old token or the new one, whole, whatever happens.
 // Errors: unavailable (the directory cannot be written).
 func WriteAdminToken(path, token string) error {
+	return replaceFile(path, []byte(token+"\n"))
+}
+
+// replaceFile replaces the file at path with content, mode 0600, as
+// WriteAdminToken does.
+func replaceFile(path string, content []byte) error {
 	dir := filepath.Dir(path)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A new file, never through a link: whoever can write the dir could
+	// plant a link at tmp to read the token through its target. A stale
+	// tmp (or a link) is removed first; the removal acts on the link, not
+	// what it points to, and one planted again after it makes the open
+	// fail rather than follow it.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return dirError(dir, err)
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return dirError(dir, err)
 	}
-	_, werr := f.WriteString(token + "\n")
+	_, werr := f.Write(content)
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {

@@ -71,7 +71,12 @@ func (a *Appliance) Backup(ctx context.Context) (*Backup, error) {
 		b.Close()
 		return nil, fileError(err, "backing up the catalog")
 	}
-	b.Manifest = leasehold.BackupManifest{Format: leasehold.BackupFormat, Version: leasehold.BackupVersion, TakenAt: taken,
+	seq, err := nextBackupSequence(a.Config.DataDir)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.Manifest = leasehold.BackupManifest{Format: leasehold.BackupFormat, Version: leasehold.BackupVersion, TakenAt: taken, Sequence: seq,
 		SchemaVersion: cf.SchemaVersion, CatalogID: cf.CatalogID,
 		Files: []leasehold.BackupFile{{Path: leasehold.BackupCatalogName, Size: fi.Size()}}}
 	b.paths = []string{b.catalog}
@@ -210,6 +215,50 @@ type RestoreOptions struct {
 	// with (SignBackup): an unsigned backup, or one signed otherwise, is
 	// refused before anything else is read.
 	VerifyKey []byte
+	// NewestRestored, if set, is the sequence of the newest backup
+	// restored before: a backup whose signed manifest has an older one is
+	// refused as a rollback (ErrOlderBackup). It needs VerifyKey: an
+	// unsigned sequence proves nothing.
+	NewestRestored uint64
+}
+
+// ErrOlderBackup is the cause of Restore's refusal of a backup older
+// than RestoreOptions.NewestRestored (errors.Is).
+var ErrOlderBackup = errors.New("backup older than one restored before")
+
+// BackupSequenceFile is the file in a data dir holding the sequence of
+// the node's last backup (BackupManifest.Sequence).
+const BackupSequenceFile = "backup.seq"
+
+// nextBackupSequence counts a new backup of the node in dataDir: the
+// sequence after the last one, written (0600, fsynced) before the backup
+// is handed out, so no two backups of a data dir share one.
+func nextBackupSequence(dataDir string) (uint64, error) {
+	last, err := readBackupSequence(dataDir)
+	if err != nil {
+		return 0, err
+	}
+	return last + 1, writeBackupSequence(dataDir, last+1)
+}
+
+func readBackupSequence(dataDir string) (uint64, error) {
+	path := filepath.Join(dataDir, BackupSequenceFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, dirError(dataDir, err)
+	}
+	seq, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "%s holds no backup sequence (%q): write the sequence of the node's last backup into it", path, strings.TrimSpace(string(b)))
+	}
+	return seq, nil
+}
+
+func writeBackupSequence(dataDir string, seq uint64) error {
+	return replaceFile(filepath.Join(dataDir, BackupSequenceFile), []byte(strconv.FormatUint(seq, 10)+"\n"))
 }
 
 // Restore restores the backup in dir into dataDir, which must not exist,
@@ -244,6 +293,10 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 	m, cf, total, err := checkBackup(ctx, dir, opts.VerifyKey, progress)
 	if err != nil {
 		return m, err
+	}
+	if opts.VerifyKey != nil && m.Sequence < opts.NewestRestored {
+		return m, leasehold.Wrap(leasehold.KindConflict, ErrOlderBackup,
+			"%s is backup %d (taken %s), older than backup %d restored before: a rollback is refused", dir, m.Sequence, m.TakenAt.Format(time.RFC3339), opts.NewestRestored)
 	}
 	if lock == nil {
 		if lock, err = LockDataDir(dataDir); err != nil {
@@ -302,6 +355,12 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 	}
 	if err := os.RemoveAll(stage); err != nil {
 		return m, fileError(err, "restoring: removing "+stage)
+	}
+	// The restored node's backups go on from this one's sequence.
+	if m.Sequence > 0 {
+		if err := writeBackupSequence(dataDir, m.Sequence); err != nil {
+			return m, err
+		}
 	}
 	return m, syncDir(dataDir)
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/leasehold/leasehold"
@@ -83,4 +84,33 @@ func verifyBackup(dir string, manifest, key []byte) error {
 		return leasehold.Errorf(leasehold.KindUnprocessable, "%s: the manifest's signature does not match under the verify key: the backup was changed, or signed with another key; refused", dir)
 	}
 	return nil
+}
+
+// RestoredRecordFile is the file, beside a --verify-key-file, recording
+// the sequence of the newest backup restored with that key: restore
+// refuses an older one (a signed backup swapped for an older signed one).
+func RestoredRecordFile(verifyKeyFile string) string { return verifyKeyFile + ".restored" }
+
+// ReadRestoredRecord reads the sequence recorded at path
+// (RestoredRecordFile); 0 when there is none yet. Errors: invalid (the
+// file cannot be read or holds no sequence).
+func ReadRestoredRecord(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, leasehold.Wrap(leasehold.KindInvalid, err, "the record of backups restored: %v", err)
+	}
+	seq, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, leasehold.Errorf(leasehold.KindInvalid, "%s holds no backup sequence (%q): remove it to accept any backup once", path, strings.TrimSpace(string(b)))
+	}
+	return seq, nil
+}
+
+// RecordRestored records seq at path (RestoredRecordFile), 0600, replaced
+// whole.
+func RecordRestored(path string, seq uint64) error {
+	return replaceFile(path, []byte(strconv.FormatUint(seq, 10)+"\n"))
 }

@@ -37,8 +37,17 @@ func LockDataDir(dir string) (*DataLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, dirError(dir, err)
 	}
+	if err := checkDirOwner(dir); err != nil {
+		return nil, err
+	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a link: a link planted here by whoever can write the
+	// dir would have this process (root, say, running restore) truncate
+	// and write the file it points to.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, leasehold.Errorf(leasehold.KindInvalid, "data dir %s: %s is a symbolic link; leasehold follows no link there: remove it", dir, LockFile)
+	}
 	if err != nil {
 		return nil, dirError(dir, err)
 	}
@@ -82,4 +91,23 @@ func (l *DataLock) Release() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
+}
+
+// checkDirOwner refuses a data dir another user owns: its owner can plant
+// files and links in it for this process to write through. Only the
+// process's own user may own it (root may run on root's dirs only).
+func checkDirOwner(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return dirError(dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if euid := os.Geteuid(); int(st.Uid) != euid {
+		return leasehold.Errorf(leasehold.KindInvalid, "data dir %s is owned by uid %d, not by this process's user (uid %d): another user could plant files in it for this node to write through; chown it to uid %d, or give another --data",
+			dir, st.Uid, euid, euid)
+	}
+	return nil
 }

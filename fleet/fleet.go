@@ -357,6 +357,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		return err
 	}
 	f.members = NewMembers(f.claims.lives, f.claims.kv, cfg.Name, cfg.ClaimTTL, f.log)
+	f.members.readLife = f.claims.readLife
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,

@@ -24,9 +24,16 @@ const (
 	// MemberDown is a member whose life was not seen for the claim TTL:
 	// its claims have lapsed and its groups go to the others.
 	MemberDown = "down"
-	// MemberJoining is a member whose life stands but none of whose
-	// events has been folded here yet.
+	// MemberJoining was a member whose life stands but none of whose
+	// events had been folded here yet; such a member is up now. The
+	// members gauge still serves its series (0), for the alerts that
+	// name it.
 	MemberJoining = "joining"
+	// MemberUnknown is a member this node cannot tell about: its life
+	// was not seen for the claim TTL and the lives bucket cannot be read
+	// (this node cut off from NATS, or its leader unreachable). Its
+	// groups are not taken over on this node's say-so.
+	MemberUnknown = "unknown"
 )
 
 // membersMax bounds the members and the claims remembered: a fleet is a
@@ -62,6 +69,10 @@ type Members struct {
 	// seen here were told of.
 	downs      chan struct{}
 	unseenTold bool
+	// readLife, when set, reads a member's life from the lives bucket's
+	// leader before the member is found down: a watch that fell behind
+	// (a loaded machine, a reconnect) is no proof that a life lapsed.
+	readLife func(context.Context, string) (lifeRead, error)
 
 	service.Base
 }
@@ -194,16 +205,53 @@ func (m *Members) tick(ctx context.Context) {
 
 // lapse marks down, at now, the members not seen for the TTL, logging
 // each with the groups its claims still name (those the others adopt).
+// A member not seen is first looked up at the lives bucket's leader
+// (readLife): a life that stands there keeps it up, and a bucket that
+// cannot be read makes it unknown, never down.
 func (m *Members) lapse(now time.Time) {
 	type down struct {
 		node   string
 		since  time.Time
 		groups int
 	}
-	var downs []down
 	m.mu.Lock()
+	var due []string
 	for node, mb := range m.members {
-		if mb.state == MemberUp && now.Sub(mb.seen) >= m.ttl {
+		if (mb.state == MemberUp || mb.state == MemberUnknown) && now.Sub(mb.seen) >= m.ttl {
+			due = append(due, node)
+		}
+	}
+	m.mu.Unlock()
+	verdicts := make(map[string]lifeVerdict, len(due))
+	for _, node := range due {
+		verdicts[node] = m.lookUp(node, now)
+	}
+	var downs []down
+	var unknown []string
+	m.mu.Lock()
+	for node, v := range verdicts {
+		mb := m.members[node]
+		if mb == nil || now.Sub(mb.seen) < m.ttl {
+			continue // seen by the watch meanwhile
+		}
+		switch v.state {
+		case MemberUp:
+			// Seen when the leader took the write: a TTL after it, the
+			// leader is asked again.
+			if seen := v.at; seen.Before(now) && seen.After(mb.seen) {
+				mb.seen = seen
+			} else if !seen.Before(now) {
+				mb.seen = now
+			}
+			if mb.state != MemberUp {
+				mb.state, mb.since = MemberUp, now
+			}
+		case MemberUnknown:
+			if mb.state != MemberUnknown {
+				mb.state, mb.since = MemberUnknown, now
+				unknown = append(unknown, node)
+			}
+		default:
 			mb.state, mb.since, mb.found = MemberDown, mb.seen, now
 			downs = append(downs, down{node: node, since: mb.seen})
 		}
@@ -239,6 +287,32 @@ func (m *Members) lapse(now time.Time) {
 		m.log.Warn("peers: peer down", "peer", d.node, "since", d.since.UTC().Format(time.RFC3339),
 			"groups_to_adopt", d.groups, leasehold.TimelineAttr, leasehold.TimelinePeerDown)
 	}
+	for _, node := range unknown {
+		m.log.Warn("peers: peer state unknown: its life was not seen for the claim TTL and the lives bucket cannot be read from here; its groups stay where they are", "peer", node)
+	}
+}
+
+// lifeVerdict is what the lives bucket's leader says of a member.
+type lifeVerdict struct {
+	state string    // MemberUp, MemberDown or MemberUnknown
+	at    time.Time // for up: when its life was last written
+}
+
+// lookUp asks the lives bucket's leader whether node's life stands at
+// now: down without readLife (nothing to ask), unknown when the bucket
+// cannot be read.
+func (m *Members) lookUp(node string, now time.Time) lifeVerdict {
+	if m.readLife == nil {
+		return lifeVerdict{state: MemberDown}
+	}
+	st, err := m.readLife(context.Background(), node)
+	switch {
+	case err != nil:
+		return lifeVerdict{state: MemberUnknown}
+	case st.found && st.life.Node == node && now.Before(st.at.Add(m.ttl)):
+		return lifeVerdict{state: MemberUp, at: st.at}
+	}
+	return lifeVerdict{state: MemberDown}
 }
 
 // Owned counts the groups each node's claim names, this node's too.
@@ -254,9 +328,10 @@ func (m *Members) Owned() map[string]int64 {
 
 // Status gives peers, the catalog's view of the fleet, each member's
 // state and the groups it owns, and adds the members the catalog does not
-// know yet (they published nothing), sorted by name. A member of the
-// catalog whose life was never seen here is down since its last event
-// (or since this node began watching).
+// know yet (they published nothing: up all the same while their life is
+// renewed), sorted by name. A member of the catalog whose life was never
+// seen here is down since its last event (or since this node began
+// watching); unknown while this node has not read the lives yet.
 func (m *Members) Status(peers []leasehold.Peer) []leasehold.Peer {
 	owned := m.Owned()
 	peers = m.states(peers)
@@ -278,6 +353,8 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 		switch {
 		case mb != nil:
 			p.State, p.StateSince = mb.state, new(mb.since.UTC())
+		case m.began.IsZero():
+			p.State = MemberUnknown // the lives not read yet
 		case p.LastEventAt != nil:
 			p.State, p.StateSince = MemberDown, new(p.LastEventAt.UTC())
 		default:
@@ -291,11 +368,7 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 		if known[node] {
 			continue
 		}
-		p := leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC())}
-		if mb.state == MemberUp {
-			p.State = MemberJoining
-		}
-		peers = append(peers, p)
+		peers = append(peers, leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC())})
 	}
 	slices.SortFunc(peers, func(a, b leasehold.Peer) int { return cmp.Compare(a.Name, b.Name) })
 	return peers
@@ -305,7 +378,7 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 // always served (0 too), so an alert on down members has a series before
 // any member goes down.
 var membersDesc = prometheus.NewDesc("leasehold_peer_members",
-	"Fleet members other than this node by state (up, down, joining), as GET /api/v1/peers lists them.",
+	"Fleet members other than this node by state (up, down, unknown; joining is always 0, kept for the alerts that name it), as GET /api/v1/peers lists them.",
 	[]string{"state"}, nil)
 
 // membersReadMax bounds the catalog read of a scrape.
@@ -336,7 +409,7 @@ func (c membersMetric) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
-	count := map[string]float64{MemberUp: 0, MemberDown: 0, MemberJoining: 0}
+	count := map[string]float64{MemberUp: 0, MemberDown: 0, MemberJoining: 0, MemberUnknown: 0}
 	for _, p := range c.m.states(known) {
 		count[p.State]++
 	}

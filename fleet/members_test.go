@@ -19,8 +19,8 @@ import (
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
-// TestMembers: a peer whose life is in the fleet is listed before it has
-// published (joining), up once the catalog knows it, with the groups its
+// TestMembers: a peer whose life is in the fleet is listed up before it
+// has published, and once the catalog knows it, with the groups its
 // claims name, and down once its life was not seen for the TTL, with one
 // log line for each change; this node itself is never listed.
 func TestMembers(t *testing.T) {
@@ -65,19 +65,19 @@ func TestMembers(t *testing.T) {
 		}
 		return strings.TrimSpace(b.String())
 	}
-	poll.Eventually(t, 5*time.Second, "node-b joining, owning its groups", func() bool {
-		return state(m.Status(nil)) == "node-b=joining owns=2"
+	poll.Eventually(t, 5*time.Second, "node-b up before it published, owning its groups", func() bool {
+		return state(m.Status(nil)) == "node-b=up owns=2"
 	})
 	// The gauge counts what Status lists over the catalog's peers.
 	known := []leasehold.Peer{}
 	gauge := m.Collector(func(context.Context) ([]leasehold.Peer, error) {
 		return slices.Clone(known), nil
 	})
-	if got, want := membersByState(t, gauge), "down=0 joining=1 up=0"; got != want {
+	if got, want := membersByState(t, gauge), "down=0 joining=0 unknown=0 up=1"; got != want {
 		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
 	}
 	known = []leasehold.Peer{{Name: "node-b"}, {Name: "node-c"}}
-	if got, want := membersByState(t, gauge), "down=1 joining=0 up=1"; got != want {
+	if got, want := membersByState(t, gauge), "down=1 joining=0 unknown=0 up=1"; got != want {
 		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
 	}
 	// Known to the catalog (it published): up.
@@ -101,7 +101,7 @@ func TestMembers(t *testing.T) {
 	if !strings.Contains(buf.String(), "groups_to_adopt=2 timeline=peer_down") {
 		t.Fatalf("the down line does not count its groups or is not marked for the timeline:\n%s", buf.String())
 	}
-	if got, want := membersByState(t, gauge), "down=2 joining=0 up=0"; got != want {
+	if got, want := membersByState(t, gauge), "down=2 joining=0 unknown=0 up=0"; got != want {
 		t.Fatalf("leasehold_peer_members %s, want %s", got, want)
 	}
 	put(lives, "node-b", Life{Node: "node-b", Life: "2", At: time.Now()})
@@ -159,12 +159,12 @@ func TestFleetMembers(t *testing.T) {
 	}
 	poll.Eventually(t, 20*time.Second, "a lists b and c up", func() bool { return states(a) == "node-b=up node-c=up" })
 	// The fleet's gauge counts what its catalog and its members say.
-	if got, want := membersByState(t, a.fleet.Collector()), "down=0 joining=0 up=2"; got != want {
+	if got, want := membersByState(t, a.fleet.Collector()), "down=0 joining=0 unknown=0 up=2"; got != want {
 		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
 	}
 	c.stop()
 	poll.Eventually(t, 20*time.Second, "a lists c down", func() bool { return states(a) == "node-b=up node-c=down" })
-	if got, want := membersByState(t, a.fleet.Collector()), "down=1 joining=0 up=1"; got != want {
+	if got, want := membersByState(t, a.fleet.Collector()), "down=1 joining=0 unknown=0 up=1"; got != want {
 		t.Fatalf("a's leasehold_peer_members %s, want %s", got, want)
 	}
 	st, err := a.fleet.Peers(ctx)

@@ -36,6 +36,7 @@ func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 			return errNoToken
 		}
 		if s.admin.is(t) {
+			markAuthenticated(c.Request())
 			return next(c)
 		}
 		if _, err := s.node.Holders.AuthNode(c.Request().Context(), t); err == nil {
@@ -58,6 +59,7 @@ func (s *Server) requireNode(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		a, err := s.node.Holders.AuthNode(c.Request().Context(), t)
 		if err == nil {
+			markAuthenticated(c.Request())
 			c.Set(nodeKey, a)
 			r := c.Request()
 			s.agents.seen(a.ID, r.UserAgent(), r.RemoteAddr, s.node.Config.NowFunc())

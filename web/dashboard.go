@@ -193,7 +193,11 @@ func (d *dashboard) session(c echo.Context) (string, bool) {
 	if err != nil || ck.Value == "" {
 		return "", false
 	}
-	return ck.Value, d.sessions.valid(ck.Value)
+	if !d.sessions.valid(ck.Value) {
+		return ck.Value, false
+	}
+	markAuthenticated(c.Request())
+	return ck.Value, true
 }
 
 // requireSession sends a browser without a session to the sign-in page;
@@ -278,6 +282,7 @@ func (d *dashboard) signin(c echo.Context) error {
 		d.s.authFailed(c, authDashboard)
 		return d.render(c, http.StatusUnauthorized, "signin", "Sign in", "That is not the admin token.")
 	}
+	markAuthenticated(c.Request())
 	id, err := d.sessions.create()
 	if err != nil {
 		return err

@@ -203,7 +203,10 @@ func New(node Node, o Options) *Server {
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		// A request that authenticates takes its connection out of the
+		// listener's unauthenticated budget (LimitConnectionsBudget).
+		ConnContext: withConn,
+		ErrorLog:    slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return s
 }

@@ -90,6 +90,7 @@ func (s *Server) requireAdminOrSelf(next echo.HandlerFunc) echo.HandlerFunc {
 			return errNoToken
 		}
 		if s.admin.is(t) {
+			markAuthenticated(c.Request())
 			return next(c)
 		}
 		a, err := s.node.Holders.AuthNode(c.Request().Context(), t)
@@ -97,6 +98,7 @@ func (s *Server) requireAdminOrSelf(next echo.HandlerFunc) echo.HandlerFunc {
 			s.authFailed(c, authNode)
 			return errWrongToken
 		}
+		markAuthenticated(c.Request())
 		if id, err := pathID(c, "id"); err != nil || id != a.ID {
 			return leasehold.Errorf(leasehold.KindForbidden, "a node may change its own token only")
 		}

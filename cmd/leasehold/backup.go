@@ -98,7 +98,8 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.Usage = func() { fmt.Fprint(stderr, restoreUsage); fs.PrintDefaults() }
 	data := fs.String("data", envOr("LEASEHOLD_DATA", "./data"), "the data directory to restore onto ($LEASEHOLD_DATA)")
 	quiet := fs.Bool("quiet", false, "no progress")
-	verifyKeyFile := fs.String("verify-key-file", "", "refuse the backup unless its manifest is signed with the key in `FILE` (backup --sign-key-file)")
+	verifyKeyFile := fs.String("verify-key-file", "", "refuse the backup unless its manifest is signed with the key in `FILE` (backup --sign-key-file), or older than the newest restored with it (recorded in FILE.restored)")
+	allowOlder := fs.Bool("allow-older", false, "with --verify-key-file: restore a backup older than the newest restored before with the key (a deliberate rollback)")
 	var out outputFlag
 	fs.Var(&out, "output", "`table|json`: text for people, JSON for scripts")
 	fs.BoolVar((*bool)(&out), "json", false, "print JSON for scripts (as --output json)")
@@ -110,10 +111,23 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	opts := appliance.RestoreOptions{}
+	var record string
+	var newest uint64
 	if *verifyKeyFile != "" {
 		if opts.VerifyKey, err = appliance.ReadBackupKey("--verify-key-file", *verifyKeyFile); err != nil {
 			return usageError(err)
 		}
+		// The newest backup restored with this key: an older one is a
+		// signed backup swapped for an older signed one, unless asked for.
+		record = appliance.RestoredRecordFile(*verifyKeyFile)
+		if newest, err = appliance.ReadRestoredRecord(record); err != nil {
+			return usageError(err)
+		}
+		if !*allowOlder {
+			opts.NewestRestored = newest
+		}
+	} else if *allowOlder {
+		return usageError(errors.New("--allow-older goes with --verify-key-file: only a signed backup's sequence is checked"))
 	}
 	p := newProgress(stderr, !*quiet)
 	opts.Progress = func(stage string, done, total int64) { p.show(stage, done, total) }
@@ -122,14 +136,22 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if errors.Is(err, appliance.ErrDataDirInUse) {
 		return usageError(err) // a node runs on it: exit 2, as a second serve
 	}
+	if errors.Is(err, appliance.ErrOlderBackup) {
+		return fmt.Errorf("%w (recorded in %s); to roll back on purpose, restore it with --allow-older", err, record)
+	}
 	if err != nil {
 		return err
+	}
+	if record != "" && m.Sequence > newest {
+		if err := appliance.RecordRestored(record, m.Sequence); err != nil {
+			fmt.Fprintf(stderr, "leasehold: restored, but the record of the newest backup restored was not written: %v\n", err)
+		}
 	}
 	if out {
 		return printJSON(stdout, map[string]any{"data": *data, "manifest": m})
 	}
-	fmt.Fprintf(stdout, "restored catalog %s (backup of %s, schema %d) and %d window snapshots onto %s; start the node on it: it makes a new admin token\n",
-		m.CatalogID, m.TakenAt.Format(time.RFC3339), m.SchemaVersion, len(m.Files)-1, *data)
+	fmt.Fprintf(stdout, "restored catalog %s (backup %d of %s, schema %d) and %d window snapshots onto %s; start the node on it: it makes a new admin token\n",
+		m.CatalogID, m.Sequence, m.TakenAt.Format(time.RFC3339), m.SchemaVersion, len(m.Files)-1, *data)
 	return nil
 }
 

@@ -87,6 +87,7 @@ type served struct {
 	proc   *os.Process
 	url    string
 	exited chan struct{}
+	log    *syncbuf.Buffer
 }
 
 // startServe starts bin serve on data, alone, and returns it once it
@@ -122,5 +123,5 @@ func startServe(t *testing.T, bin, data string) *served {
 		}
 		return fmt.Errorf("not serving yet: %s", log.String())
 	})
-	return &served{proc: cmd.Process, url: url, exited: exited}
+	return &served{proc: cmd.Process, url: url, exited: exited, log: &log}
 }

@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -27,13 +30,18 @@ import (
 // Main is `leasehold serve`: it reads flags and the environment, wires the
 // appliance and the web server, and runs them until its context ends.
 type Main struct {
-	DataDir             string
-	Listen              string
-	LeaseTTL            time.Duration
-	AdminToken          string
-	AdminTokenFile      string
-	MaxConnections      int
-	MaxConnsPerRemote   int
+	DataDir           string
+	Listen            string
+	LeaseTTL          time.Duration
+	AdminToken        string
+	AdminTokenFile    string
+	MaxConnections    int
+	MaxConnsPerRemote int
+	// MaxUnauthenticated is the budget of connections that have shown no
+	// token yet (0: half of MaxConnections); UnauthenticatedIdle bounds
+	// their every read.
+	MaxUnauthenticated  int
+	UnauthenticatedIdle time.Duration
 	SnapshotMaxExpanded byteSize
 	UploadTimeout       time.Duration
 	SnapshotMaxBytes    byteSize
@@ -88,6 +96,8 @@ type Main struct {
 
 	// natsAuth says where the NATS credentials come from, for the log.
 	natsAuth string
+	// hup delivers SIGHUP while Run runs.
+	hup chan os.Signal
 
 	mu    sync.Mutex
 	addr  net.Addr
@@ -100,6 +110,7 @@ func NewMain(stdout, stderr io.Writer) *Main {
 		DataDir: "./data", Listen: "127.0.0.1:8080", LeaseTTL: appliance.DefaultLeaseTTL,
 		SnapshotMaxBytes: appliance.DefaultSnapshotMaxBytes, MaxAttempts: appliance.DefaultMaxAttempts,
 		MaxConnections: web.DefaultMaxConnections(), MaxConnsPerRemote: web.DefaultMaxConnectionsPerRemote,
+		UnauthenticatedIdle: web.DefaultUnauthenticatedIdle,
 		SnapshotMaxExpanded: appliance.DefaultSnapshotMaxExpandedBytes, UploadTimeout: web.DefaultSnapshotUploadTimeout,
 		HistoryMinFreeBytes: 1 << 30, Synchronous: "FULL", LogLevel: "info", LogFormat: "text", ShutdownTimeout: 30 * time.Second,
 		Name: hostNodeName(), ClaimTTL: 30 * time.Second,
@@ -120,6 +131,8 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.AdminTokenFile, "admin-token-file", m.AdminTokenFile, "a file holding the admin token (its first line, at least 16 bytes); rotation replaces it")
 	fs.IntVar(&m.MaxConnections, "max-connections", m.MaxConnections, "most HTTP connections open at once; more are closed as soon as accepted (default: half the open-file limit, at most 4096)")
 	fs.IntVar(&m.MaxConnsPerRemote, "max-connections-per-remote", m.MaxConnsPerRemote, "most HTTP connections open at once from one IP address")
+	fs.IntVar(&m.MaxUnauthenticated, "max-unauthenticated-connections", m.MaxUnauthenticated, "most HTTP connections open at once that have shown no token or session yet; past it the oldest of them is closed to make room (default: half of --max-connections)")
+	fs.DurationVar(&m.UnauthenticatedIdle, "unauthenticated-idle-timeout", m.UnauthenticatedIdle, "how long a connection that has shown no token or session yet may send nothing before it is closed")
 	fs.Var(&m.SnapshotMaxExpanded, "snapshot-max-expanded-bytes", "most a gzip snapshot upload may expand to (bytes, or with KiB/MiB/GiB/TiB)")
 	fs.DurationVar(&m.UploadTimeout, "snapshot-upload-timeout", m.UploadTimeout, "how long a whole snapshot upload may take, however steadily it trickles in")
 	fs.Var(&m.SnapshotMaxBytes, "snapshot-max-bytes", "largest snapshot accepted (bytes, or with KiB/MiB/GiB/TiB)")
@@ -189,6 +202,10 @@ func (m *Main) ParseFlags(args []string) error {
 		return usageError(fmt.Errorf("--snapshot-upload-timeout must be positive"))
 	case m.MaxConnections < 1 || m.MaxConnsPerRemote < 1:
 		return usageError(fmt.Errorf("--max-connections and --max-connections-per-remote must be at least 1"))
+	case m.MaxUnauthenticated < 0 || m.MaxUnauthenticated > m.MaxConnections:
+		return usageError(fmt.Errorf("--max-unauthenticated-connections %d: want 1 to --max-connections (%d), or 0 for half of it", m.MaxUnauthenticated, m.MaxConnections))
+	case m.UnauthenticatedIdle <= 0:
+		return usageError(fmt.Errorf("--unauthenticated-idle-timeout must be positive"))
 	case m.AdminToken != "" && m.AdminTokenFile != "":
 		return usageError(fmt.Errorf("give the admin token by --admin-token or --admin-token-file, not both"))
 	case m.Synchronous != "FULL" && m.Synchronous != "NORMAL":
@@ -394,6 +411,13 @@ func (m *Main) Ready() <-chan struct{} { return m.ready }
 // error. An unusable data dir or a fleet that cannot be joined is a usage
 // error.
 func (m *Main) Run(ctx context.Context) error {
+	// SIGHUP never stops a node (its default action would, with no log
+	// line): it reloads the TLS files, or says there is nothing to reload.
+	// Caught first, so a HUP during start waits for the node to serve.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	m.hup = hup
 	level, _ := parseLevel(m.LogLevel)
 	// The logger is handed to every part (fleet, appliance, web); none
 	// falls back to slog's default, which is left alone. It feeds the
@@ -535,7 +559,7 @@ func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certific
 		return nil, usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
 	}
 	ln = m.limitConnections(ln, metrics)
-	ln, n.stopCerts = m.serveTLS(ctx, ln, certs)
+	ln, n.stopCerts = m.serveTLS(ctx, log, ln, certs)
 	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
 		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
 	if peers != nil {
@@ -566,6 +590,38 @@ func (m *Main) logServing(log *slog.Logger, addr net.Addr, tokenFile string, pee
 		serving = append(serving, "nats_auth", m.natsAuth)
 	}
 	log.Info("leasehold serving", serving...)
+	m.warnInClear(log, addr, peerSync)
+}
+
+// warnInClear says once at start, as a WARN, what this node serves in
+// clear beyond this host: plain HTTP on a non-loopback address (tokens,
+// the dashboard's session and backups cross the network readable), and
+// NATS routes or client port without TLS (the route handshake carries
+// the fleet's secret, and every peer message crosses readable).
+func (m *Main) warnInClear(log *slog.Logger, addr net.Addr, peerSync bool) {
+	if m.TLSCert == "" && !loopback(addr.String()) {
+		log.Warn("serving plain HTTP on a non-loopback address: tokens, the dashboard's session and backups cross the network in clear; give --tls-cert and --tls-key, or serve on 127.0.0.1 behind a reverse proxy that ends TLS",
+			"listen", addr.String())
+	}
+	if !peerSync || m.natsTLS() != nil {
+		return
+	}
+	var clear []string
+	if m.NATSClusterListen != "" && !loopback(m.NATSClusterListen) {
+		clear = append(clear, "--nats-cluster-listen "+m.NATSClusterListen)
+	}
+	for _, r := range m.routes() {
+		if u, err := url.Parse(r); err == nil && !loopback(u.Host) {
+			clear = append(clear, "--nats-routes "+r)
+		}
+	}
+	if m.NATS == "" && m.NATSListen != "" && !loopback(m.NATSListen) {
+		clear = append(clear, "--nats-listen "+m.NATSListen)
+	}
+	if len(clear) > 0 {
+		log.Warn("fleet NATS in clear on a non-loopback address: the routes' handshake carries the fleet's secret and every peer message crosses the network readable; give --nats-tls-cert, --nats-tls-key and --nats-tls-ca",
+			"in_clear", strings.Join(clear, ", "))
+	}
 }
 
 // natsTLS is the node's NATS TLS files, nil without any of the flags.
@@ -628,11 +684,18 @@ func (m *Main) adminToken() (token, file string, err error) {
 	return token, file, checkAdminToken(token)
 }
 
-// limitConnections caps the HTTP listener's connections, at once and
-// per remote address (--max-connections, --max-connections-per-remote).
-// It wraps the plain TCP listener: TLS, when on, goes around it.
+// limitConnections caps the HTTP listener's connections, at once, per
+// remote address and those that have shown no token yet
+// (--max-connections, --max-connections-per-remote,
+// --max-unauthenticated-connections). It wraps the plain TCP listener:
+// TLS, when on, goes around it.
 func (m *Main) limitConnections(ln net.Listener, metrics *web.Metrics) net.Listener {
-	return web.LimitConnections(ln, m.MaxConnections, m.MaxConnsPerRemote, metrics)
+	unauth := m.MaxUnauthenticated
+	if unauth == 0 {
+		unauth = web.DefaultMaxUnauthenticated(m.MaxConnections)
+	}
+	return web.LimitConnectionsBudget(ln, web.ConnectionLimits{Total: m.MaxConnections, PerRemote: m.MaxConnsPerRemote,
+		Unauthenticated: unauth, UnauthenticatedIdle: m.UnauthenticatedIdle}, metrics)
 }
 
 // natsSecretMin is the shortest fleet secret taken: a guessable one

@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/web"
@@ -38,22 +35,34 @@ func (m *Main) loadCertificates(log *slog.Logger) (*web.Certificates, error) {
 }
 
 // serveTLS wraps ln in TLS when certs are given, and reads them again on
-// SIGHUP and when their files change, until the returned stop is called.
-// Without certs, ln is returned as it is.
-func (m *Main) serveTLS(ctx context.Context, ln net.Listener, certs *web.Certificates) (net.Listener, func()) {
-	if certs == nil {
-		return ln, func() {}
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+// SIGHUP (m.hup) and when their files change, until the returned stop is
+// called. Without certs, ln is returned as it is, and a SIGHUP is logged
+// as having nothing to reload.
+func (m *Main) serveTLS(ctx context.Context, log *slog.Logger, ln net.Listener, certs *web.Certificates) (net.Listener, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	if certs == nil {
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-m.hup:
+					log.Info("SIGHUP: nothing to reload, the node serves plain HTTP (SIGHUP reloads --tls-cert and --tls-key); still serving")
+				}
+			}
+		}()
+		return ln, func() {
+			cancel()
+			<-done
+		}
+	}
 	go func() {
 		defer close(done)
-		certs.Run(ctx, m.certEvery, hup)
+		certs.Run(ctx, m.certEvery, m.hup)
 	}()
 	return web.HTTPSListener(ln, certs), func() {
-		signal.Stop(hup)
 		cancel()
 		<-done
 	}

@@ -168,7 +168,7 @@ export interface Fleet {
   peers: Array<Record<string, unknown> & {
     name: string;
     /** up, down (no life seen for the claim TTL) or joining. */
-    state: "up" | "down" | "joining";
+    state: "up" | "down" | "unknown" | "joining";
     /** When it entered its state; for down, when its life was last seen. */
     state_since?: string | null;
     /** How many groups its claims name now. */
