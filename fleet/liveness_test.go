@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/appliance"
-	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestMemberLiveness: in a real fleet, a member that has published
