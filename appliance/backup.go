@@ -320,23 +320,7 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 			}
 		}
 	}()
-	var done int64
-	for _, f := range m.Files {
-		dst := filepath.Join(stage, filepath.FromSlash(f.Path))
-		if err := checkFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), f, &dst, func(n int64) { progress("copying", done+n, total) }); err != nil {
-			return m, err
-		}
-		done += f.Size
-	}
-	if cf.SchemaVersion < leasehold.SchemaVersion {
-		// Migrated as the node's first start would, then held to the
-		// embedded schema before anything (Reidentify's write) can fire
-		// what it holds on the real catalog.
-		if err := store.CheckSchema(ctx, filepath.Join(stage, leasehold.BackupCatalogName)); err != nil {
-			return m, err
-		}
-	}
-	if err := store.Reidentify(ctx, filepath.Join(stage, leasehold.BackupCatalogName)); err != nil {
+	if err := stageBackup(ctx, dir, stage, m, cf.SchemaVersion, total, progress); err != nil {
 		return m, err
 	}
 	if err := syncDir(filepath.Join(stage, "snapshots")); err != nil {
@@ -363,6 +347,29 @@ func Restore(ctx context.Context, dir, dataDir string, opts RestoreOptions) (lea
 		}
 	}
 	return m, syncDir(dataDir)
+}
+
+// stageBackup copies backup dir's files into stage, checked as they are
+// copied, and readies the staged catalog: migrated when older than this
+// build's schema, then given a new identity.
+func stageBackup(ctx context.Context, dir, stage string, m leasehold.BackupManifest, schema int, total int64, progress func(string, int64, int64)) error {
+	var done int64
+	for _, f := range m.Files {
+		dst := filepath.Join(stage, filepath.FromSlash(f.Path))
+		if err := checkFile(ctx, filepath.Join(dir, filepath.FromSlash(f.Path)), f, &dst, func(n int64) { progress("copying", done+n, total) }); err != nil {
+			return err
+		}
+		done += f.Size
+	}
+	if schema < leasehold.SchemaVersion {
+		// Migrated as the node's first start would, then held to the
+		// embedded schema before anything (Reidentify's write) can fire
+		// what it holds on the real catalog.
+		if err := store.CheckSchema(ctx, filepath.Join(stage, leasehold.BackupCatalogName)); err != nil {
+			return err
+		}
+	}
+	return store.Reidentify(ctx, filepath.Join(stage, leasehold.BackupCatalogName))
 }
 
 // checkBackup reads dir's manifest and checks the backup whole before

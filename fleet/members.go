@@ -234,25 +234,10 @@ func (m *Members) lapse(now time.Time) {
 		if mb == nil || now.Sub(mb.seen) < m.ttl {
 			continue // seen by the watch meanwhile
 		}
-		switch v.state {
-		case MemberUp:
-			// Seen when the leader took the write: a TTL after it, the
-			// leader is asked again.
-			if seen := v.at; seen.Before(now) && seen.After(mb.seen) {
-				mb.seen = seen
-			} else if !seen.Before(now) {
-				mb.seen = now
-			}
-			if mb.state != MemberUp {
-				mb.state, mb.since = MemberUp, now
-			}
+		switch mb.judge(v, now) {
 		case MemberUnknown:
-			if mb.state != MemberUnknown {
-				mb.state, mb.since = MemberUnknown, now
-				unknown = append(unknown, node)
-			}
-		default:
-			mb.state, mb.since, mb.found = MemberDown, mb.seen, now
+			unknown = append(unknown, node)
+		case MemberDown:
 			downs = append(downs, down{node: node, since: mb.seen})
 		}
 	}
@@ -290,6 +275,34 @@ func (m *Members) lapse(now time.Time) {
 	for _, node := range unknown {
 		m.log.Warn("peers: peer state unknown: its life was not seen for the claim TTL and the lives bucket cannot be read from here; its groups stay where they are", "peer", node)
 	}
+}
+
+// judge takes the lives bucket leader's verdict v on a member whose life
+// was not seen for a TTL, and returns the state it went to (MemberUnknown
+// or MemberDown), or "" when it went to neither.
+func (mb *member) judge(v lifeVerdict, now time.Time) string {
+	switch v.state {
+	case MemberUp:
+		// Seen when the leader took the write: a TTL after it, the
+		// leader is asked again.
+		if seen := v.at; seen.Before(now) && seen.After(mb.seen) {
+			mb.seen = seen
+		} else if !seen.Before(now) {
+			mb.seen = now
+		}
+		if mb.state != MemberUp {
+			mb.state, mb.since = MemberUp, now
+		}
+		return ""
+	case MemberUnknown:
+		if mb.state == MemberUnknown {
+			return ""
+		}
+		mb.state, mb.since = MemberUnknown, now
+		return MemberUnknown
+	}
+	mb.state, mb.since, mb.found = MemberDown, mb.seen, now
+	return MemberDown
 }
 
 // lifeVerdict is what the lives bucket's leader says of a member.
