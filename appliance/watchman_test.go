@@ -99,6 +99,47 @@ func TestWatchmanRules(t *testing.T) {
 			t.Fatalf("findings after the node was seen: %v", kinds)
 		}
 	})
+	t.Run("NodeStoppedCleanly", func(t *testing.T) {
+		// A worker that released its groups and stopped strands nothing:
+		// it stays unseen in the nodes list, never a finding. One that
+		// stopped holding a group (killed) is, until it is seen again.
+		f := newFixture(t, Config{LeaseTTL: time.Hour, NodeUnseen: 10 * time.Minute})
+		f.group("g", 0, 100)
+		f.tail("g", 2000)
+		f.group("h", 0, 100)
+		f.tail("h", 2000)
+		stopped := f.node("stopped", -100, 100, 4)
+		killed := f.node("killed", -100, 100, 4)
+		f.release(stopped, f.lease(stopped))
+		held := f.lease(killed)
+		f.clock.Advance(11 * time.Minute)
+		rep, _ := f.report()
+		var unseen []string
+		for _, s := range rep.Stuck {
+			if s.Kind == leasehold.FindingNodeUnseen {
+				unseen = append(unseen, s.Node)
+			}
+		}
+		if len(unseen) != 1 || unseen[0] != "killed" {
+			t.Fatalf("node_unseen of %v, want of killed only: %+v", unseen, rep.Stuck)
+		}
+		gauges, err := f.app.Watchman.Gauges(f.ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := gauges.Findings[leasehold.FindingNodeUnseen]; n != 1 {
+			t.Errorf("node_unseen gauge %d, want 1 (killed)", n)
+		}
+		if n := gauges.Nodes[leasehold.NodeUnseen]; n != 2 {
+			t.Errorf("unseen nodes %d, want 2: stopped is unseen, not a finding", n)
+		}
+		if err := f.c.Heartbeat(f.ctx, killed.ID, held.Group.ID, held.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if _, kinds := f.report(); has(kinds, leasehold.FindingNodeUnseen) {
+			t.Fatalf("findings after the holder was seen again: %v", kinds)
+		}
+	})
 	t.Run("SnapshotOld", func(t *testing.T) {
 		f := newFixture(t, Config{LeaseTTL: time.Hour, NodeUnseen: 24 * time.Hour, SnapshotMaxAge: 10 * time.Minute})
 		f.group("g", 0, 100)

@@ -88,7 +88,8 @@ func TestWorkerFailover(t *testing.T) {
 // TestWorkerPassesRefusingNode: a node of the list that refuses the
 // worker's token (in a fleet, one that has not yet folded the node it was
 // registered at) is passed over like an unreachable one, and the worker
-// works at the next; the token is refused only when every node refuses it.
+// works at the next, its log naming that node as the one that granted
+// the group; the token is refused only when every node refuses it.
 func TestWorkerPassesRefusingNode(t *testing.T) {
 	a := start(t, nodetest.Options{})
 	b := start(t, nodetest.Options{})
@@ -106,6 +107,24 @@ func TestWorkerPassesRefusingNode(t *testing.T) {
 	if !strings.Contains(buf.String(), "node refuses the token; leasing at the next node of the fleet") {
 		t.Errorf("the worker did not say the first node refuses its token:\n%s", buf.String())
 	}
+	// The lease line names the node that granted the group.
+	if !lineHas(buf.String(), "leased group", "group=alt.at-a", "node="+a.node.URL+" ") {
+		t.Errorf("the leased group line does not name the granting node %s:\n%s", a.node.URL, buf.String())
+	}
+}
+
+// lineHas reports whether some line of log holds each of words.
+func lineHas(log string, words ...string) bool {
+	for line := range strings.Lines(log) {
+		all := true
+		for _, w := range words {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // TestWorkerIdleSaidOnce: a worker with nothing to lease says so once,

@@ -409,7 +409,9 @@ func (w *Worker) hold(parent context.Context, g *Grant, at *Client, t *tenure) o
 	}
 	h.ttl.Store(int64(g.TTL))
 	h.touch()
-	h.log.Info("leased group", "snapshot_next", snapshotNext(g.Snapshot), "takeover", g.Takeover, "ttl", g.TTL)
+	// In a fleet the worker asks several nodes: the line says which
+	// granted the group, the one every holder call goes to.
+	h.log.Info("leased group", "node", at.URL, "snapshot_next", snapshotNext(g.Snapshot), "takeover", g.Takeover, "ttl", g.TTL)
 
 	workCtx, cancelWork := context.WithCancelCause(parent)
 	defer cancelWork(nil)

@@ -2,7 +2,8 @@
 # fleet-walkthrough.sh: runs the README's "A fleet by hand" word for word
 # in a fresh directory, as a newcomer would paste it, and checks what the
 # README says happens between its blocks:
-#   1. fleet-start: three nodes on loopback, each ready (/readyz 200);
+#   1. fleet-start: three nodes on loopback, each ready (/readyz 200),
+#      each with its own data dir beside the others' (none in ./data);
 #   2. fleet-work: a worker started with n1's token and n3 first works at
 #      n3 (the token travelled, n3 was handed groups by n1);
 #   3. fleet-kill: n3 killed with kill -9; the worker works at n1, n1's
@@ -21,11 +22,11 @@ mkdir -p "$out"
 cleanup() {
 	status=$?
 	[ -n "${watcher:-}" ] && kill "$watcher" 2>/dev/null || true
-	for f in "$work"/data/*.pid; do
+	for f in "$work"/fleet-data/*.pid; do
 		[ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
 	done
 	if [ "$status" -ne 0 ]; then
-		for f in "$work"/data/*.log; do
+		for f in "$work"/fleet-data/*.log; do
 			[ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }
 		done
 		echo "fleet-walkthrough: FAILED: ${why:-see above}" >&2
@@ -72,7 +73,7 @@ until_ok() {
 	done
 }
 admin_get() { # NODE PATH
-	curl -sf -H @<(printf 'Authorization: Bearer %s\n' "$(cat "$work/data/n$1/admin.token")") "http://127.0.0.1:808$1/api/v1$2"
+	curl -sf -H @<(printf 'Authorization: Bearer %s\n' "$(cat "$work/fleet-data/n$1/admin.token")") "http://127.0.0.1:808$1/api/v1$2"
 }
 # held_at NODE: the groups NODE granted to w1 (its own catalog's leases).
 held_at() {
@@ -99,8 +100,14 @@ t0=$(now)
 block fleet-start | sed 's#^go build -o leasehold ./cmd/leasehold$#true#' >"$out/start.sh"
 timeout 120 bash -e "$out/start.sh" || fail "the fleet-start block failed or did not end in 120s"
 step "all three ready $(since "$t0") s after the block began"
+# Each node has its own data dir beside the others', none inside another's
+# nor in ./data, the lone node's of the README's start.
+[ ! -e data ] || fail "the fleet-start block wrote into ./data, the lone node's data dir"
 for i in 1 2 3; do
-	took=$(grep -o 'joined the fleet.*took=[0-9.]*[a-zµ]*' "data/n$i.log" | grep -o 'took=.*' | head -1)
+	[ -s "fleet-data/n$i/catalog.db" ] || fail "n$i's data dir is not fleet-data/n$i"
+done
+for i in 1 2 3; do
+	took=$(grep -o 'joined the fleet.*took=[0-9.]*[a-zµ]*' "fleet-data/n$i.log" | grep -o 'took=.*' | head -1)
 	step "  n$i: $took"
 done
 
@@ -111,7 +118,7 @@ step "block fleet-work: six groups at n1, a worker with n1's token and n3 first"
 } >"$out/work.sh"
 t1=$(now)
 timeout 60 bash -e "$out/work.sh" || fail "the fleet-work block failed"
-[ -s data/w1.pid ] || fail "the fleet-work block wrote no data/w1.pid"
+[ -s fleet-data/w1.pid ] || fail "the fleet-work block wrote no fleet-data/w1.pid"
 until_ok 60 "the worker to hold a group granted by n3" some_held_at 3
 step "the worker holds $(held_at 3 | tr '\n' ' ')at n3, $(since "$t1") s after its start"
 n3groups=$(held_at 3 | tr '\n' ' ')
@@ -149,7 +156,7 @@ n3_down() { admin_get 1 /peers | jq -e '.peers[] | select(.name == "n3" and .sta
 until_ok 60 "n1's /peers to say n3 is down" n3_down
 step "n1's /peers: n3 down $(since "$t2") s after the kill"
 jar=$out/cookies
-curl -sf -c "$jar" -o /dev/null -H 'Origin: http://127.0.0.1:8081' --data-urlencode "token=$(cat data/n1/admin.token)" http://127.0.0.1:8081/signin ||
+curl -sf -c "$jar" -o /dev/null -H 'Origin: http://127.0.0.1:8081' --data-urlencode "token=$(cat fleet-data/n1/admin.token)" http://127.0.0.1:8081/signin ||
 	fail "signing in to n1's dashboard"
 curl -sf -b "$jar" http://127.0.0.1:8081/fleet >"$out/fleet.html" || fail "GET /fleet at n1"
 python3 - "$out/fleet.html" <<'EOF' || fail "n1's fleet page does not name n3 down"

@@ -24,8 +24,15 @@ const (
 	qFindRangeFailed = `SELECT g.name, r.id, coalesce(n.name, ''), r.updated_at, r.attempts, coalesce(r.last_error, '')
 		FROM ranges r JOIN groups g ON g.id = r.group_id LEFT JOIN nodes n ON n.id = r.node_id
 		WHERE r.status = 'failed' AND ?1 = ?1 ORDER BY r.updated_at DESC LIMIT ?2`
+	// A node unseen is a finding while it holds groups (nodeMissed) or
+	// was never seen: a worker that stopped after releasing its groups
+	// strands nothing, and stays merely unseen in the nodes list.
 	qFindNodeUnseen = `SELECT '', NULL, n.name, coalesce(n.last_seen_at, n.created_at), n.capacity, ''
-		FROM nodes n WHERE n.home = '' AND coalesce(n.last_seen_at, n.created_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
+		FROM nodes n WHERE n.home = '' AND coalesce(n.last_seen_at, n.created_at) < ?1 AND ` + nodeMissed + ` ORDER BY 4 DESC LIMIT ?2`
+	// nodeMissed is whether node n is missed when unseen: it was never
+	// seen (its worker never came) or holds a group (a worker that
+	// stopped cleanly released them all; a killed one left them).
+	nodeMissed       = `(n.last_seen_at IS NULL OR EXISTS (SELECT 1 FROM group_leases l WHERE l.node_id = n.id))`
 	qFindSnapshotOld = `SELECT g.name, l.range_id, coalesce(n.name, ''), coalesce(l.snapshot_at, l.leased_at), coalesce(l.snapshot_next, 0), ''
 		FROM group_leases l JOIN groups g ON g.id = l.group_id LEFT JOIN nodes n ON n.id = l.node_id
 		WHERE l.node_id IS NOT NULL AND coalesce(l.snapshot_at, l.leased_at) < ?1 ORDER BY 4 DESC LIMIT ?2`
@@ -58,7 +65,7 @@ const (
 type FindingBounds struct {
 	RangeHeartbeat time.Duration // a leased range not heartbeaten
 	LeaseQuiet     time.Duration // a held lease whose holder went quiet
-	NodeUnseen     time.Duration // a registered node not seen
+	NodeUnseen     time.Duration // a registered node not seen (never, or while it holds groups)
 	SnapshotAge    time.Duration // a held group's snapshot older than this
 	Limit          int           // at most this many findings of each kind
 }
@@ -253,7 +260,7 @@ func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds)
 	}{
 		{leasehold.FindingRangeStale, `SELECT count(*) FROM ranges WHERE status = 'leased' AND heartbeat_at < ?1`, b.RangeHeartbeat},
 		{leasehold.FindingLeaseQuiet, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND heartbeat_at < ?1`, b.LeaseQuiet},
-		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes WHERE home = '' AND coalesce(last_seen_at, created_at) < ?1`, b.NodeUnseen},
+		{leasehold.FindingNodeUnseen, `SELECT count(*) FROM nodes n WHERE n.home = '' AND coalesce(n.last_seen_at, n.created_at) < ?1 AND ` + nodeMissed, b.NodeUnseen},
 		{leasehold.FindingSnapshotOld, `SELECT count(*) FROM group_leases WHERE node_id IS NOT NULL AND coalesce(snapshot_at, leased_at) < ?1`, b.SnapshotAge},
 	} {
 		out[c.kind] = 0

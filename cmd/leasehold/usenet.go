@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -24,7 +27,7 @@ import (
 
 // runUsenetWorker is `leasehold worker --source nntp://…`: the pull loop
 // over a news server, the binaries window, the water-mark reporter.
-func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error {
+func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) (err error) {
 	cfg, err := nntp.ParseURL(f.source)
 	if err != nil {
 		return usageError(fmt.Errorf("worker: --source: %v", err))
@@ -70,6 +73,16 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	if f.retryMissing < 0 || f.retryMissing > 100 {
 		return usageError(errors.New("worker: --retry-missing must be 0 to 100"))
 	}
+	// A worker that refuses to start leaves nothing behind: what it
+	// creates below is removed again unless a group was leased.
+	var made startFiles
+	var leased atomic.Bool
+	defer func() {
+		if err != nil && !leased.Load() {
+			made.remove()
+		}
+	}()
+	made.note(f.out, f.nzb)
 	// The NZB directory is proved writable before anything is leased.
 	var nzbs *binaries.NZBWriter
 	if f.nzb != "" {
@@ -123,6 +136,7 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 			return f.capacity
 		},
 		NewWindowFunc: func(g leasehold.Group) client.Window {
+			leased.Store(true)
 			w := binaries.NewWindow(g.Name)
 			w.IncompleteAfter = f.incompleteAfter
 			w.ReleaseWindow = f.releaseWindow
@@ -180,6 +194,53 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) error
 	}
 	log.Info("worker stopped; everything released")
 	return nil
+}
+
+// startFiles are the output file and NZB directories a worker's start
+// creates (they did not exist before it), to be removed when it refuses
+// to start.
+type startFiles struct {
+	files []string // the output and, for SQLite, its journal files
+	dirs  []string // the --nzb directory and its missing parents, deepest first
+}
+
+// note records which of out's files and of nzb's directories do not exist
+// yet. A PostgreSQL index is no file.
+func (m *startFiles) note(out, nzb string) {
+	if out != "" && !binaries.IsPostgres(out) {
+		path, sqlite := strings.CutPrefix(out, "sqlite:")
+		names := []string{path}
+		if sqlite {
+			names = append(names, path+"-wal", path+"-shm", path+"-journal")
+		}
+		for _, name := range names {
+			if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+				m.files = append(m.files, name)
+			}
+		}
+	}
+	for dir := filepath.Clean(nzb); nzb != ""; {
+		if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		m.dirs = append(m.dirs, dir)
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+}
+
+// remove removes what note found missing. Directories go only when empty:
+// nothing is written into them before a lease.
+func (m *startFiles) remove() {
+	for _, name := range m.files {
+		os.Remove(name)
+	}
+	for _, dir := range m.dirs {
+		os.Remove(dir)
+	}
 }
 
 // usenetRules caches the Usenet rules of the last rules version read.
