@@ -42,23 +42,36 @@ import (
 // name carries the writing process's id (.nzb-<pid>-*), so the first
 // write into a group's directory removes those of processes that are
 // gone, and never one another worker sharing the directory is writing.
+//
+// An NZB costs four system calls (create, write, close, rename) and a
+// new name one more (its line appended to the names file, kept open):
+// a group's directory is made, listed and swept once, when its names are
+// first read, so a release's NZB costs little more than rendering it.
 type NZBWriter struct {
 	Dir string
 
 	mu      sync.Mutex
-	swept   map[string]bool         // group directories already swept
 	names   map[string]*nzbNames    // by group directory
 	reading map[string]*nzbReadings // by the group whose window changed them
 	bytes   atomic.Int64
 	files   atomic.Int64
 	// unsynced are the group directories written since the last sync.
 	unsynced map[string]bool
+	// temps numbers this process's temporary NZBs.
+	temps atomic.Uint64
 }
 
 // nzbNames are the names claimed in a group's directory.
 type nzbNames struct {
 	byKey  map[string]string // release key → file name
 	byName map[string]string // file name → release key
+	// present are the directory's files as listed when its names were
+	// read, less those removed here: a name among them that the names
+	// file does not give out belongs to no release of this writer.
+	present map[string]bool
+	// file is the names file, open for appending, made at the first
+	// claim.
+	file *os.File
 }
 
 // nzbReadings is what the reading of one group left to write.
@@ -99,6 +112,9 @@ func (n *NZBWriter) Reset(group string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.reading, group)
+	if nm := n.names[group]; nm != nil && nm.file != nil {
+		nm.file.Close()
+	}
 	delete(n.names, group)
 }
 
@@ -132,7 +148,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 		if !due || len(u.Files) == 0 {
 			if name, ok := names.byKey[u.Release.Key]; ok {
 				delete(rd.pending, dir+"/"+name)
-				if err := os.Remove(filepath.Join(n.Dir, dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err := n.remove(names, dir, name); err != nil {
 					return err
 				}
 			}
@@ -153,13 +169,14 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 		if err := n.write(filepath.Join(n.Dir, dir, name), NZB(u.Release, u.Files)); err != nil {
 			return err
 		}
+		names.present[name] = true
 		rd.written[u.Release.Key] = true
 		delete(rd.pending, rel)
 		if old != "" && old != name {
 			// Renamed (its name changed with a file that came later):
 			// the old file goes, so each release has one NZB.
 			delete(rd.pending, dir+"/"+old)
-			if err := os.Remove(filepath.Join(n.Dir, dir, old)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := n.remove(names, dir, old); err != nil {
 				return err
 			}
 		}
@@ -204,13 +221,34 @@ func (n *NZBWriter) readingOf(group string) *nzbReadings {
 const namesFile = ".names"
 
 // namesOf is the names claimed in a group directory, read from its names
-// file when not known here.
+// file when not known here. Reading them makes the directory, lists its
+// files and removes the temporary NZBs of writers that are gone, once
+// for every NZB written there until the next Reset.
 func (n *NZBWriter) namesOf(dir string) (*nzbNames, error) {
 	if nm := n.names[dir]; nm != nil {
 		return nm, nil
 	}
-	nm := &nzbNames{byKey: map[string]string{}, byName: map[string]string{}}
-	raw, err := os.ReadFile(filepath.Join(n.Dir, dir, namesFile))
+	path := filepath.Join(n.Dir, dir)
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	nm := &nzbNames{byKey: map[string]string{}, byName: map[string]string{}, present: map[string]bool{}}
+	for _, e := range entries {
+		if pid, ok := tempWriter(e.Name()); ok {
+			// A failure to remove leaves it: it is a hidden file, and
+			// the next listing tries again.
+			if pid != os.Getpid() && !processAlive(pid) {
+				os.Remove(filepath.Join(path, e.Name()))
+			}
+			continue
+		}
+		nm.present[e.Name()] = true
+	}
+	raw, err := os.ReadFile(filepath.Join(path, namesFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -245,7 +283,7 @@ func (n *NZBWriter) claim(dir string, nm *nzbNames, key, name string) (string, e
 		if owner, ok := nm.byName[cand]; ok && owner != key {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(n.Dir, dir, cand)); err == nil && nm.byName[cand] != key {
+		if nm.present[cand] && nm.byName[cand] != key {
 			continue // a file this directory's names do not give out
 		}
 		file = cand
@@ -254,18 +292,17 @@ func (n *NZBWriter) claim(dir string, nm *nzbNames, key, name string) (string, e
 	if file == "" {
 		return "", fmt.Errorf("binaries: no free NZB name for release %s (%q) in %s", key, name, dir)
 	}
-	if err := os.MkdirAll(filepath.Join(n.Dir, dir), 0o700); err != nil {
-		return "", err
+	if nm.file == nil {
+		f, err := os.OpenFile(filepath.Join(n.Dir, dir, namesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return "", err
+		}
+		nm.file = f
 	}
-	f, err := os.OpenFile(filepath.Join(n.Dir, dir, namesFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return "", err
-	}
-	_, err = f.WriteString(key + "\t" + file + "\n")
+	// One write(2) a claim, appended whole (O_APPEND): a kill cuts at
+	// most this line short, and reading skips a line without its tab.
+	_, err := nm.file.WriteString(key + "\t" + file + "\n")
 	n.dirty(filepath.Join(n.Dir, dir))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return "", fmt.Errorf("binaries: claiming NZB name %s: %w", file, err)
 	}
@@ -320,28 +357,65 @@ func safeName(name string) string {
 	return s
 }
 
+// remove removes a group directory's NZB file name, gone or not.
+func (n *NZBWriter) remove(nm *nzbNames, dir, name string) error {
+	delete(nm.present, name)
+	if err := os.Remove(filepath.Join(n.Dir, dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// write writes body to path through a temporary file renamed over it, in
+// four system calls made directly (create, write, close, rename): an
+// *os.File would add the poller's and the cleanup's. The directory is
+// made and swept by namesOf. The caller holds n.mu.
 func (n *NZBWriter) write(path string, body []byte) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+	var tmp string
+	var fd int
+	for {
+		tmp = filepath.Join(dir, nzbTempPrefix+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(n.temps.Add(1), 10))
+		var err error
+		fd, err = unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EEXIST) { // else left by an earlier process of this id: the next number
+			return &fs.PathError{Op: "open", Path: tmp, Err: err}
+		}
 	}
-	n.sweep(dir)
-	tmp, err := os.CreateTemp(dir, fmt.Sprintf("%s%d-*", nzbTempPrefix, os.Getpid()))
+	err := writeAll(fd, body)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Rename(tmp, path)
+	}
 	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(body); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
+		unix.Unlink(tmp)
+		return fmt.Errorf("binaries: writing NZB %s: %w", path, err)
 	}
 	n.bytes.Add(int64(len(body)))
 	n.files.Add(1)
 	n.dirty(dir)
-	return os.Rename(tmp.Name(), path)
+	return nil
+}
+
+// writeAll writes body to fd whole, retrying a short or interrupted
+// write.
+func writeAll(fd int, body []byte) error {
+	for len(body) > 0 {
+		w, err := unix.Write(fd, body)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		body = body[w:]
+	}
+	return nil
 }
 
 // dirty notes a directory written since the last sync.
@@ -374,30 +448,6 @@ func (n *NZBWriter) sync() error {
 // nzbTempPrefix starts the name of an NZB being written, before the
 // writer's process id.
 const nzbTempPrefix = ".nzb-"
-
-// sweep removes, once per directory, the temporary NZBs of writers whose
-// process is gone (killed before their rename). A failure to list or
-// remove leaves them: they are hidden files, and the next start tries
-// again. The caller holds n.mu.
-func (n *NZBWriter) sweep(dir string) {
-	if n.swept[dir] {
-		return
-	}
-	if n.swept == nil {
-		n.swept = map[string]bool{}
-	}
-	n.swept[dir] = true
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, ok := tempWriter(e.Name())
-		if ok && pid != os.Getpid() && !processAlive(pid) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
 
 // tempWriter is the process id in a temporary NZB's name.
 func tempWriter(name string) (int, bool) {
