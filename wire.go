@@ -40,10 +40,13 @@ type Finished struct {
 
 // ReleaseCall is the body of POST /leases/{group}/release. WindowError,
 // when given, says the holder's window would not load: the group is
-// quarantined (rule 10).
+// quarantined (rule 10). Stopped says the holder stops cleanly with its
+// progress and window saved: its range in work gets back the attempt its
+// lease counted (a stop is no attempt that failed).
 type ReleaseCall struct {
 	Fence       *int64  `json:"fence"`
 	WindowError *string `json:"window_error,omitempty"`
+	Stopped     *bool   `json:"stopped,omitempty"`
 }
 
 // FailCall is the body of POST /ranges/{id}/fail: why the range cannot be

@@ -602,6 +602,18 @@ func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64)
 	})
 }
 
+// ReleaseStopped is Release by a holder stopping cleanly with its progress
+// saved: its range in work gets back the attempt its lease counted.
+// Errors: not found, lease lost.
+func (c *Coordinator) ReleaseStopped(ctx context.Context, nodeID, groupID, fence int64) error {
+	return c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
+		if err := tx.TouchNode(nodeID); err != nil {
+			return err
+		}
+		return tx.ReleaseStopped(groupID, nodeID, fence, c.maxAttempts)
+	})
+}
+
 // Progress is rule 4. Errors: not found, lease lost, conflict, unprocessable.
 func (c *Coordinator) Progress(ctx context.Context, nodeID, rangeID, fence, next int64) (leasehold.Range, error) {
 	var r leasehold.Range

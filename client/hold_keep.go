@@ -88,14 +88,16 @@ func (h *hold) sendProgress(ctx context.Context) (bool, error) {
 
 // flushProgress sends the last progress before an upload or release, so
 // the range resumes where the window ends.
-func (h *hold) flushProgress(ctx context.Context) {
+func (h *hold) flushProgress(ctx context.Context) (sent bool) {
 	if _, err := h.sendProgress(ctx); err != nil {
 		if errors.Is(err, leasehold.ErrLeaseLost) {
 			h.lose(err)
-			return
+			return false
 		}
 		h.log.Warn("last progress not sent", "err", err)
+		return false
 	}
+	return true
 }
 
 func (h *hold) touch()                 { h.contact.Store(time.Now().UnixNano()) }

@@ -114,6 +114,16 @@ func (c *Client) Release(ctx context.Context, group, fence int64) error {
 	return err
 }
 
+// ReleaseStopped gives group back as its holder stops cleanly, its
+// progress and window saved: its range in work goes back to planned at
+// its resume point and gets back the attempt its lease counted.
+func (c *Client) ReleaseStopped(ctx context.Context, group, fence int64) error {
+	stopped := true
+	in := leasehold.ReleaseCall{Fence: leasehold.Int(fence), Stopped: &stopped}
+	_, err := c.do(ctx, http.MethodPost, pathf("/api/v1/leases/%d/release", group), in, nil)
+	return err
+}
+
 // ReleaseUnreadable gives group back because its window would not load,
 // saying why (windowError, 1 to 4096 bytes): the node quarantines the
 // group, leasing it to nobody until an operator keeps the window, drops

@@ -445,8 +445,11 @@ func (w *Worker) hold(parent context.Context, g *Grant, at *Client, t *tenure) o
 		h.log.Warn("lease lost; group forgotten")
 		return lost
 	}
+	// saved is a stop that handed its progress and window back whole: the
+	// node does not count its lease as an attempt of the range.
+	saved := out == stopped
 	if out != suspect && out != unreadable {
-		h.flushProgress(endCtx)
+		saved = saved && h.flushProgress(endCtx)
 		if h.dirty {
 			if err := h.upload(endCtx); err != nil {
 				if h.isLost.Load() || errors.Is(err, leasehold.ErrLeaseLost) {
@@ -454,13 +457,17 @@ func (w *Worker) hold(parent context.Context, g *Grant, at *Client, t *tenure) o
 					return lost
 				}
 				h.log.Error("window upload failed; releasing anyway", "err", err)
+				saved = false
 			}
 		}
 	}
 	var err error
-	if out == unreadable {
+	switch {
+	case out == unreadable:
 		err = h.c.ReleaseUnreadable(endCtx, g.Group.ID, g.Fence, h.windowError)
-	} else {
+	case saved:
+		err = h.c.ReleaseStopped(endCtx, g.Group.ID, g.Fence)
+	default:
 		err = h.c.Release(endCtx, g.Group.ID, g.Fence)
 	}
 	if err != nil {

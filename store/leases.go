@@ -112,7 +112,9 @@ var (
 	qRangeByID     = wq(`SELECT ` + rangeColumns + ` FROM ranges WHERE id = ?`)
 	qRangeProgress = wq(`UPDATE ranges SET next_id = ?2, heartbeat_at = ?3, updated_at = ?3 WHERE id = ?1 RETURNING ` + rangeColumns)
 	qRangeBeat     = wq(`UPDATE ranges SET heartbeat_at = ?2 WHERE id = ?1 AND status = 'leased'`)
-	qRangeRetry    = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
+	// A clean stop's range gives back the attempt its lease counted.
+	qRangeAttemptBack = wq(`UPDATE ranges SET attempts = max(attempts - 1, 0) WHERE id = ?1 AND status = 'leased' AND node_id = ?2`)
+	qRangeRetry       = wq(`UPDATE ranges SET status = 'planned', attempts = 0, node_id = NULL, updated_at = ?2 WHERE id = ?1 RETURNING ` + rangeColumns)
 )
 
 // flapSet counts a lease end of group ?1 at ?2 as a flap, or ends the run
@@ -664,6 +666,33 @@ func (tx *Tx) Heartbeat(groupID, nodeID, fence int64) error {
 // Release is rule 5: the holder gives the group up; its leased range goes
 // back to planned at its resume point.
 func (tx *Tx) Release(groupID, nodeID, fence, maxAttempts int64) error {
+	return tx.release(groupID, nodeID, fence, maxAttempts, false)
+}
+
+// ReleaseStopped is Release by a holder that stops cleanly (SIGINT or
+// SIGTERM) with its progress and window saved: its range in work gets
+// back the attempt its lease counted, so stopping and starting a worker
+// again and again never fails a range (rule 10 counts attempts a range
+// could not be indexed in; a stop is not one). A range at its limit goes
+// back to planned, not failed. The release still counts as a flap when
+// nothing progressed under the lease, so a holder that only ever stops
+// is still a finding.
+func (tx *Tx) ReleaseStopped(groupID, nodeID, fence, maxAttempts int64) error {
+	return tx.release(groupID, nodeID, fence, maxAttempts, true)
+}
+
+func (tx *Tx) release(groupID, nodeID, fence, maxAttempts int64, stopped bool) error {
+	if stopped {
+		inWork, err := tx.holder(groupID, nodeID, fence)
+		if err != nil {
+			return err
+		}
+		if inWork.Valid {
+			if _, err := tx.exec(qRangeAttemptBack, inWork.Int64, nodeID); err != nil {
+				return mapError(err, "releasing")
+			}
+		}
+	}
 	res, err := tx.exec(qLeaseRelease, groupID, nodeID, fence)
 	if err != nil {
 		return mapError(err, "releasing")
@@ -677,7 +706,11 @@ func (tx *Tx) Release(groupID, nodeID, fence, maxAttempts int64) error {
 	if err := tx.freeGroup(groupID, maxAttempts); err != nil {
 		return err
 	}
-	return tx.event(EventLeaseReleased, groupID, 0, nodeID, map[string]any{"fence": fence})
+	body := map[string]any{"fence": fence}
+	if stopped {
+		body["stopped"] = true
+	}
+	return tx.event(EventLeaseReleased, groupID, 0, nodeID, body)
 }
 
 // releaseGroup releases a group whoever holds it.

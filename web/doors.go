@@ -35,6 +35,7 @@ type Holders interface {
 	Finish(ctx context.Context, nodeID, rangeID, fence, headers int64) (leasehold.Range, error)
 	Fail(ctx context.Context, nodeID, rangeID, fence int64, text string, retry bool) (leasehold.Range, error)
 	Release(ctx context.Context, nodeID, groupID, fence int64) error
+	ReleaseStopped(ctx context.Context, nodeID, groupID, fence int64) error
 	ReleaseUnreadable(ctx context.Context, nodeID, groupID, fence int64, windowError string) error
 	ReportSourceError(ctx context.Context, nodeID int64, name, text string) error
 	RotateNodeToken(ctx context.Context, id int64) (string, error)

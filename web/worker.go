@@ -109,6 +109,8 @@ func (s *Server) release(c echo.Context) error {
 		if err == nil {
 			s.logQuarantine(c, gid, fence, *req.WindowError)
 		}
+	} else if req.Stopped != nil && *req.Stopped {
+		err = s.node.Holders.ReleaseStopped(c.Request().Context(), nodeOf(c).ID, gid, fence)
 	} else {
 		err = s.node.Holders.Release(c.Request().Context(), nodeOf(c).ID, gid, fence)
 	}
