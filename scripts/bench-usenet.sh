@@ -222,6 +222,6 @@ done | tee "$tmp/rounds"
 # against 1.5x the 6,942 headers/s it read before pipelining and
 # compression (round 3's "today").
 grep 'after, pipelined and compressed' "$tmp/rounds" |
-	awk '{ for (i = 2; i <= NF; i++) { if ($i == "headers/s") r = $(i-1); if ($i == "headers") h = $(i-1) }; print r, h }' | sort -n |
+	awk '{ for (i = 2; i <= NF; i++) { if ($i ~ /^headers\/s,?$/) r = $(i-1); if ($i == "headers") h = $(i-1) }; print r, h }' | sort -n |
 	awk -v target="${BENCH_USENET_TARGET:-10413}" '{ r[NR] = $1; h = $2 } END { if (NR == 0) exit; m = r[int((NR + 1) / 2)]
 		printf "usenet worker (default flags), %d headers, median of %d: %.0f headers/s (target >= %d, 1.5x round 3'"'"'s 6,942: %s)\n", h, NR, m, target, (m >= target) ? "met" : "not met" }'
