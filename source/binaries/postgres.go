@@ -103,6 +103,12 @@ type Postgres struct {
 	downLoggedT time.Time
 }
 
+// IdleInTransaction is how long the index lets a worker's session sit
+// in a transaction without a statement before it ends the session (the
+// connection's idle_in_transaction_session_timeout, unless dsn sets
+// one): a batch's statements follow each other at once.
+const IdleInTransaction = "10s"
+
 // OpenPostgres connects to the index at dsn (postgres://…), checks that
 // it answers, and makes or migrates its tables. A wrong password, a
 // missing database or a schema newer than IndexSchemaVersion is an
@@ -113,6 +119,15 @@ func OpenPostgres(ctx context.Context, dsn string) (*Postgres, error) {
 		return nil, &IndexSetupError{fmt.Errorf("binaries: postgres: %s: %v", redact(dsn), err)}
 	}
 	cfg.MaxConns = 4
+	// A worker paused inside a transaction (SIGSTOP, a frozen VM, a GC
+	// pause) holds the rows it wrote locked, and the next holder of a
+	// group its cross-posted files share would wait on them as long as
+	// the pause lasts. The server ends such a session after this long,
+	// which frees the rows; the paused worker, woken, finds its
+	// connection gone, writes again and is refused by fence.
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = IdleInTransaction
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	}

@@ -316,3 +316,36 @@ func TestPostgresCategory(t *testing.T) {
 		t.Errorf("a files-only update wrote its release's row")
 	}
 }
+
+// TestPostgresPausedWriter: a writer that stops inside a transaction
+// (a SIGSTOPped worker) holds no row past IdleInTransaction: the server
+// ends its session, and another writer of the same rows goes on.
+func TestPostgresPausedWriter(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Database(t)
+	p := openPostgres(t, dsn)
+	var setting string
+	if err := p.pool.QueryRow(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&setting); err != nil || setting != IdleInTransaction {
+		t.Fatalf("idle_in_transaction_session_timeout = %q, %v; want %s", setting, err, IdleInTransaction)
+	}
+	all := mixedUpdates("alt.binaries.lh.pg.pause")
+	lease := Lease{Group: "alt.binaries.lh.pg.pause", Fence: 1}
+	if err := p.Write(ctx, lease, all); err != nil {
+		t.Fatal(err)
+	}
+	// The paused writer: a transaction that locked a row and says no more.
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE files SET parts = parts WHERE key = (SELECT min(key) FROM files)`); err != nil {
+		t.Fatal(err)
+	}
+	second := openPostgres(t, dsn)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := second.Write(wctx, Lease{Group: lease.Group, Fence: 2}, all); err != nil {
+		t.Fatalf("a writer behind a paused one: %v", err)
+	}
+}
