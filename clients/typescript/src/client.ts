@@ -69,6 +69,16 @@ export interface SnapshotUpload {
   signal?: AbortSignal;
 }
 
+/** How a group is given back (release). */
+export interface ReleaseOptions {
+  /**
+   * The holder stops cleanly, its progress and window saved: the range in
+   * work gets back the attempt its lease counted (the body's `stopped`).
+   */
+  stopped?: boolean;
+  signal?: AbortSignal;
+}
+
 export interface ClientOptions {
   /** The node's base address, e.g. http://127.0.0.1:8080. */
   url?: string;
@@ -422,9 +432,18 @@ export class Client {
     return this.must("POST", `/api/v1/ranges/${id}/finish`, { fence, headers }, signal);
   }
 
-  /** Gives the group back; its range in work is planned again at its resume point. */
-  async release(group: number, fence: number, signal?: AbortSignal): Promise<void> {
-    await this.json("POST", `/api/v1/leases/${group}/release`, { fence }, signal);
+  /**
+   * Gives the group back; its range in work is planned again at its resume
+   * point. With `stopped`, the holder stops cleanly with its progress and
+   * window saved: the range also gets back the attempt its lease counted,
+   * so stopping and starting workers never fails a range. The third
+   * argument may be the signal alone, as before.
+   */
+  async release(group: number, fence: number, o: ReleaseOptions | AbortSignal = {}): Promise<void> {
+    const { stopped, signal } = o instanceof AbortSignal ? { stopped: false, signal: o } : o;
+    const body: Record<string, unknown> = { fence };
+    if (stopped) body["stopped"] = true;
+    await this.json("POST", `/api/v1/leases/${group}/release`, body, signal);
   }
 
   /** Gives the group back because its window would not load: the node quarantines it. */

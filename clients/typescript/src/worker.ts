@@ -16,7 +16,8 @@
 // quarantines the group until an operator acts; a download that breaks off
 // is released plainly. When run's signal aborts, the running index calls
 // see their signal abort, and every held group's progress and window are
-// sent and the group released.
+// sent and the group released as stopped (its range gets back the attempt
+// its lease counted; released plainly if either could not be sent).
 
 import { createHash } from "node:crypto";
 import { Readable, Transform } from "node:stream";
@@ -372,8 +373,11 @@ export class Worker<W extends Window = Window> {
         this.log.warn("lease lost; group forgotten", { group: g.group.name });
         return "lost";
       }
+      // saved is a stop that handed its progress and window back whole:
+      // the node does not count its lease as an attempt of the range.
+      let saved = out === "stopped";
       if (out !== "suspect" && out !== "unreadable") {
-        await h.flushProgress(endSignal);
+        saved = (await h.flushProgress(endSignal)) && saved;
         if (h.dirty) {
           try {
             await h.upload(endSignal);
@@ -383,12 +387,13 @@ export class Worker<W extends Window = Window> {
               return "lost";
             }
             this.log.error("window upload failed; releasing anyway", { group: g.group.name, err: e });
+            saved = false;
           }
         }
       }
       try {
         if (out === "unreadable") await node.releaseUnreadable(g.group.id, g.fence, h.windowError, endSignal);
-        else await node.release(g.group.id, g.fence, endSignal);
+        else await node.release(g.group.id, g.fence, { stopped: saved, signal: endSignal });
       } catch (e) {
         if (e instanceof LeaseLostError) {
           this.log.warn("lease lost before release", { group: g.group.name });
@@ -697,13 +702,15 @@ class Hold<W extends Window> {
     });
   }
 
-  /** Sends the last progress before an upload or release, so the range resumes where the window ends. */
-  async flushProgress(signal: AbortSignal | undefined): Promise<void> {
+  /** Sends the last progress before an upload or release, so the range resumes where the window ends; false if it could not. */
+  async flushProgress(signal: AbortSignal | undefined): Promise<boolean> {
     try {
       await this.sendProgress(signal);
+      return true;
     } catch (e) {
-      if (e instanceof LeaseLostError) return this.lose(e);
-      this.log.warn("last progress not sent", { group: this.g.group.name, err: e });
+      if (e instanceof LeaseLostError) this.lose(e);
+      else this.log.warn("last progress not sent", { group: this.g.group.name, err: e });
+      return false;
     }
   }
 

@@ -182,6 +182,31 @@ test("worker endpoints, failures and quarantine", async (t) => {
   assert.equal((await admin.dropSnapshot("ts.work")).quarantine, null);
 });
 
+test("a stopped release gives the range back the attempt its lease counted; a plain one keeps it", async (t) => {
+  const admin = await ownNode(t);
+  await admin.putGroup("ts.stop", { range_size: 100, start: 1 });
+  await admin.planTail("ts.stop", 100);
+  const reg = await admin.registerNode({ name: "ts-stop-w", capacity: 1 });
+  const w = admin.withToken(reg.token);
+  // Leases the group, works 10 ids of its range and gives it back with release.
+  const cycle = async (release) => {
+    const g = await w.lease();
+    const r = await w.next(g.group.id, g.fence);
+    assert.equal(r.start, 1);
+    await w.progress(r.id, g.fence, r.next + 10);
+    await release(g);
+    assert.equal((await admin.getGroup("ts.stop")).lease, null);
+    return (await admin.listRanges("ts.stop")).ranges[0];
+  };
+  for (const stop of [1, 2, 3]) {
+    const r = await cycle((g) => w.release(g.group.id, g.fence, { stopped: true }));
+    assert.deepEqual([r.status, r.attempts, r.next], ["planned", 0, 1 + 10 * stop], `stop ${stop}`);
+  }
+  // The signal alone, as before: a plain release, its attempt counted.
+  const r = await cycle((g) => w.release(g.group.id, g.fence, AbortSignal.timeout(10000)));
+  assert.deepEqual([r.status, r.attempts, r.next], ["planned", 1, 41]);
+});
+
 test("snapshots stream both ways, with digests", async (t) => {
   const admin = await ownNode(t);
   await admin.putGroup("ts.snap", { range_size: 100, start: 1 });

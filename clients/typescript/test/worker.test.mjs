@@ -156,7 +156,7 @@ test("a window that expands past maxWindowBytes does not load: window_error and 
   assert.equal(indexed, 0);
 });
 
-test("heartbeats keep a long range's lease, and stopping sends the progress and the window and releases", async (t) => {
+test("heartbeats keep a long range's lease, and stopping sends the progress and the window and releases as stopped", async (t) => {
   const { admin, client } = await setup(t, [["ts.long", 300]], ["--lease-ttl", "1s"]);
   let aborted = false;
   const w = runWorker(t, {
@@ -185,6 +185,7 @@ test("heartbeats keep a long range's lease, and stopping sends the progress and 
   const r = (await admin.listRanges("ts.long")).ranges[0];
   assert.equal(r.status, "planned");
   assert.equal(r.next, 50, "planned again at its progress");
+  assert.equal(r.attempts, 0, "a clean stop is no attempt: released with stopped");
   const win = await windowOf(admin, "ts.long");
   assert.equal(win.next, 50);
   assert.equal(win.ids.length, 49);
