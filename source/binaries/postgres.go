@@ -47,7 +47,7 @@ func LeaseOf(ctx context.Context) Lease {
 
 // IndexSchemaVersion is the version of the PostgreSQL index's tables this
 // leasehold writes (the one row of leasehold_index_schema).
-const IndexSchemaVersion = 1
+const IndexSchemaVersion = 2
 
 // FencedError is a write the index refused because a row it would change
 // was written under a newer lease of the same group: the writer's lease
@@ -228,9 +228,26 @@ CREATE TABLE segments (
   PRIMARY KEY (file, number)
 );`
 
+// indexByDay is version 2: the trigram index on release names becomes
+// one GIN index over the day a release was posted and its name, so that
+// the newznab API finds a common word's newest releases by reading the
+// newest days' matches only (a day bound and the name's trigrams
+// answered from the index together) instead of every match's row.
+// leasehold_posted_day is a day number (UTC), made of immutable parts
+// only (an interval since 1970, not extract of a timestamptz, which
+// depends on the session's time zone), so PostgreSQL inlines it in a
+// query's conditions as it does in the index.
+const indexByDay = `
+CREATE EXTENSION IF NOT EXISTS btree_gin;
+CREATE FUNCTION leasehold_posted_day(timestamptz) RETURNS integer
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  AS 'SELECT floor(extract(epoch FROM ($1 - timestamptz ''1970-01-01 00:00:00+00'')) / 86400)::integer';
+CREATE INDEX releases_day_name ON releases USING gin (leasehold_posted_day(posted), name gin_trgm_ops);
+DROP INDEX releases_name_trgm;`
+
 // migrations[v] takes the index from version v to v+1; version 0 is an
 // empty database.
-var migrations = []string{indexSchema}
+var migrations = []string{indexSchema, indexByDay}
 
 // migrate makes or migrates the tables, under an advisory lock so that
 // workers starting together do it once.

@@ -3,6 +3,7 @@ package binaries
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ func TestPostgresSink(t *testing.T) {
 	indexes, _ = pgx.CollectRows(rows, pgx.RowTo[string])
 	joined := strings.Join(indexes, "\n")
 	for _, idx := range []string{"files USING btree (grp)", "files USING btree (poster)", "files USING btree (posted)", "files USING btree (release)",
-		"releases USING btree (grp)", "releases USING btree (poster)", "releases USING btree (posted DESC)", "releases USING gin (name gin_trgm_ops)"} {
+		"releases USING btree (grp)", "releases USING btree (poster)", "releases USING btree (posted DESC)", "releases USING gin (leasehold_posted_day(posted), name gin_trgm_ops)"} {
 		if !strings.Contains(joined, idx) {
 			t.Errorf("no index on %s among\n%s", idx, joined)
 		}
@@ -197,7 +198,7 @@ func TestPostgresSchemaVersion(t *testing.T) {
 	}
 	_, err = OpenPostgres(ctx, dsn)
 	var se *IndexSetupError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "version 99, newer than this leasehold's 1") {
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), fmt.Sprintf("version 99, newer than this leasehold's %d", IndexSchemaVersion)) {
 		t.Fatalf("a newer schema: %v", err)
 	}
 	var v int

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +46,12 @@ func OpenIndex(ctx context.Context, url string, maxConns int32, timeout time.Dur
 	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold usenet api"
+	// A plan for one search's words is no plan for another's (a common
+	// word wants the date index, a rare one the trigrams): plan each.
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	// Searches are small: starting parallel workers costs more than
+	// they save (tens of ms on a busy machine for a 300-row walk).
+	cfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
@@ -86,6 +94,9 @@ type search struct {
 	MaxAge     time.Duration
 	Offset     int
 	Limit      int
+	// OneQuery asks the index once over every release, as searches by
+	// words ran before newest (the benchmark compares the two).
+	OneQuery bool
 }
 
 // listed is the condition of a release a downloader may take: complete,
@@ -100,10 +111,18 @@ const listed = `(complete OR nzb IS NOT NULL)`
 // match of a common word over a million releases would cost more than
 // the page itself (one query, asking for one row past the page, says
 // whether more follow).
-func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time) ([]release, int, error) {
-	q, args := searchSQL(s, now)
-	rows, _ := db.Query(ctx, q, args...)
-	out, err := pgx.CollectRows(rows, scanRelease)
+//
+// A search by words reads the newest days first (newest): the answer is
+// that of one query over every release, at the cost of the matches of
+// those days instead of all.
+func find(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, now time.Time) ([]release, int, error) {
+	var out []release
+	var err error
+	if (len(s.Words) > 0 || s.Pattern != "") && !s.OneQuery {
+		out, _, err = newest(ctx, db, dates, s, now)
+	} else {
+		out, err = findSince(ctx, db, s, now, allDays)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
 	}
@@ -114,8 +133,198 @@ func find(ctx context.Context, db *pgxpool.Pool, s search, now time.Time) ([]rel
 	return out, total, nil
 }
 
-// searchSQL is a search's query and its arguments.
-func searchSQL(s search, now time.Time) (string, []any) {
+// findSince runs a search over the releases posted on day from (UTC
+// days since 1970, leasehold_posted_day) or later: allDays for every
+// release. It answers the page and one release past it.
+func findSince(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from int) ([]release, error) {
+	q, args := searchSQL(s, now, from)
+	rows, _ := db.Query(ctx, q, args...)
+	return pgx.CollectRows(rows, scanRelease)
+}
+
+// allDays is findSince's bound for every release.
+const allDays = math.MinInt32
+
+// day is the day number of t, as leasehold_posted_day counts.
+func day(t time.Time) int { return int(math.Floor(float64(t.Unix()) / 86400)) }
+
+// Bounds of how newest widens its days.
+const (
+	// sliceMargin is how many times the matches a page needs newest
+	// asks of the next days, at the rate the days read so far had:
+	// enough that one more query almost always finishes (the rate of
+	// a day's hundreds of matches is known to a few per cent), few
+	// enough not to read many more rows than the page needs.
+	sliceMargin = 1.5
+	// maxSlices is how many day-bounded queries one search makes
+	// before it asks for every release.
+	maxSlices = 4
+)
+
+// newest answers a search by words newest days first. The matches of a
+// common word over a million releases are thousands of rows spread over
+// the whole table, and ordering them by date reads every one; the
+// matches posted since a day, found together with the name's trigrams
+// in one GIN index (releases_day_name), are few. So newest asks for the
+// page among the releases of the last day (from the start of the day
+// before the newest release's), then of as many days back as should
+// hold the page sliceMargin times over at the rate found so far, and
+// when that would be most of the index, or the words seem rare (all
+// their matches are few rows to read), of every release.
+//
+// Every query asks for the same page (offset, limit and one more) of
+// the releases posted since its day: when it is full, no older release
+// can be in it, so it is the page of the search over every release.
+// An index without releases_day_name (a schema before version 2, its
+// workers not upgraded yet) is asked once, as before. newest says the
+// day bound of the query that answered (allDays for every release).
+func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, now time.Time) ([]release, int, error) {
+	span, err := dates.read(ctx, db)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !span.byDay || !span.any {
+		out, err := findSince(ctx, db, s, now, allDays)
+		return out, allDays, err
+	}
+	// top: the newest release, or now for releases posted in the future
+	// (a poster's wrong clock), which every slice holds anyway.
+	top, oldest := span.last, span.first
+	if top.After(now) {
+		top = now
+	}
+	if s.MaxAge > 0 && oldest.Before(now.Add(-s.MaxAge)) {
+		oldest = now.Add(-s.MaxAge)
+	}
+	whole := top.Sub(oldest)
+	need := s.Offset + s.Limit + 1
+	from := day(top.Add(-24 * time.Hour))
+	for slice := range maxSlices {
+		if from <= day(oldest) {
+			break
+		}
+		// Fewer matches than few since from (at that rate, fewer than
+		// three pages' worth in all) are rare words: every match is
+		// cheap to read, so the search over every release answers.
+		covered := top.Sub(time.Unix(int64(from)*86400, 0))
+		few := 3 * float64(need) * covered.Seconds() / whole.Seconds()
+		var out, every []release
+		var err error
+		if slice == 0 {
+			out, every, err = findSinceOrEvery(ctx, db, s, now, from, few)
+		} else {
+			out, err = findSince(ctx, db, s, now, from)
+		}
+		if err != nil || len(out) > s.Limit {
+			return out, from, err
+		}
+		found := matchedSince(s, out)
+		if float64(found) < few {
+			if slice == 0 {
+				return every, allDays, nil
+			}
+			break
+		}
+		want := max(covered.Seconds()*sliceMargin*float64(need)/float64(max(found, 1)), 2*covered.Seconds())
+		if want >= whole.Seconds()/2 {
+			break
+		}
+		from = day(top.Add(-time.Duration(want) * time.Second))
+	}
+	out, err := findSince(ctx, db, s, now, allDays)
+	return out, allDays, err
+}
+
+// matchedSince is how many releases matched a search whose page (out,
+// short of a full one) was asked for: exact when the page has rows;
+// when it is empty, at most the offset (taken as half of it).
+func matchedSince(s search, out []release) int {
+	if len(out) > 0 {
+		return s.Offset + len(out)
+	}
+	return s.Offset / 2
+}
+
+// findSinceOrEvery is findSince, and in the same statement (one round
+// trip, which on a busy machine is much of a rare word's time) the
+// search over every release when the page since from is short and
+// matchedSince it is under few, as newest would ask next.
+func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from int, few float64) (since, every []release, err error) {
+	recent, args := searchSQL(s, now, from)
+	all, _ := searchSQL(s, now, allDays)
+	const columns = `key, name, poster, grp, files, bytes, posted, category`
+	q := `WITH recent AS MATERIALIZED (` + recent + `)
+		SELECT ` + columns + `, false FROM recent
+		UNION ALL
+		SELECT ` + columns + `, true FROM (` + all + `) every
+		WHERE (SELECT count(*) <= ` + strconv.Itoa(s.Limit) + ` AND
+			(CASE WHEN count(*) > 0 THEN ` + strconv.Itoa(s.Offset) + ` + count(*) ELSE ` + strconv.Itoa(s.Offset/2) + ` END)::float8 < ` +
+		strconv.FormatFloat(few, 'g', -1, 64) + ` FROM recent)`
+	rows, err := db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var x release
+		var isEvery bool
+		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &isEvery); err != nil {
+			return nil, nil, err
+		}
+		if isEvery {
+			every = append(every, x)
+		} else {
+			since = append(since, x)
+		}
+	}
+	return since, every, rows.Err()
+}
+
+// dateSpan is what newest needs to know of the index: its first and
+// last posting dates and whether it has releases_day_name, read again
+// at most every dateSpanAge. A span read before the newest releases came
+// in is still right for newest: every slice holds every release posted
+// since its day, so a release posted later is in each.
+type dateSpan struct {
+	mu   sync.Mutex
+	at   time.Time
+	span indexDates
+}
+
+// indexDates is a reading of dateSpan.
+type indexDates struct {
+	first, last time.Time
+	any, byDay  bool // any release; the index has releases_day_name
+}
+
+// dateSpanAge is how long a reading of the index's dates is used.
+const dateSpanAge = 10 * time.Second
+
+func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.at.IsZero() && time.Since(d.at) < dateSpanAge {
+		return d.span, nil
+	}
+	var first, last *time.Time
+	var x indexDates
+	err := db.QueryRow(ctx, `SELECT (SELECT min(posted) FROM releases), (SELECT max(posted) FROM releases),
+		to_regclass('releases_day_name') IS NOT NULL`).Scan(&first, &last, &x.byDay)
+	if err != nil {
+		return indexDates{}, err
+	}
+	if first != nil && last != nil {
+		x.first, x.last, x.any = *first, *last, true
+	}
+	d.span, d.at = x, time.Now()
+	return x, nil
+}
+
+// searchSQL is a search's query and its arguments, over the releases
+// posted on day from or later (allDays for every release). The query
+// over every release takes the first arguments of the query since a
+// day, the same.
+func searchSQL(s search, now time.Time, from int) (string, []any) {
 	where := []string{listed}
 	var args []any
 	arg := func(v any) string {
@@ -124,7 +333,7 @@ func searchSQL(s search, now time.Time) (string, []any) {
 	}
 	for _, w := range s.Words {
 		// ILIKE with a pattern of three characters or more is answered
-		// from the trigram index on name.
+		// from the trigrams of releases_day_name.
 		where = append(where, "name ILIKE "+arg("%"+likeEscape(w)+"%"))
 	}
 	if s.Pattern != "" {
@@ -148,6 +357,14 @@ func searchSQL(s search, now time.Time) (string, []any) {
 	}
 	if s.MaxAge > 0 {
 		where = append(where, "posted >= "+arg(now.Add(-s.MaxAge)))
+	}
+	if from != allDays {
+		// Answered from the same index as the name, releases_day_name.
+		// (Not also as posted >= the day's start: that bound makes a
+		// walk of the date index look cheap to the planner for words
+		// too rare to stop it early.) Last, so that the arguments of
+		// the search over every release are the first of these.
+		where = append(where, "leasehold_posted_day(posted) >= "+arg(from))
 	}
 	cond := strings.Join(where, " AND ")
 	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond +

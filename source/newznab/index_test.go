@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // them (the sink's own migration replaces this once it is here).
 const indexSchema = `
 CREATE TABLE IF NOT EXISTS leasehold_index_schema (version integer NOT NULL);
-INSERT INTO leasehold_index_schema VALUES (1);
+INSERT INTO leasehold_index_schema VALUES (2);
 
 CREATE TABLE files (
   key text PRIMARY KEY, release text NOT NULL, grp text NOT NULL, groups text[] NOT NULL,
@@ -40,7 +40,11 @@ CREATE TABLE releases (
 CREATE INDEX ON releases (grp); CREATE INDEX ON releases (poster); CREATE INDEX ON releases (posted DESC);
 CREATE INDEX ON releases (category, posted DESC);
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
-CREATE INDEX releases_name_trgm ON releases USING gin (name gin_trgm_ops);
+CREATE EXTENSION IF NOT EXISTS btree_gin;
+CREATE OR REPLACE FUNCTION leasehold_posted_day(timestamptz) RETURNS integer
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  AS 'SELECT floor(extract(epoch FROM ($1 - timestamptz ''1970-01-01 00:00:00+00'')) / 86400)::integer';
+` + releasesDayName + `;
 
 CREATE TABLE segments (
   file text NOT NULL, number integer NOT NULL, article bigint NOT NULL,

@@ -111,6 +111,8 @@ type Server struct {
 	timeout   time.Duration
 	echo      *echo.Echo
 	fails     failures
+	oneQuery  bool // search as before newest (the benchmark's comparison)
+	dates     dateSpan
 }
 
 // New builds the API's server.
@@ -201,7 +203,8 @@ func (s *Server) call(ctx context.Context, c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	found, total, err := find(ctx, s.db, q, s.now())
+	q.OneQuery = s.oneQuery
+	found, total, err := find(ctx, s.db, &s.dates, q, s.now())
 	if err != nil {
 		return err
 	}

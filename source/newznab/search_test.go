@@ -1,0 +1,105 @@
+package newznab
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestSearchNewestDays: a search by words, read newest days first,
+// answers what one query over every release answers (the same releases
+// in the same order, the same total) for a common word, a middling one,
+// a rare one, one in no release and one in every release, at offsets and
+// limits, with categories, a group, maxage and an episode; and the
+// common word is answered from its newest days.
+func TestSearchNewestDays(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Now()
+	dbURL, db := testIndex(t)
+	t.Logf("index %s", time.Since(t0))
+	if _, err := AddKey(ctx, db, "test", testNow); err != nil {
+		t.Fatal(err)
+	}
+	// 4,000 releases over 83 days, two to a date (ties ordered by key,
+	// which is not their order of i), the newest six posted after now
+	// (a poster's wrong clock); every 11th incomplete, and unlisted but
+	// for every 22nd, which has an NZB.
+	_, err := db.Exec(ctx, `INSERT INTO releases (key, name, poster, grp, groups, files, total_files, complete_files, complete, bytes, posted, nzb, category, lease_group, fence)
+		SELECT md5(i::text),
+		  concat_ws('.', CASE WHEN i % 2 = 0 THEN 'Common' END, CASE WHEN i % 37 = 0 THEN 'Middling' END,
+		    CASE WHEN i IN (5, 1999, 3998) THEN 'Scarce' END, 'Show', 'S01E' || lpad((i % 30)::text, 2, '0'), '720p'),
+		  'poster <p@example.org>', 'alt.binaries.t' || (i % 3), ARRAY['alt.binaries.t' || (i % 3)],
+		  1, 1, 1, i % 11 <> 0, 1000 + i, $1::timestamptz + interval '3 hours' - (i / 2) * interval '30 minutes',
+		  CASE WHEN i % 22 = 0 THEN 'nzb' END, CASE WHEN i % 3 = 0 THEN 2040 ELSE 5040 END, 'g', 1
+		FROM generate_series(1, 4000) i`, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `ANALYZE releases`); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("filled %s", time.Since(t0))
+	pool, err := OpenIndex(ctx, dbURL, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	episode, err := episodePattern("1", "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var searches []search
+	for _, words := range [][]string{{"common"}, {"middling"}, {"scarce"}, {"absent"}, {"common", "middling"}, {"show"}} {
+		for _, offset := range []int{0, 7, 150, 1500} {
+			searches = append(searches, search{Words: words, Offset: offset, Limit: 10})
+		}
+	}
+	searches = append(searches,
+		search{Words: []string{"common"}, Limit: MaxLimit},
+		search{Words: []string{"middling"}, Offset: 20, Limit: MaxLimit},
+		search{Words: []string{"show"}, Offset: 900, Limit: MaxLimit},
+		search{Words: []string{"common"}, Categories: []int{2000}, Limit: 10},
+		search{Words: []string{"common"}, Categories: []int{5040}, Offset: 30, Limit: 10},
+		search{Words: []string{"common"}, Group: "alt.binaries.t1", Offset: 5, Limit: 10},
+		search{Words: []string{"middling"}, Group: "alt.binaries.t2", Limit: 10},
+		search{Words: []string{"common"}, MaxAge: 10 * 24 * time.Hour, Offset: 200, Limit: MaxLimit},
+		search{Words: []string{"middling"}, MaxAge: 30 * 24 * time.Hour, Limit: 10},
+		search{Words: []string{"common"}, Pattern: episode, Limit: 10},
+		search{Pattern: episode, Offset: 3, Limit: 10},
+	)
+	for _, s := range searches {
+		name := fmt.Sprintf("%+v", s)
+		want, err := findSince(ctx, pool, s, testNow, allDays)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, from, err := newest(ctx, pool, &dateSpan{}, s, testNow)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(keysOf(got), keysOf(want)) {
+			t.Errorf("%s (answered from day %d): newest days first found\n  %v\nthe whole index\n  %v", name, from, keysOf(got), keysOf(want))
+		}
+		if s.Offset == 0 && s.Limit == 10 && len(s.Words) == 1 && s.Words[0] == "common" && s.Group == "" && len(s.Categories) == 0 && s.Pattern == "" && from == allDays {
+			t.Errorf("%s: answered from every release, not from the newest days", name)
+		}
+		page, total, err := find(ctx, pool, &dateSpan{}, s, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(len(want), s.Limit); len(page) != want || total != s.Offset+len(got) {
+			t.Errorf("%s: find answered %d releases of total %d, want %d of %d", name, len(page), total, want, s.Offset+len(got))
+		}
+	}
+	t.Logf("searched %s", time.Since(t0))
+}
+
+func keysOf(rs []release) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Key+" "+r.Posted.UTC().Format(time.RFC3339))
+	}
+	return out
+}
