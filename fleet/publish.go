@@ -34,6 +34,9 @@ type Publisher struct {
 	catalog string
 	records jetstream.KeyValue
 	log     *slog.Logger
+	// id signs every message published (SignMsg), at the one place they
+	// are sent.
+	id *Identity
 
 	// Keep is how long sent rows stay in the outbox (the dashboard's feed
 	// reads the last hour).
@@ -168,7 +171,7 @@ type SnapshotQueue interface{ Replicate(group string) }
 // record in records; snaps, if not nil, is told of each snapshot stored
 // here once its event is published.
 func NewPublisher(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, snaps SnapshotQueue, log *slog.Logger) *Publisher {
-	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, snaps: snaps, log: log, keep: 2 * time.Hour,
+	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, snaps: snaps, log: log, keep: 2 * time.Hour, id: ephemeralIdentity(node),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_peer_events_published_total", Help: "Outbox events published to the fleet's stream and acknowledged.",
 		}),
@@ -246,6 +249,7 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
+		p.id.SignMsg(m)
 		f, err := p.js.PublishMsgAsync(m)
 		if err != nil {
 			return 0, fmt.Errorf("publishing event %s: %w", m.Header.Get(nats.MsgIdHdr), err)
