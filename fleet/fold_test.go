@@ -904,7 +904,7 @@ func TestFoldNewerFormat(t *testing.T) {
 	nc := dumpConn(t, url)
 	sub, err := nc.Subscribe(DumpSubjectPrefix+"node-x", func(m *nats.Msg) {
 		body, _ := json.Marshal(DumpChunk{Format: FormatVersion + 1, Seq: 0, Last: true, Catalog: "cx"})
-		_ = m.Respond(body)
+		_ = respondAs(m, "node-x", body)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -58,6 +58,38 @@ func strangerKey(t testing.TB, name string) *Identity {
 	return id
 }
 
+// respondAs answers m with body signed as node (its key in this
+// process), as a node's dumper answers.
+func respondAs(m *nats.Msg, node string, body []byte) error {
+	reply := &nats.Msg{Subject: m.Reply, Data: body}
+	ephemeralIdentity(node).SignMsg(reply)
+	return m.RespondMsg(reply)
+}
+
+// signedValue is v (a Life or a Claim) as its node writes it on key of
+// bucket: signed with the node's key in this process.
+func signedValue(t *testing.T, bucket, key string, v any) []byte {
+	t.Helper()
+	var id *Identity
+	switch x := v.(type) {
+	case Life:
+		id = ephemeralIdentity(x.Node)
+		x.Key = id.PublicKey()
+		v = x
+	case Claim:
+		id = ephemeralIdentity(x.Node)
+		x.Key = id.PublicKey()
+		v = x
+	default:
+		t.Fatalf("signedValue of a %T", v)
+	}
+	b, err := id.signValue(kvSubject(bucket, key), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestForgedEventsRefused (N1): a holder of the fleet's transport secret
 // publishes events in node-a's name: on another node's subject, on
 // node-a's subject unsigned or signed by a key that is not node-a's, and
