@@ -348,7 +348,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 			if err != nil {
 				return err
 			}
-			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log}
+			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log, ring: f.gate.ring}
 			keeper = NewKeeper(node.DB, cfg.ClaimTTL/3, adopt)
 		}
 		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
@@ -374,7 +374,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
 		Asker: carrier, Orphans: f.members, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
-	f.publisher.id = f.gate.id
+	f.publisher.id, f.publisher.ring = f.gate.id, f.gate.ring
 	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.gate.ring}, f.log)
 	f.folder.ring = f.gate.ring
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)

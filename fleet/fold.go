@@ -602,8 +602,9 @@ func (f *Folder) rebuildAll(ctx context.Context, inc string, mark uint64, seeded
 		if err != nil {
 			return err // asked again from the same mark
 		}
+		// A record not signed by its origin rules nothing out.
 		var rec PublishRecord
-		if err := json.Unmarshal(e.Value(), &rec); err == nil && rec.RulesOut(inc, mark) {
+		if err := f.ring.openValue(kvSubject(PublishedBucket, origin), e.Value(), &rec); err == nil && rec.Node == origin && rec.RulesOut(inc, mark) {
 			continue // published nothing the hole could have held
 		}
 		if f.rebuilder == nil {

@@ -93,8 +93,10 @@ func signedValue(t *testing.T, bucket, key string, v any) []byte {
 // TestForgedEventsRefused (N1): a holder of the fleet's transport secret
 // publishes events in node-a's name: on another node's subject, on
 // node-a's subject unsigned or signed by a key that is not node-a's, and
-// one of a newer format, which folded would hold the fold. Node b folds
-// none of them, counts each, and folds node-a's own next event.
+// one of a newer format, which folded would hold the fold; and a publish
+// record in node-a's name. Node b folds none of the events, counts each,
+// and folds node-a's own next event; node-a writes its own record over
+// the forged one.
 func TestForgedEventsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -132,9 +134,34 @@ func TestForgedEventsRefused(t *testing.T) {
 	forge(SubjectPrefix+"node-a", "alt.forged.stranger", FormatVersion, strangerKey(t, "node-a"))  // node-a's name, another key
 	forge(SubjectPrefix+"node-a", "alt.forged.newer", FormatVersion+1, strangerKey(t, "node-a"))   // would hold the fold
 
+	// A publish record in node-a's name, far past its position: unsigned,
+	// it vouches for nothing, and node-a's next batch writes over it.
+	records, err := js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := records.Get(ctx, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec PublishRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Seq, rec.Key = 1<<60, ""
+	forged, _ := json.Marshal(rec)
+	if _, err := records.Put(ctx, "node-a", forged); err != nil {
+		t.Fatal(err)
+	}
+
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.real2", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
 	}
+	poll.Eventually(t, 20*time.Second, "a writes its own publish record over the forged one", func() bool {
+		e, err := records.Get(ctx, "node-a")
+		var got PublishRecord
+		return err == nil && b.fleet.Keyring().openValue(kvSubject(PublishedBucket, "node-a"), e.Value(), &got) == nil && got.Seq < 1<<60
+	})
 	poll.Eventually(t, 20*time.Second, "b folds a's next group, past the forged events", func() bool { return seen(b, "alt.real2") })
 	for _, g := range []string{"alt.forged.ghost", "alt.forged.ghostsigned", "alt.forged.unsigned", "alt.forged.stranger", "alt.forged.newer"} {
 		if seen(b, g) {
