@@ -343,6 +343,9 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 				var err error
 				f.snapshots, err = NewReplicator(ctx, f.js, node.DB, node.Snapshots, ReplicatorConfig{Node: cfg.Name, Replicas: copies, Logger: f.log,
 					PeersFunc: func() bool { return f.claims.Peers() > 0 }})
+				if err == nil {
+					f.snapshots.id, f.snapshots.ring = f.gate.id, f.gate.ring
+				}
 				return err
 			})
 			if err != nil {
