@@ -63,6 +63,11 @@ func NewGate(cfg Config) (*Gate, error) {
 	if g.ring, err = NewKeyring(cfg.DataDir, cfg.Roster, cfg.Logger); err != nil {
 		return nil, err
 	}
+	g.ring.own(g.id)
+	if key, _ := g.ring.Key(cfg.Name); cfg.Roster != "" && key != g.id.PublicKey() {
+		cfg.Logger.Warn("this node's key is not on the fleet roster under its name: its peers refuse what it publishes until the roster lists it",
+			"roster", cfg.Roster, "name", cfg.Name, "key", g.id.PublicKey())
+	}
 	g.wait("starting")
 	return g, nil
 }

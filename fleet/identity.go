@@ -513,6 +513,21 @@ func (k *Keyring) savePinsLocked() error {
 	return nil
 }
 
+// own pins this node's own key under its name, in place of any pinned
+// before (a data dir whose key was made anew): no one else can have its
+// own name pinned to another key here.
+func (k *Keyring) own(id *Identity) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p, ok := k.pins[id.name]; ok && p.key == id.pub && !p.withdrawn {
+		return
+	}
+	k.pins[id.name] = pinned{key: id.pub}
+	if err := k.savePinsLocked(); err != nil {
+		k.log.Warn("peers: recording this node's own key", "err", err)
+	}
+}
+
 // Withdraw refuses name's messages and values from now on, whatever key
 // signs them (until Approve): for a member removed from the fleet. Its
 // pinned key is kept, so approving it again restores that key. Errors:
