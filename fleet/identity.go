@@ -308,6 +308,10 @@ type rosterVersion struct {
 	size int64
 }
 
+// pinsMax bounds the keys pinned at first sight (membersMax bounds the
+// members listed).
+const pinsMax = 1024
+
 // rosterCheck is how often the roster file is looked at for a change.
 const rosterCheck = time.Second
 
@@ -472,6 +476,11 @@ func (k *Keyring) believe(name, key string) error {
 			return refused(refusedUnknownKey, name, "node %q signed with key %s, not the key pinned for it (%s): approve the new key if the node was made anew", name, key, p.key)
 		}
 		return nil
+	}
+	if len(k.pins) >= pinsMax {
+		// A holder of the transport secret may make up names without
+		// end; the pins stay bounded.
+		return refused(refusedUnknownKey, name, "node %q is new and %d keys are pinned already: approve it or use a roster", name, len(k.pins))
 	}
 	k.pins[name] = pinned{key: key}
 	if err := k.savePinsLocked(); err != nil {

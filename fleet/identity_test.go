@@ -469,3 +469,45 @@ func cpuTime() int64 {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// TestForgedDumpRefused (N1): a holder of the transport secret answers a
+// rebuild's ask for node-o's dump before node-o does: the forged chunk
+// is passed over, and the rebuild folds node-o's own.
+func TestForgedDumpRefused(t *testing.T) {
+	t.Parallel()
+	s := natstest.Server(t)
+	b := dumpOpen(t, "node-b", t.TempDir())
+	nc := dumpConn(t, s.ClientURL())
+	ctx := context.Background()
+	chunk := func(group string) []byte {
+		g := store.PeerGroup{Group: leasehold.Group{Name: group, Active: true, RangeSize: 10, Start: 1, TailEnd: 10, HistoryFloor: 1}, ClaimRev: 1}
+		body, _ := json.Marshal(DumpChunk{Seq: 0, Last: true, Catalog: "cat-o", Groups: []DumpGroup{{Group: g}}})
+		return body
+	}
+	origin := dumpConn(t, s.ClientURL())
+	sub, err := origin.Subscribe(DumpSubjectPrefix+"node-o", func(m *nats.Msg) {
+		forged := &nats.Msg{Subject: m.Reply, Data: chunk("forged.dump")}
+		strangerKey(t, "node-o").SignMsg(forged)
+		_ = m.Respond(chunk("forged.unsigned"))
+		_ = m.RespondMsg(forged)
+		_ = respondAs(m, "node-o", chunk("real.dump"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	origin.Flush()
+	ring := memoryKeyring(claimQuiet)
+	ring.Approve("node-o", ephemeralIdentity("node-o").PublicKey())
+	if err := rebuild(ctx, nc, b.db, "node-o", 5, ring); err != nil {
+		t.Fatal(err)
+	}
+	for g, want := range map[string]bool{"real.dump": true, "forged.dump": false, "forged.unsigned": false} {
+		if _, err := b.db.GroupByName(ctx, g); (err == nil) != want {
+			t.Errorf("group %s folded %v, want %v", g, err == nil, want)
+		}
+	}
+	if n := refusedCount(t, ring, "dump"); n != 2 {
+		t.Errorf("%v forged chunks counted, want 2", n)
+	}
+}
