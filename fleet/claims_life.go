@@ -112,7 +112,11 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 	}
 	st := lifeRead{found: true, rev: m.seq, at: m.at}
 	subject := kvSubject(LivesBucket, ClaimKey(node))
-	if err := c.ring.openValue(subject, m.data, &st.life); err != nil {
+	err = c.ring.openValue(subject, m.data, &st.life)
+	if err == nil && st.life.Node != node {
+		err = refused(refusedWrongOrigin, st.life.Node, "node %q wrote the life of node %q", st.life.Node, node)
+	}
+	if err != nil {
 		// Unreadable, or not signed by the node it names: it stands for
 		// no life.
 		st.life = Life{}
