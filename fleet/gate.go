@@ -236,3 +236,6 @@ func (g *Gate) EngineOffline(ctx context.Context) error {
 
 // PublicKey is this node's public key in the fleet, as a roster lists it.
 func (g *Gate) PublicKey() string { return g.id.PublicKey() }
+
+// Keyring is the keys this node believes for its peers (Fleet.Keyring).
+func (g *Gate) Keyring() *Keyring { return g.ring }
