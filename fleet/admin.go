@@ -40,6 +40,11 @@ type Admin struct {
 	// yielder, if not nil, answers a peer's ask to hand a group over
 	// (Ownership.Yield); without it the ask is refused.
 	yielder Yielder
+	// id signs the writes carried from here; ring checks those carried
+	// here: a write not signed by a node the fleet knows is refused, and
+	// the sender it names is its signer.
+	id   *Identity
+	ring *Keyring
 
 	mu  sync.Mutex
 	sub *nats.Subscription
@@ -56,9 +61,8 @@ type AdminApplier interface {
 }
 
 // Headers a carried admin write names its sender by, for the owner's log.
-// They are what the sender says of itself: any holder of the fleet's
-// secret can write them, so they tell an operator which node (and which
-// start of it) asked, not a proof.
+// The node is its signer's (the write is refused otherwise); the life is
+// what the sender says of itself.
 const (
 	adminNodeHeader = "Leasehold-Node"
 	adminLifeHeader = "Leasehold-Life"
@@ -72,7 +76,7 @@ func NewAdmin(nc *nats.Conn, coord AdminApplier, yielder Yielder, node string, l
 	if lifeFunc == nil {
 		lifeFunc = func() string { return "" }
 	}
-	return &Admin{nc: nc, coord: coord, yielder: yielder, node: node, lifeFunc: lifeFunc, log: log}
+	return &Admin{nc: nc, coord: coord, yielder: yielder, node: node, lifeFunc: lifeFunc, log: log, id: ephemeralIdentity(node), ring: memoryKeyring(log)}
 }
 
 // Yielder answers a peer's ask to hand a group over: *Ownership is one.
@@ -124,6 +128,19 @@ func (a *Admin) receive(m *nats.Msg) {
 func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 	var op appliance.AdminOp
 	var ans adminAnswer
+	signer, serr := a.ring.VerifyMsg(m.Subject, m.Header, m.Data)
+	if serr == nil && m.Header.Get(adminNodeHeader) != signer {
+		serr = refused(refusedWrongOrigin, signer, "node %q's write names node %q as its sender", signer, m.Header.Get(adminNodeHeader))
+	}
+	if serr == nil && json.Unmarshal(m.Data, &op) == nil && op.Op == opYield && op.Node != signer {
+		serr = refused(refusedWrongOrigin, signer, "node %q asks for group %q for node %q", signer, op.Group, op.Node)
+	}
+	if serr != nil {
+		a.ring.refuse("admin", m.Subject, serr)
+		b, _ := json.Marshal(adminAnswer{Kind: leasehold.KindForbidden, Error: "refused: not signed by a node of the fleet: " + serr.Error()})
+		m.Respond(b)
+		return
+	}
 	if err := json.Unmarshal(m.Data, &op); err != nil {
 		ans.Kind, ans.Error = leasehold.KindInvalid, "admin write is not JSON: "+err.Error()
 	} else if op.Op == opYield {
@@ -197,7 +214,9 @@ func (a *Admin) Forward(ctx context.Context, origin string, op appliance.AdminOp
 // carrier is the admin forwarder's carrying side alone: what asks a
 // peer, needing nothing of what answers here, so ownership can ask with
 // it while the forwarder answers with ownership.
-func (a *Admin) carrier() Carrier { return Carrier{nc: a.nc, node: a.node, lifeFunc: a.lifeFunc} }
+func (a *Admin) carrier() Carrier {
+	return Carrier{nc: a.nc, node: a.node, lifeFunc: a.lifeFunc, id: a.id}
+}
 
 // Carrier carries this node's writes on peers' groups to their owners,
 // naming node and its life.
@@ -205,6 +224,7 @@ type Carrier struct {
 	nc       *nats.Conn
 	node     string
 	lifeFunc func() string
+	id       *Identity // signs each write carried
 }
 
 // NewCarrier is node's carrier on nc; lifeFunc (nil for none) is its life now.
@@ -212,7 +232,7 @@ func NewCarrier(nc *nats.Conn, node string, lifeFunc func() string) Carrier {
 	if lifeFunc == nil {
 		lifeFunc = func() string { return "" }
 	}
-	return Carrier{nc: nc, node: node, lifeFunc: lifeFunc}
+	return Carrier{nc: nc, node: node, lifeFunc: lifeFunc, id: ephemeralIdentity(node)}
 }
 
 // Forward carries op to origin, the owner of op's group. Errors: origin's,
@@ -228,6 +248,7 @@ func (a Carrier) Forward(ctx context.Context, origin string, op appliance.AdminO
 	req.Data = b
 	req.Header.Set(adminNodeHeader, a.node)
 	req.Header.Set(adminLifeHeader, a.lifeFunc())
+	a.id.SignMsg(req)
 	m, err := a.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {

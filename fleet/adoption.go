@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +23,7 @@ type adoption struct {
 	records   jetstream.KeyValue // the publish records
 	snapshots *Replicator
 	log       *slog.Logger
+	ring      *Keyring // checks the publish records read
 }
 
 // Settled reports whether all of group has left this node: its events
@@ -86,8 +86,10 @@ func (f *adoption) caughtUp(ctx context.Context, origin string) error {
 	if err != nil {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "reading %q's publish record: %v", origin, err)
 	}
+	// A record not signed by origin vouches for nothing, and is not
+	// waited for.
 	var rec PublishRecord
-	if json.Unmarshal(e.Value(), &rec) != nil {
+	if f.ring.openValue(kvSubject(PublishedBucket, origin), e.Value(), &rec) != nil || rec.Node != origin {
 		return nil
 	}
 	deadline := time.Now().Add(caughtUpWait)

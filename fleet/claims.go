@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sort"
@@ -26,6 +25,10 @@ type Claim struct {
 	Node string    `json:"node"`
 	Life string    `json:"life"`
 	At   time.Time `json:"at"`
+	// Key is the public key of Node, whose signature the value carries
+	// (signValue): a claim not signed by the node it names is believed by
+	// no one.
+	Key string `json:"key,omitempty"`
 }
 
 // Life is the value of a node's key in LivesBucket: the node is alive in
@@ -36,6 +39,8 @@ type Life struct {
 	Node string    `json:"node"`
 	Life string    `json:"life"`
 	At   time.Time `json:"at"`
+	// Key is the public key of Node, whose signature the value carries.
+	Key string `json:"key,omitempty"`
 }
 
 // ClaimsConfig is how a node keeps its ownership claims.
@@ -64,6 +69,11 @@ type ClaimsConfig struct {
 	// still wanted; nil keeps every claim.
 	Keeper ClaimKeeper
 	Logger *slog.Logger
+	// Identity signs the node's life and claims; nil takes a key made for
+	// the node's name in this process (ephemeralIdentity).
+	Identity *Identity
+	// Keyring checks the lives and claims read; nil keeps one in memory.
+	Keyring *Keyring
 }
 
 // ClaimKeeper decides which of the claims a node holds it keeps: asked a
@@ -109,6 +119,8 @@ type Claims struct {
 	keeper ClaimKeeper
 	log    *slog.Logger
 	losses chan struct{} // signalled when lostQ grows
+	id     *Identity     // signs this node's life and claims
+	ring   *Keyring      // checks the lives and claims read
 
 	mu       sync.Mutex
 	life     string                 // this node's life now: the Life of its claims
@@ -185,6 +197,12 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Identity == nil {
+		cfg.Identity = ephemeralIdentity(cfg.Node)
+	}
+	if cfg.Keyring == nil {
+		cfg.Keyring = memoryKeyring(cfg.Logger)
+	}
 	kv, err := createBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      ClaimsBucket,
 		Description: "leasehold group ownership claims",
@@ -207,7 +225,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 	c := &Claims{
 		kv: kv, lives: lives, node: cfg.Node, ttl: cfg.TTL, margin: cfg.Margin, now: cfg.NowFunc,
 		keeper: cfg.Keeper, log: cfg.Logger, losses: make(chan struct{}, 1), held: map[string]*claimState{}, released: map[string]releasedClaim{}, minted: map[string]bool{},
-		nc: js.Conn(),
+		nc: js.Conn(), id: cfg.Identity, ring: cfg.Keyring,
 		lostCount: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_claims_lost_total", Help: "Group ownership claims lost: taken, deleted, or their node's life unrenewed past the margin.",
 		}),
@@ -361,7 +379,7 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 		return s.rev, nil
 	}
 	key := ClaimKey(group)
-	val, err := c.value(life)
+	val, err := c.value(key, life)
 	if err != nil {
 		return 0, err
 	}
@@ -386,10 +404,11 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 			continue // purged since
 		}
 		if !e.deleted {
-			var cl Claim
-			if err := json.Unmarshal(e.data, &cl); err != nil {
-				// Whose it is cannot be told, and nothing would ever end it.
-				c.log.Warn("claims: unreadable claim, taking it over", "group", group, "err", err)
+			cl, err := c.claimOf(key, e.data)
+			if err != nil {
+				// Whose it is cannot be told (or it is not signed by the
+				// node it names), and nothing would ever end it.
+				c.log.Warn("claims: unreadable or unsigned claim, taking it over", "group", group, "err", err)
 			} else if cl.Node == c.node && cl.Life == life {
 				// This life's own claim. Written by a Claim of the same
 				// group running beside this one (a lease's claim and the
@@ -486,9 +505,10 @@ func (c *Claims) Owner(ctx context.Context, group string) (Claim, uint64, error)
 	if err != nil {
 		return Claim{}, 0, leasehold.Wrap(leasehold.KindUnavailable, err, "owner of group %q: %v", group, err)
 	}
-	cl, err := claimOf(e)
+	cl, err := c.claimOf(e.Key(), e.Value())
 	if err != nil {
-		return Claim{}, 0, leasehold.Wrap(leasehold.KindInternal, err, "owner of group %q: %v", group, err)
+		// A claim not signed by the node it names stands for no one.
+		return Claim{}, 0, leasehold.Wrap(leasehold.KindNotFound, err, "group %q has no owner (its claim is not believed: %v)", group, err)
 	}
 	alive, err := c.alive(ctx, cl)
 	if err != nil {
@@ -567,17 +587,20 @@ func (c *Claims) recordOwn(group, life string, rev uint64) (uint64, error) {
 	return c.recordLocked(group, life, rev)
 }
 
-func (c *Claims) value(life string) ([]byte, error) {
-	b, err := json.Marshal(Claim{Node: c.node, Life: life, At: c.now().UTC()})
-	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindInternal, err, "claim: %v", err)
-	}
-	return b, nil
+// value is this node's claim in life on the claim key key, signed.
+func (c *Claims) value(key, life string) ([]byte, error) {
+	return c.id.signValue(kvSubject(ClaimsBucket, key), Claim{Node: c.node, Life: life, At: c.now().UTC(), Key: c.id.PublicKey()})
 }
 
-func claimOf(e jetstream.KeyValueEntry) (Claim, error) {
+// claimOf reads the claim data on the claim key key, checking that the
+// node it names signed it (refusals are counted and logged). Errors:
+// *RefusedError, a decoding error.
+func (c *Claims) claimOf(key string, data []byte) (Claim, error) {
 	var cl Claim
-	err := json.Unmarshal(e.Value(), &cl)
+	err := c.ring.openValue(kvSubject(ClaimsBucket, key), data, &cl)
+	if _, ok := errors.AsType[*RefusedError](err); ok {
+		c.ring.refuse("claim", kvSubject(ClaimsBucket, key), err)
+	}
 	return cl, err
 }
 

@@ -178,7 +178,7 @@ func (c *Claims) seen(e jetstream.KeyValueEntry) {
 		return
 	}
 	if e.Operation() == jetstream.KeyValuePut {
-		if cl, err := claimOf(e); err == nil && cl.Node == c.node && cl.Life == life {
+		if cl, err := c.claimOf(e.Key(), e.Value()); err == nil && cl.Node == c.node && cl.Life == life {
 			return // this life's own write, seen before Claim returned
 		}
 	}

@@ -51,10 +51,11 @@ func (c *Claims) begin(ctx context.Context, first bool) error {
 		case err != nil:
 		case !st.found:
 			rev, err = c.lives.Create(ctx, key, val)
-		case c.mintedLife(st.life.Life) || c.lapsedAt(st.at):
+		case c.mintedLife(st.life.Life) || c.lapsedAt(st.at) || st.forged:
 			// This process's own (given up past its margin, or a write
 			// whose answer was lost), or past its TTL by the server's
-			// timestamp though not yet removed: nobody holds its claims.
+			// timestamp though not yet removed, or not signed by this
+			// node: nobody holds its claims.
 			rev, err = c.lives.Update(ctx, key, val, st.rev)
 		default:
 			err := leasehold.Errorf(leasehold.KindConflict, "a life of node name %q stands (an earlier run still running or just stopped, or another node under this name): holding no groups until it lapses, at most %s", c.node, c.ttl+c.margin)
@@ -93,6 +94,10 @@ type lifeRead struct {
 	life  Life
 	rev   uint64    // the key's revision
 	at    time.Time // the server's timestamp of the write
+	// forged is a value not signed by the node it names (or not by the
+	// node whose key it is): it stands for no life, and the node whose
+	// key it is writes its own over it.
+	forged bool
 }
 
 // readLife reads node's life key from the lives stream's leader (see
@@ -106,8 +111,19 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 		return lifeRead{}, nil // none, deleted or purged: no life stands
 	}
 	st := lifeRead{found: true, rev: m.seq, at: m.at}
-	if err := json.Unmarshal(m.data, &st.life); err != nil {
-		st.life = Life{} // unreadable: stands for no life
+	subject := kvSubject(LivesBucket, ClaimKey(node))
+	err = c.ring.openValue(subject, m.data, &st.life)
+	if err == nil && st.life.Node != node {
+		err = refused(refusedWrongOrigin, st.life.Node, "node %q wrote the life of node %q", st.life.Node, node)
+	}
+	if err != nil {
+		// Unreadable, or not signed by the node it names: it stands for
+		// no life.
+		st.life = Life{}
+		if _, ok := errors.AsType[*RefusedError](err); ok {
+			c.ring.refuse("life", subject, err)
+			st.forged = true
+		}
 	}
 	return st, nil
 }
@@ -211,7 +227,11 @@ func (c *Claims) Renew(ctx context.Context) error {
 		switch {
 		case rerr != nil:
 			err = rerr
-		case st.found && st.life.Life == life:
+		case st.found && (st.life.Life == life || st.forged):
+			// This life's own write whose answer was lost, or a forged
+			// value written over it: this life goes on over it. Peers
+			// took the forged value for no life and may have taken some
+			// claims over; the watch drops those.
 			next, err = c.lives.Update(ctx, key, val, st.rev)
 		default:
 			c.loseAll(life, "this node's life lapsed or was taken over")
@@ -325,10 +345,7 @@ func (c *Claims) loseAll(life, why string) {
 	c.tellLost(groups...)
 }
 
+// lifeValue is this node's life, signed.
 func (c *Claims) lifeValue(life string, at time.Time) ([]byte, error) {
-	b, err := json.Marshal(Life{Node: c.node, Life: life, At: at.UTC()})
-	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindInternal, err, "life: %v", err)
-	}
-	return b, nil
+	return c.id.signValue(kvSubject(LivesBucket, ClaimKey(c.node)), Life{Node: c.node, Life: life, At: at.UTC(), Key: c.id.PublicKey()})
 }

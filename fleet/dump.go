@@ -97,6 +97,7 @@ type Dumper struct {
 	db   *store.DB
 	node string
 	log  *slog.Logger
+	id   *Identity // signs every chunk
 
 	mu    sync.Mutex
 	sub   *nats.Subscription
@@ -110,7 +111,7 @@ func NewDumper(nc *nats.Conn, db *store.DB, node string, log *slog.Logger) *Dump
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Dumper{nc: nc, db: db, node: node, log: log, slots: make(chan struct{}, dumpConcurrent)}
+	return &Dumper{nc: nc, db: db, node: node, log: log, id: ephemeralIdentity(node), slots: make(chan struct{}, dumpConcurrent)}
 }
 
 // Start subscribes to this node's dump subject; the dumps served end with
@@ -185,7 +186,9 @@ func (d *Dumper) serve(m *nats.Msg) {
 // refuse answers a request with a failed last chunk.
 func (d *Dumper) refuse(reply, why string) {
 	body, _ := json.Marshal(DumpChunk{Format: FormatVersion, Last: true, Catalog: d.db.CatalogID(), Err: why})
-	_ = d.nc.Publish(reply, body)
+	m := &nats.Msg{Subject: reply, Data: body}
+	d.id.SignMsg(m)
+	_ = d.nc.PublishMsg(m)
 }
 
 // dumpWriter builds and sends a dump's chunks. The chunk is kept in its
@@ -193,6 +196,7 @@ func (d *Dumper) refuse(reply, why string) {
 // size is known exactly before it is sent.
 type dumpWriter struct {
 	nc      *nats.Conn
+	id      *Identity
 	reply   string
 	acks    *nats.Subscription
 	limit   int
@@ -233,7 +237,7 @@ func (d *Dumper) dump(ctx context.Context, reply string) (int, error) {
 		return 0, err
 	}
 	defer acks.Unsubscribe()
-	w := &dumpWriter{nc: d.nc, reply: reply, acks: acks, catalog: d.db.CatalogID(), at: d.db.Now(),
+	w := &dumpWriter{nc: d.nc, id: d.id, reply: reply, acks: acks, catalog: d.db.CatalogID(), at: d.db.Now(),
 		limit: dumpChunkBytes, size: chunkOverhead}
 	if half := int(d.nc.MaxPayload()) / 2; half > 0 && half < w.limit {
 		w.limit = half // a server configured for smaller messages
@@ -370,7 +374,9 @@ func (w *dumpWriter) send(ctx context.Context, last bool, failed string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.nc.PublishMsg(&nats.Msg{Subject: w.reply, Reply: w.acks.Subject, Data: body}); err != nil {
+	m := &nats.Msg{Subject: w.reply, Reply: w.acks.Subject, Data: body}
+	w.id.SignMsg(m)
+	if err := w.nc.PublishMsg(m); err != nil {
 		return err
 	}
 	w.seq++
@@ -457,6 +463,12 @@ func (w *dumpWriter) awaitAck(ctx context.Context) error {
 // no dump (no responders), a chunk is missing or does not come within
 // 10 s, or the origin reports a failure; the store's errors otherwise.
 func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64) error {
+	return rebuild(ctx, nc, db, origin, maxAttempts, memoryKeyring(nil))
+}
+
+// rebuild is Rebuild believing only chunks signed by origin with the key
+// ring knows for it; others are passed over (counted and logged).
+func rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64, ring *Keyring) error {
 	if !leasehold.ValidNodeName(origin) {
 		return leasehold.Errorf(leasehold.KindInvalid, "peer %q is not a node name", origin)
 	}
@@ -478,7 +490,7 @@ func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	chunks := make(chan arrived, dumpWindow)
-	go receiveChunks(ctx, inbox, chunks)
+	go receiveChunks(ctx, inbox, chunks, origin, ring)
 	in := &chunkBatches{chunks: chunks, origin: origin}
 	var names []string
 	for {
@@ -633,10 +645,22 @@ var errNotChunk = errors.New("not a dump chunk")
 // an error (passed on, then it stops) or ctx ends. The origin sends at
 // most dumpWindow chunks ahead of the answers, so what waits here is
 // bounded.
-func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arrived) {
+func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arrived, origin string, ring *Keyring) {
 	for {
 		var a arrived
 		a.msg, a.err = nextChunk(ctx, inbox)
+		if a.err == nil {
+			signer, err := ring.VerifyMsg(a.msg.Subject, a.msg.Header, a.msg.Data)
+			if err == nil && signer != origin {
+				err = refused(refusedWrongOrigin, signer, "node %q answered for node %q's dump", signer, origin)
+			}
+			if err != nil {
+				// Anyone on NATS may answer on the inbox: only the
+				// origin's own chunks are taken.
+				ring.refuse("dump", a.msg.Subject, err)
+				continue
+			}
+		}
 		if a.err == nil {
 			if err := json.Unmarshal(a.msg.Data, &a.chunk); err != nil {
 				a.err = fmt.Errorf("%w: %v", errNotChunk, err)

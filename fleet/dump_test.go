@@ -483,7 +483,7 @@ func TestRebuildUnavailable(t *testing.T) {
 		origin := dumpConn(t, s.ClientURL())
 		sub, err := origin.Subscribe(DumpSubjectPrefix+"node-f", func(m *nats.Msg) {
 			body, _ := json.Marshal(DumpChunk{Last: true, Err: "the catalog is closed"})
-			m.Respond(body)
+			respondAs(m, "node-f", body)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -504,7 +504,7 @@ func TestRebuildUnavailable(t *testing.T) {
 				g := store.PeerGroup{Group: leasehold.Group{Name: fmt.Sprintf("batched.%d", seq), Active: true, RangeSize: 10, Start: 1, TailEnd: 10, HistoryFloor: 1}, ClaimRev: 1}
 				r := store.PeerRange{Range: leasehold.Range{Start: 1, End: 10, Next: 1, Status: leasehold.StatusPlanned, Priority: -1}}
 				body, _ := json.Marshal(DumpChunk{Seq: seq, Last: i == len(seqs)-1, Catalog: "cat-o", Groups: []DumpGroup{{Group: g, Ranges: []store.PeerRange{r}}}})
-				if err := m.Respond(body); err != nil {
+				if err := respondAs(m, "node-o", body); err != nil {
 					t.Error(err)
 				}
 			}
@@ -544,7 +544,7 @@ func TestRebuildUnavailable(t *testing.T) {
 		origin := dumpConn(t, s.ClientURL())
 		sub, err := origin.Subscribe(DumpSubjectPrefix+"node-s", func(m *nats.Msg) {
 			body, _ := json.Marshal(DumpChunk{Seq: 0})
-			m.Respond(body) // and nothing more
+			respondAs(m, "node-s", body) // and nothing more
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -67,6 +67,14 @@ type Config struct {
 	// publishes several MB/s, so age alone would fill the disk.
 	StreamMaxBytes int64
 	Logger         *slog.Logger
+	// DataDir is the node's data dir, where its key pair (IdentityFile)
+	// and the keys it pinned for its peers (PinsFile) are kept; empty
+	// keeps a key for the name in this process and pins in memory.
+	DataDir string
+	// Roster, if set, is a file of "NAME PUBKEY" lines: only the nodes it
+	// lists, each by its key, are believed (read again when it changes).
+	// Without it a name's key is pinned at first sight.
+	Roster string
 }
 
 // Node is the node a fleet serves, given at New: its catalog, which the
@@ -335,17 +343,21 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 				var err error
 				f.snapshots, err = NewReplicator(ctx, f.js, node.DB, node.Snapshots, ReplicatorConfig{Node: cfg.Name, Replicas: copies, Logger: f.log,
 					PeersFunc: func() bool { return f.claims.Peers() > 0 }})
+				if err == nil {
+					f.snapshots.id, f.snapshots.ring = f.gate.id, f.gate.ring
+				}
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log}
+			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log, ring: f.gate.ring}
 			keeper = NewKeeper(node.DB, cfg.ClaimTTL/3, adopt)
 		}
 		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 			var err error
-			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: copies, Keeper: keeper, Logger: f.log})
+			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: copies, Keeper: keeper, Logger: f.log,
+				Identity: f.gate.id, Keyring: f.gate.ring})
 			return err
 		})
 		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
@@ -358,13 +370,20 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	}
 	f.members = NewMembers(f.claims.lives, f.claims.kv, cfg.Name, cfg.ClaimTTL, f.log)
 	f.members.readLife = f.claims.readLife
+	f.members.ring = f.gate.ring
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
+	carrier.id = f.gate.id
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
 		Asker: carrier, Orphans: f.members, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
-	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
+	f.publisher.id, f.publisher.ring = f.gate.id, f.gate.ring
+	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.gate.ring}, f.log)
+	f.folder.ring = f.gate.ring
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
+	admin.id, admin.ring = f.gate.id, f.gate.ring
+	dumper := NewDumper(f.nc, node.DB, cfg.Name, f.log)
+	dumper.id = f.gate.id
 	f.gate.parts(f, own, admin)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -375,12 +394,19 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		service.Part{Name: "ownership", Service: own}, // the claims tell it of lost groups
 		service.Part{Name: "claims", Service: f.claims},
 		service.Part{Name: "admin forwarder", Service: admin},
-		service.Part{Name: "state dumps", Service: NewDumper(f.nc, node.DB, cfg.Name, f.log)},
+		service.Part{Name: "state dumps", Service: dumper},
 		service.Part{Name: "members", Service: f.members},
 		service.Part{Name: "copy raiser", Service: newCopyRaiser(f.js, engineStreams, cfg.Replicas, f.log)},
 	)
 	return nil
 }
+
+// Keyring is the keys this node believes for its peers: Withdraw a
+// member removed from the fleet, Approve it (or its new key) again.
+func (f *Fleet) Keyring() *Keyring { return f.gate.ring }
+
+// Identity is this node's key pair.
+func (f *Fleet) Identity() *Identity { return f.gate.id }
 
 // dumpRebuilder rebuilds a peer's part from its state dump over NATS
 // (Rebuild), for the fold.
@@ -388,10 +414,11 @@ type dumpRebuilder struct {
 	nc          *nats.Conn
 	db          *store.DB
 	maxAttempts int64
+	ring        *Keyring
 }
 
 func (r dumpRebuilder) Rebuild(ctx context.Context, origin string) error {
-	return Rebuild(ctx, r.nc, r.db, origin, r.maxAttempts)
+	return rebuild(ctx, r.nc, r.db, origin, r.maxAttempts, r.ring)
 }
 
 // connect connects to NATS, trying again until it answers; a refused
@@ -599,7 +626,7 @@ func (m fleetMetrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	members := []prometheus.Collector{f.members.Collector(f.node.DB.PeerMembers)}
-	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors(), members} {
+	for _, parts := range [][]prometheus.Collector{f.claims.Collectors(), f.publisher.Collectors(), f.folder.Collectors(), f.snapshots.Collectors(), members, f.gate.ring.Collectors()} {
 		for _, c := range parts {
 			c.Collect(ch)
 		}

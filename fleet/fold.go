@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,9 @@ type Folder struct {
 	records     jetstream.KeyValue
 	maxAttempts int64
 	log         *slog.Logger
+	// ring checks each message's signature before it is read: a message
+	// not signed by the node its subject names is passed over.
+	ring *Keyring
 
 	// rebuilder rebuilds origin's part from its dump; nil skips rebuilds
 	// (the gap is logged and counted).
@@ -86,7 +90,7 @@ const foldWrite = 16
 // from records; rebuild, if not nil, rebuilds the part of a peer whose
 // events the stream lost.
 func NewFolder(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, maxAttempts int64, rebuild Rebuilder, log *slog.Logger) *Folder {
-	return &Folder{js: js, db: db, node: node, records: records, maxAttempts: maxAttempts, rebuilder: rebuild, log: log,
+	return &Folder{js: js, db: db, node: node, records: records, maxAttempts: maxAttempts, rebuilder: rebuild, log: log, ring: memoryKeyring(log),
 		folded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_peer_events_folded_total", Help: "Peers' events folded into this node's catalog.",
 		}),
@@ -411,6 +415,22 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, 
 		if err != nil {
 			continue
 		}
+		subjectNode := strings.TrimPrefix(jm.Subject(), SubjectPrefix)
+		if subjectNode == f.node {
+			last = max(last, md.Sequence.Stream)
+			continue // this node's own
+		}
+		// Checked before anything else is read of it, so a forged message
+		// can neither be folded nor hold the fold (a newer format).
+		signer, err := f.ring.VerifyMsg(jm.Subject(), jm.Headers(), jm.Data())
+		if err == nil && signer != subjectNode {
+			err = refused(refusedWrongOrigin, signer, "signed by node %q on node %q's subject", signer, subjectNode)
+		}
+		if err != nil {
+			last = max(last, md.Sequence.Stream)
+			f.ring.refuse("event", jm.Subject(), err)
+			continue
+		}
 		var m Message
 		if err := json.Unmarshal(jm.Data(), &m); err != nil {
 			last = max(last, md.Sequence.Stream)
@@ -424,8 +444,12 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, 
 			break
 		}
 		last = max(last, md.Sequence.Stream)
-		if m.Origin == f.node || !leasehold.ValidNodeName(m.Origin) {
-			continue // this node's own, or no one's
+		if m.Origin != signer {
+			f.ring.refuse("event", jm.Subject(), refused(refusedWrongOrigin, signer, "node %q's message names origin %q", signer, m.Origin))
+			continue
+		}
+		if !leasehold.ValidNodeName(m.Origin) {
+			continue // no one's
 		}
 		if m.Kind == store.EventOutboxPruned && !slices.Contains(pruned, m.Origin) {
 			pruned = append(pruned, m.Origin)
@@ -578,8 +602,9 @@ func (f *Folder) rebuildAll(ctx context.Context, inc string, mark uint64, seeded
 		if err != nil {
 			return err // asked again from the same mark
 		}
+		// A record not signed by its origin rules nothing out.
 		var rec PublishRecord
-		if err := json.Unmarshal(e.Value(), &rec); err == nil && rec.RulesOut(inc, mark) {
+		if err := f.ring.openValue(kvSubject(PublishedBucket, origin), e.Value(), &rec); err == nil && rec.Node == origin && rec.RulesOut(inc, mark) {
 			continue // published nothing the hole could have held
 		}
 		if f.rebuilder == nil {

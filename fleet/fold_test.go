@@ -66,7 +66,7 @@ func foldJoin(t *testing.T, url, name, dir string) *foldPeer {
 	}
 	maxAttempts := p.app.Config.MaxAttempts
 	p.pub = NewPublisher(p.js, p.db, name, records, nil, claimQuiet)
-	p.folder = NewFolder(p.js, p.db, name, records, maxAttempts, dumpRebuilder{p.nc, p.db, maxAttempts}, claimQuiet)
+	p.folder = NewFolder(p.js, p.db, name, records, maxAttempts, dumpRebuilder{p.nc, p.db, maxAttempts, memoryKeyring(nil)}, claimQuiet)
 	dumpServe(t, p.nc, p.dumpNode)
 	p.pub.Start(context.Background())
 	t.Cleanup(p.pub.Stop)
@@ -863,6 +863,7 @@ func TestFoldNewerFormat(t *testing.T) {
 		body, _ := json.Marshal(m)
 		msg := nats.NewMsg(SubjectPrefix + m.Origin)
 		msg.Data = body
+		ephemeralIdentity(m.Origin).SignMsg(msg)
 		ack, err := js.PublishMsg(ctx, msg)
 		if err != nil {
 			t.Fatal(err)
@@ -903,7 +904,7 @@ func TestFoldNewerFormat(t *testing.T) {
 	nc := dumpConn(t, url)
 	sub, err := nc.Subscribe(DumpSubjectPrefix+"node-x", func(m *nats.Msg) {
 		body, _ := json.Marshal(DumpChunk{Format: FormatVersion + 1, Seq: 0, Last: true, Catalog: "cx"})
-		_ = m.Respond(body)
+		_ = respondAs(m, "node-x", body)
 	})
 	if err != nil {
 		t.Fatal(err)

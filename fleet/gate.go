@@ -20,6 +20,10 @@ import (
 // the Fleet opens it; it holds nothing of the appliance.
 type Gate struct {
 	cfg Config
+	// id is this node's key pair, ring the keys it believes for its
+	// peers (identity.go).
+	id   *Identity
+	ring *Keyring
 	// waiting is what the fleet waits for while it joins, for Ready.
 	waiting atomic.Pointer[string]
 	// made are the fleet's parts the gate answers from, once made; they
@@ -49,6 +53,21 @@ func NewGate(cfg Config) (*Gate, error) {
 		return nil, err
 	}
 	g := &Gate{cfg: cfg}
+	if cfg.DataDir == "" {
+		// Joined without a data dir (tests, embedding programs): a key
+		// for the name in this process, and pins in memory.
+		g.id = ephemeralIdentity(cfg.Name)
+	} else if g.id, err = LoadIdentity(cfg.DataDir, cfg.Name); err != nil {
+		return nil, err
+	}
+	if g.ring, err = NewKeyring(cfg.DataDir, cfg.Roster, cfg.Logger); err != nil {
+		return nil, err
+	}
+	g.ring.own(g.id)
+	if key, _ := g.ring.Key(cfg.Name); cfg.Roster != "" && key != g.id.PublicKey() {
+		cfg.Logger.Warn("this node's key is not on the fleet roster under its name: its peers refuse what it publishes until the roster lists it",
+			"roster", cfg.Roster, "name", cfg.Name, "key", g.id.PublicKey())
+	}
 	g.wait("starting")
 	return g, nil
 }
@@ -214,3 +233,9 @@ func (g *Gate) EngineOffline(ctx context.Context) error {
 	}
 	return nil
 }
+
+// PublicKey is this node's public key in the fleet, as a roster lists it.
+func (g *Gate) PublicKey() string { return g.id.PublicKey() }
+
+// Keyring is the keys this node believes for its peers (Fleet.Keyring).
+func (g *Gate) Keyring() *Keyring { return g.ring }

@@ -3,7 +3,7 @@ package fleet
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -73,6 +73,10 @@ type Members struct {
 	// leader before the member is found down: a watch that fell behind
 	// (a loaded machine, a reconnect) is no proof that a life lapsed.
 	readLife func(context.Context, string) (lifeRead, error)
+	// ring checks that a life or claim is signed by the node it names:
+	// a forged one is passed over, and the member's view stays as the
+	// last believed value left it.
+	ring *Keyring
 
 	service.Base
 }
@@ -88,7 +92,7 @@ type member struct {
 // NewMembers follows the fleet's members in lives and claims; self is
 // this node, never listed.
 func NewMembers(lives, claims jetstream.KeyValue, self string, ttl time.Duration, log *slog.Logger) *Members {
-	return &Members{lives: lives, claims: claims, self: self, ttl: ttl, now: time.Now, log: log,
+	return &Members{lives: lives, claims: claims, self: self, ttl: ttl, now: time.Now, log: log, ring: memoryKeyring(log),
 		members: map[string]*member{}, owners: map[string]string{}, downs: make(chan struct{}, 1)}
 }
 
@@ -134,7 +138,13 @@ func (m *Members) life(e jetstream.KeyValueEntry) {
 		return // a life deleted: found down by the tick, a TTL after it was seen
 	}
 	var l Life
-	if json.Unmarshal(e.Value(), &l) != nil || l.Node == m.self || !leasehold.ValidNodeName(l.Node) {
+	if err := m.ring.openValue(kvSubject(LivesBucket, e.Key()), e.Value(), &l); err != nil {
+		if _, ok := errors.AsType[*RefusedError](err); ok {
+			m.ring.refuse("life", kvSubject(LivesBucket, e.Key()), err)
+		}
+		return
+	}
+	if l.Node == m.self || !leasehold.ValidNodeName(l.Node) || ClaimKey(l.Node) != e.Key() {
 		return
 	}
 	now := m.now()
@@ -174,7 +184,12 @@ func (m *Members) claim(e jetstream.KeyValueEntry) {
 		return
 	}
 	var cl Claim
-	if json.Unmarshal(e.Value(), &cl) != nil {
+	if err := m.ring.openValue(kvSubject(ClaimsBucket, e.Key()), e.Value(), &cl); err != nil {
+		// A forged claim names no owner: the group's owner is the one
+		// its last believed claim named, or none.
+		if _, ok := errors.AsType[*RefusedError](err); ok {
+			m.ring.refuse("claim", kvSubject(ClaimsBucket, e.Key()), err)
+		}
 		return
 	}
 	if _, ok := m.owners[group]; ok || len(m.owners) < ownersMax {

@@ -3,7 +3,6 @@ package fleet
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -36,10 +35,7 @@ func TestMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(kv jetstream.KeyValue, key string, v any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := signedValue(t, kv.Bucket(), ClaimKey(key), v)
 		if _, err := kv.Put(ctx, ClaimKey(key), b); err != nil {
 			t.Fatal(err)
 		}

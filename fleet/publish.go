@@ -34,6 +34,10 @@ type Publisher struct {
 	catalog string
 	records jetstream.KeyValue
 	log     *slog.Logger
+	// id signs every message published (SignMsg), at the one place they
+	// are sent, and the publish record; ring checks the record read.
+	id   *Identity
+	ring *Keyring
 
 	// Keep is how long sent rows stay in the outbox (the dashboard's feed
 	// reads the last hour).
@@ -168,7 +172,7 @@ type SnapshotQueue interface{ Replicate(group string) }
 // record in records; snaps, if not nil, is told of each snapshot stored
 // here once its event is published.
 func NewPublisher(js jetstream.JetStream, db *store.DB, node string, records jetstream.KeyValue, snaps SnapshotQueue, log *slog.Logger) *Publisher {
-	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, snaps: snaps, log: log, keep: 2 * time.Hour,
+	return &Publisher{js: js, db: db, node: node, catalog: db.CatalogID(), records: records, snaps: snaps, log: log, keep: 2 * time.Hour, id: ephemeralIdentity(node), ring: memoryKeyring(log),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasehold_peer_events_published_total", Help: "Outbox events published to the fleet's stream and acknowledged.",
 		}),
@@ -246,6 +250,7 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
+		p.id.SignMsg(m)
 		f, err := p.js.PublishMsgAsync(m)
 		if err != nil {
 			return 0, fmt.Errorf("publishing event %s: %w", m.Header.Get(nats.MsgIdHdr), err)
@@ -537,6 +542,11 @@ type PublishRecord struct {
 	Stream  string    `json:"stream"` // the stream's incarnation (its creation time)
 	Catalog string    `json:"catalog"`
 	At      time.Time `json:"at"`
+	// Node and Key name the origin and its public key: the record is
+	// signed inside its value, as a life is (signValue), and one not
+	// signed by its origin vouches for nothing.
+	Node string `json:"node,omitempty"`
+	Key  string `json:"key,omitempty"`
 }
 
 // Rules out reports whether the record rules out events of its origin
@@ -596,7 +606,8 @@ func (p *Publisher) position(last uint64) bool {
 // already at or past seq is left as it is, one of an earlier stream is
 // replaced.
 func (p *Publisher) raiseRecord(ctx context.Context, seq uint64) error {
-	val, err := json.Marshal(PublishRecord{Seq: seq, Stream: p.stream, Catalog: p.catalog, At: time.Now().UTC()})
+	subject := kvSubject(PublishedBucket, p.node)
+	val, err := p.id.signValue(subject, PublishRecord{Seq: seq, Stream: p.stream, Catalog: p.catalog, At: time.Now().UTC(), Node: p.node, Key: p.id.PublicKey()})
 	if err != nil {
 		return err
 	}
@@ -611,8 +622,10 @@ func (p *Publisher) raiseRecord(ctx context.Context, seq uint64) error {
 		if err != nil {
 			return err
 		}
+		// A record not signed by this node (forged over it) is written
+		// over, whatever it says.
 		var cur PublishRecord
-		if json.Unmarshal(e.Value(), &cur) == nil && cur.Stream == p.stream && cur.Seq >= seq {
+		if p.ring.openValue(subject, e.Value(), &cur) == nil && cur.Stream == p.stream && cur.Seq >= seq {
 			return nil
 		}
 		_, err = p.records.Update(ctx, p.node, val, e.Revision())

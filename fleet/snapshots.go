@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"log/slog"
@@ -35,6 +36,8 @@ const (
 	SnapshotMetaSHA256 = "sha256" // hex sha-256 of the gzip bytes, as leasehold.Snapshot.SHA256
 	SnapshotMetaOrigin = "origin" // the fleet name of the node that uploaded it
 	SnapshotMetaAt     = "at"     // when the origin stored it, RFC 3339 with nanoseconds
+	SnapshotMetaKey    = "key"    // the origin's public key
+	SnapshotMetaSig    = "sig"    // the origin's signature of the above (windowSigned)
 )
 
 // Chunk sizes. A chunk is one JetStream message, so it must fit the
@@ -120,6 +123,10 @@ type Replicator struct {
 	chunk  uint32
 	log    *slog.Logger
 	peers  func() bool
+	// id signs the windows uploaded; ring checks those imported: a
+	// window not signed by a node of the fleet is never adopted.
+	id   *Identity
+	ring *Keyring
 
 	aloneChecks atomic.Int64 // looks for peers while alone, for tests
 
@@ -197,6 +204,7 @@ func NewReplicator(ctx context.Context, js jetstream.JetStream, db *store.DB, sn
 	}
 	r := &Replicator{
 		obs: obs, stream: stream, pub: pub, db: db, snaps: snaps, node: cfg.Node, chunk: uint32(chunk), log: cfg.Logger, peers: cfg.PeersFunc,
+		id: ephemeralIdentity(cfg.Node), ring: memoryKeyring(cfg.Logger),
 		queued: map[string]bool{}, pending: map[string]bool{}, failures: map[string]int{},
 		wake: make(chan struct{}, 1), purgeWake: make(chan struct{}, 1),
 		replications: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -433,16 +441,19 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 	case err != nil:
 		return "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "snapshot of group %q: %v", group, err)
 	}
+	meta := map[string]string{
+		SnapshotMetaNext:   strconv.FormatInt(snap.Next, 10),
+		SnapshotMetaSHA256: snap.SHA256,
+		SnapshotMetaOrigin: r.node,
+		SnapshotMetaAt:     snap.At.UTC().Format(time.RFC3339Nano),
+		SnapshotMetaKey:    r.id.PublicKey(),
+	}
+	meta[SnapshotMetaSig] = r.id.sign(snapshotMetaSubj+group, windowSigned(group, meta))
 	info, err := r.upload(ctx, snap, old, jetstream.ObjectMeta{
 		Name:        group,
 		Description: "window snapshot of group " + group,
-		Metadata: map[string]string{
-			SnapshotMetaNext:   strconv.FormatInt(snap.Next, 10),
-			SnapshotMetaSHA256: snap.SHA256,
-			SnapshotMetaOrigin: r.node,
-			SnapshotMetaAt:     snap.At.UTC().Format(time.RFC3339Nano),
-		},
-		Opts: &jetstream.ObjectMetaOptions{ChunkSize: r.chunk},
+		Metadata:    meta,
+		Opts:        &jetstream.ObjectMetaOptions{ChunkSize: r.chunk},
 	}, f)
 	if err != nil {
 		return "failed", err
@@ -684,7 +695,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	if err != nil {
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "replicated snapshot of group %q: %v", group, err)
 	}
-	next, digest, err := snapshotMeta(info)
+	next, digest, err := r.windowMeta(info)
 	if err != nil {
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
 	}
@@ -713,7 +724,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	if got, _ := obj.Info(); got != nil && got.NUID != info.NUID {
 		// Replaced between the two reads: the metadata read first does not
 		// describe these bytes.
-		if next, digest, err = snapshotMeta(got); err != nil {
+		if next, digest, err = r.windowMeta(got); err != nil {
 			return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
 		}
 	}
@@ -731,6 +742,30 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "downloading the snapshot of group %q broke off (allowed %s): %v", group, dl, err)
 	}
 	return nil, "failed", err
+}
+
+// windowSigned is what a window's signature covers: its group and the
+// metadata leasehold records, its sha-256 among them, so the bytes (which
+// the object store checks against that digest) are the signer's.
+func windowSigned(group string, meta map[string]string) []byte {
+	return fmt.Appendf(nil, "%s\n%s\n%s\n%s\n%s", group, meta[SnapshotMetaNext], meta[SnapshotMetaSHA256], meta[SnapshotMetaOrigin], meta[SnapshotMetaAt])
+}
+
+// windowMeta is snapshotMeta for a window signed by the node that
+// uploaded it, with a key the fleet knows for it; a window that is not is
+// refused (counted and logged).
+func (r *Replicator) windowMeta(info *jetstream.ObjectInfo) (int64, []byte, error) {
+	next, digest, err := snapshotMeta(info)
+	if err != nil {
+		return 0, nil, err
+	}
+	md := info.Metadata
+	subject := snapshotMetaSubj + info.Name
+	if err := r.ring.verify(subject, md[SnapshotMetaOrigin], md[SnapshotMetaKey], md[SnapshotMetaSig], windowSigned(info.Name, md)); err != nil {
+		r.ring.refuse("snapshot", subject, err)
+		return 0, nil, fmt.Errorf("not signed by a node of the fleet: %w", err)
+	}
+	return next, digest, nil
 }
 
 // snapshotMeta reads a replicated snapshot's Next and sha-256 from its

@@ -228,7 +228,8 @@ func TestReplicatorCarriesSnapshot(t *testing.T) {
 
 // TestReplicatorImportRefusesCorrupt: an object whose metadata names
 // another sha-256, or whose chunks are not the ones its digest was taken
-// of, is refused as unprocessable, and B's own snapshot stays whole.
+// of, or that the node it names did not sign, is refused as
+// unprocessable, and B's own snapshot stays whole.
 func TestReplicatorImportRefusesCorrupt(t *testing.T) {
 	t.Parallel()
 	s := natstest.Server(t)
@@ -247,7 +248,18 @@ func TestReplicatorImportRefusesCorrupt(t *testing.T) {
 		// downloaded: the refusal comes from the download's digest check,
 		// not from the metadata read before it.
 		downloaded bool
+		// signer, if set, signs the metadata as node-a (as its
+		// replicator does).
+		signer *Identity
 	}{
+		// A whole window that node-a did not sign (N1): a holder of the
+		// transport secret wrote it, unsigned or with a key of its own.
+		{name: "Unsigned", meta: map[string]string{
+			SnapshotMetaNext: "9", SnapshotMetaSHA256: hex.EncodeToString(sum[:]), SnapshotMetaOrigin: "node-a",
+		}},
+		{name: "StrangerSigned", meta: map[string]string{
+			SnapshotMetaNext: "9", SnapshotMetaSHA256: hex.EncodeToString(sum[:]), SnapshotMetaOrigin: "node-a",
+		}, signer: strangerKey(t, "node-a")},
 		{name: "WrongSHA256", meta: map[string]string{
 			SnapshotMetaNext: "9", SnapshotMetaSHA256: hex.EncodeToString(make([]byte, 32)), SnapshotMetaOrigin: "node-a",
 		}},
@@ -262,10 +274,16 @@ func TestReplicatorImportRefusesCorrupt(t *testing.T) {
 			if _, err := b.js.Publish(ctx, "$O."+SnapshotsBucket+".C."+info.NUID, []byte("not the window")); err != nil {
 				t.Fatal(err)
 			}
-		}, downloaded: true},
+		}, downloaded: true, signer: ephemeralIdentity("node-a")},
 	}
+	// node-a's key is the one b knows for it.
+	b.rep.ring.Approve("node-a", ephemeralIdentity("node-a").PublicKey())
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.signer != nil {
+				c.meta[SnapshotMetaKey] = c.signer.PublicKey()
+				c.meta[SnapshotMetaSig] = c.signer.sign(snapshotMetaSubj+"g", windowSigned("g", c.meta))
+			}
 			info, err := obs.Put(ctx, jetstream.ObjectMeta{
 				Name: "g", Metadata: c.meta, Opts: &jetstream.ObjectMetaOptions{ChunkSize: 64 << 10},
 			}, bytes.NewReader(body))

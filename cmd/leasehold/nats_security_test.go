@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leasehold/leasehold/fleet"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
@@ -61,8 +62,9 @@ func serveNATS(t *testing.T, log io.Writer, args ...string) (string, string) {
 // around the HTTP API's tokens. Now its NATS asks for the node's own
 // token, made 0600 into the data dir: a client with no credentials gets
 // -ERR 'Authorization Violation' and its forged put_group changes
-// nothing; a write carried with the token is logged as an admin write,
-// naming the peer it says it comes from.
+// nothing; a write carried with the token is refused unless a node signs
+// it, and then is logged as an admin write, naming the peer that signed
+// it.
 func TestServeNATSClosedByDefault(t *testing.T) {
 	dir := t.TempDir()
 	var log syncbuf.Buffer
@@ -135,7 +137,21 @@ func TestServeNATSClosedByDefault(t *testing.T) {
 	msg.Data = []byte(`{"op":"put_group","group":"carried"}`)
 	msg.Header.Set("Leasehold-Node", "node-b")
 	msg.Header.Set("Leasehold-Life", "life-b1")
+	// Unsigned, the token alone does not make it a node's: refused.
 	ans, err := nc.RequestMsg(msg, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ans.Data), `"kind":"forbidden"`) {
+		t.Fatalf("an unsigned carried put_group answered %s, want forbidden", ans.Data)
+	}
+	// Signed by node-b's key, pinned at first sight.
+	b, err := fleet.LoadIdentity(t.TempDir(), "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SignMsg(msg)
+	ans, err = nc.RequestMsg(msg, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,9 @@ type Main struct {
 	ClaimTTL                           time.Duration
 	StreamMaxAge                       time.Duration
 	StreamMaxBytes                     byteSize
+	// FleetRoster, if set, lists the fleet's members and their public
+	// keys: only they are believed (fleet.Config.Roster).
+	FleetRoster string
 
 	// NATSClient is the credentials and copies for an external NATS.
 	NATSClient natsClientFlags
@@ -96,6 +99,9 @@ type Main struct {
 
 	// natsAuth says where the NATS credentials come from, for the log.
 	natsAuth string
+	// fleetKey is this node's public key in the fleet, for the log (a
+	// roster lists it).
+	fleetKey string
 	// hup delivers SIGHUP while Run runs.
 	hup chan os.Signal
 
@@ -156,6 +162,7 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.NATSTLSKey, "nats-tls-key", m.NATSTLSKey, "the private key of --nats-tls-cert (PEM)")
 	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it (alone, without --nats-tls-cert and --nats-tls-key, for an external NATS that asks no client certificate)")
 	m.NATSClient.register(fs)
+	fs.StringVar(&m.FleetRoster, "fleet-roster", m.FleetRoster, "a file of the fleet's members, one \"NAME PUBKEY\" line each (a node's key is printed in its start log and kept in <data>/fleet.nkey): only they are believed, read again when it changes (empty: a name's key is pinned the first time it is seen)")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
 	fs.Var(&m.StreamMaxBytes, "stream-max-bytes", "how large the fleet's event stream may grow (bytes, or with KiB/MiB/GiB/TiB)")
@@ -589,6 +596,9 @@ func (m *Main) logServing(log *slog.Logger, addr net.Addr, tokenFile string, pee
 	if m.natsAuth != "" {
 		serving = append(serving, "nats_auth", m.natsAuth)
 	}
+	if m.fleetKey != "" {
+		serving = append(serving, "fleet_key", m.fleetKey)
+	}
 	log.Info("leasehold serving", serving...)
 	m.warnInClear(log, addr, peerSync)
 }
@@ -766,11 +776,16 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 	if m.ClaimTTL < fleet.ClaimTTLFloor {
 		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", fleet.ClaimTTLFloor)
 	}
-	return fleet.NewGate(fleet.Config{
+	gate, err := fleet.NewGate(fleet.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
 		ClientToken: token, Auth: auth, Replicas: m.NATSClient.Replicas, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
-		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
+		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log, DataDir: m.DataDir, Roster: m.FleetRoster,
 	})
+	if err != nil {
+		return nil, err
+	}
+	m.fleetKey = gate.PublicKey()
+	return gate, nil
 }
 
 // byteSize is a flag of bytes: a plain number or one with a unit.
