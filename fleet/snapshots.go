@@ -123,6 +123,8 @@ type Replicator struct {
 
 	aloneChecks atomic.Int64 // looks for peers while alone, for tests
 
+	keep keptWindows // windows known in the bucket, for uploads waiting (Kept)
+
 	mu       sync.Mutex
 	queue    []string        // groups waiting, oldest first
 	queued   map[string]bool // the groups in queue
@@ -427,12 +429,14 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 	old, err := r.obs.GetInfo(ctx, group, jetstream.GetObjectInfoShowDeleted())
 	switch {
 	case err == nil && !old.Deleted && old.Metadata[SnapshotMetaSHA256] == snap.SHA256:
+		r.keep.stored(group, snap.File, 0, 0)
 		return "unchanged", nil
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 		old = nil
 	case err != nil:
 		return "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "snapshot of group %q: %v", group, err)
 	}
+	began := time.Now()
 	info, err := r.upload(ctx, snap, old, jetstream.ObjectMeta{
 		Name:        group,
 		Description: "window snapshot of group " + group,
@@ -448,6 +452,7 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 		return "failed", err
 	}
 	r.sizes.Observe(float64(info.Size))
+	r.keep.stored(group, snap.File, int64(info.Size), time.Since(began))
 	return "ok", nil
 }
 

@@ -201,6 +201,23 @@ func TestSelfTestStaleWindow(t *testing.T) {
 	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 0 || len(r.OlderWindows) != 1 {
 		t.Errorf("a takeover across nodes from an older window: stale %v, older %v; want 0 stale, 1 older", r.StaleWindows, r.OlderWindows)
 	}
+	// The same, but the newer upload was answered kept (replicated): the
+	// takeover had to resume from it. A violation, also with no window.
+	for i, c := range h {
+		if c.Kind == KindSnapPut && c.Upload == "L1.1" {
+			h[i].Kept = true
+		}
+	}
+	for _, got := range []string{"L0.1", ""} {
+		for i, c := range h {
+			if c.Kind == KindSnapGet && c.Lease == 2 {
+				h[i].Upload = got
+			}
+		}
+		if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 1 || len(r.OlderWindows) != 0 || !strings.Contains(r.StaleWindows[0].Why, "keeps") {
+			t.Errorf("a takeover across nodes from %q, older than a window answered kept: stale %v, older %v; want 1 stale", got, r.StaleWindows, r.OlderWindows)
+		}
+	}
 	// On the same node, but the group was adopted by another node between
 	// the newer upload and the grant (an ownership change with no lease
 	// granted there): the window came back as the fleet had replicated
