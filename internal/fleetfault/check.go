@@ -177,7 +177,7 @@ type Report struct {
 	LostFinishes   []LostFinish
 	// Unconverged says where the nodes' final catalogs disagree or a range
 	// is not done.
-	Unconverged  []string
+	Unconverged []string
 	// StaleWindows are violations: a download of a window never
 	// uploaded; on the node of the newest acknowledged upload, with no
 	// takeover between, an older one; and a takeover that resumed from a
