@@ -98,6 +98,9 @@ type Main struct {
 	natsAuth string
 	// hup delivers SIGHUP while Run runs.
 	hup chan os.Signal
+	// natsSecretAlso are the secrets --nats-secret-file names after the
+	// first: accepted too while the fleet's secret rolls.
+	natsSecretAlso []string
 
 	mu    sync.Mutex
 	addr  net.Addr
@@ -455,6 +458,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return usageError(err)
 	}
 	close(m.ready)
+	defer m.watchSecret(ctx, log, n.peers)()
 	select {
 	case <-n.parts.Done():
 	case <-ctx.Done():
@@ -491,6 +495,7 @@ type nodeParts struct {
 	app       *appliance.Appliance
 	web       *web.Serving
 	stopCerts func()
+	peers     *fleet.Fleet // nil for a node alone
 }
 
 // assemble makes the node's parts, each given what it works with at
@@ -520,6 +525,7 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 			return nil, usageError(err)
 		}
 		metrics.Register(peers.Collector())
+		n.peers = peers
 		parts = append(parts, service.Part{Name: "fleet", Service: peers})
 	}
 	if n.web, err = m.newWeb(ctx, log, certs, app, peers, metrics, n); err != nil {
@@ -703,21 +709,17 @@ func (m *Main) limitConnections(ln net.Listener, metrics *web.Metrics) net.Liste
 const natsSecretMin = 16
 
 // natsSecret reads the fleet's secret from --nats-secret-file: its first
-// line, without surrounding spaces; "" without the flag.
+// line, without surrounding spaces ("" without the flag); the lines after
+// it, secrets accepted too while the secret rolls, go to natsSecretAlso.
 func (m *Main) natsSecret(log *slog.Logger) (string, error) {
 	if m.NATSSecretFile == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(m.NATSSecretFile)
+	secret, also, err := readSecretFile(m.NATSSecretFile)
 	if err != nil {
-		return "", fmt.Errorf("--nats-secret-file: %w", err)
+		return "", err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	secret := strings.TrimSpace(line)
-	if len(secret) < natsSecretMin {
-		return "", fmt.Errorf("--nats-secret-file %s: the secret is %d bytes, want at least %d (for example: head -c 32 /dev/urandom | base64 > %s)",
-			m.NATSSecretFile, len(secret), natsSecretMin, m.NATSSecretFile)
-	}
+	m.natsSecretAlso = also
 	if fi, err := os.Stat(m.NATSSecretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the NATS secret file can be read by other users: chmod 600 it", "file", m.NATSSecretFile, "mode", fi.Mode().Perm().String())
 	}
@@ -767,7 +769,7 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", fleet.ClaimTTLFloor)
 	}
 	return fleet.NewGate(fleet.Config{
-		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
+		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret, SecretAlso: m.natsSecretAlso,
 		ClientToken: token, Auth: auth, Replicas: m.NATSClient.Replicas, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log,
 	})
