@@ -109,10 +109,10 @@ type Fleet struct {
 	srvOpts *server.Options
 	// secrets is the fleet's secret as it rolls; nil without one.
 	secrets *Secrets
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	url  string
-	conn atomic.Bool
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	url     string
+	conn    atomic.Bool
 	// closing quiets the disconnect warning of a node leaving on purpose.
 	closing atomic.Bool
 	// joined is closed once every part below is made and started.
