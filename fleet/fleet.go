@@ -105,14 +105,10 @@ type Fleet struct {
 	node Node
 	log  *slog.Logger
 	srv  *server.Server
-	// srvOpts are the options srv runs with, for a reload (RotateSecret).
-	srvOpts *server.Options
-	// secrets is the fleet's secret as it rolls; nil without one.
-	secrets *Secrets
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	url     string
-	conn    atomic.Bool
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	url  string
+	conn atomic.Bool
 	// closing quiets the disconnect warning of a node leaving on purpose.
 	closing atomic.Bool
 	// joined is closed once every part below is made and started.
@@ -131,6 +127,11 @@ type Fleet struct {
 	records   jetstream.KeyValue
 
 	connected prometheus.GaugeFunc
+
+	// srvOpts are the options srv runs with, for a reload (RotateSecret).
+	srvOpts *server.Options
+	// secrets is the fleet's secret as it rolls; nil without one.
+	secrets *Secrets
 
 	service.Base
 	// mu orders the start of the parts (once joined) before Stop's stop
