@@ -201,6 +201,10 @@ type Report struct {
 	// Upgrade is the upgrade mode's figures, nil in other runs.
 	Upgrade *UpgradeFigures
 
+	// FalseDowns are members a node showed down on its timeline while
+	// their lives were renewed (CheckDowns), of DownsChecked.
+	FalseDowns   []Down
+	DownsChecked int
 	// TakeoverBound, when set, is the liveness figure's bound: a fault
 	// that lasts longer should see the faulted node's groups taken over
 	// within it. Late lists the faults that did not (set by
@@ -232,7 +236,7 @@ func (r *Report) CheckTakeovers(bound time.Duration, require bool) {
 
 // Violations counts every problem found.
 func (r *Report) Violations() int {
-	n := len(r.DoubleHoldings) + len(r.LostFinishes) + len(r.Unconverged) + len(r.StaleWindows) + len(r.WindowHoles) + len(r.Other)
+	n := len(r.DoubleHoldings) + len(r.LostFinishes) + len(r.Unconverged) + len(r.StaleWindows) + len(r.WindowHoles) + len(r.Other) + len(r.FalseDowns)
 	if r.RequireTakeover {
 		n += len(r.Late)
 	}
@@ -839,6 +843,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none, past no window answered kept (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
 	section(fmt.Sprintf("(5) final windows against an uninterrupted pass (%d groups)", r.GroupsChecked), r.WindowHoles)
 	section("(6) other", r.Other)
+	section(fmt.Sprintf("(8) members shown down on a timeline while their lives were renewed: no fault of theirs or of the node showing them (of %d downs shown)", r.DownsChecked), strs(r.FalseDowns))
 	if r.RequireTakeover {
 		section(fmt.Sprintf("(7) takeover: faults longer than %s (claim TTL + 5s) whose groups in work were not all granted or owned elsewhere within it (of %d)", r.TakeoverBound, r.long), r.Late)
 	}

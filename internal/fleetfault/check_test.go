@@ -318,3 +318,26 @@ func TestSelfTestLateTakeover(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDowns: a member shown down during, or within the grace after,
+// a fault of its own or of the node showing it is explained; one shown
+// down with no such fault is a false down, and a violation.
+func TestCheckDowns(t *testing.T) {
+	faults := []Fault{{Kind: "kill", Node: "node-b", Start: at(10), End: at(20)}, {Kind: "pause", Node: "node-c", Start: at(40), End: at(50)}}
+	downs := []Down{
+		{Node: "node-a", Peer: "node-b", At: at(15)}, // b killed
+		{Node: "node-a", Peer: "node-b", At: at(28)}, // within the grace
+		{Node: "node-c", Peer: "node-a", At: at(52)}, // c paused: its view is stale
+		{Node: "node-a", Peer: "node-c", At: at(5)},  // before any fault of c or a
+		{Node: "node-a", Peer: "node-b", At: at(35)}, // past the grace
+	}
+	r := Check(cleanHistory(), faults, cleanFinal())
+	before := r.Violations()
+	r.CheckDowns(downs, faults, 10*time.Second)
+	if len(r.FalseDowns) != 2 || r.FalseDowns[0].At != at(5) || r.FalseDowns[1].At != at(35) || r.DownsChecked != 5 {
+		t.Fatalf("false downs %v of %d; want node-c at 5s and node-b at 35s", r.FalseDowns, r.DownsChecked)
+	}
+	if r.Violations() != before+2 {
+		t.Errorf("violations %d, want %d", r.Violations(), before+2)
+	}
+}
