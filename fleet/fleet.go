@@ -132,6 +132,8 @@ type Fleet struct {
 	srvOpts *server.Options
 	// secrets is the fleet's secret as it rolls; nil without one.
 	secrets *Secrets
+	// tlsCert is the NATS certificate this node presents (ReloadTLS).
+	tlsCert clientCert
 
 	service.Base
 	// mu orders the start of the parts (once joined) before Stop's stop
@@ -446,7 +448,7 @@ func (f *Fleet) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, nats.Secure(tc))
+		opts = append(opts, nats.Secure(f.tlsCert.reloadable(tc)))
 	}
 	f.gate.wait("NATS at " + f.url)
 	err = f.retry(ctx, func(context.Context) error {

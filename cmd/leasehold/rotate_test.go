@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/internal/poll"
 )
 
@@ -197,4 +200,86 @@ func TestFleetSecretRotation(t *testing.T) {
 	if werr != nil {
 		t.Fatalf("the worker's call was refused: %v", werr)
 	}
+}
+
+// TestFleetTLSReload: the NATS certificates of three real nodes are
+// renewed on disk, each node given a SIGHUP in turn: each node's NATS then
+// shows its new certificate to a client, without a restart, and the fleet
+// goes on serving (every node ready, a node restarted afterwards joins
+// over routes that present the new certificates).
+func TestFleetTLSReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node fleet of processes takes a while")
+	}
+	names := []string{"tls-a", "tls-b", "tls-c"}
+	certs := natstest.MakeCerts(t, "fleet-ca", "tls-a", "tls-b", "tls-c", "tls-a-renewed", "tls-b-renewed", "tls-c-renewed")
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("tls-reload-secret-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	certFile := func(i int) string { return filepath.Join(dir, names[i]+".pem") }
+	keyFile := func(i int) string { return filepath.Join(dir, names[i]+".key") }
+	for i, n := range names {
+		install(t, certs.Cert[n], certs.Key[n], certFile(i), keyFile(i))
+	}
+	clientPorts := freePorts(t, 3)
+	nodes := startProcFleet(t, names, func(i int) []string {
+		return []string{"--nats-secret-file", secret, "--nats-tls-cert", certFile(i), "--nats-tls-key", keyFile(i), "--nats-tls-ca", certs.CA,
+			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", clientPorts[i])}
+	})
+	shown := func(i int) string {
+		t.Helper()
+		pem, err := os.ReadFile(certs.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		pair, err := tls.LoadX509KeyPair(certs.Cert["tls-a"], certs.Key["tls-a"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i]), nats.Token("tls-reload-secret-0123456789abcdef"), nats.MaxReconnects(0),
+			nats.Secure(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}))
+		if err != nil {
+			t.Fatalf("%s's NATS: %v", names[i], err)
+		}
+		defer nc.Close()
+		st, err := nc.TLSConnectionState()
+		if err != nil || len(st.PeerCertificates) == 0 {
+			t.Fatalf("%s's NATS showed no certificate: %v", names[i], err)
+		}
+		return st.PeerCertificates[0].Subject.CommonName
+	}
+	for i, n := range nodes {
+		if got := shown(i); got != names[i] {
+			t.Fatalf("%s's NATS shows %q at start", n.name, got)
+		}
+	}
+	for i, n := range nodes {
+		install(t, certs.Cert[names[i]+"-renewed"], certs.Key[names[i]+"-renewed"], certFile(i), keyFile(i))
+		before := strings.Count(n.log.String(), "the NATS TLS files reloaded")
+		if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, 30*time.Second, n.name+" to reload its NATS TLS files", func() error {
+			if strings.Count(n.log.String(), "the NATS TLS files reloaded") <= before {
+				return errors.New("not reloaded yet")
+			}
+			return nil
+		})
+		if got := shown(i); got != names[i]+"-renewed" {
+			t.Errorf("%s's NATS shows %q after the reload, want its renewed certificate", n.name, got)
+		}
+	}
+	for _, n := range nodes {
+		pollReady(t, n.url, 60*time.Second)
+	}
+	c := nodes[2]
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	<-c.exited
+	c.start(t)
+	c.waitServing(t)
+	pollReady(t, c.url, 120*time.Second)
 }

@@ -49,8 +49,8 @@ func (m *Main) serveTLS(ctx context.Context, log *slog.Logger, ln net.Listener, 
 				case <-ctx.Done():
 					return
 				case <-m.hup:
-					if m.NATSSecretFile != "" && m.NATS != "off" {
-						continue // the fleet secret is reloaded, and says so (watchSecret)
+					if (m.NATSSecretFile != "" || m.natsTLS() != nil) && m.NATS != "off" {
+						continue // the fleet's files are reloaded, and say so (watchSecret)
 					}
 					log.Info("SIGHUP: nothing to reload, the node serves plain HTTP (SIGHUP reloads --tls-cert and --tls-key); still serving")
 				}
