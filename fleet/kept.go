@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 )
@@ -128,3 +130,19 @@ func (g *Gate) KeepWindow(ctx context.Context, group string, snap leasehold.Snap
 // TTL, the time a takeover may take, so a worker waits no longer for the
 // answer than the fleet would to give its group to another node.
 func (g *Gate) keepWait() time.Duration { return g.cfg.ClaimTTL }
+
+// peersNewer reports whether old, the bucket's object of a group, is
+// another node's window stored no earlier than snap, this node's: then
+// the group has moved on since snap, and uploading it would put an older
+// window where the group's owner resumes from. A node that lost a group
+// while its upload waited to be tried again (cut off from NATS, say)
+// still has it queued when it comes back, before it has folded the new
+// owner's events.
+func (r *Replicator) peersNewer(old *jetstream.ObjectInfo, snap *leasehold.Snapshot) bool {
+	origin := old.Metadata[SnapshotMetaOrigin]
+	if origin == "" || origin == r.node {
+		return false
+	}
+	at, err := time.Parse(time.RFC3339Nano, old.Metadata[SnapshotMetaAt])
+	return err == nil && !at.Before(snap.At)
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestReplicatorKept: a window is said kept only once the bucket holds
@@ -51,5 +52,31 @@ func TestReplicatorKept(t *testing.T) {
 	alone := a.put(t, "h", 6, snapBytes(4, 1<<10))
 	if kept := a.rep.Kept(ctx, "h", alone, time.Minute, nil); kept.Replicated || kept.In != 0 {
 		t.Fatalf("alone, a window is said %+v, want not replicated, with no estimate (the wait's end gives one)", kept)
+	}
+}
+
+// TestReplicatorKeepsPeersNewer: a node whose older window of a group is
+// queued (it lost the group while cut off, and its upload waited) does
+// not upload it over the newer window the group's new owner replicated.
+func TestReplicatorKeepsPeersNewer(t *testing.T) {
+	s := natstest.Server(t)
+	a := snapStart(t, s.ClientURL(), "a")
+	b := snapStart(t, s.ClientURL(), "b")
+	older := a.put(t, "g", 10, snapBytes(5, 1<<10))
+	newer := b.put(t, "g", 20, snapBytes(6, 1<<10))
+	if !newer.At.After(older.At) {
+		t.Fatalf("b's window (%v) is not newer than a's (%v)", newer.At, older.At)
+	}
+	b.rep.Replicate("g")
+	obs := snapObjects(t, b.js)
+	snapReplicated(t, obs, "g", newer.SHA256)
+	a.rep.Replicate("g")
+	poll.Eventually(t, 10*time.Second, "a's upload to be done", func() bool { return !a.rep.Pending("g") })
+	info, err := obs.GetInfo(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Metadata[SnapshotMetaSHA256]; got != newer.SHA256 {
+		t.Fatalf("the bucket holds %s (origin %s), not b's newer window %s", got, info.Metadata[SnapshotMetaOrigin], newer.SHA256)
 	}
 }

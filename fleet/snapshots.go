@@ -431,6 +431,8 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 	case err == nil && !old.Deleted && old.Metadata[SnapshotMetaSHA256] == snap.SHA256:
 		r.keep.stored(group, snap.File, 0, 0)
 		return "unchanged", nil
+	case err == nil && !old.Deleted && r.peersNewer(old, snap):
+		return "unchanged", nil
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 		old = nil
 	case err != nil:
