@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -145,4 +146,18 @@ func (r *Replicator) peersNewer(old *jetstream.ObjectInfo, snap *leasehold.Snaps
 	}
 	at, err := time.Parse(time.RFC3339Nano, old.Metadata[SnapshotMetaAt])
 	return err == nil && !at.Before(snap.At)
+}
+
+// lastMeta is the sequence of the newest info message on metaSubj, an
+// object's, 0 when it has none: the upload's info is published only over
+// that one.
+func (r *Replicator) lastMeta(ctx context.Context, metaSubj string) (uint64, error) {
+	m, err := r.stream.GetLastMsgForSubject(ctx, metaSubj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
 }

@@ -489,6 +489,11 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "uploading the snapshot of group %q: %v", meta.Name, err)
 	}
 
+	metaSubj := snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name))
+	last, err := r.lastMeta(ctx, metaSubj)
+	if err != nil {
+		return fail(err)
+	}
 	sum, err := r.sendChunks(ctx, subj, body, info)
 	if err != nil {
 		return fail(err)
@@ -502,8 +507,12 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 	if err != nil {
 		return fail(leasehold.Wrap(leasehold.KindInternal, err, "snapshot info: %v", err))
 	}
-	m := nats.NewMsg(snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
+	m := nats.NewMsg(metaSubj)
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	// Only over the object there was when the upload began: one another
+	// node put there meanwhile (the group's new owner, while this upload
+	// waited out a partition) is not replaced by an older window.
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	m.Data = data
 	if _, err := r.pub.PublishMsg(ctx, m); err != nil {
 		return fail(err)
