@@ -843,7 +843,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none, past no window answered kept (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
 	section(fmt.Sprintf("(5) final windows against an uninterrupted pass (%d groups)", r.GroupsChecked), r.WindowHoles)
 	section("(6) other", r.Other)
-	section(fmt.Sprintf("(8) members shown down on a timeline while their lives were renewed: no fault of theirs or of the node showing them (of %d downs shown)", r.DownsChecked), strs(r.FalseDowns))
+	section(fmt.Sprintf("(8) members shown down on a timeline while their lives were renewed: no fault of theirs or of the node showing them, and no renewal of their own life failing in the claim TTL before (of %d downs shown)", r.DownsChecked), strs(r.FalseDowns))
 	if r.RequireTakeover {
 		section(fmt.Sprintf("(7) takeover: faults longer than %s (claim TTL + 5s) whose groups in work were not all granted or owned elsewhere within it (of %d)", r.TakeoverBound, r.long), r.Late)
 	}

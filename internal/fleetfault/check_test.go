@@ -320,8 +320,9 @@ func TestSelfTestLateTakeover(t *testing.T) {
 }
 
 // TestCheckDowns: a member shown down during, or within the grace after,
-// a fault of its own or of the node showing it is explained; one shown
-// down with no such fault is a false down, and a violation.
+// a fault of its own or of the node showing it is explained, and so is
+// one that said its life went unrenewed just before; one shown down with
+// neither is a false down, and a violation.
 func TestCheckDowns(t *testing.T) {
 	faults := []Fault{{Kind: "kill", Node: "node-b", Start: at(10), End: at(20)}, {Kind: "pause", Node: "node-c", Start: at(40), End: at(50)}}
 	downs := []Down{
@@ -330,14 +331,17 @@ func TestCheckDowns(t *testing.T) {
 		{Node: "node-c", Peer: "node-a", At: at(52)}, // c paused: its view is stale
 		{Node: "node-a", Peer: "node-c", At: at(5)},  // before any fault of c or a
 		{Node: "node-a", Peer: "node-b", At: at(35)}, // past the grace
+		{Node: "node-c", Peer: "node-b", At: at(60)}, // b's life went unrenewed at 57s
+		{Node: "node-c", Peer: "node-b", At: at(70)}, // but not at 70s
 	}
+	unrenewed := map[string][]time.Duration{"node-b": {at(57)}}
 	r := Check(cleanHistory(), faults, cleanFinal())
 	before := r.Violations()
-	r.CheckDowns(downs, faults, 10*time.Second)
-	if len(r.FalseDowns) != 2 || r.FalseDowns[0].At != at(5) || r.FalseDowns[1].At != at(35) || r.DownsChecked != 5 {
-		t.Fatalf("false downs %v of %d; want node-c at 5s and node-b at 35s", r.FalseDowns, r.DownsChecked)
+	r.CheckDowns(downs, faults, unrenewed, 4*time.Second)
+	if len(r.FalseDowns) != 3 || r.FalseDowns[0].At != at(5) || r.FalseDowns[1].At != at(35) || r.FalseDowns[2].At != at(70) || r.DownsChecked != 7 {
+		t.Fatalf("false downs %v of %d; want node-c at 5s, node-b at 35s and 70s", r.FalseDowns, r.DownsChecked)
 	}
-	if r.Violations() != before+2 {
-		t.Errorf("violations %d, want %d", r.Violations(), before+2)
+	if r.Violations() != before+3 {
+		t.Errorf("violations %d, want %d", r.Violations(), before+3)
 	}
 }

@@ -25,10 +25,15 @@ func (d Down) String() string {
 	return fmt.Sprintf("%s showed %s down at %.1fs", d.Node, d.Peer, d.At.Seconds())
 }
 
+// LogLifeUnrenewed are the messages of a node's log lines that say its
+// own life in the fleet was not renewed (the claims' renewals).
+var LogLifeUnrenewed = []string{"claims: renewing this node's life failed", "claims: claims lost"}
+
 // downs reads the peer-down lines of every node's log, in the load's
-// time; lines from before the load (a serial start) are left out.
-func (r *run) downs() []Down {
-	var out []Down
+// time (lines from before the load, a serial start, are left out), and
+// when each node said its own life was not renewed.
+func (r *run) downs() (downs []Down, unrenewed map[string][]time.Duration) {
+	unrenewed = map[string][]time.Duration{}
 	for _, n := range r.nodes {
 		b, err := os.ReadFile(filepath.Join(r.cfg.Out, n.Name+".log"))
 		if err != nil {
@@ -36,31 +41,50 @@ func (r *run) downs() []Down {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.Contains(line, `msg="`+LogPeerDown+`"`) {
+			down := strings.Contains(line, `msg="`+LogPeerDown+`"`)
+			lapse := false
+			for _, m := range LogLifeUnrenewed {
+				lapse = lapse || strings.Contains(line, `msg="`+m+`"`)
+			}
+			if !down && !lapse {
 				continue
 			}
 			t, err := time.Parse(time.RFC3339Nano, logField(line, "time"))
-			peer := logField(line, "peer")
-			if err != nil || peer == "" || t.Before(r.t0) {
+			if err != nil || t.Before(r.t0) {
 				continue
 			}
-			out = append(out, Down{Node: n.Name, Peer: peer, At: t.Sub(r.t0)})
+			if lapse {
+				unrenewed[n.Name] = append(unrenewed[n.Name], t.Sub(r.t0))
+				continue
+			}
+			if peer := logField(line, "peer"); peer != "" {
+				downs = append(downs, Down{Node: n.Name, Peer: peer, At: t.Sub(r.t0)})
+			}
 		}
 	}
-	return out
+	return downs, unrenewed
 }
 
 // CheckDowns lists as false the downs shown of a member whose life was
 // renewed: no fault of the member, nor of the node showing it, began
-// before the down and ended less than grace before it (a killed node's
-// life lapses a claim TTL after the kill; a node paused or cut off
-// judges from what it last saw).
-func (r *Report) CheckDowns(downs []Down, faults []Fault, grace time.Duration) {
+// before the down and ended less than ttl + 10 s before it (a killed
+// node's life lapses a claim TTL after the kill; a node paused or cut off
+// judges from what it last saw), and the member said nothing of its life
+// going unrenewed (unrenewed, by node) in the claim TTL (+ 2 s) before
+// it: a fleet whose streams stall under load lapses lives that no fault
+// touched, and a member shown down then is down.
+func (r *Report) CheckDowns(downs []Down, faults []Fault, unrenewed map[string][]time.Duration, ttl time.Duration) {
 	r.DownsChecked, r.FalseDowns = len(downs), nil
 	for _, d := range downs {
 		explained := false
 		for _, f := range faults {
-			if (f.Node == d.Peer || f.Node == d.Node) && f.Start <= d.At && d.At <= f.End+grace {
+			if (f.Node == d.Peer || f.Node == d.Node) && f.Start <= d.At && d.At <= f.End+ttl+10*time.Second {
+				explained = true
+				break
+			}
+		}
+		for _, u := range unrenewed[d.Peer] {
+			if d.At-ttl-2*time.Second <= u && u <= d.At {
 				explained = true
 				break
 			}

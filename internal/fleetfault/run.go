@@ -305,7 +305,8 @@ func (r *run) result(final *Final) *Report {
 	if r.cfg.FromBin == "" && !r.t0.IsZero() {
 		// An upgrade's replacements stop nodes for good reasons of
 		// their own; its downs are not judged.
-		rep.CheckDowns(r.downs(), faults, r.cfg.ClaimTTL+10*time.Second)
+		downs, unrenewed := r.downs()
+		rep.CheckDowns(downs, faults, unrenewed, r.cfg.ClaimTTL)
 	}
 	rep.Other = append(rep.Other, r.other...)
 	if r.cfg.FromBin != "" {
