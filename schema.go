@@ -213,6 +213,12 @@ type Snapshot struct {
 	SHA256 string    `json:"sha256"`
 	At     time.Time `json:"at"`
 	File   int64     `json:"-"`
+	// Replicated, in an upload's answer from a node in a fleet only, says
+	// whether the fleet's object store has the window (a node taking the
+	// group over resumes from it); ReplicatedInS, when it does not, is an
+	// estimate of the seconds until it does (0: unknown).
+	Replicated    *bool `json:"replicated,omitempty"`
+	ReplicatedInS int64 `json:"replicated_in_s,omitempty"`
 }
 
 // RuleSet is a version of the rules the workers index by.

@@ -43,6 +43,9 @@ type Config struct {
 	// asks it of clients and routes (ServerConfig.Secret), and this node
 	// presents it as its token to the embedded or the external NATS.
 	Secret string
+	// SecretAlso are secrets accepted besides Secret: the other secret
+	// while the fleet's rolls (RotateSecret).
+	SecretAlso []string
 	// ClientToken, if set, is the token the embedded server asks of
 	// clients, and this node presents, in place of Secret: the node's own
 	// (LocalSecret) when the fleet has no shared secret.
@@ -133,6 +136,13 @@ type Fleet struct {
 
 	connected prometheus.GaugeFunc
 
+	// srvOpts are the options srv runs with, for a reload (RotateSecret).
+	srvOpts *server.Options
+	// secrets is the fleet's secret as it rolls; nil without one.
+	secrets *Secrets
+	// tlsCert is the NATS certificate this node presents (ReloadTLS).
+	tlsCert clientCert
+
 	service.Base
 	// mu orders the start of the parts (once joined) before Stop's stop
 	// of them: none starts after Stop.
@@ -163,6 +173,9 @@ func New(gate *Gate, node Node) (*Fleet, error) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "fleet: the node's catalog, coordinator and snapshots are needed")
 	}
 	f := &Fleet{cfg: gate.cfg, gate: gate, node: node, log: gate.cfg.Logger, joined: make(chan struct{})}
+	if f.cfg.Secret != "" {
+		f.secrets = NewSecrets(f.cfg.Secret, f.cfg.SecretAlso...)
+	}
 	f.connected = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "leasehold_peer_connected", Help: "1 while this node is connected to NATS.",
 	}, func() float64 {
@@ -262,14 +275,15 @@ func (f *Fleet) startNATS() error {
 		cfg.Replicas = min(3, 1+PeerRoutes(cfg.ClusterListen, cfg.Routes))
 	}
 	f.gate.wait("the embedded NATS server to start")
-	srv, err := StartServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
-		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: cfg.Secret, ClientToken: cfg.ClientToken,
-		TLS: cfg.TLS, Logger: cfg.Logger})
+	srv, opts, err := startServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
+		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: f.present(), ClientToken: cfg.ClientToken,
+		Secrets: f.secrets, TLS: cfg.TLS, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	f.srv = srv // under f.mu: Stop may be shutting it down
+	f.srvOpts = opts.Clone()
 	f.mu.Unlock()
 	f.url = srv.ClientURL()
 	return nil
@@ -437,8 +451,12 @@ func (f *Fleet) connect(ctx context.Context) error {
 				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
 			}
 		})}
-	if token := cmp.Or(f.cfg.ClientToken, f.cfg.Secret); token != "" {
-		opts = append(opts, nats.Token(token))
+	switch {
+	case f.cfg.ClientToken != "":
+		opts = append(opts, nats.Token(f.cfg.ClientToken))
+	case f.secrets != nil:
+		// Read at each connection: a secret rotated since is presented.
+		opts = append(opts, nats.TokenHandler(f.secrets.Present))
 	}
 	auth, err := f.cfg.Auth.options()
 	if err != nil {
@@ -457,7 +475,7 @@ func (f *Fleet) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		opts = append(opts, nats.Secure(tc))
+		opts = append(opts, nats.Secure(f.tlsCert.reloadable(tc)))
 	}
 	f.gate.wait("NATS at " + f.url)
 	err = f.retry(ctx, func(context.Context) error {

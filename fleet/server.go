@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +56,11 @@ type ServerConfig struct {
 	// with a token of its own (LocalSecret). With neither, the client port
 	// is open, which only tests do.
 	ClientToken string
+	// Secrets, if set, is the fleet's secret as it rolls, Secret being
+	// the one it presents at start: the server accepts, from clients
+	// (unless ClientToken) and routes, any secret it holds, as it holds
+	// them at each connection (Fleet.RotateSecret changes them).
+	Secrets *Secrets
 	// TLS, if set, makes the client port and the routes speak TLS only and
 	// ask each peer for a certificate the CA signed.
 	TLS *TLS
@@ -79,22 +83,29 @@ const (
 // KindUnavailable when an address is in use or the server does not come up,
 // naming the flag (--nats-listen, --nats-cluster-listen) to change.
 func StartServer(cfg ServerConfig) (*server.Server, error) {
+	s, _, err := startServer(cfg)
+	return s, err
+}
+
+// startServer is StartServer, returning also the options the server was
+// started with, for a reload (RotateSecret).
+func startServer(cfg ServerConfig) (*server.Server, *server.Options, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if !leasehold.ValidNodeName(cfg.Name) {
-		return nil, leasehold.Errorf(leasehold.KindInvalid, "%q is not a valid node name for the NATS server (A-Za-z0-9._+-, up to 128 bytes)", cfg.Name)
+		return nil, nil, leasehold.Errorf(leasehold.KindInvalid, "%q is not a valid node name for the NATS server (A-Za-z0-9._+-, up to 128 bytes)", cfg.Name)
 	}
 	host, port, err := parseListen("--nats-listen", cfg.Listen)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	routes, err := ParseRoutes(cfg.Routes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, leasehold.Wrap(leasehold.KindInvalid, err, "NATS store %s is not usable: %v", cfg.Dir, err)
+		return nil, nil, leasehold.Wrap(leasehold.KindInvalid, err, "NATS store %s is not usable: %v", cfg.Dir, err)
 	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
@@ -111,26 +122,24 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		SyncAlways: true,
 	}
 	if err := clusterOptions(opts, cfg, routes); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.TLS != nil {
 		clientTLS, err := cfg.TLS.serverConfig()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts.TLSConfig, opts.TLSVerify = clientTLS, true
 		if cfg.ClusterListen != "" {
 			if opts.Cluster.TLSConfig, err = cfg.TLS.serverConfig(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	if token := cmp.Or(cfg.ClientToken, cfg.Secret); token != "" {
-		opts.Authorization = token
-	}
+	rollingAuth(opts, cfg)
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, leasehold.Wrap(leasehold.KindInvalid, err, "NATS server options: %v", err)
+		return nil, nil, leasehold.Wrap(leasehold.KindInvalid, err, "NATS server options: %v", err)
 	}
 	log := &serverLogger{log: cfg.Logger.With("component", "nats-server"), fatal: make(chan serverFatal, 1)}
 	s.SetLogger(log, false, false)
@@ -138,9 +147,9 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	if err := waitServerReady(s, log.fatal, cfg); err != nil {
 		s.Shutdown()
 		s.WaitForShutdown()
-		return nil, err
+		return nil, nil, err
 	}
-	return s, nil
+	return s, opts, nil
 }
 
 // clusterOptions sets the route options of opts from cfg: the cluster

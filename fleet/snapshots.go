@@ -130,6 +130,8 @@ type Replicator struct {
 
 	aloneChecks atomic.Int64 // looks for peers while alone, for tests
 
+	keep keptWindows // windows known in the bucket, for uploads waiting (Kept)
+
 	mu       sync.Mutex
 	queue    []string        // groups waiting, oldest first
 	queued   map[string]bool // the groups in queue
@@ -435,6 +437,9 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 	old, err := r.obs.GetInfo(ctx, group, jetstream.GetObjectInfoShowDeleted())
 	switch {
 	case err == nil && !old.Deleted && old.Metadata[SnapshotMetaSHA256] == snap.SHA256:
+		r.keep.stored(group, snap.File, 0, 0)
+		return "unchanged", nil
+	case err == nil && !old.Deleted && r.peersNewer(old, snap):
 		return "unchanged", nil
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 		old = nil
@@ -449,6 +454,7 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 		SnapshotMetaKey:    r.id.PublicKey(),
 	}
 	meta[SnapshotMetaSig] = r.id.sign(snapshotMetaSubj+group, windowSigned(group, meta))
+	began := time.Now()
 	info, err := r.upload(ctx, snap, old, jetstream.ObjectMeta{
 		Name:        group,
 		Description: "window snapshot of group " + group,
@@ -459,6 +465,7 @@ func (r *Replicator) replicate(ctx context.Context, group string) (string, error
 		return "failed", err
 	}
 	r.sizes.Observe(float64(info.Size))
+	r.keep.stored(group, snap.File, int64(info.Size), time.Since(began))
 	return "ok", nil
 }
 
@@ -493,6 +500,11 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 		return nil, leasehold.Wrap(leasehold.KindUnavailable, err, "uploading the snapshot of group %q: %v", meta.Name, err)
 	}
 
+	metaSubj := snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name))
+	last, err := r.lastMeta(ctx, metaSubj)
+	if err != nil {
+		return fail(err)
+	}
 	sum, err := r.sendChunks(ctx, subj, body, info)
 	if err != nil {
 		return fail(err)
@@ -506,8 +518,12 @@ func (r *Replicator) upload(ctx context.Context, snap *leasehold.Snapshot, old *
 	if err != nil {
 		return fail(leasehold.Wrap(leasehold.KindInternal, err, "snapshot info: %v", err))
 	}
-	m := nats.NewMsg(snapshotMetaSubj + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
+	m := nats.NewMsg(metaSubj)
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	// Only over the object there was when the upload began: one another
+	// node put there meanwhile (the group's new owner, while this upload
+	// waited out a partition) is not replaced by an older window.
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	m.Data = data
 	if _, err := r.pub.PublishMsg(ctx, m); err != nil {
 		return fail(err)

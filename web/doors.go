@@ -71,6 +71,9 @@ type Snapshots interface {
 	UploadGroup(ctx context.Context, name string) (leasehold.Group, error)
 	MaxBytes() int64
 	MaxExpandedBytes() int64
+	// KeepWindow waits until a window just stored is kept by the node's
+	// fleet, if it has one (nil for a node alone).
+	KeepWindow(ctx context.Context, groupID int64, snap leasehold.Snapshot) *appliance.WindowKept
 }
 
 // Reads are the dashboard's reads, the node's health and the operator's

@@ -114,7 +114,7 @@ func (s *Server) storeSnapshot(c echo.Context, groupID, nodeID, fence int64, for
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, leasehold.SnapshotRef{Next: snap.Next, Size: snap.Size, SHA256: snap.SHA256})
+	return c.JSON(http.StatusCreated, s.keptAnswer(r.Context(), groupID, snap))
 }
 
 // reprDigest parses an RFC 9530 Repr-Digest header and returns its sha-256,

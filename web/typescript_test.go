@@ -14,6 +14,7 @@ import (
 // interface for, with why).
 var tsMirrors = map[string]string{
 	"Snapshot":        "Snapshot",
+	"SnapshotStored":  "SnapshotStored",
 	"Quarantine":      "Quarantine",
 	"SourceError":     "SourceError",
 	"Group":           "Group",

@@ -104,6 +104,9 @@ type Main struct {
 	fleetKey string
 	// hup delivers SIGHUP while Run runs.
 	hup chan os.Signal
+	// natsSecretAlso are the secrets --nats-secret-file names after the
+	// first: accepted too while the fleet's secret rolls.
+	natsSecretAlso []string
 
 	mu    sync.Mutex
 	addr  net.Addr
@@ -156,9 +159,9 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.NATSListen, "nats-listen", m.NATSListen, "run the embedded NATS server with this client address (port 0 picks a free one; default with other fleet flags: "+defaultNATSListen+")")
 	fs.StringVar(&m.NATSClusterListen, "nats-cluster-listen", m.NATSClusterListen, "the embedded NATS server's route address, to cluster with other nodes (empty: standalone)")
 	fs.StringVar(&m.NATSRoutes, "nats-routes", m.NATSRoutes, "other nodes' route URLs, nats://host:port, comma-separated (needs --nats-cluster-listen)")
-	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS (empty: the embedded server asks clients for the node's own token, made into <data>/nats.secret)")
+	fs.StringVar(&m.NATSSecretFile, "nats-secret-file", m.NATSSecretFile, "a file holding the fleet's shared secret: the embedded NATS server asks it of clients and routes, and this node presents it to NATS; lines after the first are secrets accepted too while the secret rolls; read again on SIGHUP and when it changes (empty: the embedded server asks clients for the node's own token, made into <data>/nats.secret)")
 	fs.BoolVar(&m.NATSInsecure, "nats-insecure", m.NATSInsecure, "run peer sync without --nats-secret-file where NATS can be reached beyond this host (routes, a non-loopback --nats-listen, an external NATS): the routes and an external NATS are then open, and anyone who reaches them can join the fleet and rewrite its catalog (the client port still asks for <data>/nats.secret)")
-	fs.StringVar(&m.NATSTLSCert, "nats-tls-cert", m.NATSTLSCert, "this node's NATS certificate (PEM): the embedded server's client port and routes speak TLS only, and this node presents it to NATS (with --nats-tls-key and --nats-tls-ca)")
+	fs.StringVar(&m.NATSTLSCert, "nats-tls-cert", m.NATSTLSCert, "this node's NATS certificate (PEM): the embedded server's client port and routes speak TLS only, and this node presents it to NATS (with --nats-tls-key and --nats-tls-ca); read again on SIGHUP and when it changes")
 	fs.StringVar(&m.NATSTLSKey, "nats-tls-key", m.NATSTLSKey, "the private key of --nats-tls-cert (PEM)")
 	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it (alone, without --nats-tls-cert and --nats-tls-key, for an external NATS that asks no client certificate)")
 	m.NATSClient.register(fs)
@@ -462,6 +465,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return usageError(err)
 	}
 	close(m.ready)
+	defer m.watchSecret(ctx, log, n.peers)()
 	select {
 	case <-n.parts.Done():
 	case <-ctx.Done():
@@ -498,6 +502,7 @@ type nodeParts struct {
 	app       *appliance.Appliance
 	web       *web.Serving
 	stopCerts func()
+	peers     *fleet.Fleet // nil for a node alone
 }
 
 // assemble makes the node's parts, each given what it works with at
@@ -527,6 +532,7 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 			return nil, usageError(err)
 		}
 		metrics.Register(peers.Collector())
+		n.peers = peers
 		parts = append(parts, service.Part{Name: "fleet", Service: peers})
 	}
 	if n.web, err = m.newWeb(ctx, log, certs, app, peers, metrics, n); err != nil {
@@ -713,21 +719,17 @@ func (m *Main) limitConnections(ln net.Listener, metrics *web.Metrics) net.Liste
 const natsSecretMin = 16
 
 // natsSecret reads the fleet's secret from --nats-secret-file: its first
-// line, without surrounding spaces; "" without the flag.
+// line, without surrounding spaces ("" without the flag); the lines after
+// it, secrets accepted too while the secret rolls, go to natsSecretAlso.
 func (m *Main) natsSecret(log *slog.Logger) (string, error) {
 	if m.NATSSecretFile == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(m.NATSSecretFile)
+	secret, also, err := readSecretFile(m.NATSSecretFile)
 	if err != nil {
-		return "", fmt.Errorf("--nats-secret-file: %w", err)
+		return "", err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	secret := strings.TrimSpace(line)
-	if len(secret) < natsSecretMin {
-		return "", fmt.Errorf("--nats-secret-file %s: the secret is %d bytes, want at least %d (for example: head -c 32 /dev/urandom | base64 > %s)",
-			m.NATSSecretFile, len(secret), natsSecretMin, m.NATSSecretFile)
-	}
+	m.natsSecretAlso = also
 	if fi, err := os.Stat(m.NATSSecretFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn("the NATS secret file can be read by other users: chmod 600 it", "file", m.NATSSecretFile, "mode", fi.Mode().Perm().String())
 	}
@@ -777,7 +779,7 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 		log.Warn("a claim TTL this short lets a leader election in the fleet's streams and buckets (4-9 s, when a node dies or is cut off) cost this node its claims; it wins them back after", "claim_ttl", m.ClaimTTL, "floor", fleet.ClaimTTLFloor)
 	}
 	gate, err := fleet.NewGate(fleet.Config{
-		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret,
+		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret, SecretAlso: m.natsSecretAlso,
 		ClientToken: token, Auth: auth, Replicas: m.NATSClient.Replicas, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
 		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log, DataDir: m.DataDir, Roster: m.FleetRoster,
 	})

@@ -49,6 +49,9 @@ func (m *Main) serveTLS(ctx context.Context, log *slog.Logger, ln net.Listener, 
 				case <-ctx.Done():
 					return
 				case <-m.hup:
+					if (m.NATSSecretFile != "" || m.natsTLS() != nil) && m.NATS != "off" {
+						continue // the fleet's files are reloaded, and say so (watchSecret)
+					}
 					log.Info("SIGHUP: nothing to reload, the node serves plain HTTP (SIGHUP reloads --tls-cert and --tls-key); still serving")
 				}
 			}

@@ -177,12 +177,18 @@ type Report struct {
 	LostFinishes   []LostFinish
 	// Unconverged says where the nodes' final catalogs disagree or a range
 	// is not done.
-	Unconverged  []string
+	Unconverged []string
+	// StaleWindows are violations: a download of a window never
+	// uploaded; on the node of the newest acknowledged upload, with no
+	// takeover between, an older one; and a takeover that resumed from a
+	// window older than the newest one the fleet answered it keeps
+	// (Call.Kept), or from none.
 	StaleWindows []StaleWindow
 	// OlderWindows are takeovers across nodes that resumed from an older
-	// replicated window than the newest acknowledged upload, or from none:
-	// windows are replicated in the background, so a node that dies or
-	// loses its claim right after an upload leaves the fleet an older one,
+	// replicated window than the newest acknowledged upload, or from none,
+	// but from one no older than any answered kept: an upload answered
+	// not replicated (the node's wait for the object store passed) leaves
+	// the fleet an older window if its node dies before replicating it,
 	// and rule 2 plans again what it does not cover (the final windows
 	// check shows nothing was lost). Work redone, not a violation.
 	OlderWindows []StaleWindow
@@ -195,6 +201,10 @@ type Report struct {
 	// Upgrade is the upgrade mode's figures, nil in other runs.
 	Upgrade *UpgradeFigures
 
+	// FalseDowns are members a node showed down on its timeline while
+	// their lives were renewed (CheckDowns), of DownsChecked.
+	FalseDowns   []Down
+	DownsChecked int
 	// TakeoverBound, when set, is the liveness figure's bound: a fault
 	// that lasts longer should see the faulted node's groups taken over
 	// within it. Late lists the faults that did not (set by
@@ -226,7 +236,7 @@ func (r *Report) CheckTakeovers(bound time.Duration, require bool) {
 
 // Violations counts every problem found.
 func (r *Report) Violations() int {
-	n := len(r.DoubleHoldings) + len(r.LostFinishes) + len(r.Unconverged) + len(r.StaleWindows) + len(r.WindowHoles) + len(r.Other)
+	n := len(r.DoubleHoldings) + len(r.LostFinishes) + len(r.Unconverged) + len(r.StaleWindows) + len(r.WindowHoles) + len(r.Other) + len(r.FalseDowns)
 	if r.RequireTakeover {
 		n += len(r.Late)
 	}
@@ -427,12 +437,32 @@ func staleWindows(calls []Call, leases map[int]*leaseCalls, adoptions []Adoption
 			continue
 		}
 		if newest.Node != l.grant.Node || moved(l.grant.Group, newest.Node, newest.Sent, l.grant.Sent) {
+			if kept := newestKept(acked[l.grant.Group], l.grant.Sent); kept != nil && (get.Upload == "" || got.Recv < kept.Sent) {
+				// The fleet answered that it had this window: a takeover
+				// must resume from it or a newer one.
+				sw.Newest = *kept
+				sw.Why = "the takeover resumed from an older window, or none, than one the fleet answered it keeps (replicated)"
+				stale = append(stale, sw)
+				continue
+			}
 			older = append(older, sw)
 		} else {
 			stale = append(stale, sw)
 		}
 	}
 	return stale, older, checked
+}
+
+// newestKept is the upload sent last among those acknowledged as kept by
+// the fleet (replicated) before before, nil for none.
+func newestKept(acked []Call, before time.Duration) *Call {
+	var out *Call
+	for i, u := range acked {
+		if u.Kept && u.Recv < before && (out == nil || u.Sent > out.Sent) {
+			out = &acked[i]
+		}
+	}
+	return out
 }
 
 // inWork reports whether lease l was in work at t: granted before t, a
@@ -809,10 +839,11 @@ func (r *Report) Print(w io.Writer) {
 	section("(1) certain double holding (an acknowledged holder call between two acknowledged calls of another lease)", strs(r.DoubleHoldings))
 	section(fmt.Sprintf("(2) acknowledged finishes lost (of %d, checked at each group's owner)", r.AckedFinishes), strs(r.LostFinishes))
 	section("(3) convergence (every node has published and folded every change, and lists every group with the same owner and ranges, all done)", r.Unconverged)
-	section(fmt.Sprintf("(4) windows a new holder downloaded that were never uploaded, or older than the newest acknowledged upload on the same node with no takeover between (of %d downloads)", r.WindowsChecked), strs(r.StaleWindows))
-	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
+	section(fmt.Sprintf("(4) windows a new holder downloaded that were never uploaded, or older than the newest acknowledged upload on the same node with no takeover between, or (a takeover) older than the newest the fleet answered it keeps (of %d downloads)", r.WindowsChecked), strs(r.StaleWindows))
+	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none, past no window answered kept (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
 	section(fmt.Sprintf("(5) final windows against an uninterrupted pass (%d groups)", r.GroupsChecked), r.WindowHoles)
 	section("(6) other", r.Other)
+	section(fmt.Sprintf("(8) members shown down on a timeline while their lives were renewed: no fault of theirs or of the node showing them, and no renewal of their own life failing in the claim TTL before (of %d downs shown)", r.DownsChecked), strs(r.FalseDowns))
 	if r.RequireTakeover {
 		section(fmt.Sprintf("(7) takeover: faults longer than %s (claim TTL + 5s) whose groups in work were not all granted or owned elsewhere within it (of %d)", r.TakeoverBound, r.long), r.Late)
 	}

@@ -201,6 +201,23 @@ func TestSelfTestStaleWindow(t *testing.T) {
 	if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 0 || len(r.OlderWindows) != 1 {
 		t.Errorf("a takeover across nodes from an older window: stale %v, older %v; want 0 stale, 1 older", r.StaleWindows, r.OlderWindows)
 	}
+	// The same, but the newer upload was answered kept (replicated): the
+	// takeover had to resume from it. A violation, also with no window.
+	for i, c := range h {
+		if c.Kind == KindSnapPut && c.Upload == "L1.1" {
+			h[i].Kept = true
+		}
+	}
+	for _, got := range []string{"L0.1", ""} {
+		for i, c := range h {
+			if c.Kind == KindSnapGet && c.Lease == 2 {
+				h[i].Upload = got
+			}
+		}
+		if r := Check(h, nil, cleanFinal()); len(r.StaleWindows) != 1 || len(r.OlderWindows) != 0 || !strings.Contains(r.StaleWindows[0].Why, "keeps") {
+			t.Errorf("a takeover across nodes from %q, older than a window answered kept: stale %v, older %v; want 1 stale", got, r.StaleWindows, r.OlderWindows)
+		}
+	}
 	// On the same node, but the group was adopted by another node between
 	// the newer upload and the grant (an ownership change with no lease
 	// granted there): the window came back as the fleet had replicated
@@ -299,5 +316,32 @@ func TestSelfTestLateTakeover(t *testing.T) {
 			t.Errorf("granted elsewhere %.0fs after the cut, required %v: %d late, %d violations; want %d, %d\n%s",
 				tc.grantAt-1, tc.require, len(r.Late), r.Violations(), tc.late, tc.vs, b.String())
 		}
+	}
+}
+
+// TestCheckDowns: a member shown down during, or within the grace after,
+// a fault of its own or of the node showing it is explained, and so is
+// one that said its life went unrenewed just before; one shown down with
+// neither is a false down, and a violation.
+func TestCheckDowns(t *testing.T) {
+	faults := []Fault{{Kind: "kill", Node: "node-b", Start: at(10), End: at(20)}, {Kind: "pause", Node: "node-c", Start: at(40), End: at(50)}}
+	downs := []Down{
+		{Node: "node-a", Peer: "node-b", At: at(15)}, // b killed
+		{Node: "node-a", Peer: "node-b", At: at(28)}, // within the grace
+		{Node: "node-c", Peer: "node-a", At: at(52)}, // c paused: its view is stale
+		{Node: "node-a", Peer: "node-c", At: at(5)},  // before any fault of c or a
+		{Node: "node-a", Peer: "node-b", At: at(35)}, // past the grace
+		{Node: "node-c", Peer: "node-b", At: at(60)}, // b's life went unrenewed at 57s
+		{Node: "node-c", Peer: "node-b", At: at(70)}, // but not at 70s
+	}
+	unrenewed := map[string][]time.Duration{"node-b": {at(57)}}
+	r := Check(cleanHistory(), faults, cleanFinal())
+	before := r.Violations()
+	r.CheckDowns(downs, faults, unrenewed, 4*time.Second)
+	if len(r.FalseDowns) != 3 || r.FalseDowns[0].At != at(5) || r.FalseDowns[1].At != at(35) || r.FalseDowns[2].At != at(70) || r.DownsChecked != 7 {
+		t.Fatalf("false downs %v of %d; want node-c at 5s, node-b at 35s and 70s", r.FalseDowns, r.DownsChecked)
+	}
+	if r.Violations() != before+3 {
+		t.Errorf("violations %d, want %d", r.Violations(), before+3)
 	}
 }

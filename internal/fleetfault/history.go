@@ -59,7 +59,11 @@ type Call struct {
 	Next int64 `json:"next,omitempty"`
 	// Upload names a window: the one snap_put sent, or the one snap_get
 	// brought back ("" for none).
-	Upload string        `json:"upload,omitempty"`
+	Upload string `json:"upload,omitempty"`
+	// Kept is a snap_put whose answer said the window is in the fleet's
+	// object store (replicated true): a takeover must resume from it, or
+	// from a newer window.
+	Kept   bool          `json:"kept,omitempty"`
 	Sent   time.Duration `json:"sent"`
 	Recv   time.Duration `json:"recv"`
 	Status int           `json:"status"`
@@ -89,6 +93,9 @@ func (c Call) String() string {
 	}
 	if c.Upload != "" {
 		fmt.Fprintf(&b, " window=%s", c.Upload)
+	}
+	if c.Kept {
+		b.WriteString(" kept")
 	}
 	return b.String()
 }

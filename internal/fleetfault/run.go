@@ -82,6 +82,10 @@ type Config struct {
 	Drain       time.Duration // after the faults: every range done and agreed within this
 	Converge    time.Duration // after the workers stop: agreement within this
 
+	// Burners are CPU burners (busy-loop processes) run beside the load
+	// until the faults are over: the fleet's view under CPU pressure.
+	Burners int
+
 	secretFile string
 }
 
@@ -237,6 +241,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 		planners.Go(func() { r.plan(planCtx, g) })
 	}
 	r.logf("load: %d workers a node, %d groups, ranges of %d ids, the tail kept %d ranges ahead of the work", cfg.WorkersPerNode, cfg.Groups, cfg.RangeSize, cfg.PlanAhead)
+	stopBurners := func() {}
+	if cfg.Burners > 0 {
+		// Bounded by the run's longest faulted time, and killed once the
+		// faults are over (or with the harness).
+		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
+		if stop, err := startBurners(cfg.Burners, bound); err != nil {
+			r.logf("CPU burners could not be started: %v", err)
+			r.violation("CPU burners could not be started: %v", err)
+		} else {
+			stopBurners = stop
+			r.logf("load: %d CPU burners (busy loops) for at most %s", cfg.Burners, bound)
+		}
+	}
+	defer stopBurners()
 
 	if sleepCtx(ctx, cfg.Settle) == nil {
 		if cfg.FromBin != "" {
@@ -244,6 +262,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 		}
 		r.faults(ctx)
 	}
+	stopBurners()
 	stopPlan()
 	planners.Wait()
 	if ctx.Err() != nil {
@@ -283,6 +302,12 @@ func (r *run) result(final *Final) *Report {
 	}
 	rep := Check(calls, faults, final)
 	rep.CheckTakeovers(r.cfg.ClaimTTL+5*time.Second, r.cfg.RequireTakeover)
+	if r.cfg.FromBin == "" && !r.t0.IsZero() {
+		// An upgrade's replacements stop nodes for good reasons of
+		// their own; its downs are not judged.
+		downs, unrenewed := r.downs()
+		rep.CheckDowns(downs, faults, unrenewed, r.cfg.ClaimTTL)
+	}
 	rep.Other = append(rep.Other, r.other...)
 	if r.cfg.FromBin != "" {
 		ctx := context.Background()

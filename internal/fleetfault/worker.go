@@ -225,7 +225,10 @@ func (w *worker) hold(ctx context.Context, g *client.Grant, lease int) {
 		body := win.Encode()
 		if _, ok := call(KindSnapPut, func(ctx context.Context, c *Call) (int, error) {
 			c.Upload, c.Next = win.Upload, win.Next
-			_, err := w.c.PutSnapshot(ctx, gid, fence, win.Next, bytes.NewReader(body), client.SnapshotUpload{Length: int64(len(body))})
+			snap, err := w.c.PutSnapshot(ctx, gid, fence, win.Next, bytes.NewReader(body), client.SnapshotUpload{Length: int64(len(body))})
+			if err == nil && snap.Replicated != nil {
+				c.Kept = *snap.Replicated
+			}
 			return http.StatusCreated, err
 		}); !ok {
 			return

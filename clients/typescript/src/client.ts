@@ -10,7 +10,7 @@ import { version } from "./version.js";
 import { InternalError, LeaseholdError, UnavailableError, ConflictError, errorFromAnswer, makeError } from "./errors.js";
 import type {
   Findings, Fleet, Grant, Group, GroupDetail, GroupSpec, NewToken, Node, NodeChange, NodeSpec, Range, RangeStatus, RegisteredNode, Rules,
-  Snapshot, Watermark, WatermarkReport,
+  SnapshotStored, Watermark, WatermarkReport,
 } from "./types.js";
 
 /** The node's address when none is given. */
@@ -374,7 +374,7 @@ export class Client {
   }
 
   /** Seeds or restores a group's window as an operator; ConflictError while held. */
-  putGroupSnapshot(name: string, next: number, body: SnapshotSource, o: SnapshotUpload = {}): Promise<Snapshot> {
+  putGroupSnapshot(name: string, next: number, body: SnapshotSource, o: SnapshotUpload = {}): Promise<SnapshotStored> {
     return this.putSnapshotAt(`/api/v1/groups/${enc(name)}/snapshot?next=${next}${o.force ? "&force=true" : ""}`, body, o);
   }
 
@@ -457,7 +457,7 @@ export class Client {
   }
 
   /** Streams the held group's window snapshot, covering every id below next. */
-  putSnapshot(group: number, fence: number, next: number, body: SnapshotSource, o: SnapshotUpload = {}): Promise<Snapshot> {
+  putSnapshot(group: number, fence: number, next: number, body: SnapshotSource, o: SnapshotUpload = {}): Promise<SnapshotStored> {
     return this.putSnapshotAt(`/api/v1/leases/${group}/snapshot?fence=${fence}&next=${next}`, body, o);
   }
 
@@ -486,11 +486,11 @@ export class Client {
     return (await this.must<WatermarkReport>("POST", `/api/v1/groups/${enc(name)}/watermark`, { low, high }, signal)).planned;
   }
 
-  private async putSnapshotAt(path: string, body: SnapshotSource, o: SnapshotUpload): Promise<Snapshot> {
+  private async putSnapshotAt(path: string, body: SnapshotSource, o: SnapshotUpload): Promise<SnapshotStored> {
     const headers: Record<string, string> = { "Content-Type": o.gzip ? "application/gzip" : "application/octet-stream" };
     if (o.digest) headers["Repr-Digest"] = formatReprDigest(o.digest);
     const resp = await this.send({ method: "PUT", path, body, headers, signal: o.signal });
-    return (await resp.json()) as Snapshot;
+    return (await resp.json()) as SnapshotStored;
   }
 }
 

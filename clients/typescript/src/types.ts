@@ -16,6 +16,17 @@ export interface Snapshot {
   at?: string;
 }
 
+/** A snapshot upload's answer: what the node stored and, on a node in a
+ * fleet, whether the fleet's object store has the window. */
+export interface SnapshotStored extends Snapshot {
+  /** In a fleet: the window (or a newer one) is where a node taking the
+   * group over resumes from. False when the node's wait for it (its claim
+   * TTL) passed, no peer is up, or the node lost the group first. */
+  replicated?: boolean;
+  /** With replicated false: the seconds until it is, estimated. */
+  replicated_in_s?: number;
+}
+
 export interface Quarantine {
   error: string;
   node: string;

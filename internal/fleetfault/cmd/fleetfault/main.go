@@ -20,6 +20,15 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == fleetfault.BurnArg {
+		// A CPU burner the harness started (--burn).
+		d, err := time.ParseDuration(os.Args[2])
+		if err != nil {
+			os.Exit(2)
+		}
+		fleetfault.Burn(d)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	os.Exit(mainExit(ctx, os.Args[1:]))
@@ -50,6 +59,7 @@ func mainExit(ctx context.Context, args []string) int {
 	fromBin := fs.String("from-bin", "", "the upgrade mode: start the fleet on this leasehold build and, under the load, replace each node in turn with --bin on the same data (no faults unless --kills, --pauses or --partitions ask; they come after)")
 	replace := fs.String("replace", fleetfault.ReplaceTerm, `how the upgrade mode stops a node: "term" (SIGTERM, SIGKILL after --stop-grace) or "kill" (SIGKILL)`)
 	stopGrace := fs.Duration("stop-grace", 20*time.Second, "how long the upgrade mode waits for a node to exit on SIGTERM")
+	burn := fs.Int("burn", 0, "CPU burners: this many busy-loop processes run beside the load until the faults are over (2 fills two cores)")
 	requireTakeover := fs.Bool("require-takeover", false, "fail the run when a pause or partition longer than the claim TTL + 5s leaves some of its node's groups in work neither granted nor owned elsewhere within that")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -117,6 +127,7 @@ func mainExit(ctx context.Context, args []string) int {
 	}
 	cfg.Bin, cfg.Out, cfg.Prefix, cfg.LogLevel, cfg.RequireTakeover = *bin, *out, *prefix, *logLevel, *requireTakeover
 	cfg.NATSBin = *natsd
+	cfg.Burners = *burn
 	if cfg.Bin == "" || cfg.Out == "" || (cfg.Start != "serial" && cfg.Start != "together") || len(cfg.Prefix) > 10 {
 		fmt.Fprintln(os.Stderr, "fleetfault: --bin and --out are required, --start is serial or together, --prefix at most 10 bytes")
 		return 2
