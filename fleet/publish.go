@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,13 +238,18 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The batch goes out in as few stream messages as fit (Batch).
+	stream, err := p.pack(msgs)
+	if err != nil {
+		return 0, err
+	}
 	labeled := true
 	if err := p.label(ctx); err != nil {
 		labeled = false
 		p.log.Warn("peers: reading the stream's incarnation for the publish record", "err", err)
 	}
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
+	futures := make([]jetstream.PubAckFuture, 0, len(stream))
+	for _, m := range stream {
 		f, err := p.js.PublishMsgAsync(m)
 		if err != nil {
 			return 0, fmt.Errorf("publishing event %s: %w", m.Header.Get(nats.MsgIdHdr), err)
@@ -300,15 +304,15 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	return len(events), nil
 }
 
-// messages builds the batch's messages. State is read once a group: the
+// messages builds the batch's messages, in order (pack makes them stream
+// messages). State is read once a group: the
 // batch's last event of a group carries it, with every range of the group
 // changed since the batch's first event of it. It also names the groups
 // whose snapshots were stored.
-func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*nats.Msg, []string, error) {
+func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]Message, []string, error) {
 	var snapshots []string
 	first, last, lastNode := batchMarks(events)
-	subject := SubjectPrefix + p.node
-	var out []*nats.Msg
+	var out []Message
 	for i, e := range events {
 		m := Message{Format: FormatVersion, Origin: p.node, Catalog: p.catalog, Event: e.ID, Parts: 1, At: e.At, Kind: e.Kind}
 		var ranges []store.PeerRange
@@ -341,11 +345,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 				return nil, nil, err
 			}
 		}
-		msgs, err := p.parts(subject, m, ranges)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, msgs...)
+		out = append(out, parts(m, ranges)...)
 	}
 	return out, snapshots, nil
 }
@@ -407,31 +407,21 @@ func (p *Publisher) nodeState(ctx context.Context, m *Message, e leasehold.Event
 	return nil
 }
 
-// parts is m as the messages that carry it on subject, ranges split
+// parts is m as the messages that carry it, ranges split
 // MaxRangesPerMessage a part.
-func (p *Publisher) parts(subject string, m Message, ranges []store.PeerRange) ([]*nats.Msg, error) {
+func parts(m Message, ranges []store.PeerRange) []Message {
 	parts := max(1, (len(ranges)+MaxRangesPerMessage-1)/MaxRangesPerMessage)
 	m.Parts = parts
-	out := make([]*nats.Msg, 0, parts)
+	out := make([]Message, 0, parts)
 	for part := range parts {
 		m.Part = part
 		m.Ranges = ranges[min(len(ranges), part*MaxRangesPerMessage):min(len(ranges), (part+1)*MaxRangesPerMessage)]
-		body, err := json.Marshal(&m)
-		if err != nil {
-			return nil, err
-		}
-		msg := nats.NewMsg(subject)
-		msg.Data = body
-		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s.%d.%d", p.catalog, m.Event, part))
-		msg.Header.Set(HeaderOrigin, p.node)
-		msg.Header.Set(HeaderCatalog, p.catalog)
-		msg.Header.Set(HeaderEvent, strconv.FormatInt(m.Event, 10))
-		out = append(out, msg)
+		out = append(out, m)
 		// Later parts carry the group (its ranges are folded under it)
 		// and more ranges.
 		m.Node, m.NodeGone = nil, ""
 	}
-	return out, nil
+	return out
 }
 
 // latePlan is the plan of a tail or history event of a group whose state
