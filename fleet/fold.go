@@ -81,7 +81,7 @@ type Rebuilder interface {
 // folding a peer's backlog 6% of its own cycles; 16 leave it about half,
 // and the fold loses little, since a fetch still brings foldBatch stream
 // messages.
-const foldWrite = 16
+const foldWrite = 64
 
 // NewFolder returns node's folder of the stream, reading publish records
 // from records; rebuild, if not nil, rebuilds the part of a peer whose
@@ -419,9 +419,16 @@ func (f *Folder) foldItems(ctx context.Context, inc string, items []foldItem, pr
 // where it stops.
 func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, last uint64, newer *NewerFormatError) {
 	items = make([]foldItem, 0, len(msgs))
+	own := SubjectPrefix + f.node
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
 		if err != nil {
+			continue
+		}
+		if jm.Subject() == own {
+			// This node's own: passed over unread (a third of a fleet
+			// of three's stream, every message of a fleet of one's).
+			last = max(last, md.Sequence.Stream)
 			continue
 		}
 		b, err := readBody(jm.Data())

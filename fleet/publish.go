@@ -153,11 +153,14 @@ const publishIdle = 50 * time.Millisecond
 // publishLinger is how long a publisher that sent less than a full batch
 // lets the outbox fill before it reads again. Every batch costs a read of
 // the outbox, a state read for each group in it, a catalog write marking
-// it sent and a compare-and-set of the publish record, whatever its size;
-// under load a batch sent at once holds one or two events, so without the
-// wait these costs are paid for nearly every event. Peers see events at
-// most this much later, well inside publishIdle.
-const publishLinger = 20 * time.Millisecond
+// it sent, a stream message every node stores and folds, and a
+// compare-and-set of the publish record, whatever its size; and a range
+// leased and finished inside one batch goes out once, finished, where two
+// batches send it twice. At 20 ms a fleet of three paid 3.5x a lone
+// node's CPU a range, at 50 ms 3.4x (scripts/bench-scaleout.sh). Peers
+// see events at most this much later, as late as an idle publisher's
+// look (publishIdle).
+const publishLinger = 50 * time.Millisecond
 
 // SnapshotQueue takes the groups whose newest snapshots are to be
 // replicated: *Replicator is one.

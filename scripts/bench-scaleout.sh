@@ -3,7 +3,7 @@
 # in SCALEOUT_SIZES (default "1 3 5") it starts that many `leasehold serve` nodes
 # clustered by their embedded NATS servers (synchronous=FULL, serve's
 # defaults otherwise), each seeded alone with SCALEOUT_GROUPS groups of its own
-# (default 2,000, 12 ranges of 100 ids each), waits until every node's
+# (default 5,000, 12 ranges of 100 ids each), waits until every node's
 # catalog holds the whole fleet's groups, then drives every node on its
 # own groups with its own load generator (SCALEOUT_WORKERS workers each, default
 # 16, the worker's steady pattern) for SCALEOUT_SECONDS (default 10). Beside them,
@@ -17,12 +17,14 @@
 #     not folded when the load stopped (leasehold_peer_fold_lag_messages);
 #   - time to converge: from the load's stop until every node counts the
 #     same ranges done and has nothing left to fold;
+#   - idle CPU: what all the nodes spend a second with no load, in the 5 s
+#     before it (a fleet's renewals, heartbeats and polls);
 #   - the load average, since the machine may be shared.
 # Then the model: on N machines of C cores each (C = this one's), a node
 # spends its CPU a range on its own ranges, so N nodes finish at most
 # N*C / (CPU a range) ranges/s, against C / (lone CPU a range) alone.
 #
-# Usage: [SCALEOUT_SIZES="1 3 5"] [SCALEOUT_GROUPS=2000] [SCALEOUT_WORKERS=16]
+# Usage: [SCALEOUT_SIZES="1 3 5"] [SCALEOUT_GROUPS=5000] [SCALEOUT_WORKERS=16]
 #        [SCALEOUT_SECONDS=10] [SCALEOUT_LONE=3] [SCALEOUT_PAIRS=1] scripts/bench-scaleout.sh
 # SCALEOUT_PAIRS > 1 runs the lone row and the fleet rows again, interleaved, as
 # the way to compare figures on a machine that drifts.
@@ -32,11 +34,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 sizes=${SCALEOUT_SIZES:-1 3 5}
-groups=${SCALEOUT_GROUPS:-2000}
+groups=${SCALEOUT_GROUPS:-5000}
 workers=${SCALEOUT_WORKERS:-16}
 secs=${SCALEOUT_SECONDS:-10}
 lone=${SCALEOUT_LONE:-3}
 pairs=${SCALEOUT_PAIRS:-1}
+idle_secs=5
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-scaleout.XXXXXX")
 pids=()
 cleanup() {
@@ -74,7 +77,7 @@ done_count() { curl -fs "$1/metrics" | awk '$1 == "leasehold_ranges{status=\"don
 all_ranges() { curl -fs "$1/metrics" | awk '$1 ~ /^leasehold_ranges\{/ { s += $2 } END { printf "%.0f\n", s }'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-printf '%-26s %10s %12s %8s %12s %12s %6s\n' "fleet" "ranges/s" "CPU a range" "price" "fold lag" "converge s" "load"
+printf '%-26s %10s %12s %8s %10s %10s %12s %6s\n' "fleet" "ranges/s" "CPU a range" "price" "idle CPU" "fold lag" "converge s" "load"
 
 # run_size N LABEL: one row; N=0 is the lone node.
 run_size() {
@@ -111,15 +114,21 @@ run_size() {
 		sleep 0.25
 	done
 	[ $ok = 1 ] || { echo "bench-scaleout: fleet of $n did not form (logs in $tmp)" >&2; KEEP=1; exit 1; }
-	local c0=0 c1=0 p
+	local c0=0 c1=0 i0=0 p
+	# What the nodes spend idle: a fleet's background work (renewals,
+	# heartbeats, polls) is paid whatever the load.
+	for p in "${npids[@]}"; do i0=$((i0 + $(cpu_ticks "$p"))); done
+	sleep "$idle_secs"
 	for p in "${npids[@]}"; do c0=$((c0 + $(cpu_ticks "$p"))); done
+	local idle
+	idle=$(awk -v t=$((c0 - i0)) -v hz="$hz" -v s="$idle_secs" 'BEGIN { printf "%.0f ms/s", 1000 * t / hz / s }')
 	local -a lpids=()
 	for ((i = 0; i < nodes; i++)); do
 		"$bl" cycle -url "${urls[i]}" -admin-token "$(cat "${datas[i]}/admin.token")" -workers "$w" -duration "${secs}s" \
 			-pattern steady -prefix "w$i" >"$tmp/r-$i.json" &
 		lpids+=($!)
 	done
-	if [ -n "${SCALEOUT_PROFILE:-}" ] && [ "$n" -gt 1 ]; then
+	if [ -n "${SCALEOUT_PROFILE:-}" ]; then
 		# A CPU profile of the first node under the load, to read with
 		# go tool pprof.
 		curl -fs -H "Authorization: Bearer $(cat "${datas[0]}/admin.token")" -o "$SCALEOUT_PROFILE/cpu-$n.pprof" \
@@ -164,7 +173,7 @@ run_size() {
 	[ "$n" = 0 ] && echo "$us" >"$tmp/lone-us"
 	local price="-"
 	[ "$n" != 0 ] && [ -s "$tmp/lone-us" ] && price=$(awk -v a="$us" -v b="$(cat "$tmp/lone-us")" 'BEGIN { printf "%.2fx", a / b }')
-	printf '%-26s %10.0f %9s µs %8s %12s %12s %6s\n' "$label" "$(awk -v r="$ranges" -v s="$secsum" 'BEGIN { print r / s }')" "$us" "$price" "$lag" "$conv" "$(cut -d' ' -f1 /proc/loadavg)"
+	printf '%-26s %10.0f %9s µs %8s %10s %10s %12s %6s\n' "$label" "$(awk -v r="$ranges" -v s="$secsum" 'BEGIN { print r / s }')" "$us" "$price" "$idle" "$lag" "$conv" "$(cut -d' ' -f1 /proc/loadavg)"
 	[ "$errs" = 0 ] || echo "  ($errs failed cycles)"
 	echo "$n $us" >>"$tmp/costs"
 }
