@@ -30,6 +30,8 @@
 # the way to compare figures on a machine that drifts.
 # SCALEOUT_PROFILE=DIR writes a CPU profile of the first node of each
 # fleet of two or more under the load (DIR/cpu-N.pprof).
+# SCALEOUT_BIN=PATH runs that leasehold binary as the nodes (another
+# revision's build, to compare two revisions in interleaved runs).
 # Needs Go, curl, jq, python3. KEEP=1 keeps the temp dir (logs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,7 +58,7 @@ trap cleanup EXIT
 
 echo "bench-scaleout: building"
 (cd "$root" && go build -o "$tmp/leasehold" ./cmd/leasehold && go build -o "$tmp/benchload" ./internal/benchload)
-lh=$tmp/leasehold
+lh=${SCALEOUT_BIN:-$tmp/leasehold}
 bl=$tmp/benchload
 hz=$(getconf CLK_TCK)
 (umask 077 && head -c 24 /dev/urandom | base64 >"$tmp/nats.secret")
