@@ -177,6 +177,9 @@ run_size() {
 	[ "$n" != 0 ] && [ -s "$tmp/lone-us" ] && price=$(awk -v a="$us" -v b="$(cat "$tmp/lone-us")" 'BEGIN { printf "%.2fx", a / b }')
 	printf '%-26s %10.0f %9s µs %8s %10s %10s %12s %6s\n' "$label" "$(awk -v r="$ranges" -v s="$secsum" 'BEGIN { print r / s }')" "$us" "$price" "$idle" "$lag" "$conv" "$(cut -d' ' -f1 /proc/loadavg)"
 	[ "$errs" = 0 ] || echo "  ($errs failed cycles)"
+	if [ "$n" = 3 ] && [ "$price" != "-" ]; then
+		awk -v p="${price%x}" 'BEGIN { printf "  (target for three, issue 45: at most 2x the lone node'"'"'s CPU a range: %s)\n", p <= 2 ? "met" : "not met" }'
+	fi
 	echo "$n $us" >>"$tmp/costs"
 }
 
