@@ -80,8 +80,8 @@ type Rebuilder interface {
 // behind the fold's write: a write of 512 events (tens of ms) left a node
 // folding a peer's backlog 6% of its own cycles; 16 leave it about half,
 // and the fold loses little, since a fetch still brings foldBatch stream
-// messages.
-const foldWrite = 64
+// messages, each a publish batch of events.
+const foldWrite = 16
 
 // NewFolder returns node's folder of the stream, reading publish records
 // from records; rebuild, if not nil, rebuilds the part of a peer whose
