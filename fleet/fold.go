@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,11 +78,12 @@ type Rebuilder interface {
 	Rebuild(ctx context.Context, origin string) error
 }
 
-// foldWrite bounds the messages folded in one catalog write. The catalog
-// has one writer, and a node's own holder calls queue behind the fold's
-// write: a write of 512 messages (tens of ms) left a node folding a
-// peer's backlog 6% of its own cycles; 16 leave it about half, and the
-// fold loses little, since a fetch still brings foldBatch.
+// foldWrite bounds the events (a peer's Messages) folded in one catalog
+// write. The catalog has one writer, and a node's own holder calls queue
+// behind the fold's write: a write of 512 events (tens of ms) left a node
+// folding a peer's backlog 6% of its own cycles; 16 leave it about half,
+// and the fold loses little, since a fetch still brings foldBatch stream
+// messages, each a publish batch of events.
 const foldWrite = 16
 
 // NewFolder returns node's folder of the stream, reading publish records
@@ -265,12 +265,22 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 				return err
 			}
 		}
-		for part := range slices.Chunk(msgs, foldWrite) {
-			last, pruned, err := f.fold(ctx, inc, part)
+		items, last, newer := f.read(msgs)
+		if newer != nil && last == 0 {
+			return newer
+		}
+		chunks, marks := foldChunks(items, foldWrite, last)
+		if len(chunks) == 0 && last > mark {
+			// Only this node's own messages, or unreadable ones: the
+			// mark moves past them.
+			chunks, marks = [][]foldItem{nil}, []uint64{last}
+		}
+		for i, chunk := range chunks {
+			pruned, err := f.fold(ctx, inc, chunk, marks[i])
 			if err != nil {
 				return err
 			}
-			mark = last
+			mark = max(mark, marks[i])
 			f.newer.Store(nil)
 			if err := f.rebuildPruned(ctx, pruned); err != nil {
 				return nil // ctx ended
@@ -280,6 +290,9 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 			if err := f.db.Yield(ctx); err != nil && ctx.Err() != nil {
 				return nil
 			}
+		}
+		if newer != nil {
+			return newer
 		}
 		if err := msgs[len(msgs)-1].Ack(); err != nil {
 			f.log.Debug("peers: acknowledging folded events", "err", err)
@@ -332,20 +345,19 @@ func (f *Folder) rebuildPruned(ctx context.Context, pruned []string) error {
 	return nil
 }
 
-// fold folds msgs in one catalog write with the mark and returns the last
-// stream sequence folded, and the origins whose outbox was pruned (see
-// store.EventOutboxPruned). A message that cannot be folded (bad JSON, a
-// bad row) is logged and passed over, never retried forever.
-func (f *Folder) fold(ctx context.Context, inc string, msgs []jetstream.Msg) (uint64, []string, error) {
-	items, pruned, last, newer := f.read(msgs)
-	if newer != nil && last == 0 {
-		return 0, nil, newer
+// fold folds items in one catalog write with the mark and returns the
+// origins whose outbox was pruned (see store.EventOutboxPruned). A
+// message that cannot be folded (bad JSON, a bad row) is logged and
+// passed over, never retried forever.
+func (f *Folder) fold(ctx context.Context, inc string, items []foldItem, mark uint64) ([]string, error) {
+	var pruned []string
+	for _, it := range items {
+		if it.m.Kind == store.EventOutboxPruned && !slices.Contains(pruned, it.m.Origin) {
+			pruned = append(pruned, it.m.Origin)
+		}
 	}
-	last, pruned, err := f.foldItems(ctx, inc, items, pruned, last)
-	if err == nil && newer != nil {
-		return last, pruned, newer
-	}
-	return last, pruned, err
+	_, pruned, err := f.foldItems(ctx, inc, items, pruned, mark)
+	return pruned, err
 }
 
 // NewerFormatError is a peer's message of a newer FormatVersion than
@@ -404,11 +416,11 @@ func (f *Folder) foldItems(ctx context.Context, inc string, items []foldItem, pr
 	return last, pruned, f.db.Write(ctx, mark)
 }
 
-// read is a batch of stream messages as the items to fold (peers' own,
-// readable), the origins that pruned their outboxes (to be rebuilt), and
-// the stream position the batch reaches, up to a message of a newer
-// format (newer), where it stops.
-func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, last uint64, newer *NewerFormatError) {
+// read is a fetch of stream messages as the items to fold (peers' own
+// messages, readable, each stream message's in order), and the stream
+// position the fetch reaches, up to a message of a newer format (newer),
+// where it stops.
+func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, last uint64, newer *NewerFormatError) {
 	items = make([]foldItem, 0, len(msgs))
 	for _, jm := range msgs {
 		md, err := jm.Metadata()
@@ -417,8 +429,10 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, 
 		}
 		subjectNode := strings.TrimPrefix(jm.Subject(), SubjectPrefix)
 		if subjectNode == f.node {
+			// This node's own: passed over unread (a third of a fleet
+			// of three's stream, every message of a fleet of one's).
 			last = max(last, md.Sequence.Stream)
-			continue // this node's own
+			continue
 		}
 		// Checked before anything else is read of it, so a forged message
 		// can neither be folded nor hold the fold (a newer format).
@@ -431,32 +445,32 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, pruned []string, 
 			f.ring.refuse("event", jm.Subject(), err)
 			continue
 		}
-		var m Message
-		if err := json.Unmarshal(jm.Data(), &m); err != nil {
+		b, err := readBody(jm.Data())
+		if err != nil {
 			last = max(last, md.Sequence.Stream)
 			f.log.Warn("peers: an event that is not a leasehold message", "subject", jm.Subject(), "seq", md.Sequence.Stream, "err", err)
 			continue
 		}
-		if formatNewer(m.Format) {
+		if formatNewer(b.Format) {
 			// Folded wrongly it would corrupt the catalog, passed over it
 			// would be lost: the fold holds here until this node reads it.
-			newer = &NewerFormatError{Origin: m.Origin, Format: m.Format, Seq: md.Sequence.Stream}
+			newer = &NewerFormatError{Origin: b.Origin, Format: b.Format, Seq: md.Sequence.Stream}
 			break
 		}
 		last = max(last, md.Sequence.Stream)
-		if m.Origin != signer {
-			f.ring.refuse("event", jm.Subject(), refused(refusedWrongOrigin, signer, "node %q's message names origin %q", signer, m.Origin))
+		// Every message of a batch takes the batch's origin (readBody).
+		if b.Origin != signer {
+			f.ring.refuse("event", jm.Subject(), refused(refusedWrongOrigin, signer, "node %q's message names origin %q", signer, b.Origin))
 			continue
 		}
-		if !leasehold.ValidNodeName(m.Origin) {
+		if !leasehold.ValidNodeName(b.Origin) {
 			continue // no one's
 		}
-		if m.Kind == store.EventOutboxPruned && !slices.Contains(pruned, m.Origin) {
-			pruned = append(pruned, m.Origin)
+		for _, m := range b.Messages {
+			items = append(items, foldItem{md.Sequence.Stream, m})
 		}
-		items = append(items, foldItem{md.Sequence.Stream, m})
 	}
-	return items, pruned, last, newer
+	return items, last, newer
 }
 
 // apply folds one peer's message into the catalog: its group and ranges,

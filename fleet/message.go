@@ -47,7 +47,10 @@ const (
 // would misread raises it: such a node then stops at the first message
 // of the newer format (its fold holds there, saying so, until it is
 // upgraded) instead of folding it wrongly, and refuses such a dump.
-const FormatVersion = 1
+//
+// Format 2: a stream message carries a publish batch's messages (Batch),
+// not one Message; this build still folds format 1's single messages.
+const FormatVersion = 2
 
 // formatNewer reports whether format is newer than this build reads.
 func formatNewer(format int) bool { return format > FormatVersion }
@@ -56,8 +59,8 @@ func formatNewer(format int) bool { return format > FormatVersion }
 // published as several parts, each a Message with the same Event.
 const MaxRangesPerMessage = 1000
 
-// Message is one outbox event as the fleet sees it, the body of a message
-// on SubjectPrefix+Origin. It carries the state the event left, read when
+// Message is one outbox event as the fleet sees it, one of a Batch's on
+// SubjectPrefix+Origin (in format 1, the whole body of a stream message). It carries the state the event left, read when
 // the event is published (never older than the event), so folding is an
 // upsert by name and a duplicate or a repeat changes nothing. Rows are keyed
 // fleet-wide by names, never by the origin's local ids: a group by its name,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,11 +157,14 @@ const publishIdle = 50 * time.Millisecond
 // publishLinger is how long a publisher that sent less than a full batch
 // lets the outbox fill before it reads again. Every batch costs a read of
 // the outbox, a state read for each group in it, a catalog write marking
-// it sent and a compare-and-set of the publish record, whatever its size;
-// under load a batch sent at once holds one or two events, so without the
-// wait these costs are paid for nearly every event. Peers see events at
-// most this much later, well inside publishIdle.
-const publishLinger = 20 * time.Millisecond
+// it sent, a stream message every node stores and folds, and a
+// compare-and-set of the publish record, whatever its size; and a range
+// leased and finished inside one batch goes out once, finished, where two
+// batches send it twice. At 20 ms a fleet of three paid 3.5x a lone
+// node's CPU a range, at 50 ms 3.4x (scripts/bench-scaleout.sh). Peers
+// see events at most this much later, as late as an idle publisher's
+// look (publishIdle).
+const publishLinger = 50 * time.Millisecond
 
 // SnapshotQueue takes the groups whose newest snapshots are to be
 // replicated: *Replicator is one.
@@ -243,13 +245,18 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The batch goes out in as few stream messages as fit (Batch).
+	stream, err := p.pack(msgs)
+	if err != nil {
+		return 0, err
+	}
 	labeled := true
 	if err := p.label(ctx); err != nil {
 		labeled = false
 		p.log.Warn("peers: reading the stream's incarnation for the publish record", "err", err)
 	}
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
+	futures := make([]jetstream.PubAckFuture, 0, len(stream))
+	for _, m := range stream {
 		p.id.SignMsg(m)
 		f, err := p.js.PublishMsgAsync(m)
 		if err != nil {
@@ -305,15 +312,15 @@ func (p *Publisher) publishOnce(ctx context.Context) (int, error) {
 	return len(events), nil
 }
 
-// messages builds the batch's messages. State is read once a group: the
+// messages builds the batch's messages, in order (pack makes them stream
+// messages). State is read once a group: the
 // batch's last event of a group carries it, with every range of the group
 // changed since the batch's first event of it. It also names the groups
 // whose snapshots were stored.
-func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*nats.Msg, []string, error) {
+func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]Message, []string, error) {
 	var snapshots []string
 	first, last, lastNode := batchMarks(events)
-	subject := SubjectPrefix + p.node
-	var out []*nats.Msg
+	var out []Message
 	for i, e := range events {
 		m := Message{Format: FormatVersion, Origin: p.node, Catalog: p.catalog, Event: e.ID, Parts: 1, At: e.At, Kind: e.Kind}
 		var ranges []store.PeerRange
@@ -346,11 +353,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]*
 				return nil, nil, err
 			}
 		}
-		msgs, err := p.parts(subject, m, ranges)
-		if err != nil {
-			return nil, nil, err
-		}
-		out = append(out, msgs...)
+		out = append(out, parts(m, ranges)...)
 	}
 	return out, snapshots, nil
 }
@@ -412,31 +415,21 @@ func (p *Publisher) nodeState(ctx context.Context, m *Message, e leasehold.Event
 	return nil
 }
 
-// parts is m as the messages that carry it on subject, ranges split
+// parts is m as the messages that carry it, ranges split
 // MaxRangesPerMessage a part.
-func (p *Publisher) parts(subject string, m Message, ranges []store.PeerRange) ([]*nats.Msg, error) {
+func parts(m Message, ranges []store.PeerRange) []Message {
 	parts := max(1, (len(ranges)+MaxRangesPerMessage-1)/MaxRangesPerMessage)
 	m.Parts = parts
-	out := make([]*nats.Msg, 0, parts)
+	out := make([]Message, 0, parts)
 	for part := range parts {
 		m.Part = part
 		m.Ranges = ranges[min(len(ranges), part*MaxRangesPerMessage):min(len(ranges), (part+1)*MaxRangesPerMessage)]
-		body, err := json.Marshal(&m)
-		if err != nil {
-			return nil, err
-		}
-		msg := nats.NewMsg(subject)
-		msg.Data = body
-		msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s.%d.%d", p.catalog, m.Event, part))
-		msg.Header.Set(HeaderOrigin, p.node)
-		msg.Header.Set(HeaderCatalog, p.catalog)
-		msg.Header.Set(HeaderEvent, strconv.FormatInt(m.Event, 10))
-		out = append(out, msg)
+		out = append(out, m)
 		// Later parts carry the group (its ranges are folded under it)
 		// and more ranges.
 		m.Node, m.NodeGone = nil, ""
 	}
-	return out, nil
+	return out
 }
 
 // latePlan is the plan of a tail or history event of a group whose state

@@ -30,7 +30,12 @@
 #      own (target: they keep at least 50% of their cycles alone),
 #      unless BENCH_CATCHUP_GROUPS is set to another count or to "" to
 #      skip;
-#   8. the Usenet worker against INN (scripts/bench-usenet.sh: 100,015
+#   8. scale-out (scripts/bench-scaleout.sh): fleets of 1, 3 and 5 nodes
+#      on loopback beside a lone node, each node driven on its own groups:
+#      ranges/s, node CPU a range and its ratio to the lone node's (target
+#      for three, issue 45: at most 2x), fold lag, time to converge,
+#      unless BENCH_SCALEOUT_SIZES is set to other sizes or to "" to skip;
+#   9. the Usenet worker against INN (scripts/bench-usenet.sh: 100,015
 #      articles, beside one raw OVER connection reading the same group;
 #      target at least 10,413 headers/s, 1.5x round 3's 6,942), needing
 #      root for INN (a line says it was skipped otherwise), in
@@ -49,6 +54,7 @@ worker_counts=${BENCH_WORKER_COUNTS-1 4 16}
 poll_groups=${BENCH_POLL_GROUPS-1000000}
 catchup_groups=${BENCH_CATCHUP_GROUPS-1000000}
 usenet_rounds=${BENCH_USENET_ROUNDS-1}
+scaleout_sizes=${BENCH_SCALEOUT_SIZES-1 3 5}
 steady_groups=${BENCH_STEADY_GROUPS:-5000}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-bench.XXXXXX")
 pid=""
@@ -182,6 +188,11 @@ fi
 if [ -n "$catchup_groups" ]; then
 	echo
 	BENCH_CATCHUP_GROUPS=$catchup_groups bash "$root/scripts/bench-peers.sh"
+fi
+
+if [ -n "$scaleout_sizes" ]; then
+	echo
+	SCALEOUT_SIZES=$scaleout_sizes bash "$root/scripts/bench-scaleout.sh"
 fi
 
 if [ -n "$usenet_rounds" ]; then

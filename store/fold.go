@@ -380,10 +380,12 @@ type GroupRanges struct {
 // and every group's key in one more. The ranges are folded in order,
 // each as FoldRanges alone would.
 func (tx *Tx) FoldGroupsRanges(gs []GroupRanges) error {
-	if err := tx.foldRangeRows(gs); err != nil {
+	changed, err := tx.foldRangeRows(gs)
+	if err != nil {
 		return err
 	}
-	if len(gs) == 0 {
+	if len(gs) == 0 || !changed {
+		// The keys follow from the ranges: none changed, none moves.
 		return nil
 	}
 	ids := make([]byte, 0, 16*len(gs)+2)
@@ -394,14 +396,16 @@ func (tx *Tx) FoldGroupsRanges(gs []GroupRanges) error {
 		}
 		ids = strconv.AppendInt(ids, g.GroupID, 10)
 	}
-	_, err := tx.exec(qGroupsUrgent, string(append(ids, ']')))
+	_, err = tx.exec(qGroupsUrgent, string(append(ids, ']')))
 	return mapError(err, "folding a peer's ranges")
 }
 
 // foldRangeRows writes FoldGroupsRanges' ranges, leaving the groups' keys
-// as they are.
-func (tx *Tx) foldRangeRows(gs []GroupRanges) error {
+// as they are, and reports whether it wrote any row (a range held as it
+// is already is not written).
+func (tx *Tx) foldRangeRows(gs []GroupRanges) (bool, error) {
 	args := make([]any, 0, foldRangeColumns*foldRangeBatches[0])
+	changed := false
 	flush := func() error {
 		for len(args) > 0 {
 			n := len(args) / foldRangeColumns
@@ -410,8 +414,12 @@ func (tx *Tx) foldRangeRows(gs []GroupRanges) error {
 				i++
 			}
 			k := foldRangeBatches[i] * foldRangeColumns
-			if _, err := tx.exec(qFoldRanges[i], args[:k]...); err != nil {
+			res, err := tx.exec(qFoldRanges[i], args[:k]...)
+			if err != nil {
 				return mapError(err, "folding a peer's ranges")
+			}
+			if n, err := res.RowsAffected(); err != nil || n > 0 {
+				changed = true // unknown counts as changed
 			}
 			args = append(args[:0], args[k:]...)
 		}
@@ -420,7 +428,7 @@ func (tx *Tx) foldRangeRows(gs []GroupRanges) error {
 	for _, g := range gs {
 		for _, r := range g.Ranges {
 			if err := validPeerRange(r); err != nil {
-				return err
+				return false, err
 			}
 			// The worker's last error travels with the range (rule 10).
 			var lastErr any
@@ -431,12 +439,13 @@ func (tx *Tx) foldRangeRows(gs []GroupRanges) error {
 				lastErr, nullMS(r.LastErrorAt))
 			if len(args) == cap(args) {
 				if err := flush(); err != nil {
-					return err
+					return false, err
 				}
 			}
 		}
 	}
-	return flush()
+	err := flush()
+	return changed, err
 }
 
 // foldRangeBatches are the row counts of the range-folding statements,
@@ -446,7 +455,11 @@ var foldRangeBatches = []int{64, 8, 1}
 // foldRangeColumns is the number of values a folded range binds.
 const foldRangeColumns = 12
 
-// foldRangesSQL is the upsert of n peer ranges, matched by start.
+// foldRangesSQL is the upsert of n peer ranges, matched by start. A
+// range the catalog holds as it is already is not written again: a peer
+// sends a group's every range under a claim it has just won, and a range
+// again in each batch it changed in, and the write of a row (its seven
+// indexes, the tallies' trigger) is most of what folding it costs.
 func foldRangesSQL(n int) string {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO ranges (group_id, start_id, end_id, next_id, status, priority, attempts, rule_version, headers, updated_at,
@@ -459,7 +472,11 @@ func foldRangesSQL(n int) string {
 	}
 	b.WriteString(` ON CONFLICT (group_id, start_id) DO UPDATE SET end_id = excluded.end_id, next_id = excluded.next_id, status = excluded.status,
 		priority = excluded.priority, node_id = NULL, attempts = excluded.attempts, rule_version = excluded.rule_version,
-		headers = excluded.headers, updated_at = excluded.updated_at, last_error = excluded.last_error, last_error_at = excluded.last_error_at`)
+		headers = excluded.headers, updated_at = excluded.updated_at, last_error = excluded.last_error, last_error_at = excluded.last_error_at
+		WHERE ranges.end_id IS NOT excluded.end_id OR ranges.next_id IS NOT excluded.next_id OR ranges.status IS NOT excluded.status
+		OR ranges.priority IS NOT excluded.priority OR ranges.node_id IS NOT NULL OR ranges.attempts IS NOT excluded.attempts
+		OR ranges.rule_version IS NOT excluded.rule_version OR ranges.headers IS NOT excluded.headers OR ranges.updated_at IS NOT excluded.updated_at
+		OR ranges.last_error IS NOT excluded.last_error OR ranges.last_error_at IS NOT excluded.last_error_at`)
 	return b.String()
 }
 

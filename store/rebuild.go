@@ -125,7 +125,7 @@ func (tx *Tx) FoldPeerGroups(origin string, gs []PeerGroupState, maxAttempts int
 		}
 	}
 	// The new groups' keys are written already: their ranges only.
-	if err := tx.foldRangeRows(fresh); err != nil {
+	if _, err := tx.foldRangeRows(fresh); err != nil {
 		return err
 	}
 	return tx.FoldGroupsRanges(known)

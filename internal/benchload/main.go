@@ -5,7 +5,7 @@
 // the same load against echo answering a fixed JSON body, so the node's
 // figures can be read as fractions of what this machine can do at all.
 //
-//	benchload seed   -data DIR -groups N
+//	benchload seed   -data DIR -groups N [-prefix bench.]
 //	benchload cycle  -url URL -admin-token T -workers 32 -duration 10s [-ca-file CA]
 //	benchload poll   -url URL -admin-token T [-dashboards 10] -duration 5s
 //	benchload sqlite -dir DIR -duration 3s
@@ -52,11 +52,12 @@ func main() {
 		data := fs.String("data", "", "the node's data directory (node stopped)")
 		groups := fs.Int64("groups", 1000, "groups to create")
 		ranges := fs.Int64("ranges", 0, "ranges of 100 ids each group gets (default: 40,000 in all, at least 2 a group)")
+		prefix := fs.String("prefix", "bench.", "the groups' name prefix (each node of a fleet seeds its own)")
 		fs.Parse(os.Args[2:])
 		if *ranges <= 0 {
 			*ranges = max(2, 40000 / *groups)
 		}
-		err = seed(*data, *groups, *ranges)
+		err = seed(*data, *prefix, *groups, *ranges)
 	case "cycle":
 		url := fs.String("url", "", "the node's base URL")
 		admin := fs.String("admin-token", "", "the node's admin token")
@@ -115,7 +116,7 @@ func main() {
 	}
 }
 
-func seed(data string, groups, ranges int64) error {
+func seed(data, prefix string, groups, ranges int64) error {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func seed(data string, groups, ranges int64) error {
 	}
 	defer db.Close()
 	start := time.Now()
-	if err := db.BulkGroups(context.Background(), "bench.", groups, 100, ranges); err != nil {
+	if err := db.BulkGroups(context.Background(), prefix, groups, 100, ranges); err != nil {
 		return err
 	}
 	fmt.Printf("seeded %d groups (%d ranges) in %s\n", groups, groups*ranges, time.Since(start).Round(time.Millisecond))
