@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 //go:embed migrations/*.sql
 var migrations embed.FS

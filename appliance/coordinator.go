@@ -36,6 +36,9 @@ type Coordinator struct {
 	// now and unseen tell a node's state (leasehold.NodeState).
 	now    func() time.Time
 	unseen time.Duration
+	// deleteOwned deletes a group this node owns in its fleet, with its
+	// window's file (Snapshots.deleteOwned).
+	deleteOwned func(ctx context.Context, name string) error
 }
 
 // withState sets the state of nodes as of now.

@@ -15,7 +15,7 @@ import (
 
 // AdminOp is an admin write on a group, as carried to its owner.
 type AdminOp struct {
-	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks", "source_error"
+	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks", "source_error", "delete_group"
 	Group string     `json:"group"`
 	Spec  *GroupSpec `json:"spec,omitempty"`
 	// High (plan_tail, watermarks), Low (plan_history, watermarks) or Start (retry: the range's
@@ -132,6 +132,8 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 		res.Planned, err = c.reportWatermarks(ctx, op.Group, op.Low, op.High)
 	case "source_error":
 		err = c.reportSourceError(ctx, op.Group, op.Node, op.Error)
+	case "delete_group":
+		err = c.deleteGroup(ctx, op.Group)
 	case "lift_quarantine":
 		var g leasehold.Group
 		g, err = c.liftQuarantine(ctx, op.Group)

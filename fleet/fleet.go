@@ -118,6 +118,7 @@ type Fleet struct {
 	copies atomic.Int32
 
 	claims    *Claims
+	removals  *Removals
 	publisher *Publisher
 	folder    *Folder
 	snapshots *Replicator
@@ -351,19 +352,27 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
 			return backoffStop{err}
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			var err error
+			f.removals, err = newRemovals(ctx, f.js, copies, node.DB, f.claims, cfg.Name, node.MaxAttempts, f.log)
+			return err
+		})
 	})
 	if err != nil {
 		return err
 	}
 	f.members = NewMembers(f.claims.lives, f.claims.kv, cfg.Name, cfg.ClaimTTL, f.log)
 	f.members.readLife = f.claims.readLife
+	f.members.gone = f.removals.Removed
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
 		Asker: carrier, Orphans: f.members, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
-	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts}, f.log)
+	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.removals}, f.log)
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
 	f.gate.parts(f, own, admin)
 	f.mu.Lock()
@@ -377,6 +386,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		service.Part{Name: "admin forwarder", Service: admin},
 		service.Part{Name: "state dumps", Service: NewDumper(f.nc, node.DB, cfg.Name, f.log)},
 		service.Part{Name: "members", Service: f.members},
+		service.Part{Name: "removals", Service: f.removals},
 		service.Part{Name: "copy raiser", Service: newCopyRaiser(f.js, engineStreams, cfg.Replicas, f.log)},
 	)
 	return nil
@@ -388,9 +398,13 @@ type dumpRebuilder struct {
 	nc          *nats.Conn
 	db          *store.DB
 	maxAttempts int64
+	removals    *Removals
 }
 
 func (r dumpRebuilder) Rebuild(ctx context.Context, origin string) error {
+	if r.removals.Removed(origin) {
+		return nil // nothing of a removed member is taken
+	}
 	return Rebuild(ctx, r.nc, r.db, origin, r.maxAttempts)
 }
 

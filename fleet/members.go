@@ -73,6 +73,10 @@ type Members struct {
 	// leader before the member is found down: a watch that fell behind
 	// (a loaded machine, a reconnect) is no proof that a life lapsed.
 	readLife func(context.Context, string) (lifeRead, error)
+	// gone, when set, names the members removed from the fleet: not
+	// listed, not counted (their lives are still followed, for the
+	// takeover of their groups).
+	gone func(string) bool
 
 	service.Base
 }
@@ -359,6 +363,9 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	known := map[string]bool{}
+	if m.gone != nil {
+		peers = slices.DeleteFunc(peers, func(p leasehold.Peer) bool { return m.gone(p.Name) })
+	}
 	for i := range peers {
 		p := &peers[i]
 		known[p.Name] = true
@@ -378,7 +385,7 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 		}
 	}
 	for node, mb := range m.members {
-		if known[node] {
+		if known[node] || (m.gone != nil && m.gone(node)) {
 			continue
 		}
 		peers = append(peers, leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC())})
