@@ -64,6 +64,10 @@ type Node struct {
 	State string `json:"state,omitempty"`
 	// Token is set only in the answer to the node's registration.
 	Token string `json:"token,omitempty"`
+	// Home is, for a visitor (a worker node registered at another node
+	// of the fleet, working here with the token it has there), the node
+	// it is registered at; "" for a node registered here.
+	Home string `json:"home,omitempty"`
 }
 
 // NodeState is n's state at now, where a node not seen for unseen is

@@ -203,3 +203,32 @@ func (db *DB) RemovedMembers(ctx context.Context) (map[string]bool, error) {
 	}
 	return out, mapError(rows.Err(), "listing the removed members")
 }
+
+// homeScan scans nodeColumns and then the node's home.
+type homeScan struct {
+	s    scanner
+	home *string
+}
+
+func (h homeScan) Scan(dest ...any) error { return h.s.Scan(append(dest, h.home)...) }
+
+// NodeHome is node id's name and home: "" for a node registered here, the
+// peer it is registered at for a visitor. Errors: not found.
+func (db *DB) NodeHome(ctx context.Context, id int64) (name, home string, err error) {
+	err = db.queryRow(ctx, `SELECT name, home FROM nodes WHERE id = ?`, id).Scan(&name, &home)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", leasehold.Errorf(leasehold.KindNotFound, "node %d not found", id)
+	}
+	return name, home, mapError(err, "reading a node")
+}
+
+// OwnNodeID is the id of the node registered here under name. Errors:
+// not found (none, or only a visitor of that name).
+func (db *DB) OwnNodeID(ctx context.Context, name string) (int64, error) {
+	var id int64
+	err := db.queryRow(ctx, `SELECT id FROM nodes WHERE name = ? AND home = ''`, name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, leasehold.Errorf(leasehold.KindNotFound, "node %s is not registered here", name)
+	}
+	return id, mapError(err, "reading a node")
+}
