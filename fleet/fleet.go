@@ -372,7 +372,9 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	own := NewOwnership(OwnershipConfig{Owner: node.Coordinator, DB: node.DB, Claims: f.claims, Keeper: keeper, Adoption: adopt,
 		Asker: carrier, Orphans: f.members, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
-	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.removals}, f.log)
+	f.removals.rebuilder = dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.removals}
+	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, f.removals.rebuilder, f.log)
+	f.removals.want = own.Want
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
 	f.gate.parts(f, own, admin)
 	f.mu.Lock()

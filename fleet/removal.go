@@ -23,8 +23,8 @@ import (
 // (Removals) into its catalog (store.Tx.RemoveMember): the member's
 // events are not folded any more, it leaves the peers, the members gauge
 // and its alert, and the worker nodes registered at it are refused
-// everywhere, their visitors deleted. Its groups are taken over by the
-// others once its life ends, as for any member that is down; a member
+// everywhere, their visitors deleted. Its groups are claimed by the
+// others once its life ends (takeOver); a member
 // whose life is renewed is refused unless forced, and then its life is
 // ended for it. The removed node, if it runs, sees its own removal and
 // leaves the fleet (its fleet part ends with ErrRemoved). Approve takes
@@ -66,6 +66,13 @@ type Removals struct {
 	log         *slog.Logger
 	// keys, if set, withdraws a removed member's key (see KeyWithdrawer).
 	keys KeyWithdrawer
+	// rebuilder rebuilds an approved member's part from its dump: what it
+	// published while removed was passed over here.
+	rebuilder Rebuilder
+	// want queues a group's claim (Ownership.Want): a removed member's
+	// groups are claimed here without waiting for an idle worker, since
+	// a member that gave its claims up as it left names none of them.
+	want func(group string)
 
 	mu      sync.Mutex
 	removed map[string]Removal
@@ -134,6 +141,7 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 			if r.keys != nil {
 				r.keys.Restore(node)
 			}
+			r.Go(func(ctx context.Context) error { r.rebuildApproved(ctx, node); return nil })
 		}
 		return err
 	}
@@ -145,6 +153,16 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 	r.removed[node] = rm
 	r.mu.Unlock()
 	if node == r.self {
+		// A replica lagging behind (this node's own server, just
+		// restarted) may still show a removal since undone: the
+		// leader's word decides.
+		if r.undone(ctx, node) {
+			r.mu.Lock()
+			delete(r.removed, node)
+			r.mu.Unlock()
+			r.log.Info("peers: a removal of this node undone since was seen; staying", "by", rm.By, "rev", e.Revision())
+			return nil
+		}
 		r.log.Error("peers: this node was removed from the fleet: it leaves it (an operator at another node approves it again with: leasehold admin fleet approve "+node+")",
 			"by", rm.By, "at", rm.At)
 		return fmt.Errorf("%w by node %s at %s", ErrRemoved, rm.By, rm.At.UTC().Format(time.RFC3339))
@@ -155,8 +173,68 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 	err := r.write(ctx, func(tx *store.Tx) error { return tx.RemoveMember(node, rm.By, r.maxAttempts) })
 	if err == nil {
 		r.log.Warn("peers: member removed from the fleet", "peer", node, "by", rm.By)
+		r.Go(func(ctx context.Context) error { r.takeOver(ctx, node); return nil })
 	}
 	return err
+}
+
+// takeOver claims removed member node's groups, every half claim TTL
+// while any is still its here (its claims stand until its life ends),
+// until it is approved again or ctx ends.
+func (r *Removals) takeOver(ctx context.Context, node string) {
+	if r.want == nil {
+		return
+	}
+	for ctx.Err() == nil && r.Removed(node) {
+		groups, err := r.db.OriginGroups(ctx, node)
+		if err == nil && len(groups) == 0 {
+			return
+		}
+		for _, g := range groups {
+			r.want(g)
+		}
+		sleep(ctx, r.claims.ttl/2)
+	}
+}
+
+// approvedRebuildEvery is how often an approved member's dump is asked
+// for until it answers (it may start again only after its approval).
+const approvedRebuildEvery = 2 * time.Second
+
+// rebuildApproved rebuilds approved member node's part from its dump,
+// asking until it answers, it is removed again, or ctx ends: its events
+// while removed, and before (its peer row, its worker nodes), were
+// dropped here.
+func (r *Removals) rebuildApproved(ctx context.Context, node string) {
+	if r.rebuilder == nil {
+		return
+	}
+	for ctx.Err() == nil && !r.Removed(node) {
+		err := r.rebuilder.Rebuild(ctx, node)
+		if err == nil {
+			r.log.Info("peers: rebuilt an approved member's part from its dump", "peer", node)
+			return
+		}
+		r.log.Debug("peers: an approved member's dump not had yet", "peer", node, "err", err)
+		sleep(ctx, approvedRebuildEvery)
+	}
+}
+
+// undone reports whether the leader of the bucket's stream says, at each
+// of three reads a second apart, that node's removal is undone (no write
+// stands, or a delete): a removal of this node seen by a lagging replica.
+// An error, or a removal standing at any read, is not undone.
+func (r *Removals) undone(ctx context.Context, node string) bool {
+	for i := range 3 {
+		if i > 0 {
+			sleep(ctx, time.Second)
+		}
+		last, err := r.claims.lastOnLeader(ctx, RemovedBucket, node)
+		if err != nil || (last.found && !last.deleted) {
+			return false
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // write writes fn, trying again while the catalog is busy; only ctx's

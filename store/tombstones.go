@@ -232,3 +232,10 @@ func (db *DB) OwnNodeID(ctx context.Context, name string) (int64, error) {
 	}
 	return id, mapError(err, "reading a node")
 }
+
+// OriginGroups lists the groups whose state here is origin's, by name:
+// a removed member's, to be taken over.
+func (db *DB) OriginGroups(ctx context.Context, origin string) ([]string, error) {
+	return db.groupNames(ctx, "listing a peer's groups",
+		`SELECT g.name FROM peer_groups p JOIN groups g ON g.id = p.group_id WHERE p.origin = ? ORDER BY g.name`, origin)
+}

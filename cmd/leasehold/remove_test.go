@@ -22,6 +22,7 @@ type fleetNode struct {
 	*servedNode
 	name  string
 	data  string
+	args  []string // its serve flags, to start it again on its data
 	admin *client.Client
 }
 
@@ -39,14 +40,15 @@ func serveFleet(t *testing.T, secret string, names ...string) []*fleetNode {
 			}
 		}
 		data := t.TempDir()
-		n := serveNode(t, "--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s",
+		args := []string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s",
 			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
-			"--nats-routes", strings.Join(others, ","))
+			"--nats-routes", strings.Join(others, ",")}
+		n := serveNode(t, args...)
 		token, err := os.ReadFile(filepath.Join(data, "admin.token"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes[i] = &fleetNode{servedNode: n, name: name, data: data, admin: client.New(n.url, strings.TrimSpace(string(token)))}
+		nodes[i] = &fleetNode{servedNode: n, name: name, data: data, args: args, admin: client.New(n.url, strings.TrimSpace(string(token)))}
 	}
 	for _, n := range nodes {
 		pollReady(t, n.url, 120*time.Second)
@@ -130,8 +132,9 @@ func TestDeleteTravels(t *testing.T) {
 // run ends saying it was removed), it leaves node-a's and node-b's peers
 // and their members gauge, the token of a worker registered at node-c is
 // refused at node-a (where it had visited), and node-c's group goes on at
-// the others. Approved again, the removal is gone; approving twice is
-// not found.
+// the others. Approved again, the removal is gone (approving twice is
+// not found), and node-c started again is a member again, its worker let
+// in at node-a once more.
 func TestFleetRemove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
@@ -219,6 +222,25 @@ func TestFleetRemove(t *testing.T) {
 	if err := a.admin.ApproveMember(ctx, "node-c"); !errors.Is(err, leasehold.ErrNotFound) {
 		t.Errorf("approving node-c twice: %v; want not found", err)
 	}
+	// Started again on its data, node-c is a member again: listed at
+	// node-a, its worker let in there once more (its part rebuilt from
+	// its dump).
+	serveNode(t, c.args...)
+	poll.Until(t, 60*time.Second, "node-c back among node-a's peers, its worker let in there", func() error {
+		st, err := a.admin.Peers(ctx)
+		if err != nil {
+			return err
+		}
+		back := false
+		for _, p := range st.Peers {
+			back = back || (p.Name == "node-c" && p.State == "up")
+		}
+		if !back {
+			return errors.New("node-c not up at node-a")
+		}
+		_, err = atA.Lease(ctx)
+		return err
+	})
 }
 
 // metricsText is url's /metrics.
