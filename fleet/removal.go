@@ -276,7 +276,8 @@ func (r *Removals) List() []Removal {
 // Remove removes member node from the fleet for good. A member whose life
 // is renewed now is refused unless force, and then its life is ended for
 // it so its groups are taken over at once. Errors: invalid (this node,
-// or a bad name), conflict (alive, not forced), unavailable.
+// or a bad name), not found (no member of that name), conflict (alive,
+// not forced), unavailable.
 func (r *Removals) Remove(ctx context.Context, node string, force bool) error {
 	if !leasehold.ValidNodeName(node) {
 		return leasehold.Errorf(leasehold.KindInvalid, "%q is not a node name", node)
@@ -287,6 +288,9 @@ func (r *Removals) Remove(ctx context.Context, node string, force bool) error {
 	st, err := r.claims.readLife(ctx, node)
 	if err != nil {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "removing node %s: its life cannot be read: %v", node, err)
+	}
+	if !st.found && !r.known(ctx, node) {
+		return leasehold.Errorf(leasehold.KindNotFound, "node %s is not a member of this fleet (GET /api/v1/peers lists them)", node)
 	}
 	alive := st.found && st.life.Node == node && !r.claims.lapsedAt(st.at)
 	if alive && !force {
@@ -307,6 +311,23 @@ func (r *Removals) Remove(ctx context.Context, node string, force bool) error {
 	}
 	r.log.Warn("peers: removing a member from the fleet", "peer", node, "forced", force && alive)
 	return nil
+}
+
+// known reports whether node is a member this node has folded events of,
+// or whose groups' state it holds; an error reading the catalog counts
+// as known (the removal is the operator's word).
+func (r *Removals) known(ctx context.Context, node string) bool {
+	peers, err := r.db.PeerMembers(ctx)
+	if err != nil {
+		return true
+	}
+	for _, p := range peers {
+		if p.Name == node {
+			return true
+		}
+	}
+	groups, err := r.db.OriginGroups(ctx, node)
+	return err != nil || len(groups) > 0
 }
 
 // Approve undoes node's removal. Errors: not found (not removed),

@@ -127,7 +127,8 @@ func TestDeleteTravels(t *testing.T) {
 }
 
 // TestFleetRemove: in a fleet of three real nodes, node-c is removed at
-// node-a. Removing node-a through itself is refused, and node-c while it
+// node-a. Removing node-a through itself is refused, a name no member
+// has is not found, and node-c while it
 // runs unless forced, saying why. Forced: node-c leaves the fleet (its
 // run ends saying it was removed), it leaves node-a's and node-b's peers
 // and their members gauge, the token of a worker registered at node-c is
@@ -165,6 +166,9 @@ func TestFleetRemove(t *testing.T) {
 
 	if err := a.admin.RemoveMember(ctx, "node-a", false); !errors.Is(err, leasehold.ErrInvalid) || !strings.Contains(err.Error(), "talking to") {
 		t.Errorf("removing node-a through itself: %v; want invalid, saying it is the node talked to", err)
+	}
+	if err := a.admin.RemoveMember(ctx, "node-z", false); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Errorf("removing node-z, no member: %v; want not found", err)
 	}
 	if err := a.admin.RemoveMember(ctx, "node-c", false); !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "running") {
 		t.Fatalf("removing node-c while it runs: %v; want a conflict saying it runs", err)
