@@ -18,7 +18,7 @@ var Schema string
 
 // SchemaVersion is the PRAGMA user_version that Schema creates. A database
 // with a higher version was written by a newer binary and is refused.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 //go:embed migrations/*.sql
 var migrations embed.FS
@@ -64,6 +64,10 @@ type Node struct {
 	State string `json:"state,omitempty"`
 	// Token is set only in the answer to the node's registration.
 	Token string `json:"token,omitempty"`
+	// Home is, for a visitor (a worker node registered at another node
+	// of the fleet, working here with the token it has there), the node
+	// it is registered at; "" for a node registered here.
+	Home string `json:"home,omitempty"`
 }
 
 // NodeState is n's state at now, where a node not seen for unseen is

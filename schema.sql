@@ -306,6 +306,26 @@ CREATE TABLE peer_nodes (
 -- A token not registered here is looked up among the peers' nodes.
 CREATE INDEX peer_nodes_token_hash ON peer_nodes (token_hash) WHERE token_hash IS NOT NULL;
 
+-- Members removed from the fleet for good (version 14): their events are
+-- not folded, their worker nodes' tokens not let in, and they are not
+-- listed among the peers, until an operator approves them again.
+CREATE TABLE removed_members (
+    name       TEXT    PRIMARY KEY,
+    removed_by TEXT    NOT NULL DEFAULT '',
+    removed_at INTEGER NOT NULL
+) STRICT;
+
+-- Groups deleted in a fleet (version 14): the claim revision each was
+-- deleted under. A peer's state of it under that claim or an earlier one
+-- (a late event) is not folded, so nothing makes it again; a group made
+-- anew under a later claim is.
+CREATE TABLE group_tombstones (
+    name       TEXT    PRIMARY KEY,
+    claim_rev  INTEGER NOT NULL,
+    origin     TEXT    NOT NULL DEFAULT '',
+    deleted_at INTEGER NOT NULL
+) STRICT;
+
 -- The fleet's other nodes as seen here: the last of their events folded.
 CREATE TABLE peers (
     name          TEXT    PRIMARY KEY,

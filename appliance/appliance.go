@@ -225,7 +225,7 @@ func New(cfg Config, db *store.DB) (*Appliance, error) {
 	}
 	a := &Appliance{Config: cfg, db: db, Snapshots: snaps}
 	a.Coordinator = &Coordinator{db: db, ttl: cfg.LeaseTTL, maxAttempts: cfg.MaxAttempts, tailOnlyFunc: a.historyCapped, recorder: cfg.Recorder,
-		fleet: fleet, alone: alone, claims: claims, now: cfg.NowFunc, unseen: cfg.NodeUnseen}
+		fleet: fleet, alone: alone, claims: claims, now: cfg.NowFunc, unseen: cfg.NodeUnseen, deleteOwned: snaps.deleteOwned}
 	// New runs before the node has a context to give (serve opens the
 	// appliance, then runs it under one): a catalog just opened answers
 	// this read at once.

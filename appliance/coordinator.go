@@ -36,6 +36,9 @@ type Coordinator struct {
 	// now and unseen tell a node's state (leasehold.NodeState).
 	now    func() time.Time
 	unseen time.Duration
+	// deleteOwned deletes a group this node owns in its fleet, with its
+	// window's file (Snapshots.deleteOwned).
+	deleteOwned func(ctx context.Context, name string) error
 }
 
 // withState sets the state of nodes as of now.
@@ -207,10 +210,21 @@ func (c *Coordinator) Nodes(ctx context.Context) ([]leasehold.Node, error) {
 	return ns, err
 }
 
-// SetPaused pauses or resumes a node; by names who did it. Errors: not found.
+// SetPaused pauses or resumes a node; by names who did it. A visitor's
+// is carried to its home (carryToHome). Errors: not found.
 func (c *Coordinator) SetPaused(ctx context.Context, id int64, paused bool, by string) (leasehold.Node, error) {
 	if len(by) > 255 {
 		return leasehold.Node{}, leasehold.Errorf(leasehold.KindInvalid, "by: at most 255 bytes")
+	}
+	if name, home, err := c.visitorHome(ctx, id); err != nil || home != "" {
+		if err != nil {
+			return leasehold.Node{}, err
+		}
+		op := AdminOp{Op: opResumeNode, By: by}
+		if paused {
+			op.Op = opPauseNode
+		}
+		return c.carryToHome(ctx, id, name, home, op)
 	}
 	var n leasehold.Node
 	err := c.db.Write(ctx, func(tx *store.Tx) error {
@@ -223,9 +237,23 @@ func (c *Coordinator) SetPaused(ctx context.Context, id int64, paused bool, by s
 }
 
 // DeleteNode removes a node and its token; what it held is released at its
-// resume points. Errors: not found; conflict when the node holds groups,
+// resume points. A visitor's deletion is carried to its home
+// (carryToHome). Errors: not found; conflict when the node holds groups,
 // unless force.
 func (c *Coordinator) DeleteNode(ctx context.Context, id int64, force bool) error {
+	if name, home, err := c.visitorHome(ctx, id); err != nil || home != "" {
+		if err != nil {
+			return err
+		}
+		// What it holds here is released with it: as at its home, only
+		// when forced.
+		if n, err := c.db.Node(ctx, id); err == nil && n.Held > 0 && !force {
+			return leasehold.Errorf(leasehold.KindConflict,
+				"node %s holds %d group(s) here; deleting it releases them from under its worker: force the delete to do it", name, n.Held)
+		}
+		_, err := c.carryToHome(ctx, id, name, home, AdminOp{Op: opDeleteNode, Force: force})
+		return err
+	}
 	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts, force) })
 }
 

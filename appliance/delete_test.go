@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,22 +53,37 @@ func TestDeleteGroupRemovesWindow(t *testing.T) {
 	}
 }
 
-// TestDeleteGroupRefusedInFleet: a node of a fleet does not delete a
-// group, held or not, since the deletion would not reach its peers; it
-// says so, and the group and its window stay.
-func TestDeleteGroupRefusedInFleet(t *testing.T) {
+// TestDeleteGroupInFleet: a node of a fleet deletes a group it owns as a
+// lone node does, refusing while a worker holds it, and leaves what
+// carries the deletion to its peers: a group_deleted event naming the
+// group and the claim it owned it under, and a tombstone that keeps a
+// late event of the group from making it again.
+func TestDeleteGroupInFleet(t *testing.T) {
 	w := newFleetWorld(t)
+	if err := w.app.DeleteGroup(w.ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("deleting g while held: %v, want a conflict saying it is held", err)
+	}
 	if err := w.app.Coordinator.Release(w.ctx, w.w.ID, w.gid, w.fence); err != nil {
 		t.Fatal(err)
 	}
-	err := w.app.DeleteGroup(w.ctx, "g")
-	if leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "fleet") {
-		t.Fatalf("deleting g in a fleet: %v, want a conflict naming the fleet", err)
+	if err := w.app.DeleteGroup(w.ctx, "g"); err != nil {
+		t.Fatalf("deleting g once released: %v", err)
 	}
-	if _, err := w.app.Coordinator.Group(w.ctx, "g"); err != nil {
-		t.Errorf("g after the refused deletion: %v", err)
+	if _, err := w.app.Coordinator.Group(w.ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		t.Errorf("g after its deletion: %v, want not found", err)
 	}
-	if m, _ := filepath.Glob(filepath.Join(w.dir, "snapshots", "*.gz")); len(m) != 1 {
-		t.Errorf("snapshot files after the refused deletion: %v, want g's", m)
+	if m, _ := filepath.Glob(filepath.Join(w.dir, "snapshots", "*.gz")); len(m) != 0 {
+		t.Errorf("snapshot files after the deletion: %v, want none", m)
+	}
+	var body string
+	if err := w.view.QueryRow(`SELECT body FROM events WHERE kind = 'group_deleted'`).Scan(&body); err != nil {
+		t.Fatalf("the deletion's event: %v", err)
+	}
+	if want := fmt.Sprintf(`{"claim_rev":%d,"name":"g"}`, fleetClaimRev); body != want {
+		t.Errorf("the deletion's event body: %s, want %s", body, want)
+	}
+	var rev int64
+	if err := w.view.QueryRow(`SELECT claim_rev FROM group_tombstones WHERE name = 'g'`).Scan(&rev); err != nil || rev != fleetClaimRev {
+		t.Errorf("g's tombstone: %d, %v; want claim %d", rev, err, fleetClaimRev)
 	}
 }

@@ -120,15 +120,14 @@ func (a *Appliance) DropSnapshot(ctx context.Context, name string) (leasehold.Gr
 	return a.Snapshots.Drop(ctx, name, a.Coordinator.maxAttempts)
 }
 
-// DeleteGroup is an operator deleting the named group: its ranges, lease
-// row and window snapshot go with it in one write, and the snapshot's
-// file once that write is committed. A node of a fleet refuses: the
-// deletion is not carried to its peers, which would keep the group (and
-// hand its claim back), so it is for a lone node only. Errors: not found,
-// conflict (held, or peer sync on), unavailable.
+// DeleteGroup is an operator deleting the named group on a node alone:
+// its ranges, lease row and window snapshot go with it in one write, and
+// the snapshot's file once that write is committed. In a fleet the
+// deletion is the owner's and travels (Appliance.DeleteGroup). Errors:
+// not found, conflict (held, or peer sync on), unavailable.
 func (s *Snapshots) DeleteGroup(ctx context.Context, name string) error {
 	if !s.claims.alone {
-		return leasehold.Errorf(leasehold.KindConflict, "group %s: deleting a group is not carried across the fleet yet; only a lone node (peer sync off) deletes groups", name)
+		return leasehold.Errorf(leasehold.KindConflict, "group %s: in a fleet a group is deleted at its owner (Appliance.DeleteGroup)", name)
 	}
 	return s.db.Write(ctx, func(tx *store.Tx) error {
 		g, old, err := tx.DeleteGroup(name)
@@ -138,11 +137,4 @@ func (s *Snapshots) DeleteGroup(ctx context.Context, name string) error {
 		}
 		return err
 	})
-}
-
-// DeleteGroup is an operator deleting the named group
-// (Snapshots.DeleteGroup). Errors: not found, conflict (held, or peer
-// sync on), unavailable.
-func (a *Appliance) DeleteGroup(ctx context.Context, name string) error {
-	return a.Snapshots.DeleteGroup(ctx, name)
 }

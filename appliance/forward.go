@@ -15,7 +15,7 @@ import (
 
 // AdminOp is an admin write on a group, as carried to its owner.
 type AdminOp struct {
-	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks", "source_error"
+	Op    string     `json:"op"` // "put_group", "plan_tail", "plan_history", "retry", "lift_quarantine", "watermarks", "source_error", "delete_group", "pause_node", "resume_node", "delete_node"
 	Group string     `json:"group"`
 	Spec  *GroupSpec `json:"spec,omitempty"`
 	// High (plan_tail, watermarks), Low (plan_history, watermarks) or Start (retry: the range's
@@ -27,6 +27,11 @@ type AdminOp struct {
 	// node whose worker reported it.
 	Error string `json:"error,omitempty"`
 	Node  string `json:"node,omitempty"`
+	// Force and By are a carried deletion's force and a carried pause's
+	// operator (pause_node, resume_node, delete_node: Node names the node
+	// at its home).
+	Force bool   `json:"force,omitempty"`
+	By    string `json:"by,omitempty"`
 }
 
 // AdminResult is an AdminOp's answer.
@@ -35,6 +40,7 @@ type AdminResult struct {
 	Created bool             `json:"created,omitempty"`
 	Planned int64            `json:"planned,omitempty"`
 	Range   *leasehold.Range `json:"range,omitempty"`
+	Node    *leasehold.Node  `json:"node,omitempty"`
 }
 
 // ensureOwned makes sure this node holds group's claim in its fleet
@@ -87,6 +93,9 @@ func (c *Coordinator) originOf(ctx context.Context, group string) (string, Forwa
 // node owns. A group whose state is another peer's here is a conflict: it
 // is never carried on, so a write cannot go round the fleet.
 func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, error) {
+	if nodeOp(op.Op) {
+		return c.applyNodeOp(ctx, op)
+	}
 	g, err := c.db.GroupByName(ctx, op.Group)
 	if err != nil && !(op.Op == "put_group" && leasehold.ErrorKind(err) == leasehold.KindNotFound) {
 		return AdminResult{}, err
@@ -132,6 +141,8 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 		res.Planned, err = c.reportWatermarks(ctx, op.Group, op.Low, op.High)
 	case "source_error":
 		err = c.reportSourceError(ctx, op.Group, op.Node, op.Error)
+	case "delete_group":
+		err = c.deleteGroup(ctx, op.Group)
 	case "lift_quarantine":
 		var g leasehold.Group
 		g, err = c.liftQuarantine(ctx, op.Group)

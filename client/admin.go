@@ -107,8 +107,8 @@ func (c *Client) DeleteNode(ctx context.Context, id int64, force bool) error {
 }
 
 // DeleteGroup deletes the group name with its ranges and window. An
-// unknown group is leasehold.ErrNotFound; a held group, or any group of a
-// node running in a fleet, is leasehold.ErrConflict.
+// unknown group is leasehold.ErrNotFound; a held group is
+// leasehold.ErrConflict. In a fleet it is deleted at every node.
 func (c *Client) DeleteGroup(ctx context.Context, name string) error {
 	_, err := c.do(ctx, http.MethodDelete, pathf("/api/v1/groups/%s", name), nil, nil)
 	return err

@@ -129,6 +129,7 @@ type Fleet struct {
 	copies atomic.Int32
 
 	claims    *Claims
+	removals  *Removals
 	publisher *Publisher
 	folder    *Folder
 	snapshots *Replicator
@@ -377,7 +378,14 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
 			return backoffStop{err}
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+			var err error
+			f.removals, err = newRemovals(ctx, f.js, copies, node.DB, f.claims, cfg.Name, node.MaxAttempts, f.log)
+			return err
+		})
 	})
 	if err != nil {
 		return err
@@ -385,6 +393,8 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.members = NewMembers(f.claims.lives, f.claims.kv, cfg.Name, cfg.ClaimTTL, f.log)
 	f.members.readLife = f.claims.readLife
 	f.members.ring = f.gate.ring
+	f.members.gone = f.removals.Removed
+	f.removals.keys = ringWithdrawer{f.gate.ring, f.log}
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	carrier.id = f.gate.id
@@ -392,8 +402,10 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		Asker: carrier, Orphans: f.members, Every: cfg.ClaimTTL / 3, Logger: f.log})
 	f.publisher = NewPublisher(f.js, node.DB, cfg.Name, records, f.snapshots, f.log)
 	f.publisher.id, f.publisher.ring = f.gate.id, f.gate.ring
-	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.gate.ring}, f.log)
+	f.removals.rebuilder = dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.gate.ring, f.removals}
+	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, f.removals.rebuilder, f.log)
 	f.folder.ring = f.gate.ring
+	f.removals.want = own.Want
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
 	admin.id, admin.ring = f.gate.id, f.gate.ring
 	dumper := NewDumper(f.nc, node.DB, cfg.Name, f.log)
@@ -410,6 +422,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		service.Part{Name: "admin forwarder", Service: admin},
 		service.Part{Name: "state dumps", Service: dumper},
 		service.Part{Name: "members", Service: f.members},
+		service.Part{Name: "removals", Service: f.removals},
 		service.Part{Name: "copy raiser", Service: newCopyRaiser(f.js, engineStreams, cfg.Replicas, f.log)},
 	)
 	return nil
@@ -429,9 +442,13 @@ type dumpRebuilder struct {
 	db          *store.DB
 	maxAttempts int64
 	ring        *Keyring
+	removals    *Removals
 }
 
 func (r dumpRebuilder) Rebuild(ctx context.Context, origin string) error {
+	if r.removals != nil && r.removals.Removed(origin) {
+		return nil // nothing of a removed member is taken
+	}
 	return rebuild(ctx, r.nc, r.db, origin, r.maxAttempts, r.ring)
 }
 

@@ -477,6 +477,14 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, last uint64, newe
 // its node, a late plan, and the peer's position.
 func (f *Folder) apply(tx *store.Tx, it foldItem) error {
 	m := it.m
+	if gone, err := tx.MemberRemoved(m.Origin); err != nil || gone {
+		return err // removed from the fleet: nothing of it is taken (removal.go)
+	}
+	if g := m.GroupGone; g != nil {
+		if err := tx.FoldGroupGone(m.Origin, g.Name, g.ClaimRev); err != nil {
+			return err
+		}
+	}
 	if m.Group != nil {
 		id, ok, err := tx.FoldGroup(m.Origin, *m.Group, f.maxAttempts)
 		if err != nil {
@@ -523,10 +531,10 @@ func coalesce(items []foldItem) []foldItem {
 	peers := map[string]int{}
 	for _, it := range items {
 		m := it.m
-		if m.Late != nil {
-			// A late plan is replayed alone and in order (it carries no
+		if m.Late != nil || m.GroupGone != nil {
+			// A late plan is replayed alone and in order, and so is a group's deletion (they carry no
 			// state to merge).
-			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Late: m.Late}})
+			out = append(out, foldItem{seq: it.seq, m: Message{Origin: m.Origin, Catalog: m.Catalog, Event: m.Event, At: m.At, Kind: m.Kind, Late: m.Late, GroupGone: m.GroupGone}})
 			continue
 		}
 		if m.Group != nil {

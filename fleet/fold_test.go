@@ -66,7 +66,7 @@ func foldJoin(t *testing.T, url, name, dir string) *foldPeer {
 	}
 	maxAttempts := p.app.Config.MaxAttempts
 	p.pub = NewPublisher(p.js, p.db, name, records, nil, claimQuiet)
-	p.folder = NewFolder(p.js, p.db, name, records, maxAttempts, dumpRebuilder{p.nc, p.db, maxAttempts, memoryKeyring(nil)}, claimQuiet)
+	p.folder = NewFolder(p.js, p.db, name, records, maxAttempts, dumpRebuilder{p.nc, p.db, maxAttempts, memoryKeyring(nil), nil}, claimQuiet)
 	dumpServe(t, p.nc, p.dumpNode)
 	p.pub.Start(context.Background())
 	t.Cleanup(p.pub.Stop)

@@ -77,6 +77,10 @@ type Members struct {
 	// a forged one is passed over, and the member's view stays as the
 	// last believed value left it.
 	ring *Keyring
+	// gone, when set, names the members removed from the fleet: not
+	// listed, not counted (their lives are still followed, for the
+	// takeover of their groups).
+	gone func(string) bool
 
 	service.Base
 }
@@ -374,6 +378,9 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	known := map[string]bool{}
+	if m.gone != nil {
+		peers = slices.DeleteFunc(peers, func(p leasehold.Peer) bool { return m.gone(p.Name) })
+	}
 	for i := range peers {
 		p := &peers[i]
 		known[p.Name] = true
@@ -393,7 +400,7 @@ func (m *Members) states(peers []leasehold.Peer) []leasehold.Peer {
 		}
 	}
 	for node, mb := range m.members {
-		if known[node] {
+		if known[node] || (m.gone != nil && m.gone(node)) {
 			continue
 		}
 		peers = append(peers, leasehold.Peer{Name: node, State: mb.state, StateSince: new(mb.since.UTC())})

@@ -96,6 +96,10 @@ type Message struct {
 	Node *store.FleetNode `json:"node,omitempty"`
 	// NodeGone names a worker node the origin deleted.
 	NodeGone string `json:"node_gone,omitempty"`
+	// GroupGone is a group the origin deleted, as its owner, under the
+	// claim it names: every node deletes it and keeps its tombstone
+	// (store.Tx.FoldGroupGone).
+	GroupGone *GroupGone `json:"group_gone,omitempty"`
 	// Late is a plan the origin made while it owned a group and published
 	// only after its catalog took a newer owner's state of it: the plan
 	// without the state, which every node replays (store.ReplayLatePlan).

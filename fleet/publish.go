@@ -341,6 +341,9 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]M
 			}
 			m.Late = late
 		}
+		if e.Kind == store.EventGroupDeleted {
+			m.GroupGone = groupGone(e)
+		}
 		if e.Kind == store.EventSnapshotStored && e.GroupID != nil {
 			if g, err := p.db.OwnStateName(ctx, *e.GroupID); err == nil && g != "" {
 				snapshots = append(snapshots, g)

@@ -234,13 +234,13 @@ func (db *DB) rawExec(q string, args ...any) error {
 // TestMigration: a catalog made at version 1 (testdata/schema-v1.sql, the
 // first released schema), at version 5 (testdata/schema-v5.sql, the last
 // before rule 10) or at version 6 (testdata/schema-v6.sql, the last
-// without tallies or flaps) is brought up to version 13 and the same schema a new
+// without tallies or flaps) is brought up to version 14 and the same schema a new
 // catalog gets, keeps its rows (of kind default: rule 12; its nodes
 // registered here, no visitors: version 13), and gets an identity that
 // lasts across reopening.
 func TestMigration(t *testing.T) {
-	if leasehold.SchemaVersion != 13 {
-		t.Fatalf("SchemaVersion = %d, want 13 (node tokens that travel)", leasehold.SchemaVersion)
+	if leasehold.SchemaVersion != 14 {
+		t.Fatalf("SchemaVersion = %d, want 14 (members that leave, deletes that travel)", leasehold.SchemaVersion)
 	}
 	for _, c := range []struct {
 		name    string
@@ -261,8 +261,8 @@ func TestMigration(t *testing.T) {
 				t.Errorf("migrated schema differs from a new catalog's:\n got %s\nwant %s", got, want)
 			}
 			var v int
-			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 13 {
-				t.Errorf("user_version after migration = %d, %v; want 13", v, err)
+			if err := migrated.r.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 14 {
+				t.Errorf("user_version after migration = %d, %v; want 14", v, err)
 			}
 			var n int
 			if err := migrated.r.QueryRow(`SELECT count(*) FROM groups WHERE name = 'alt.kept' AND kind = 'default'`).Scan(&n); err != nil || n != 1 {

@@ -116,6 +116,10 @@ func (tx *Tx) FoldGroup(origin string, g PeerGroup, maxAttempts int64) (int64, b
 	if !leasehold.ValidGroupName(g.Name) || g.RangeSize < 1 {
 		return 0, false, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q is not valid", origin, g.Name)
 	}
+	if dead, err := tx.buried(g.Name, g.ClaimRev); err != nil || dead {
+		// Deleted in the fleet since: a late event makes nothing again.
+		return 0, false, err
+	}
 	now := ms(tx.now)
 	carried, err := carriedColumns(origin, g)
 	if err != nil {

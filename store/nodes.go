@@ -308,17 +308,19 @@ func (db *DB) Node(ctx context.Context, id int64) (leasehold.Node, error) {
 // Nodes lists every node registered here by id; visitors are their
 // home's (PeerNodes lists them there).
 func (db *DB) Nodes(ctx context.Context) ([]leasehold.Node, error) {
-	rows, err := db.query(ctx, `SELECT `+nodeColumns+` FROM nodes n WHERE n.home = '' ORDER BY n.id`)
+	rows, err := db.query(ctx, `SELECT `+nodeColumns+`, n.home FROM nodes n ORDER BY n.id`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := []leasehold.Node{}
 	for rows.Next() {
-		n, err := scanNode(rows)
+		var home string
+		n, err := scanNode(homeScan{rows, &home})
 		if err != nil {
 			return nil, mapError(err, "listing nodes")
 		}
+		n.Home = home
 		out = append(out, n)
 	}
 	return out, mapError(rows.Err(), "listing nodes")

@@ -104,6 +104,11 @@ func (tx *Tx) FoldPeerGroups(origin string, gs []PeerGroupState, maxAttempts int
 		case !errors.Is(err, sql.ErrNoRows):
 			return mapError(err, "folding a peer's group")
 		}
+		if dead, err := tx.buried(g.Group.Name, g.Group.ClaimRev); err != nil {
+			return err
+		} else if dead {
+			continue // deleted in the fleet since (FoldGroup)
+		}
 		row, err := newGroupRow(origin, next, g, now)
 		if err != nil {
 			return err

@@ -12,7 +12,7 @@ import (
 
 // TestVisitor: a token registered at peer a (its hash folded from a's
 // node) lets its node in here as a visitor that leases like a node of
-// this node's own, is not listed among the nodes registered here, and
+// this node's own, is listed among the nodes with its home, and
 // follows a's events: a pause, a new token (the old one refused at once,
 // remembered authentication or not), a deletion (what it held released),
 // a hash no longer sent. Changes made here are conflicts, and a name
@@ -57,8 +57,8 @@ func TestVisitor(t *testing.T) {
 			t.Fatalf("NodeByTokenHash = %+v, %v; want the visitor %d", got, err, a.ID)
 		}
 	}
-	if ns, err := db.Nodes(ctx); err != nil || len(ns) != 1 || ns[0].Name != "w" {
-		t.Fatalf("Nodes = %+v, %v; want only w, registered here", ns, err)
+	if ns, err := db.Nodes(ctx); err != nil || len(ns) != 2 || ns[0].Name != "w" || ns[0].Home != "" || ns[1].Name != "wa" || ns[1].Home != "a" {
+		t.Fatalf("Nodes = %+v, %v; want w, registered here, and wa, a visitor from a", ns, err)
 	}
 	if f, home, err := db.FleetNode(ctx, a.ID); err != nil || home != "a" || f.TokenHash != nil {
 		t.Fatalf("FleetNode = %+v, %q, %v; want home a, no hash published", f, home, err)

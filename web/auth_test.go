@@ -118,6 +118,9 @@ func (w *authWorld) routes() []route {
 		{"GET", "/api/v1/rules", "/api/v1/rules", "", 200, 403, false},
 		{"GET", "/api/v1/findings", "/api/v1/findings", "", 200, 403, false},
 		{"GET", "/api/v1/peers", "/api/v1/peers", "", 200, 403, false},
+		// A node alone has no members to remove or approve.
+		{"DELETE", "/api/v1/peers/:name", "/api/v1/peers/n2", "", 409, 403, false},
+		{"POST", "/api/v1/peers/:name/approve", "/api/v1/peers/n2/approve", "", 409, 403, false},
 		{"GET", "/api/v1/backup", "/api/v1/backup", "", 200, 403, false},
 
 		// Go's runtime profiles: the admin token's alone.

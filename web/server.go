@@ -33,6 +33,10 @@ type Options struct {
 	// Peers, when set, answers GET /api/v1/peers (peer sync runs); without
 	// it the node answers that it runs alone.
 	Peers func(context.Context) (leasehold.FleetStatus, error)
+	// Members, when set, removes members from the fleet and approves
+	// them again (DELETE /api/v1/peers/{name}); without it the node
+	// answers that it runs alone.
+	Members Members
 	// Timeouts against slow clients; zero takes the defaults below. Tests
 	// shorten them to see a slow client cut off.
 	ReadHeaderTimeout time.Duration
@@ -60,6 +64,7 @@ type Server struct {
 	metrics *Metrics
 	log     *slog.Logger
 	peers   func(context.Context) (leasehold.FleetStatus, error)
+	members Members
 	refused refusals
 	// trustedProxies may say a request came over HTTPS (overHTTPS).
 	trustedProxies []netip.Prefix
@@ -109,7 +114,7 @@ func New(node Node, o Options) *Server {
 	if o.SnapshotUploadTimeout <= 0 {
 		o.SnapshotUploadTimeout = DefaultSnapshotUploadTimeout
 	}
-	s := &Server{node: node, admin: &adminToken{token: o.AdminToken, file: o.AdminTokenFile}, metrics: o.Metrics, log: o.Logger, peers: o.Peers,
+	s := &Server{node: node, admin: &adminToken{token: o.AdminToken, file: o.AdminTokenFile}, metrics: o.Metrics, log: o.Logger, peers: o.Peers, members: o.Members,
 		jsonRead: o.JSONReadTimeout, streamIdle: o.StreamIdleTimeout, uploadTotal: o.SnapshotUploadTimeout, refused: refusals{nodes: map[int64]*refusalSum{}},
 		timeline: newTimeline(node.Watchman.Now()), trustedProxies: o.TrustedProxies}
 	e := echo.New()
@@ -173,6 +178,8 @@ func New(node Node, o Options) *Server {
 	admin(http.MethodGet, "/rules", s.getRules)
 	admin(http.MethodGet, "/findings", s.findings)
 	admin(http.MethodGet, "/peers", s.listPeers)
+	admin(http.MethodDelete, "/peers/:name", s.removeMember)
+	admin(http.MethodPost, "/peers/:name/approve", s.approveMember)
 	admin(http.MethodGet, "/backup", s.backup)
 
 	// Refused holder calls are counted, and logged once a minute a node.

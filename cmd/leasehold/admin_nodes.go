@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -199,7 +201,14 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 	if now.IsZero() { // a node that sends no Date: this machine's clock
 		now = time.Now()
 	}
-	return a.table([]string{"ID", "NAME", "KINDS", "STATE", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}, len(ns), func(i int) []any {
+	head := []string{"ID", "NAME", "KINDS", "STATE", "PRIORITY", "CAPACITY", "HELD", "PAUSED", "LAST_SEEN"}
+	// Visitors (registered at another node of the fleet) say where: a
+	// HOME column, only when there are any.
+	visitors := slices.ContainsFunc(ns, func(n leasehold.Node) bool { return n.Home != "" })
+	if visitors {
+		head = append(head, "HOME")
+	}
+	return a.table(head, len(ns), func(i int) []any {
 		n := ns[i]
 		paused := "no"
 		if n.Paused {
@@ -209,7 +218,11 @@ func (a *adminCmd) nodesList(ctx context.Context, args []string) error {
 		if n.LastSeenAt != nil {
 			seen = max(now.Sub(*n.LastSeenAt), 0).Round(time.Second).String() + " ago"
 		}
-		return []any{n.ID, n.Name, strings.Join(n.Kinds, ","), n.State, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
+		row := []any{n.ID, n.Name, strings.Join(n.Kinds, ","), n.State, fmt.Sprintf("%d..%d", n.PriorityMin, n.PriorityMax), n.Capacity, n.Held, paused, seen}
+		if visitors {
+			row = append(row, cmp.Or(n.Home, "here"))
+		}
+		return row
 	})
 }
 

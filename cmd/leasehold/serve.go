@@ -576,7 +576,7 @@ func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certific
 	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
 		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
 	if peers != nil {
-		opts.Peers = peers.Peers
+		opts.Peers, opts.Members = peers.Peers, peers
 	}
 	srv := web.New(web.NodeOf(app), opts)
 	m.mu.Lock()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,15 +81,39 @@ func TestTokenTravels(t *testing.T) {
 	if d, err := adminB.Group(ctx, "alt.travel"); err != nil || d.Lease == nil || d.Lease.Node != "w" || d.Ranges[leasehold.StatusDone] != 1 {
 		t.Fatalf("alt.travel at node-b: %+v, %v; want held by w, one range done", d, err)
 	}
-	if ns, err := adminB.Nodes(ctx); err != nil || len(ns) != 0 {
-		t.Fatalf("node-b's own nodes: %+v, %v; want none (w is node-a's)", ns, err)
+	if ns, err := adminB.Nodes(ctx); err != nil || len(ns) != 1 || ns[0].Name != "w" || ns[0].Home != "node-a" {
+		t.Fatalf("node-b's nodes: %+v, %v; want w, a visitor from node-a", ns, err)
 	}
 
-	// w is changed only at a: at b (where it is node 1, b having none of
-	// its own) a pause or a new token is a conflict.
-	if _, err := adminB.PauseNode(ctx, 1, "ops"); !errors.Is(err, leasehold.ErrConflict) {
-		t.Errorf("pausing w at node-b: %v; want a conflict", err)
+	// A pause of w at b (where it is node 1, b having none of its own)
+	// is carried to a, its home, and comes back to b from there; so is
+	// its resume. Its token is changed only at a.
+	if n, err := adminB.PauseNode(ctx, 1, "ops"); err != nil || !n.Paused || n.Home != "node-a" || n.ID != 1 {
+		t.Fatalf("pausing w at node-b: %+v, %v; want paused, carried to node-a", n, err)
 	}
+	for _, c := range []struct {
+		at     *client.Client
+		id     int64
+		paused bool
+	}{{adminA, w.ID, true}, {adminB, 1, true}} {
+		poll.Until(t, 10*time.Second, "w paused at both nodes", func() error {
+			n, err := nodeByID(ctx, c.at, c.id)
+			if err == nil && (!n.Paused || n.PausedBy != "ops") {
+				err = fmt.Errorf("w: paused %v by %q", n.Paused, n.PausedBy)
+			}
+			return err
+		})
+	}
+	if _, err := adminB.ResumeNode(ctx, 1, "ops"); err != nil {
+		t.Fatalf("resuming w at node-b: %v", err)
+	}
+	poll.Until(t, 10*time.Second, "w resumed at node-b", func() error {
+		n, err := nodeByID(ctx, adminB, 1)
+		if err == nil && n.Paused {
+			err = errors.New("w still paused")
+		}
+		return err
+	})
 	if _, err := atB.RotateNodeToken(ctx, 1); !errors.Is(err, leasehold.ErrConflict) {
 		t.Errorf("w's own new token at node-b: %v; want a conflict", err)
 	}
@@ -122,6 +147,41 @@ func TestTokenTravels(t *testing.T) {
 		t.Fatalf("alt.travel at node-b after w's deletion: %+v, %v; want released", d.Lease, err)
 	}
 
+	// A visitor deleted at b (revoked where it works): deleted at a, its
+	// home, and its token refused at both.
+	v, err := adminA.RegisterNode(ctx, client.NodeSpec{Name: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vAtB := client.New(b.url, v.Token)
+	poll.Until(t, 30*time.Second, "v let in at node-b", func() error { _, err := vAtB.Lease(ctx); return err })
+	var vid int64
+	ns, err := adminB.Nodes(ctx)
+	for _, n := range ns {
+		if n.Name == "v" {
+			vid = n.ID
+		}
+	}
+	if err != nil || vid == 0 {
+		t.Fatalf("v among node-b's nodes: %+v, %v", ns, err)
+	}
+	// It holds alt.travel at b (its lease above): forced, as at its home.
+	if err := adminB.DeleteNode(ctx, vid, false); !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "force") {
+		t.Fatalf("deleting the visitor v at node-b while it holds a group there: %v; want a conflict asking for force", err)
+	}
+	if err := adminB.DeleteNode(ctx, vid, true); err != nil {
+		t.Fatalf("deleting the visitor v at node-b: %v", err)
+	}
+	if _, err := nodeByID(ctx, adminA, v.ID); !errors.Is(err, leasehold.ErrNotFound) {
+		t.Errorf("v at node-a, its home, after its deletion at node-b: %v; want not found", err)
+	}
+	for _, at := range []*client.Client{vAtB, client.New(a.url, v.Token)} {
+		poll.Eventually(t, 10*time.Second, "v's token refused", func() bool {
+			_, err := at.Lease(ctx)
+			return errors.Is(err, leasehold.ErrUnauthorized)
+		})
+	}
+
 	// A name registered at both: a's node of that name is kept out at b,
 	// and its worker is told why.
 	if _, err := adminB.RegisterNode(ctx, client.NodeSpec{Name: "twice"}); err != nil {
@@ -135,4 +195,18 @@ func TestTokenTravels(t *testing.T) {
 		_, err := client.New(b.url, twice.Token).Lease(ctx)
 		return errors.Is(err, leasehold.ErrUnauthorized) && strings.Contains(err.Error(), "a name is one node in a fleet")
 	})
+}
+
+// nodeByID is node id as c lists it. Errors: c's, not found.
+func nodeByID(ctx context.Context, c *client.Client, id int64) (leasehold.Node, error) {
+	ns, err := c.Nodes(ctx)
+	if err != nil {
+		return leasehold.Node{}, err
+	}
+	for _, n := range ns {
+		if n.ID == id {
+			return n, nil
+		}
+	}
+	return leasehold.Node{}, fmt.Errorf("node %d: %w", id, leasehold.ErrNotFound)
 }

@@ -114,6 +114,8 @@ export interface Node {
   token?: string;
   /** The kinds of group its worker reads. */
   kinds: string[];
+  /** A visitor's home: the fleet node it is registered at. */
+  home?: string;
 }
 
 export interface RegisteredNode extends Node {
