@@ -296,13 +296,22 @@ func TestFoldGapRebuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Several publisher batches, so the last messages alone cannot carry
-	// everything that changed.
+	// everything that changed: finishes published apart until more than
+	// the stream keeps lies past b's mark (each wait for the outbox sent
+	// is at least one stream message, however many events a batch takes).
 	for range 4 {
 		foldFinish(t, a.dumpNode, "g", 40)
 		a.published(t, stream)
 	}
-	if info, err = stream.Info(ctx); err != nil {
-		t.Fatal(err)
+	for i := 0; ; i++ {
+		if info, err = stream.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info.State.LastSeq-mark > 21 || i == 40 {
+			break
+		}
+		foldFinish(t, a.dumpNode, "g", 2)
+		a.published(t, stream)
 	}
 	// More than the stream keeps was published past b's mark (a stream
 	// message carries a publish batch's events).
@@ -502,8 +511,12 @@ func TestPublishRecordIncarnation(t *testing.T) {
 	stream := foldSetUp(t, js)
 	a := foldJoin(t, url, "node-a", t.TempDir())
 	dumpWork(t, a.dumpNode, "g", 10, 100, 0)
-	foldFinish(t, a.dumpNode, "g", 4) // more events than the new stream will get
-	a.published(t, stream)
+	// More stream messages than the new stream will get: each publish
+	// batch is one message, so one batch a finish.
+	for range 4 {
+		foldFinish(t, a.dumpNode, "g", 1)
+		a.published(t, stream)
+	}
 	record := func() PublishRecord {
 		records, err := js.KeyValue(ctx, PublishedBucket)
 		if err != nil {
