@@ -46,7 +46,18 @@ import (
 // An NZB costs four system calls (create, write, close, rename) and a
 // new name one more (its line appended to the names file, kept open):
 // a group's directory is made, listed and swept once, when its names are
-// first read, so a release's NZB costs little more than rendering it.
+// first read.
+//
+// The NZBs themselves are rendered and written by a goroutine of the
+// writer's, in the order Write and Flush hand them over, while the
+// reading goes on: making a file can cost far more than reading the
+// release (a file system without a journal looks over every inode
+// deleted in the last minutes before it gives one out). Write decides
+// the names and sets each record's nzb at once; Flush waits until every
+// NZB handed over is written, then syncs. At most maxQueued NZBs wait;
+// Write waits for room beyond that. An NZB that fails to write fails
+// the next Write or Flush of the group that read it, and every one after
+// until the group's Reset, so its window never goes up past it.
 type NZBWriter struct {
 	Dir string
 
@@ -59,6 +70,30 @@ type NZBWriter struct {
 	unsynced map[string]bool
 	// temps numbers this process's temporary NZBs.
 	temps atomic.Uint64
+
+	// The NZBs handed to the writing goroutine, which runs while any
+	// wait and ends when none is left. Lock order: mu, then qmu.
+	qmu     sync.Mutex
+	qcond   *sync.Cond // the queue shrank or the goroutine ended
+	queue   []nzbJob
+	writing bool
+	// failed is the first error of an NZB of each reading group, until
+	// the group's Reset.
+	failed map[string]error
+}
+
+// maxQueued bounds the NZBs waiting for the writing goroutine: the
+// reading runs at most that far ahead of the writing.
+const maxQueued = 512
+
+// nzbJob is one NZB for the writing goroutine: rendered and written to
+// path, or, when remove is set, path removed.
+type nzbJob struct {
+	group  string // the group whose reading made it
+	path   string
+	remove bool
+	rel    Release
+	files  []File
 }
 
 // nzbNames are the names claimed in a group's directory.
@@ -111,6 +146,12 @@ func (n *NZBWriter) Written() (bytes, files int64) { return n.bytes.Load(), n.fi
 func (n *NZBWriter) Reset(group string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// What an earlier lease handed over is on disk before the directory
+	// is listed again.
+	n.drain()
+	n.qmu.Lock()
+	delete(n.failed, group)
+	n.qmu.Unlock()
 	delete(n.reading, group)
 	if nm := n.names[group]; nm != nil && nm.file != nil {
 		nm.file.Close()
@@ -127,6 +168,9 @@ func (n *NZBWriter) Reset(group string) {
 func (n *NZBWriter) Write(group string, updates []Update) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.failure(group); err != nil {
+		return err
+	}
 	rd := n.readingOf(group)
 	for i := range updates {
 		u := &updates[i]
@@ -148,9 +192,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 		if !due || len(u.Files) == 0 {
 			if name, ok := names.byKey[u.Release.Key]; ok {
 				delete(rd.pending, dir+"/"+name)
-				if err := n.remove(names, dir, name); err != nil {
-					return err
-				}
+				n.remove(group, names, dir, name)
 			}
 			delete(rd.written, u.Release.Key)
 			continue
@@ -166,9 +208,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			rd.pending[rel] = *u
 			continue
 		}
-		if err := n.write(filepath.Join(n.Dir, dir, name), NZB(u.Release, u.Files)); err != nil {
-			return err
-		}
+		n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), rel: u.Release, files: u.Files})
 		names.present[name] = true
 		rd.written[u.Release.Key] = true
 		delete(rd.pending, rel)
@@ -176,32 +216,126 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			// Renamed (its name changed with a file that came later):
 			// the old file goes, so each release has one NZB.
 			delete(rd.pending, dir+"/"+old)
-			if err := n.remove(names, dir, old); err != nil {
-				return err
-			}
+			n.remove(group, names, dir, old)
 		}
 	}
 	return nil
 }
 
 // Flush writes the NZBs that changed since they were written by the
-// reading of group, and makes every NZB and name written so far durable
-// (syncfs): a window saved after a Flush never runs ahead of its NZBs,
-// even through a power cut. A kill alone loses nothing written before
-// it, synced or not.
+// reading of group, waits until every NZB handed over is written, and
+// makes them and every name given out durable (syncfs): a window saved
+// after a Flush never runs ahead of its NZBs, even through a power cut.
 func (n *NZBWriter) Flush(group string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if rd := n.reading[group]; rd != nil {
 		for _, rel := range slices.Sorted(maps.Keys(rd.pending)) {
 			u := rd.pending[rel]
-			if err := n.write(filepath.Join(n.Dir, filepath.FromSlash(rel)), NZB(u.Release, u.Files)); err != nil {
-				return err
-			}
+			n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, filepath.FromSlash(rel)), rel: u.Release, files: u.Files})
 			delete(rd.pending, rel)
 		}
 	}
+	n.drain()
+	if err := n.failure(group); err != nil {
+		return err
+	}
 	return n.sync()
+}
+
+// Close waits until every NZB handed over is written and closes the
+// names files; the writer can be used again after.
+func (n *NZBWriter) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.drain()
+	for dir, nm := range n.names {
+		if nm.file != nil {
+			nm.file.Close()
+		}
+		delete(n.names, dir)
+	}
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	for _, g := range slices.Sorted(maps.Keys(n.failed)) {
+		return n.failed[g]
+	}
+	return nil
+}
+
+// enqueue hands job to the writing goroutine, started when none runs,
+// after waiting while maxQueued wait. The caller holds n.mu.
+func (n *NZBWriter) enqueue(job nzbJob) {
+	n.dirty(filepath.Dir(job.path))
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	if n.qcond == nil {
+		n.qcond = sync.NewCond(&n.qmu)
+	}
+	for len(n.queue) >= maxQueued {
+		n.qcond.Wait()
+	}
+	n.queue = append(n.queue, job)
+	if !n.writing {
+		n.writing = true
+		go n.writeQueued()
+	}
+}
+
+// writeQueued writes the queue's NZBs in order until it is empty. After
+// a group's first failure, its later NZBs are left unwritten: its window
+// will not go up past them, and a takeover writes them again.
+func (n *NZBWriter) writeQueued() {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	for len(n.queue) > 0 {
+		job := n.queue[0]
+		n.queue[0] = nzbJob{}
+		n.queue = n.queue[1:]
+		n.qcond.Broadcast()
+		failed := n.failed[job.group] != nil
+		n.qmu.Unlock()
+		var err error
+		switch {
+		case failed:
+		case job.remove:
+			if err = os.Remove(job.path); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		default:
+			err = n.write(job.path, NZB(job.rel, job.files))
+		}
+		n.qmu.Lock()
+		if err != nil {
+			if n.failed == nil {
+				n.failed = map[string]error{}
+			}
+			n.failed[job.group] = err
+		}
+	}
+	n.queue = nil
+	n.writing = false
+	n.qcond.Broadcast()
+}
+
+// drain waits until the writing goroutine has written everything handed
+// over.
+func (n *NZBWriter) drain() {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	for n.writing {
+		n.qcond.Wait()
+	}
+}
+
+// failure is the error of group's first NZB that failed since its Reset.
+func (n *NZBWriter) failure(group string) error {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	if err := n.failed[group]; err != nil {
+		return fmt.Errorf("binaries: an NZB of %s was not written: %w", group, err)
+	}
+	return nil
 }
 
 // readingOf is group's reading state, made when missing.
@@ -357,19 +491,17 @@ func safeName(name string) string {
 	return s
 }
 
-// remove removes a group directory's NZB file name, gone or not.
-func (n *NZBWriter) remove(nm *nzbNames, dir, name string) error {
+// remove has the writing goroutine remove a group directory's NZB file
+// name, gone or not, after what it was handed before.
+func (n *NZBWriter) remove(group string, nm *nzbNames, dir, name string) {
 	delete(nm.present, name)
-	if err := os.Remove(filepath.Join(n.Dir, dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), remove: true})
 }
 
 // write writes body to path through a temporary file renamed over it, in
 // four system calls made directly (create, write, close, rename): an
 // *os.File would add the poller's and the cleanup's. The directory is
-// made and swept by namesOf. The caller holds n.mu.
+// made and swept by namesOf. Only the writing goroutine calls it.
 func (n *NZBWriter) write(path string, body []byte) error {
 	dir := filepath.Dir(path)
 	var tmp string
@@ -398,7 +530,6 @@ func (n *NZBWriter) write(path string, body []byte) error {
 	}
 	n.bytes.Add(int64(len(body)))
 	n.files.Add(1)
-	n.dirty(dir)
 	return nil
 }
 
@@ -432,6 +563,12 @@ func (n *NZBWriter) dirty(dir string) {
 func (n *NZBWriter) sync() error {
 	for dir := range n.unsynced {
 		d, err := os.Open(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Gone with its NZBs: the NZB that failed there fails
+			// its own group, not the others.
+			delete(n.unsynced, dir)
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -122,12 +122,18 @@ func TestNZBNames(t *testing.T) {
 	if err := n.Write(group, ups); err != nil {
 		t.Fatal(err)
 	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if *ups[0].Release.NZB != group+"/holiday.nzb" || *ups[1].Release.NZB != group+"/holiday.bbbbbbbb.nzb" {
 		t.Fatalf("names %s and %s", *ups[0].Release.NZB, *ups[1].Release.NZB)
 	}
 	again, _ := NewNZBWriter(dir)
 	ups = []Update{rel(second, "bob"), rel(first, "alice")}
 	if err := again.Write(group, ups); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Flush(group); err != nil {
 		t.Fatal(err)
 	}
 	if *ups[1].Release.NZB != group+"/holiday.nzb" || *ups[0].Release.NZB != group+"/holiday.bbbbbbbb.nzb" {
@@ -183,5 +189,60 @@ func TestSkipsCounted(t *testing.T) {
 	}
 	if s := cutSubject("ab\u00e9", 3); s != "ab" {
 		t.Errorf("a cut inside a UTF-8 sequence: %q", s)
+	}
+}
+
+// TestNZBWriteFailure: an NZB the writing goroutine fails to write (its
+// group's directory gone under it) fails the group's next Flush and
+// Write, so no window goes up past it, until the group's Reset starts
+// over; other groups go on.
+func TestNZBWriteFailure(t *testing.T) {
+	n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	rel := func(group, key string) []Update {
+		r := Release{Key: key, Name: key, Poster: "p", Group: group, Groups: []string{group}, Complete: true}
+		f := File{Key: key + "f", Release: key, Group: group, Groups: []string{group}, Poster: "p", Complete: true,
+			Segments: []Segment{{Number: 1, MessageID: "<" + key + "@lh>", Bytes: 1}}}
+		return []Update{{Release: r, Files: []File{f}, Changed: []bool{true}}}
+	}
+	const group, other = "alt.binaries.lh.rec.fail", "alt.binaries.lh.rec.fine"
+	for _, g := range []string{group, other} {
+		if err := n.Write(g, rel(g, "first")); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Flush(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(n.Dir, group)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Write(group, rel(group, "second")); err != nil {
+		t.Fatalf("handing over an NZB failed at once: %v", err)
+	}
+	if err := n.Flush(group); err == nil {
+		t.Fatal("Flush succeeded though an NZB of the group was not written")
+	}
+	if err := n.Write(group, rel(group, "third")); err == nil {
+		t.Error("Write succeeded after an NZB of the group was not written")
+	}
+	if err := n.Write(other, rel(other, "second")); err != nil {
+		t.Errorf("another group's Write: %v", err)
+	}
+	if err := n.Flush(other); err != nil {
+		t.Errorf("another group's Flush: %v", err)
+	}
+	n.Reset(group)
+	if err := n.Write(group, rel(group, "fourth")); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+	if err := n.Flush(group); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(n.Dir, group, "fourth.nzb")); err != nil {
+		t.Errorf("after Reset: %v", err)
 	}
 }
