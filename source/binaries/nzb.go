@@ -629,6 +629,8 @@ func safeGroup(g string) bool {
 // segments by part number.
 func NZB(r Release, files []File) []byte {
 	var b bytes.Buffer
+	b.Grow(nzbSize(files))
+	var num [20]byte
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
 	b.WriteString(`<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN" "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">` + "\n")
 	b.WriteString(`<nzb xmlns="http://www.newzbin.com/DTD/2003/nzb">` + "\n")
@@ -648,7 +650,7 @@ func NZB(r Release, files []File) []byte {
 		if t, err := time.Parse(time.RFC3339, f.Posted); err == nil {
 			date = strconv.FormatInt(t.Unix(), 10)
 		}
-		fmt.Fprintf(&b, ` <file poster="%s" date="%s" subject="%s">`+"\n", esc(f.Poster), date, esc(f.Subject))
+		b.WriteString(` <file poster="` + esc(f.Poster) + `" date="` + date + `" subject="` + esc(f.Subject) + "\">\n")
 		b.WriteString("  <groups>\n")
 		for _, g := range f.Groups {
 			b.WriteString("   <group>" + esc(g) + "</group>\n")
@@ -656,12 +658,30 @@ func NZB(r Release, files []File) []byte {
 		b.WriteString("  </groups>\n  <segments>\n")
 		for _, s := range f.Segments {
 			id := strings.TrimSuffix(strings.TrimPrefix(s.MessageID, "<"), ">")
-			fmt.Fprintf(&b, `   <segment bytes="%d" number="%d">%s</segment>`+"\n", s.Bytes, s.Number, esc(id))
+			b.WriteString(`   <segment bytes="`)
+			b.Write(strconv.AppendInt(num[:0], s.Bytes, 10))
+			b.WriteString(`" number="`)
+			b.Write(strconv.AppendInt(num[:0], int64(s.Number), 10))
+			b.WriteString(`">`)
+			b.WriteString(esc(id))
+			b.WriteString("</segment>\n")
 		}
 		b.WriteString("  </segments>\n </file>\n")
 	}
 	b.WriteString("</nzb>\n")
 	return b.Bytes()
+}
+
+// nzbSize is about the bytes of the NZB of files, to allocate once.
+func nzbSize(files []File) int {
+	n := 512
+	for _, f := range files {
+		n += 256 + len(f.Subject) + len(f.Poster) + 48*len(f.Groups)
+		for _, s := range f.Segments {
+			n += 64 + len(s.MessageID)
+		}
+	}
+	return n
 }
 
 // sortedFiles orders a release's files by file counter, then name, then
@@ -687,7 +707,17 @@ func sortedFiles(files []File) []File {
 }
 
 // esc escapes text for XML, dropping characters XML 1.0 cannot hold.
+// Text of printable ASCII without a character to escape, as message ids
+// and most subjects are, is its own escape.
 func esc(s string) string {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\'' && c != '&' && c != '<' && c != '>'
+	}
+	if plain {
+		return s
+	}
 	var b bytes.Buffer
 	xml.EscapeText(&b, []byte(strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF {

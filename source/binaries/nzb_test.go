@@ -246,3 +246,22 @@ func TestNZBWriteFailure(t *testing.T) {
 		t.Errorf("after Reset: %v", err)
 	}
 }
+
+// TestNZBEscape: the text of an NZB is escaped alike whether it takes
+// esc's plain path or the whole one: XML's five special characters,
+// tabs and line ends as character references, characters XML 1.0
+// cannot hold dropped, bytes that are not UTF-8 as U+FFFD.
+func TestNZBEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"part1of20.123@bench":     "part1of20.123@bench",
+		`a "b" & 'c' <d>`:         "a &#34;b&#34; &amp; &#39;c&#39; &lt;d&gt;",
+		"tab\there\nline\rend":    "tab&#x9;here&#xA;line&#xD;end",
+		"nul\x00del\x7f":          "nuldel\x7f",
+		"caf\xc3\xa9 \xff \uFFFE": "café \uFFFD ",
+		">":                       "&gt;",
+	} {
+		if got := esc(in); got != want {
+			t.Errorf("esc(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
