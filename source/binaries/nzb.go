@@ -53,8 +53,8 @@ import (
 // reading goes on: making a file can cost far more than reading the
 // release (a file system without a journal looks over every inode
 // deleted in the last minutes before it gives one out). Write decides
-// the names and sets each record's nzb at once; Flush waits until every
-// NZB handed over is written, then syncs. At most maxQueued NZBs wait;
+// the names and sets each record's nzb at once; Wait waits until every
+// NZB handed over is written, and Flush waits, then syncs. At most maxQueued NZBs wait;
 // Write waits for room beyond that. An NZB that fails to write fails
 // the next Write or Flush of the group that read it, and every one after
 // until the group's Reset, so its window never goes up past it.
@@ -241,6 +241,15 @@ func (n *NZBWriter) Flush(group string) error {
 		return err
 	}
 	return n.sync()
+}
+
+// Wait waits until every NZB handed over is written (not synced), and
+// returns the error of group's first NZB that failed since its Reset.
+func (n *NZBWriter) Wait(group string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.drain()
+	return n.failure(group)
 }
 
 // Close waits until every NZB handed over is written and closes the
