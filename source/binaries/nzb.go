@@ -54,10 +54,11 @@ import (
 // release (a file system without a journal looks over every inode
 // deleted in the last minutes before it gives one out). Write decides
 // the names and sets each record's nzb at once; Wait waits until every
-// NZB handed over is written, and Flush waits, then syncs. At most maxQueued NZBs wait;
-// Write waits for room beyond that. An NZB that fails to write fails
-// the next Write or Flush of the group that read it, and every one after
-// until the group's Reset, so its window never goes up past it.
+// NZB handed over is written, and Flush waits, then syncs. At most
+// maxQueued NZBs wait; Write waits for room beyond that. An NZB that
+// fails to write fails the next Write, Wait or Flush of the group that
+// read it, and every one after until the group's Reset, so its window
+// never goes up past it.
 type NZBWriter struct {
 	Dir string
 
@@ -80,6 +81,11 @@ type NZBWriter struct {
 	// failed is the first error of an NZB of each reading group, until
 	// the group's Reset.
 	failed map[string]error
+	// body is the writing goroutine's NZB, its buffer kept.
+	body []byte
+	// noTmpfile is set once a file without a name (O_TMPFILE) could not
+	// be made or linked in: every NZB goes by a temporary name after.
+	noTmpfile atomic.Bool
 }
 
 // maxQueued bounds the NZBs waiting for the writing goroutine: the
@@ -92,8 +98,10 @@ type nzbJob struct {
 	group  string // the group whose reading made it
 	path   string
 	remove bool
-	rel    Release
-	files  []File
+	// fresh is an NZB whose name no file had when it was handed over.
+	fresh bool
+	rel   Release
+	files []File
 }
 
 // nzbNames are the names claimed in a group's directory.
@@ -208,7 +216,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			rd.pending[rel] = *u
 			continue
 		}
-		n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), rel: u.Release, files: u.Files})
+		n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), rel: u.Release, files: u.Files, fresh: !names.present[name]})
 		names.present[name] = true
 		rd.written[u.Release.Key] = true
 		delete(rd.pending, rel)
@@ -312,7 +320,12 @@ func (n *NZBWriter) writeQueued() {
 				err = nil
 			}
 		default:
-			err = n.write(job.path, NZB(job.rel, job.files))
+			n.body = appendNZB(n.body[:0], job.rel, job.files)
+			if job.fresh {
+				err = n.writeNew(job.path, n.body)
+			} else {
+				err = n.write(job.path, n.body)
+			}
 		}
 		n.qmu.Lock()
 		if err != nil {
@@ -542,6 +555,43 @@ func (n *NZBWriter) write(path string, body []byte) error {
 	return nil
 }
 
+// writeNew writes body to path, a name no file had when it was handed
+// over, as a file without a name (O_TMPFILE) linked in whole: the same
+// four system calls as write (open, write, link, close), but one
+// directory entry made where write makes two and removes one, and a
+// kill leaves no temporary file. A file system without O_TMPFILE, no
+// /proc, or a file there after all goes by write.
+func (n *NZBWriter) writeNew(path string, body []byte) error {
+	if n.noTmpfile.Load() {
+		return n.write(path, body)
+	}
+	fd, err := unix.Open(filepath.Dir(path), unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		n.noTmpfile.Store(true)
+		return n.write(path, body)
+	}
+	defer unix.Close(fd)
+	if err := writeAll(fd, body); err != nil {
+		return fmt.Errorf("binaries: writing NZB %s: %w", path, err)
+	}
+	// linkat(AT_EMPTY_PATH) would need CAP_DAC_READ_SEARCH; the file's
+	// link in /proc needs nothing.
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.EEXIST):
+		return n.write(path, body)
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EXDEV):
+		n.noTmpfile.Store(true)
+		return n.write(path, body)
+	default:
+		return fmt.Errorf("binaries: writing NZB %s: %w", path, err)
+	}
+	n.bytes.Add(int64(len(body)))
+	n.files.Add(1)
+	return nil
+}
+
 // writeAll writes body to fd whole, retrying a short or interrupted
 // write.
 func writeAll(fd int, body []byte) error {
@@ -637,8 +687,12 @@ func safeGroup(g string) bool {
 // a group, then one <file> a file (by file counter, then name), its
 // segments by part number.
 func NZB(r Release, files []File) []byte {
-	var b bytes.Buffer
-	b.Grow(nzbSize(files))
+	return appendNZB(make([]byte, 0, nzbSize(files)), r, files)
+}
+
+// appendNZB appends the NZB of a release's files to buf.
+func appendNZB(buf []byte, r Release, files []File) []byte {
+	b := bytes.NewBuffer(buf)
 	var num [20]byte
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
 	b.WriteString(`<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN" "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">` + "\n")

@@ -1,6 +1,7 @@
 package binaries
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -263,5 +264,58 @@ func TestNZBEscape(t *testing.T) {
 		if got := esc(in); got != want {
 			t.Errorf("esc(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestNZBBothWays: an NZB is the same file whether it is made without a
+// name and linked in (a new one) or written to a temporary name and
+// renamed (one replaced, or a file system without O_TMPFILE), and
+// neither way leaves a temporary file.
+func TestNZBBothWays(t *testing.T) {
+	for _, tmpfile := range []bool{true, false} {
+		n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.noTmpfile.Store(!tmpfile)
+		const group = "alt.binaries.lh.rec.ways"
+		var ups []Update
+		for i := range 3 {
+			key := fmt.Sprintf("%032x", i)
+			r := Release{Key: key, Name: fmt.Sprintf("way%d", i), Poster: "p", Group: group, Groups: []string{group}, Complete: true}
+			f := File{Key: key + "f", Release: key, Group: group, Groups: []string{group}, Poster: "p", Complete: true,
+				Segments: []Segment{{Number: 1, MessageID: fmt.Sprintf("<%d@lh>", i), Bytes: 1}}}
+			ups = append(ups, Update{Release: r, Files: []File{f}, Changed: []bool{true}})
+		}
+		// Written twice: made, then replaced by the same release's
+		// later record (a second file).
+		for round := range 2 {
+			if round == 1 {
+				for i := range ups {
+					f := ups[i].Files[0]
+					f.Key, f.Segments = f.Key+"2", []Segment{{Number: 1, MessageID: fmt.Sprintf("<%d.2@lh>", i), Bytes: 2}}
+					ups[i].Files = append(ups[i].Files, f)
+				}
+			}
+			if err := n.Write(group, ups); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Flush(group); err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range ups {
+				body, err := os.ReadFile(filepath.Join(n.Dir, *u.Release.NZB))
+				if err != nil || !bytes.Equal(body, NZB(u.Release, u.Files)) {
+					t.Errorf("O_TMPFILE %v, round %d: %s is not its release's NZB: %v\n%s", tmpfile, round, *u.Release.NZB, err, body)
+				}
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(n.Dir, group, ".nzb-*")); len(left) != 0 {
+			t.Errorf("O_TMPFILE %v: temporary files left: %v", tmpfile, left)
+		}
+		if tmpfile && n.noTmpfile.Load() {
+			t.Log("this file system makes no file without a name: both rounds went by a temporary name")
+		}
+		n.Close()
 	}
 }
