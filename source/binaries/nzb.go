@@ -22,9 +22,10 @@ import (
 )
 
 // NZBWriter writes the NZB of each release that has one (USENET.md
-// "NZB") under Dir: Dir/<group>/<release name>.nzb, NZB 1.1, written to a
-// temporary name and renamed, so a reader never sees half of one, and
-// synced at the next Flush.
+// "NZB") under Dir: Dir/<group>/<release name>.nzb, NZB 1.1, made
+// without a name and linked in (a new one) or written to a temporary
+// name and renamed (one replaced), so a reader never sees half of one,
+// and synced at the next Flush.
 //
 // Writing stays linear in what is read: a release's NZB is written when
 // it first becomes due (complete, or a file of it written incomplete),
@@ -38,13 +39,15 @@ import (
 // kept in the directory's .names file (a line "key<TAB>name" a claim), so
 // a release keeps its name across restarts and takeovers.
 //
-// A worker killed between the two leaves its temporary file behind. The
-// name carries the writing process's id (.nzb-<pid>-*), so the first
-// write into a group's directory removes those of processes that are
-// gone, and never one another worker sharing the directory is writing.
+// A worker killed between writing a temporary name and renaming it
+// leaves the file behind (a file without a name goes with the
+// process). The name carries the writing process's id (.nzb-<pid>-*),
+// so the first write into a group's directory removes those of
+// processes that are gone, and never one another worker sharing the
+// directory is writing.
 //
-// An NZB costs four system calls (create, write, close, rename) and a
-// new name one more (its line appended to the names file, kept open):
+// An NZB costs four system calls (create, write, link or rename, close)
+// and a new name one more (its line appended to the names file, kept open):
 // a group's directory is made, listed and swept once, when its names are
 // first read.
 //
