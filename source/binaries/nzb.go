@@ -139,6 +139,7 @@ func NewNZBWriter(dir string) (*NZBWriter, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("binaries: --nzb %s: %w", dir, err)
 	}
+	spreadGroups(dir)
 	probe, err := os.CreateTemp(dir, ".probe-*")
 	if err != nil {
 		return nil, fmt.Errorf("binaries: --nzb %s cannot be written: %w", dir, err)
@@ -146,6 +147,30 @@ func NewNZBWriter(dir string) (*NZBWriter, error) {
 	probe.Close()
 	os.Remove(probe.Name())
 	return &NZBWriter{Dir: dir}, nil
+}
+
+// topDirFlag is ext2/3/4's FS_TOPDIR_FL, chattr +T.
+const topDirFlag = 0x00020000
+
+// spreadGroups marks dir the top of a directory hierarchy (chattr +T)
+// where the file system knows the mark (ext2/3/4): the group directories
+// made in it are then placed apart, each where the disk has more free
+// inodes and fewer directories than most, not beside dir among every
+// temporary directory of the machine. There, on an ext4 without a
+// journal, making a file passes over every inode deleted nearby in the
+// last minutes, and an NZB cost up to four times the CPU. Best effort:
+// elsewhere dir is left as it is.
+func spreadGroups(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil || flags&topDirFlag != 0 {
+		return
+	}
+	unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|topDirFlag))
 }
 
 // Written is the bytes and files of NZBs written so far.

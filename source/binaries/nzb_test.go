@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/source/nntp"
+	"golang.org/x/sys/unix"
 )
 
 // TestNZBLinear: a release that grows over many batches of one range
@@ -317,5 +318,41 @@ func TestNZBBothWays(t *testing.T) {
 			t.Log("this file system makes no file without a name: both rounds went by a temporary name")
 		}
 		n.Close()
+	}
+}
+
+// TestNZBGroupsSpread: on a file system that keeps the mark (ext4), the
+// NZB directory is marked the top of a directory hierarchy (chattr +T),
+// so its group directories are placed apart from the machine's other
+// directories.
+func TestNZBGroupsSpread(t *testing.T) {
+	base := t.TempDir()
+	// flags are dir's file flags; a file system without them skips.
+	flags := func(dir string) uint32 {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		f, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			t.Skipf("this file system keeps no flags: %v", err)
+		}
+		return f
+	}
+	probe := filepath.Join(base, "probe")
+	if err := os.Mkdir(probe, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spreadGroups(probe)
+	if flags(probe)&topDirFlag == 0 {
+		t.Skip("this file system keeps no top directory mark")
+	}
+	n, err := NewNZBWriter(filepath.Join(base, "nzb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := flags(n.Dir); f&topDirFlag == 0 {
+		t.Errorf("the NZB directory's flags are %#x: not marked the top of a hierarchy", f)
 	}
 }
