@@ -14,7 +14,8 @@
 #                   posted once when missing: the fixed set and
 #                   BENCH_FILES files of 20 parts (default 5000: 100,015
 #                   articles; about 4 minutes), kept for later runs
-#   BENCH_BEFORE    the revision to compare with (default main)
+#   BENCH_BEFORE    the revision to compare with (default main); with
+#                   BENCH_NZB=1, "none" runs this tree's pairs alone
 #   BENCH_ROUNDS    rounds (default 3)
 #   BENCH_RANGE     the group's range size (default 10000)
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
@@ -77,10 +78,16 @@ if [ -z "$high" ] || [ "$high" -lt $((files * 20)) ]; then
 	bash scripts/inn.sh post "${group%.a}" "$files" >&2
 fi
 
-say "building the worker at $before and at this tree"
-mkdir -p "$tmp/before-src"
-git archive "$before" | tar -x -C "$tmp/before-src"
-(cd "$tmp/before-src" && go build -o "$tmp/lh-before" ./cmd/leasehold)
+versions="before after"
+if [ "$before" = none ] && [ "${BENCH_NZB:-}" = 1 ]; then
+	versions=after
+else
+	say "building the worker at $before"
+	mkdir -p "$tmp/before-src"
+	git archive "$before" | tar -x -C "$tmp/before-src"
+	(cd "$tmp/before-src" && go build -o "$tmp/lh-before" ./cmd/leasehold)
+fi
+say "building the worker of this tree"
 go build -o "$tmp/lh-after" ./cmd/leasehold
 
 # worker BIN NAME [FLAGS…]: one uninterrupted worker over the group at a
@@ -155,24 +162,32 @@ worker() {
 if [ "${BENCH_NZB:-}" = 1 ]; then
 	for r in $(seq "$rounds"); do
 		say "round $r of $rounds (--nzb)"
-		for v in before after; do
+		for v in $versions; do
 			nzb_run=0
 			echo "round $r: $(worker "$tmp/lh-$v" "$v")"
 			nzb_run=1
-			rm -rf "$tmp/nzb-$v-nzb"
 			echo "round $r: $(worker "$tmp/lh-$v" "$v-nzb" --nzb "$tmp/nzb-$v-nzb")"
-			rm -rf "$tmp/nzb-$v-nzb"
+			# Kept aside until the end, not removed: on ext4 without a
+			# journal, each file made in the next minutes would pass
+			# over these 12,500 inodes just deleted.
+			mv "$tmp/nzb-$v-nzb" "$tmp/kept-nzb-$v-$r"
 		done
 	done | tee "$tmp/rounds"
-	for v in before before-nzb after after-nzb; do
+	for v in $(for v in $versions; do echo "$v $v-nzb"; done); do
 		grep " $v: " "$tmp/rounds" | sed 's/.*headers in [^:]*: \([0-9]*\) headers\/s, \([0-9.]*\) us.*/\1 \2/' | sort -n |
 			awk -v n="$v" '{ r[NR] = $1; c[NR] = $2 } END { if (NR == 0) exit; m = int((NR + 1) / 2)
 				printf "median %s: %d headers/s, %s us CPU/header (%d rounds)\n", n, r[m], c[m], NR }'
 	done
+	# Each pair's ratio: headers/s with --nzb against without, the same
+	# round (issue 41's target: at least 90%).
+	for v in $versions; do
+		grep -E " $v(-nzb)?: " "$tmp/rounds" | sed 's/^round \([0-9]*\): \([a-z-]*\): .*: \([0-9]*\) headers\/s.*/\1 \2 \3/' |
+			awk -v n="$v" '$2 == n { base[$1] = $3 } $2 == n"-nzb" && base[$1] > 0 { printf "%s, round %s: --nzb at %.0f%% of the headers/s without\n", n, $1, 100 * $3 / base[$1] }'
+	done
 	# NZB bytes written by each binary: its other writes with --nzb less
 	# those of the same round without (window uploads and heartbeats
 	# differ a little with the run's length), against the final NZBs.
-	for v in before after; do
+	for v in $versions; do
 		grep -E " $v(-nzb)?: " "$tmp/rounds" | awk -v n="$v" '
 			{ for (i = 1; i <= NF; i++) { if ($i == "writes") o = $(i+1) + 0; if ($i == "NZBs") f = $(i+1) + 0 } }
 			$3 == n":" { base = o } $3 == n"-nzb:" { printf "%s, round %s NZB bytes written about %.0f for %.0f final (%.1fx)\n", n, $2, o - base, f, (f > 0) ? (o - base) / f : 0 }'

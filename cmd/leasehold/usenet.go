@@ -188,6 +188,13 @@ func runUsenetWorker(ctx context.Context, f workerFlags, log *slog.Logger) (err 
 	err = w.Run(ctx)
 	stopMarks()
 	wg.Wait()
+	if nzbs != nil {
+		// Every window that went up waited for its NZBs; what is left
+		// (a group lost or given up without an upload) is written too.
+		if cerr := nzbs.Close(); cerr != nil {
+			log.Warn("NZBs not written", "err", cerr)
+		}
+	}
 	logSummary(log, skips, nzbs)
 	if err != nil {
 		return err

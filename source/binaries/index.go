@@ -71,7 +71,9 @@ type Indexer struct {
 	Source OverviewSource
 	Sink   Sink
 	// NZB, when set, writes the NZB of each release that has one
-	// (USENET.md "NZB") before the sink writes the records naming it.
+	// (USENET.md "NZB"): handed to it before the sink writes the records
+	// naming it, written while the reading goes on, and on disk before
+	// Index returns.
 	NZB *NZBWriter
 	// Batch is how many article numbers one OVER asks for; 0 means 1000.
 	Batch int64
@@ -238,10 +240,14 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 	}
 	if ix.NZB != nil {
 		defer func() {
-			if err == nil && !ix.flushDue(w.Group) {
-				return
+			// The NZBs are written while the reading goes on; a range
+			// ends with every NZB its records name on disk, synced
+			// when a flush is due.
+			flush := ix.NZB.Wait
+			if err != nil || ix.flushDue(w.Group) {
+				flush = ix.NZB.Flush
 			}
-			if ferr := ix.NZB.Flush(w.Group); ferr != nil && err == nil {
+			if ferr := flush(w.Group); ferr != nil && err == nil {
 				err = fmt.Errorf("binaries: writing NZBs: %w", ferr)
 			}
 		}()

@@ -22,9 +22,10 @@ import (
 )
 
 // NZBWriter writes the NZB of each release that has one (USENET.md
-// "NZB") under Dir: Dir/<group>/<release name>.nzb, NZB 1.1, written to a
-// temporary name and renamed, so a reader never sees half of one, and
-// synced at the next Flush.
+// "NZB") under Dir: Dir/<group>/<release name>.nzb, NZB 1.1, made
+// without a name and linked in (a new one) or written to a temporary
+// name and renamed (one replaced), so a reader never sees half of one,
+// and synced at the next Flush.
 //
 // Writing stays linear in what is read: a release's NZB is written when
 // it first becomes due (complete, or a file of it written incomplete),
@@ -38,15 +39,29 @@ import (
 // kept in the directory's .names file (a line "key<TAB>name" a claim), so
 // a release keeps its name across restarts and takeovers.
 //
-// A worker killed between the two leaves its temporary file behind. The
-// name carries the writing process's id (.nzb-<pid>-*), so the first
-// write into a group's directory removes those of processes that are
-// gone, and never one another worker sharing the directory is writing.
+// A worker killed between writing a temporary name and renaming it
+// leaves the file behind (a file without a name goes with the
+// process). The name carries the writing process's id (.nzb-<pid>-*),
+// so the first write into a group's directory removes those of
+// processes that are gone, and never one another worker sharing the
+// directory is writing.
 //
-// An NZB costs four system calls (create, write, close, rename) and a
-// new name one more (its line appended to the names file, kept open):
+// An NZB costs four system calls (create, write, link or rename, close)
+// and a new name one more (its line appended to the names file, kept open):
 // a group's directory is made, listed and swept once, when its names are
-// first read, so a release's NZB costs little more than rendering it.
+// first read.
+//
+// The NZBs themselves are rendered and written by a goroutine of the
+// writer's, in the order Write and Flush hand them over, while the
+// reading goes on: making a file can cost far more than reading the
+// release (a file system without a journal looks over every inode
+// deleted in the last minutes before it gives one out). Write decides
+// the names and sets each record's nzb at once; Wait waits until every
+// NZB handed over is written, and Flush waits, then syncs. At most
+// maxQueued NZBs wait; Write waits for room beyond that. An NZB that
+// fails to write fails the next Write, Wait or Flush of the group that
+// read it, and every one after until the group's Reset, so its window
+// never goes up past it.
 type NZBWriter struct {
 	Dir string
 
@@ -59,6 +74,37 @@ type NZBWriter struct {
 	unsynced map[string]bool
 	// temps numbers this process's temporary NZBs.
 	temps atomic.Uint64
+
+	// The NZBs handed to the writing goroutine, which runs while any
+	// wait and ends when none is left. Lock order: mu, then qmu.
+	qmu     sync.Mutex
+	qcond   *sync.Cond // the queue shrank or the goroutine ended
+	queue   []nzbJob
+	writing bool
+	// failed is the first error of an NZB of each reading group, until
+	// the group's Reset.
+	failed map[string]error
+	// body is the writing goroutine's NZB, its buffer kept.
+	body []byte
+	// noTmpfile is set once a file without a name (O_TMPFILE) could not
+	// be made or linked in: every NZB goes by a temporary name after.
+	noTmpfile atomic.Bool
+}
+
+// maxQueued bounds the NZBs waiting for the writing goroutine: the
+// reading runs at most that far ahead of the writing.
+const maxQueued = 512
+
+// nzbJob is one NZB for the writing goroutine: rendered and written to
+// path, or, when remove is set, path removed.
+type nzbJob struct {
+	group  string // the group whose reading made it
+	path   string
+	remove bool
+	// fresh is an NZB whose name no file had when it was handed over.
+	fresh bool
+	rel   Release
+	files []File
 }
 
 // nzbNames are the names claimed in a group's directory.
@@ -93,6 +139,7 @@ func NewNZBWriter(dir string) (*NZBWriter, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("binaries: --nzb %s: %w", dir, err)
 	}
+	spreadGroups(dir)
 	probe, err := os.CreateTemp(dir, ".probe-*")
 	if err != nil {
 		return nil, fmt.Errorf("binaries: --nzb %s cannot be written: %w", dir, err)
@@ -100,6 +147,30 @@ func NewNZBWriter(dir string) (*NZBWriter, error) {
 	probe.Close()
 	os.Remove(probe.Name())
 	return &NZBWriter{Dir: dir}, nil
+}
+
+// topDirFlag is ext2/3/4's FS_TOPDIR_FL, chattr +T.
+const topDirFlag = 0x00020000
+
+// spreadGroups marks dir the top of a directory hierarchy (chattr +T)
+// where the file system knows the mark (ext2/3/4): the group directories
+// made in it are then placed apart, each where the disk has more free
+// inodes and fewer directories than most, not beside dir among every
+// temporary directory of the machine. There, on an ext4 without a
+// journal, making a file passes over every inode deleted nearby in the
+// last minutes, and an NZB cost up to four times the CPU. Best effort:
+// elsewhere dir is left as it is.
+func spreadGroups(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil || flags&topDirFlag != 0 {
+		return
+	}
+	unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|topDirFlag))
 }
 
 // Written is the bytes and files of NZBs written so far.
@@ -111,6 +182,12 @@ func (n *NZBWriter) Written() (bytes, files int64) { return n.bytes.Load(), n.fi
 func (n *NZBWriter) Reset(group string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// What an earlier lease handed over is on disk before the directory
+	// is listed again.
+	n.drain()
+	n.qmu.Lock()
+	delete(n.failed, group)
+	n.qmu.Unlock()
 	delete(n.reading, group)
 	if nm := n.names[group]; nm != nil && nm.file != nil {
 		nm.file.Close()
@@ -127,6 +204,9 @@ func (n *NZBWriter) Reset(group string) {
 func (n *NZBWriter) Write(group string, updates []Update) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.failure(group); err != nil {
+		return err
+	}
 	rd := n.readingOf(group)
 	for i := range updates {
 		u := &updates[i]
@@ -148,9 +228,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 		if !due || len(u.Files) == 0 {
 			if name, ok := names.byKey[u.Release.Key]; ok {
 				delete(rd.pending, dir+"/"+name)
-				if err := n.remove(names, dir, name); err != nil {
-					return err
-				}
+				n.remove(group, names, dir, name)
 			}
 			delete(rd.written, u.Release.Key)
 			continue
@@ -166,9 +244,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			rd.pending[rel] = *u
 			continue
 		}
-		if err := n.write(filepath.Join(n.Dir, dir, name), NZB(u.Release, u.Files)); err != nil {
-			return err
-		}
+		n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), rel: u.Release, files: u.Files, fresh: !names.present[name]})
 		names.present[name] = true
 		rd.written[u.Release.Key] = true
 		delete(rd.pending, rel)
@@ -176,32 +252,140 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			// Renamed (its name changed with a file that came later):
 			// the old file goes, so each release has one NZB.
 			delete(rd.pending, dir+"/"+old)
-			if err := n.remove(names, dir, old); err != nil {
-				return err
-			}
+			n.remove(group, names, dir, old)
 		}
 	}
 	return nil
 }
 
 // Flush writes the NZBs that changed since they were written by the
-// reading of group, and makes every NZB and name written so far durable
-// (syncfs): a window saved after a Flush never runs ahead of its NZBs,
-// even through a power cut. A kill alone loses nothing written before
-// it, synced or not.
+// reading of group, waits until every NZB handed over is written, and
+// makes them and every name given out durable (syncfs): a window saved
+// after a Flush never runs ahead of its NZBs, even through a power cut.
 func (n *NZBWriter) Flush(group string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if rd := n.reading[group]; rd != nil {
 		for _, rel := range slices.Sorted(maps.Keys(rd.pending)) {
 			u := rd.pending[rel]
-			if err := n.write(filepath.Join(n.Dir, filepath.FromSlash(rel)), NZB(u.Release, u.Files)); err != nil {
-				return err
-			}
+			n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, filepath.FromSlash(rel)), rel: u.Release, files: u.Files})
 			delete(rd.pending, rel)
 		}
 	}
+	n.drain()
+	if err := n.failure(group); err != nil {
+		return err
+	}
 	return n.sync()
+}
+
+// Wait waits until every NZB handed over is written (not synced), and
+// returns the error of group's first NZB that failed since its Reset.
+func (n *NZBWriter) Wait(group string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.drain()
+	return n.failure(group)
+}
+
+// Close waits until every NZB handed over is written and closes the
+// names files; the writer can be used again after.
+func (n *NZBWriter) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.drain()
+	for dir, nm := range n.names {
+		if nm.file != nil {
+			nm.file.Close()
+		}
+		delete(n.names, dir)
+	}
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	for _, g := range slices.Sorted(maps.Keys(n.failed)) {
+		return n.failed[g]
+	}
+	return nil
+}
+
+// enqueue hands job to the writing goroutine, started when none runs,
+// after waiting while maxQueued wait. The caller holds n.mu.
+func (n *NZBWriter) enqueue(job nzbJob) {
+	n.dirty(filepath.Dir(job.path))
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	if n.qcond == nil {
+		n.qcond = sync.NewCond(&n.qmu)
+	}
+	for len(n.queue) >= maxQueued {
+		n.qcond.Wait()
+	}
+	n.queue = append(n.queue, job)
+	if !n.writing {
+		n.writing = true
+		go n.writeQueued()
+	}
+}
+
+// writeQueued writes the queue's NZBs in order until it is empty. After
+// a group's first failure, its later NZBs are left unwritten: its window
+// will not go up past them, and a takeover writes them again.
+func (n *NZBWriter) writeQueued() {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	for len(n.queue) > 0 {
+		job := n.queue[0]
+		n.queue[0] = nzbJob{}
+		n.queue = n.queue[1:]
+		n.qcond.Broadcast()
+		failed := n.failed[job.group] != nil
+		n.qmu.Unlock()
+		var err error
+		switch {
+		case failed:
+		case job.remove:
+			if err = os.Remove(job.path); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		default:
+			n.body = appendNZB(n.body[:0], job.rel, job.files)
+			if job.fresh {
+				err = n.writeNew(job.path, n.body)
+			} else {
+				err = n.write(job.path, n.body)
+			}
+		}
+		n.qmu.Lock()
+		if err != nil {
+			if n.failed == nil {
+				n.failed = map[string]error{}
+			}
+			n.failed[job.group] = err
+		}
+	}
+	n.queue = nil
+	n.writing = false
+	n.qcond.Broadcast()
+}
+
+// drain waits until the writing goroutine has written everything handed
+// over.
+func (n *NZBWriter) drain() {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	for n.writing {
+		n.qcond.Wait()
+	}
+}
+
+// failure is the error of group's first NZB that failed since its Reset.
+func (n *NZBWriter) failure(group string) error {
+	n.qmu.Lock()
+	defer n.qmu.Unlock()
+	if err := n.failed[group]; err != nil {
+		return fmt.Errorf("binaries: an NZB of %s was not written: %w", group, err)
+	}
+	return nil
 }
 
 // readingOf is group's reading state, made when missing.
@@ -357,19 +541,17 @@ func safeName(name string) string {
 	return s
 }
 
-// remove removes a group directory's NZB file name, gone or not.
-func (n *NZBWriter) remove(nm *nzbNames, dir, name string) error {
+// remove has the writing goroutine remove a group directory's NZB file
+// name, gone or not, after what it was handed before.
+func (n *NZBWriter) remove(group string, nm *nzbNames, dir, name string) {
 	delete(nm.present, name)
-	if err := os.Remove(filepath.Join(n.Dir, dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), remove: true})
 }
 
 // write writes body to path through a temporary file renamed over it, in
 // four system calls made directly (create, write, close, rename): an
 // *os.File would add the poller's and the cleanup's. The directory is
-// made and swept by namesOf. The caller holds n.mu.
+// made and swept by namesOf. Only the writing goroutine calls it.
 func (n *NZBWriter) write(path string, body []byte) error {
 	dir := filepath.Dir(path)
 	var tmp string
@@ -398,7 +580,43 @@ func (n *NZBWriter) write(path string, body []byte) error {
 	}
 	n.bytes.Add(int64(len(body)))
 	n.files.Add(1)
-	n.dirty(dir)
+	return nil
+}
+
+// writeNew writes body to path, a name no file had when it was handed
+// over, as a file without a name (O_TMPFILE) linked in whole: the same
+// four system calls as write (open, write, link, close), but one
+// directory entry made where write makes two and removes one, and a
+// kill leaves no temporary file. A file system without O_TMPFILE, no
+// /proc, or a file there after all goes by write.
+func (n *NZBWriter) writeNew(path string, body []byte) error {
+	if n.noTmpfile.Load() {
+		return n.write(path, body)
+	}
+	fd, err := unix.Open(filepath.Dir(path), unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		n.noTmpfile.Store(true)
+		return n.write(path, body)
+	}
+	defer unix.Close(fd)
+	if err := writeAll(fd, body); err != nil {
+		return fmt.Errorf("binaries: writing NZB %s: %w", path, err)
+	}
+	// linkat(AT_EMPTY_PATH) would need CAP_DAC_READ_SEARCH; the file's
+	// link in /proc needs nothing.
+	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.EEXIST):
+		return n.write(path, body)
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EXDEV):
+		n.noTmpfile.Store(true)
+		return n.write(path, body)
+	default:
+		return fmt.Errorf("binaries: writing NZB %s: %w", path, err)
+	}
+	n.bytes.Add(int64(len(body)))
+	n.files.Add(1)
 	return nil
 }
 
@@ -432,6 +650,12 @@ func (n *NZBWriter) dirty(dir string) {
 func (n *NZBWriter) sync() error {
 	for dir := range n.unsynced {
 		d, err := os.Open(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Gone with its NZBs: the NZB that failed there fails
+			// its own group, not the others.
+			delete(n.unsynced, dir)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -491,7 +715,13 @@ func safeGroup(g string) bool {
 // a group, then one <file> a file (by file counter, then name), its
 // segments by part number.
 func NZB(r Release, files []File) []byte {
-	var b bytes.Buffer
+	return appendNZB(make([]byte, 0, nzbSize(files)), r, files)
+}
+
+// appendNZB appends the NZB of a release's files to buf.
+func appendNZB(buf []byte, r Release, files []File) []byte {
+	b := bytes.NewBuffer(buf)
+	var num [20]byte
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?>` + "\n")
 	b.WriteString(`<!DOCTYPE nzb PUBLIC "-//newzBin//DTD NZB 1.1//EN" "http://www.newzbin.com/DTD/nzb/nzb-1.1.dtd">` + "\n")
 	b.WriteString(`<nzb xmlns="http://www.newzbin.com/DTD/2003/nzb">` + "\n")
@@ -511,7 +741,7 @@ func NZB(r Release, files []File) []byte {
 		if t, err := time.Parse(time.RFC3339, f.Posted); err == nil {
 			date = strconv.FormatInt(t.Unix(), 10)
 		}
-		fmt.Fprintf(&b, ` <file poster="%s" date="%s" subject="%s">`+"\n", esc(f.Poster), date, esc(f.Subject))
+		b.WriteString(` <file poster="` + esc(f.Poster) + `" date="` + date + `" subject="` + esc(f.Subject) + "\">\n")
 		b.WriteString("  <groups>\n")
 		for _, g := range f.Groups {
 			b.WriteString("   <group>" + esc(g) + "</group>\n")
@@ -519,12 +749,30 @@ func NZB(r Release, files []File) []byte {
 		b.WriteString("  </groups>\n  <segments>\n")
 		for _, s := range f.Segments {
 			id := strings.TrimSuffix(strings.TrimPrefix(s.MessageID, "<"), ">")
-			fmt.Fprintf(&b, `   <segment bytes="%d" number="%d">%s</segment>`+"\n", s.Bytes, s.Number, esc(id))
+			b.WriteString(`   <segment bytes="`)
+			b.Write(strconv.AppendInt(num[:0], s.Bytes, 10))
+			b.WriteString(`" number="`)
+			b.Write(strconv.AppendInt(num[:0], int64(s.Number), 10))
+			b.WriteString(`">`)
+			b.WriteString(esc(id))
+			b.WriteString("</segment>\n")
 		}
 		b.WriteString("  </segments>\n </file>\n")
 	}
 	b.WriteString("</nzb>\n")
 	return b.Bytes()
+}
+
+// nzbSize is about the bytes of the NZB of files, to allocate once.
+func nzbSize(files []File) int {
+	n := 512
+	for _, f := range files {
+		n += 256 + len(f.Subject) + len(f.Poster) + 48*len(f.Groups)
+		for _, s := range f.Segments {
+			n += 64 + len(s.MessageID)
+		}
+	}
+	return n
 }
 
 // sortedFiles orders a release's files by file counter, then name, then
@@ -550,7 +798,17 @@ func sortedFiles(files []File) []File {
 }
 
 // esc escapes text for XML, dropping characters XML 1.0 cannot hold.
+// Text of printable ASCII without a character to escape, as message ids
+// and most subjects are, is its own escape.
 func esc(s string) string {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\'' && c != '&' && c != '<' && c != '>'
+	}
+	if plain {
+		return s
+	}
 	var b bytes.Buffer
 	xml.EscapeText(&b, []byte(strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF {

@@ -1,6 +1,7 @@
 package binaries
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/source/nntp"
+	"golang.org/x/sys/unix"
 )
 
 // TestNZBLinear: a release that grows over many batches of one range
@@ -122,12 +124,18 @@ func TestNZBNames(t *testing.T) {
 	if err := n.Write(group, ups); err != nil {
 		t.Fatal(err)
 	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if *ups[0].Release.NZB != group+"/holiday.nzb" || *ups[1].Release.NZB != group+"/holiday.bbbbbbbb.nzb" {
 		t.Fatalf("names %s and %s", *ups[0].Release.NZB, *ups[1].Release.NZB)
 	}
 	again, _ := NewNZBWriter(dir)
 	ups = []Update{rel(second, "bob"), rel(first, "alice")}
 	if err := again.Write(group, ups); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Flush(group); err != nil {
 		t.Fatal(err)
 	}
 	if *ups[1].Release.NZB != group+"/holiday.nzb" || *ups[0].Release.NZB != group+"/holiday.bbbbbbbb.nzb" {
@@ -183,5 +191,168 @@ func TestSkipsCounted(t *testing.T) {
 	}
 	if s := cutSubject("ab\u00e9", 3); s != "ab" {
 		t.Errorf("a cut inside a UTF-8 sequence: %q", s)
+	}
+}
+
+// TestNZBWriteFailure: an NZB the writing goroutine fails to write (its
+// group's directory gone under it) fails the group's next Flush and
+// Write, so no window goes up past it, until the group's Reset starts
+// over; other groups go on.
+func TestNZBWriteFailure(t *testing.T) {
+	n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	rel := func(group, key string) []Update {
+		r := Release{Key: key, Name: key, Poster: "p", Group: group, Groups: []string{group}, Complete: true}
+		f := File{Key: key + "f", Release: key, Group: group, Groups: []string{group}, Poster: "p", Complete: true,
+			Segments: []Segment{{Number: 1, MessageID: "<" + key + "@lh>", Bytes: 1}}}
+		return []Update{{Release: r, Files: []File{f}, Changed: []bool{true}}}
+	}
+	const group, other = "alt.binaries.lh.rec.fail", "alt.binaries.lh.rec.fine"
+	for _, g := range []string{group, other} {
+		if err := n.Write(g, rel(g, "first")); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Flush(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(n.Dir, group)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Write(group, rel(group, "second")); err != nil {
+		t.Fatalf("handing over an NZB failed at once: %v", err)
+	}
+	if err := n.Flush(group); err == nil {
+		t.Fatal("Flush succeeded though an NZB of the group was not written")
+	}
+	if err := n.Write(group, rel(group, "third")); err == nil {
+		t.Error("Write succeeded after an NZB of the group was not written")
+	}
+	if err := n.Write(other, rel(other, "second")); err != nil {
+		t.Errorf("another group's Write: %v", err)
+	}
+	if err := n.Flush(other); err != nil {
+		t.Errorf("another group's Flush: %v", err)
+	}
+	n.Reset(group)
+	if err := n.Write(group, rel(group, "fourth")); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+	if err := n.Flush(group); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(n.Dir, group, "fourth.nzb")); err != nil {
+		t.Errorf("after Reset: %v", err)
+	}
+}
+
+// TestNZBEscape: the text of an NZB is escaped alike whether it takes
+// esc's plain path or the whole one: XML's five special characters,
+// tabs and line ends as character references, characters XML 1.0
+// cannot hold dropped, bytes that are not UTF-8 as U+FFFD.
+func TestNZBEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"part1of20.123@bench":     "part1of20.123@bench",
+		`a "b" & 'c' <d>`:         "a &#34;b&#34; &amp; &#39;c&#39; &lt;d&gt;",
+		"tab\there\nline\rend":    "tab&#x9;here&#xA;line&#xD;end",
+		"nul\x00del\x7f":          "nuldel\x7f",
+		"caf\xc3\xa9 \xff \uFFFE": "café \uFFFD ",
+		">":                       "&gt;",
+	} {
+		if got := esc(in); got != want {
+			t.Errorf("esc(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestNZBBothWays: an NZB is the same file whether it is made without a
+// name and linked in (a new one) or written to a temporary name and
+// renamed (one replaced, or a file system without O_TMPFILE), and
+// neither way leaves a temporary file.
+func TestNZBBothWays(t *testing.T) {
+	for _, tmpfile := range []bool{true, false} {
+		n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.noTmpfile.Store(!tmpfile)
+		const group = "alt.binaries.lh.rec.ways"
+		var ups []Update
+		for i := range 3 {
+			key := fmt.Sprintf("%032x", i)
+			r := Release{Key: key, Name: fmt.Sprintf("way%d", i), Poster: "p", Group: group, Groups: []string{group}, Complete: true}
+			f := File{Key: key + "f", Release: key, Group: group, Groups: []string{group}, Poster: "p", Complete: true,
+				Segments: []Segment{{Number: 1, MessageID: fmt.Sprintf("<%d@lh>", i), Bytes: 1}}}
+			ups = append(ups, Update{Release: r, Files: []File{f}, Changed: []bool{true}})
+		}
+		// Written twice: made, then replaced by the same release's
+		// later record (a second file).
+		for round := range 2 {
+			if round == 1 {
+				for i := range ups {
+					f := ups[i].Files[0]
+					f.Key, f.Segments = f.Key+"2", []Segment{{Number: 1, MessageID: fmt.Sprintf("<%d.2@lh>", i), Bytes: 2}}
+					ups[i].Files = append(ups[i].Files, f)
+				}
+			}
+			if err := n.Write(group, ups); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Flush(group); err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range ups {
+				body, err := os.ReadFile(filepath.Join(n.Dir, *u.Release.NZB))
+				if err != nil || !bytes.Equal(body, NZB(u.Release, u.Files)) {
+					t.Errorf("O_TMPFILE %v, round %d: %s is not its release's NZB: %v\n%s", tmpfile, round, *u.Release.NZB, err, body)
+				}
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(n.Dir, group, ".nzb-*")); len(left) != 0 {
+			t.Errorf("O_TMPFILE %v: temporary files left: %v", tmpfile, left)
+		}
+		if tmpfile && n.noTmpfile.Load() {
+			t.Log("this file system makes no file without a name: both rounds went by a temporary name")
+		}
+		n.Close()
+	}
+}
+
+// TestNZBGroupsSpread: on a file system that keeps the mark (ext4), the
+// NZB directory is marked the top of a directory hierarchy (chattr +T),
+// so its group directories are placed apart from the machine's other
+// directories.
+func TestNZBGroupsSpread(t *testing.T) {
+	base := t.TempDir()
+	// flags are dir's file flags; a file system without them skips.
+	flags := func(dir string) uint32 {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		f, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			t.Skipf("this file system keeps no flags: %v", err)
+		}
+		return f
+	}
+	probe := filepath.Join(base, "probe")
+	if err := os.Mkdir(probe, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spreadGroups(probe)
+	if flags(probe)&topDirFlag == 0 {
+		t.Skip("this file system keeps no top directory mark")
+	}
+	n, err := NewNZBWriter(filepath.Join(base, "nzb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := flags(n.Dir); f&topDirFlag == 0 {
+		t.Errorf("the NZB directory's flags are %#x: not marked the top of a hierarchy", f)
 	}
 }

@@ -475,6 +475,9 @@ func TestNZB(t *testing.T) {
 	if err := n.Write(w.Group, ups); err != nil {
 		t.Fatal(err)
 	}
+	if err := n.Flush(w.Group); err != nil {
+		t.Fatal(err)
+	}
 	var tenKey, tenNZB string
 	written := 0
 	for _, u := range ups {
@@ -550,6 +553,9 @@ func TestNZBRemovedWhenNotDue(t *testing.T) {
 	if err := n.Write(w.Group, ups); err != nil || ups[0].Release.NZB != nil || ups[0].Release.Complete {
 		t.Fatalf("%v, %+v", err, ups)
 	}
+	if err := n.Flush(w.Group); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the NZB of a release neither complete nor with an incomplete file is still there: %v", err)
 	}
@@ -586,6 +592,9 @@ func TestNZBSweepsDeadWritersTemp(t *testing.T) {
 	ups := w.Add(1, 1, []nntp.Header{h})
 	if err := n.Write(w.Group, ups); err != nil || len(ups) == 0 || ups[0].Release.NZB == nil {
 		t.Fatalf("%v, %+v: want the complete release's NZB", err, ups)
+	}
+	if err := n.Flush(w.Group); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, dead)); !os.IsNotExist(err) {
 		t.Errorf("the temporary NZB of a writer that is gone is still there: %v", err)
