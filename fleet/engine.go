@@ -116,8 +116,9 @@ func (f *Fleet) placementHint(err error) error {
 }
 
 // engineStreams are the JetStream streams the fleet lives on: its events,
-// the publish records, the claims, the lives and the snapshots.
-var engineStreams = []string{StreamName, "KV_" + PublishedBucket, "KV_" + ClaimsBucket, "KV_" + LivesBucket, snapshotStream}
+// the publish records, the claims, the lives, the snapshots and the
+// removals.
+var engineStreams = []string{StreamName, "KV_" + PublishedBucket, "KV_" + ClaimsBucket, "KV_" + LivesBucket, snapshotStream, "KV_" + RemovedBucket}
 
 // engineProbeEvery bounds how often the streams are asked after; between
 // probes the last answer stands. engineProbeWait bounds one probe: a

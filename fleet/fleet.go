@@ -369,6 +369,20 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 			adopt = &adoption{db: node.DB, js: f.js, records: records, snapshots: f.snapshots, log: f.log, ring: f.gate.ring}
 			keeper = NewKeeper(node.DB, cfg.ClaimTTL/3, adopt)
 		}
+		// The removals' bucket before the claims: placing a bucket with
+		// a server missing takes seconds, and the claims' life is
+		// written when they are made, so nothing made after them may
+		// delay the start of its renewals.
+		if f.removals == nil {
+			err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
+				var err error
+				f.removals, err = newRemovals(ctx, f.js, copies, node.DB, cfg.Name, node.MaxAttempts, f.log)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
 		err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
 			var err error
 			f.claims, err = NewClaims(ctx, f.js, ClaimsConfig{Node: cfg.Name, TTL: cfg.ClaimTTL, Replicas: copies, Keeper: keeper, Logger: f.log,
@@ -381,11 +395,8 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		if err != nil {
 			return err
 		}
-		return place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
-			var err error
-			f.removals, err = newRemovals(ctx, f.js, copies, node.DB, f.claims, cfg.Name, node.MaxAttempts, f.log)
-			return err
-		})
+		f.removals.claims = f.claims
+		return nil
 	})
 	if err != nil {
 		return err

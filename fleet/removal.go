@@ -81,14 +81,14 @@ type Removals struct {
 }
 
 // newRemovals makes (or opens) RemovedBucket with copies.
-func newRemovals(ctx context.Context, js jetstream.JetStream, copies int, db *store.DB, claims *Claims, self string, maxAttempts int64, log *slog.Logger) (*Removals, error) {
+func newRemovals(ctx context.Context, js jetstream.JetStream, copies int, db *store.DB, self string, maxAttempts int64, log *slog.Logger) (*Removals, error) {
 	kv, err := createBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket: RemovedBucket, Description: "leasehold members removed from the fleet", History: 1, Replicas: copies,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Removals{kv: kv, db: db, claims: claims, self: self, maxAttempts: maxAttempts, log: log, removed: map[string]Removal{}}, nil
+	return &Removals{kv: kv, db: db, self: self, maxAttempts: maxAttempts, log: log, removed: map[string]Removal{}}, nil
 }
 
 // Start follows the bucket until ctx ends or Stop; it ends with
