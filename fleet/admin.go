@@ -128,7 +128,7 @@ func (a *Admin) receive(m *nats.Msg) {
 func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 	var op appliance.AdminOp
 	var ans adminAnswer
-	signer, serr := a.ring.VerifyMsg(m.Subject, m.Header, m.Data)
+	signer, serr := a.ring.VerifyMsg(m.Subject, m.Header, m.Data, m.Header.Get(adminNodeHeader))
 	if serr == nil && m.Header.Get(adminNodeHeader) != signer {
 		serr = refused(refusedWrongOrigin, signer, "node %q's write names node %q as its sender", signer, m.Header.Get(adminNodeHeader))
 	}

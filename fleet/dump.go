@@ -650,7 +650,7 @@ func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arr
 		var a arrived
 		a.msg, a.err = nextChunk(ctx, inbox)
 		if a.err == nil {
-			signer, err := ring.VerifyMsg(a.msg.Subject, a.msg.Header, a.msg.Data)
+			signer, err := ring.VerifyMsg(a.msg.Subject, a.msg.Header, a.msg.Data, origin)
 			if err == nil && signer != origin {
 				err = refused(refusedWrongOrigin, signer, "node %q answered for node %q's dump", signer, origin)
 			}

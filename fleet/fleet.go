@@ -78,6 +78,10 @@ type Config struct {
 	// lists, each by its key, are believed (read again when it changes).
 	// Without it a name's key is pinned at first sight.
 	Roster string
+	// AcceptUnsigned believes what a node never seen signing publishes
+	// unsigned, as that node's: only while a rolling upgrade from a
+	// release that signs nothing goes on (Keyring.AcceptUnsigned).
+	AcceptUnsigned bool
 }
 
 // Node is the node a fleet serves, given at New: its catalog, which the

@@ -436,7 +436,7 @@ func (f *Folder) read(msgs []jetstream.Msg) (items []foldItem, last uint64, newe
 		}
 		// Checked before anything else is read of it, so a forged message
 		// can neither be folded nor hold the fold (a newer format).
-		signer, err := f.ring.VerifyMsg(jm.Subject(), jm.Headers(), jm.Data())
+		signer, err := f.ring.VerifyMsg(jm.Subject(), jm.Headers(), jm.Data(), subjectNode)
 		if err == nil && signer != subjectNode {
 			err = refused(refusedWrongOrigin, signer, "signed by node %q on node %q's subject", signer, subjectNode)
 		}

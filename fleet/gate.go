@@ -64,6 +64,10 @@ func NewGate(cfg Config) (*Gate, error) {
 		return nil, err
 	}
 	g.ring.own(g.id)
+	if cfg.AcceptUnsigned {
+		g.ring.AcceptUnsigned(true)
+		cfg.Logger.Warn("unsigned messages of nodes never seen signing are believed (--fleet-accept-unsigned): for a rolling upgrade from an earlier release only; restart without it once every node runs this one")
+	}
 	if key, _ := g.ring.Key(cfg.Name); cfg.Roster != "" && key != g.id.PublicKey() {
 		cfg.Logger.Warn("this node's key is not on the fleet roster under its name: its peers refuse what it publishes until the roster lists it",
 			"roster", cfg.Roster, "name", cfg.Name, "key", g.id.PublicKey())

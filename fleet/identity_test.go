@@ -333,7 +333,7 @@ func TestKeyringPinsAndRoster(t *testing.T) {
 	}
 	check := func(k *Keyring, id *Identity) error {
 		m, _ := signed(id)
-		_, err := k.VerifyMsg(m.Subject, m.Header, m.Data)
+		_, err := k.VerifyMsg(m.Subject, m.Header, m.Data, "")
 		return err
 	}
 	if err := check(k, one); err != nil {
@@ -344,10 +344,10 @@ func TestKeyringPinsAndRoster(t *testing.T) {
 	}
 	m, _ := signed(one)
 	m.Data = []byte(`{"x":2}`)
-	if _, err := k.VerifyMsg(m.Subject, m.Header, m.Data); err == nil {
+	if _, err := k.VerifyMsg(m.Subject, m.Header, m.Data, ""); err == nil {
 		t.Fatal("a changed body was believed")
 	}
-	if _, err := k.VerifyMsg(SubjectPrefix+"n2", m.Header, []byte(`{"x":1}`)); err == nil {
+	if _, err := k.VerifyMsg(SubjectPrefix+"n2", m.Header, []byte(`{"x":1}`), ""); err == nil {
 		t.Fatal("a signature moved to another subject was believed")
 	}
 	// Kept across a restart.
@@ -455,7 +455,7 @@ func BenchmarkSignVerify(b *testing.B) {
 	b.Run("verify", func(b *testing.B) {
 		cpu := cpuTime()
 		for b.Loop() {
-			if _, err := k.VerifyMsg(m.Subject, m.Header, m.Data); err != nil {
+			if _, err := k.VerifyMsg(m.Subject, m.Header, m.Data, ""); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -509,5 +509,68 @@ func TestForgedDumpRefused(t *testing.T) {
 	}
 	if n := refusedCount(t, ring, "dump"); n != 2 {
 		t.Errorf("%v forged chunks counted, want 2", n)
+	}
+}
+
+// TestKeyringAcceptUnsigned: the upgrade's transition. Off, an unsigned
+// message is refused; on, it is believed as the node it claims, but not
+// for a name seen signing, a withdrawn name or with a roster; a signed
+// message is checked as ever.
+func TestKeyringAcceptUnsigned(t *testing.T) {
+	t.Parallel()
+	k, err := NewKeyring(t.TempDir(), "", claimQuiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := func(name string) error {
+		m := nats.NewMsg(SubjectPrefix + name)
+		m.Data = []byte(`{"x":1}`)
+		signer, err := k.VerifyMsg(m.Subject, m.Header, m.Data, name)
+		if err == nil && signer != name {
+			t.Fatalf("an unsigned message claimed by %q believed as %q's", name, signer)
+		}
+		return err
+	}
+	if unsigned("old1") == nil {
+		t.Fatal("an unsigned message believed by default")
+	}
+	k.AcceptUnsigned(true)
+	if err := unsigned("old1"); err != nil {
+		t.Fatalf("accepting unsigned: %v", err)
+	}
+	var l Life
+	if err := k.openValue(kvSubject(LivesBucket, "old1"), []byte(`{"node":"old1"}`), &l); err != nil || l.Node != "old1" {
+		t.Fatalf("an unsigned life of an earlier release: %v %+v", err, l)
+	}
+	signing := strangerKey(t, "n1")
+	m := nats.NewMsg(SubjectPrefix + "n1")
+	m.Data = []byte(`{"x":1}`)
+	signing.SignMsg(m)
+	if _, err := k.VerifyMsg(m.Subject, m.Header, m.Data, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if unsigned("n1") == nil {
+		t.Fatal("an unsigned message believed in the name of a node seen signing")
+	}
+	if unsigned("") == nil {
+		t.Fatal("an unsigned message with no name believed")
+	}
+	if err := k.Withdraw("old2"); err != nil {
+		t.Fatal(err)
+	}
+	if unsigned("old2") == nil {
+		t.Fatal("an unsigned message of a withdrawn name believed")
+	}
+	roster := filepath.Join(t.TempDir(), "roster")
+	if err := os.WriteFile(roster, []byte("n1 "+signing.PublicKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := NewKeyring("", roster, claimQuiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr.AcceptUnsigned(true)
+	if _, err := kr.VerifyMsg(SubjectPrefix+"old1", nats.Header{}, []byte(`{}`), "old1"); err == nil {
+		t.Fatal("an unsigned message believed with a roster")
 	}
 }

@@ -75,6 +75,9 @@ type Main struct {
 	// FleetRoster, if set, lists the fleet's members and their public
 	// keys: only they are believed (fleet.Config.Roster).
 	FleetRoster string
+	// FleetAcceptUnsigned: fleet.Config.AcceptUnsigned, for a rolling
+	// upgrade from a release that signs nothing.
+	FleetAcceptUnsigned bool
 
 	// NATSClient is the credentials and copies for an external NATS.
 	NATSClient natsClientFlags
@@ -165,6 +168,7 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.NATSTLSKey, "nats-tls-key", m.NATSTLSKey, "the private key of --nats-tls-cert (PEM)")
 	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it (alone, without --nats-tls-cert and --nats-tls-key, for an external NATS that asks no client certificate)")
 	m.NATSClient.register(fs)
+	fs.BoolVar(&m.FleetAcceptUnsigned, "fleet-accept-unsigned", m.FleetAcceptUnsigned, "during a rolling upgrade from a release that signs nothing: believe what a node never seen signing publishes unsigned (never with --fleet-roster; restart without it once every node is upgraded)")
 	fs.StringVar(&m.FleetRoster, "fleet-roster", m.FleetRoster, "a file of the fleet's members, one \"NAME PUBKEY\" line each (a node's key is printed in its start log and kept in <data>/fleet.nkey): only they are believed, read again when it changes (empty: a name's key is pinned the first time it is seen)")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
@@ -781,7 +785,7 @@ func (m *Main) newGate(log *slog.Logger) (*fleet.Gate, error) {
 	gate, err := fleet.NewGate(fleet.Config{
 		Name: m.Name, NATS: m.NATS, Listen: m.NATSListen, ClusterListen: m.NATSClusterListen, Secret: secret, SecretAlso: m.natsSecretAlso,
 		ClientToken: token, Auth: auth, Replicas: m.NATSClient.Replicas, TLS: m.natsTLS(), Routes: m.routes(), Dir: filepath.Join(m.DataDir, "nats"), ClaimTTL: m.ClaimTTL,
-		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log, DataDir: m.DataDir, Roster: m.FleetRoster,
+		StreamMaxAge: m.StreamMaxAge, StreamMaxBytes: int64(m.StreamMaxBytes), Logger: log, DataDir: m.DataDir, Roster: m.FleetRoster, AcceptUnsigned: m.FleetAcceptUnsigned,
 	})
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ var serveFlagGroups = []struct {
 	{"The node", []string{"data", "listen", "admin-token", "name"}},
 	{"HTTPS", []string{"tls-cert", "tls-key", "tls-client-ca", "trusted-proxy"}},
 	{"Leasing and windows", []string{"lease-ttl", "max-attempts", "snapshot-max-bytes", "snapshot-max-age", "history-min-free-bytes", "node-unseen"}},
-	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "nats-user", "nats-password-file", "nats-nkey-file", "nats-creds-file", "nats-replicas", "fleet-roster", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
+	{"Peer sync (a fleet over NATS JetStream)", []string{"nats", "nats-listen", "nats-cluster-listen", "nats-routes", "nats-secret-file", "nats-insecure", "nats-tls-cert", "nats-tls-key", "nats-tls-ca", "nats-user", "nats-password-file", "nats-nkey-file", "nats-creds-file", "nats-replicas", "fleet-roster", "fleet-accept-unsigned", "claim-ttl", "stream-max-age", "stream-max-bytes"}},
 	{"Tokens and limits", []string{"admin-token-file", "max-connections", "max-connections-per-remote", "max-unauthenticated-connections", "unauthenticated-idle-timeout", "snapshot-max-expanded-bytes", "snapshot-upload-timeout"}},
 	{"Logging and stopping", []string{"log-level", "log-format", "shutdown-timeout"}},
 	{"Measuring (not for production)", []string{"synchronous", "no-group-commit"}},

@@ -90,10 +90,12 @@ func newNode(cfg *Config, nw *Net, nn NetNode, routes []string) (*Node, error) {
 	return &Node{NetNode: nn, Dir: dir, bin: bin, args: args, log: log}, nil
 }
 
-// SetBin makes the next Start run bin: the upgrade of a stopped node.
-func (n *Node) SetBin(bin string) {
+// SetBin makes the next Start run bin, with extra flags after the
+// others: the upgrade of a stopped node.
+func (n *Node) SetBin(bin string, extra ...string) {
 	n.mu.Lock()
 	n.bin = bin
+	n.args = append(n.args, extra...)
 	n.mu.Unlock()
 }
 

@@ -1,6 +1,7 @@
 package fleetfault
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -125,6 +126,14 @@ func buildName(ctx context.Context, bin string) string {
 // the fleet has settled after the one before, with a gap after each.
 func (r *run) upgrade(ctx context.Context) {
 	cfg := r.cfg
+	// From a build that signs nothing (it knows no --fleet-accept-unsigned)
+	// to one that signs, the new build's nodes believe the earlier ones'
+	// unsigned messages during the roll, as README's upgrade says.
+	var transition []string
+	if knowsFlag(ctx, cfg.Bin, transitionFlag) && !knowsFlag(ctx, cfg.FromBin, transitionFlag) {
+		transition = []string{transitionFlag}
+		r.logf("upgrade: the new build's nodes start with %s (the earlier build signs nothing)", transitionFlag)
+	}
 	for i, n := range r.nodes {
 		if ctx.Err() != nil {
 			return
@@ -141,7 +150,7 @@ func (r *run) upgrade(ctx context.Context) {
 		}
 		p.Stopped = time.Since(t0)
 		r.logf("upgrade %d/%d: %s stopped (%s) in %.1fs; starting it on the new build", i+1, len(r.nodes), n.Name, cfg.Replace, p.Stopped.Seconds())
-		n.SetBin(cfg.Bin)
+		n.SetBin(cfg.Bin, transition...)
 		err := n.Start()
 		if err == nil {
 			p.Ready, err = n.waitStatus(ctx, r.probe, "/readyz", cfg.ReadyWithin)
@@ -207,4 +216,14 @@ func (r *run) unsettledMembers(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// transitionFlag is the new build's flag for a rolling upgrade from a
+// build that signs nothing.
+const transitionFlag = "--fleet-accept-unsigned"
+
+// knowsFlag reports whether bin's serve knows flag (its -h names it).
+func knowsFlag(ctx context.Context, bin, flag string) bool {
+	out, _ := exec.CommandContext(ctx, bin, "serve", "-h").CombinedOutput()
+	return bytes.Contains(out, []byte(strings.TrimLeft(flag, "-")))
 }
