@@ -100,7 +100,7 @@ func (f *fixture) lease(n leasehold.Node) *leasehold.Grant {
 
 func (f *fixture) next(n leasehold.Node, g *leasehold.Grant) *leasehold.Range {
 	f.t.Helper()
-	r, err := f.c.Next(f.ctx, n.ID, g.Group.ID, g.Fence)
+	r, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (f *fixture) next(n leasehold.Node, g *leasehold.Grant) *leasehold.Range {
 
 func (f *fixture) release(n leasehold.Node, g *leasehold.Grant) {
 	f.t.Helper()
-	if err := f.c.Release(f.ctx, n.ID, g.Group.ID, g.Fence); err != nil {
+	if err := f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -243,14 +243,14 @@ func TestTakeoverAfterTTL(t *testing.T) {
 	a, b := f.node("a", -100, 100, 4), f.node("b", -100, 100, 4)
 	ga := f.lease(a)
 	r := f.next(a, ga)
-	if _, err := f.c.Progress(f.ctx, a.ID, r.ID, ga.Fence, r.Start+10); err != nil {
+	if _, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: ga.Fence}, r.Start+10); err != nil {
 		t.Fatal(err)
 	}
 	if g := f.lease(b); g != nil {
 		t.Fatalf("b leased %s while a's lease is alive", g.Group.Name)
 	}
 	f.clock.Advance(59 * time.Second)
-	if err := f.c.Heartbeat(f.ctx, a.ID, ga.Group.ID, ga.Fence); err != nil {
+	if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(59 * time.Second)
@@ -268,11 +268,24 @@ func TestTakeoverAfterTTL(t *testing.T) {
 		t.Fatalf("b's first range = %+v, want range %d resumed at %d", rb, r.ID, r.Start+10)
 	}
 	for name, call := range map[string]func() error{
-		"Heartbeat": func() error { return f.c.Heartbeat(f.ctx, a.ID, ga.Group.ID, ga.Fence) },
-		"Next":      func() error { _, err := f.c.Next(f.ctx, a.ID, ga.Group.ID, ga.Fence); return err },
-		"Progress":  func() error { _, err := f.c.Progress(f.ctx, a.ID, r.ID, ga.Fence, r.Start+20); return err },
-		"Finish":    func() error { _, err := f.c.Finish(f.ctx, a.ID, r.ID, ga.Fence, 5); return err },
-		"Release":   func() error { return f.c.Release(f.ctx, a.ID, ga.Group.ID, ga.Fence) },
+		"Heartbeat": func() error {
+			return f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+		},
+		"Next": func() error {
+			_, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+			return err
+		},
+		"Progress": func() error {
+			_, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: ga.Fence}, r.Start+20)
+			return err
+		},
+		"Finish": func() error {
+			_, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: ga.Fence}, 5)
+			return err
+		},
+		"Release": func() error {
+			return f.c.Release(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+		},
 		"Snapshot": func() error {
 			_, err := f.app.Snapshots.Put(f.ctx, Upload{GroupID: ga.Group.ID, NodeID: a.ID, Fence: ga.Fence, Next: 5, Body: strings.NewReader("x")})
 			return err
@@ -340,7 +353,7 @@ func TestNext(t *testing.T) {
 			t.Fatalf("leased range = %+v, want rule version %d, attempt 1", r, v)
 		}
 		starts = append(starts, r.Start)
-		if _, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, 7); err != nil {
+		if _, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 7); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -387,7 +400,7 @@ func TestProgressAndFinish(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.dump()
-			got, err := f.c.Progress(f.ctx, w.ID, r.ID, g.Fence, tc.next)
+			got, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, tc.next)
 			if tc.kind != "" {
 				if leasehold.ErrorKind(err) != tc.kind {
 					t.Fatalf("got %v, want %s", err, tc.kind)
@@ -402,18 +415,18 @@ func TestProgressAndFinish(t *testing.T) {
 			}
 		})
 	}
-	done, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, 42)
+	done, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 42)
 	if err != nil || done.Status != leasehold.StatusDone || done.Headers != 42 || done.Next != done.End+1 {
 		t.Fatalf("finish: %+v, %v", done, err)
 	}
-	again, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, 42)
+	again, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 42)
 	if err != nil || again.Status != leasehold.StatusDone {
 		t.Fatalf("a repeated finish: %+v, %v; want the done range again", again, err)
 	}
-	if _, err := f.c.Progress(f.ctx, w.ID, r.ID, g.Fence, done.End+1); !errors.Is(err, leasehold.ErrConflict) {
+	if _, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, done.End+1); !errors.Is(err, leasehold.ErrConflict) {
 		t.Fatalf("progress on a done range: %v, want conflict", err)
 	}
-	if _, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, -1); !errors.Is(err, leasehold.ErrInvalid) {
+	if _, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, -1); !errors.Is(err, leasehold.ErrInvalid) {
 		t.Fatalf("negative headers: %v, want invalid", err)
 	}
 	l, _ := f.app.db.Lease(f.ctx, g.Group.ID)
@@ -431,7 +444,7 @@ func TestRelease(t *testing.T) {
 	a, b := f.node("a", -100, 100, 4), f.node("b", -100, 100, 4)
 	g := f.lease(a)
 	r := f.next(a, g)
-	f.c.Progress(f.ctx, a.ID, r.ID, g.Fence, 1033)
+	f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: g.Fence}, 1033)
 	f.release(a, g)
 	gb := f.lease(b)
 	if gb == nil || gb.Takeover {
@@ -488,14 +501,14 @@ func TestDeleteNode(t *testing.T) {
 	a, b := f.node("a", -100, 100, 4), f.node("b", -100, 100, 4)
 	g := f.lease(a)
 	r := f.next(a, g)
-	f.c.Progress(f.ctx, a.ID, r.ID, g.Fence, 1010)
+	f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: g.Fence}, 1010)
 	// Not forced, a node holding a group is refused and stays, its lease
 	// too.
 	err := f.c.DeleteNode(f.ctx, a.ID, false)
 	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "holds 1 group") {
 		t.Fatalf("deleting a holding node unforced: %v; want a conflict naming 1 group", err)
 	}
-	if err := f.c.Heartbeat(f.ctx, a.ID, g.Group.ID, g.Fence); err != nil {
+	if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatalf("the refused delete ended the lease: %v", err)
 	}
 	if err := f.c.DeleteNode(f.ctx, a.ID, true); err != nil {

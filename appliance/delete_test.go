@@ -57,7 +57,7 @@ func TestDeleteGroupRemovesWindow(t *testing.T) {
 // says so, and the group and its window stay.
 func TestDeleteGroupRefusedInFleet(t *testing.T) {
 	w := newFleetWorld(t)
-	if err := w.app.Coordinator.Release(w.ctx, w.w.ID, w.gid, w.fence); err != nil {
+	if err := w.app.Coordinator.Release(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}); err != nil {
 		t.Fatal(err)
 	}
 	err := w.app.DeleteGroup(w.ctx, "g")

@@ -40,17 +40,9 @@ func scanGroup(s scanner, more ...any) (leasehold.Group, error) {
 	return g, err
 }
 
-// GroupSpec is what an admin sets on a group; nil fields are left as they
-// are (or take their defaults on creation).
-type GroupSpec struct {
-	Priority  *int64
-	Active    *bool
-	RangeSize *int64
-	Start     *int64
-	// Kind is the group's source kind (rule 12); it changes only while
-	// nobody holds the group.
-	Kind *string
-}
+// GroupSpec is what an admin sets on a group, the API's request type
+// itself: one type from the wire to the catalog.
+type GroupSpec = leasehold.GroupSpec
 
 // Defaults for a new group.
 const (
