@@ -17,6 +17,7 @@ import (
 // group, and once a group is granted at a higher fence no call at an older
 // fence succeeds.
 func TestConcurrentLeasing(t *testing.T) {
+	t.Parallel()
 	const workers, groups, rounds = 64, 16, 8
 
 	setup := func(t *testing.T) (*fixture, []leasehold.Node) {

@@ -125,6 +125,7 @@ func name(g *leasehold.Grant) string {
 
 // TestLeaseChoice is rule 1, case by case.
 func TestLeaseChoice(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		cfg   Config
@@ -237,6 +238,7 @@ func TestLeaseChoice(t *testing.T) {
 // TestTakeoverAfterTTL: a quiet holder's group is free after the TTL, taken
 // at a higher fence; the old holder is then refused and changes nothing.
 func TestTakeoverAfterTTL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1500)
@@ -327,6 +329,7 @@ func (f *fixture) dump() string {
 // TestNext is rule 3: ranges in id order inside the band, one in work at a
 // time, the current rule version recorded.
 func TestNext(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 500)
 	f.tail("g", 2000) // 1001-1500, 1501-2000 at -1
@@ -380,6 +383,7 @@ func TestNext(t *testing.T) {
 
 // TestProgressAndFinish is rule 4.
 func TestProgressAndFinish(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1200)
@@ -438,6 +442,7 @@ func TestProgressAndFinish(t *testing.T) {
 // TestRelease is rule 5: the range in work goes back at its resume point
 // and the group is free at once.
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1200)
@@ -458,6 +463,7 @@ func TestRelease(t *testing.T) {
 // TestMaxAttempts: a range leased max times without finishing is failed,
 // reported, not leased again, and retried by an operator.
 func TestMaxAttempts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{MaxAttempts: 2})
 	f.group("g", 0, 100)
 	f.tail("g", 1100) // one range
@@ -495,6 +501,7 @@ func TestMaxAttempts(t *testing.T) {
 
 // TestDeleteNode: what a deleted node held is released at its resume points.
 func TestDeleteNode(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1100)
@@ -529,6 +536,7 @@ func TestDeleteNode(t *testing.T) {
 // TestPlanner is rule 8: tail and history in ranges of the range size,
 // idempotent, with the documented priorities.
 func TestPlanner(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 1000) // start 1001
 	steps := []struct {

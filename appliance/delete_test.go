@@ -14,6 +14,7 @@ import (
 // TestDeleteGroupRemovesWindow: on a lone node, deleting an unheld group
 // takes its window snapshot's file with it, and the group is gone.
 func TestDeleteGroupRemovesWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	app, err := Open(Config{DataDir: dir, LeaseTTL: time.Minute})
@@ -56,6 +57,7 @@ func TestDeleteGroupRemovesWindow(t *testing.T) {
 // group, held or not, since the deletion would not reach its peers; it
 // says so, and the group and its window stay.
 func TestDeleteGroupRefusedInFleet(t *testing.T) {
+	t.Parallel()
 	w := newFleetWorld(t)
 	if err := w.app.Coordinator.Release(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}); err != nil {
 		t.Fatal(err)

@@ -259,6 +259,7 @@ var fleetCalls = []fleetCall{
 // leaves a recorded snapshot whole. The same call with the claim restored
 // succeeds, so each refusal is the fleet's doing.
 func TestFleetFencing(t *testing.T) {
+	t.Parallel()
 	notJoined := leasehold.Errorf(leasehold.KindUnavailable, "waiting for the fleet's NATS servers")
 	cases := []struct {
 		name string

@@ -34,6 +34,7 @@ func has(kinds []string, k string) bool {
 // TestWatchmanRules: each rule of DESIGN 9, on a moved clock; a finding
 // appears only once its bound has passed.
 func TestWatchmanRules(t *testing.T) {
+	t.Parallel()
 	t.Run("StaleRangeAndQuietLease", func(t *testing.T) {
 		f := newFixture(t, Config{LeaseTTL: time.Minute, NodeUnseen: time.Hour})
 		f.group("g", 0, 100)
@@ -165,6 +166,7 @@ func TestWatchmanRules(t *testing.T) {
 // TestBacklogIsNotAStall: 10,000 planned ranges waiting while every
 // worker is healthy is backlog, never a finding, however long it waits.
 func TestBacklogIsNotAStall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{LeaseTTL: time.Minute, NodeUnseen: 10 * time.Minute})
 	f.group("live", 0, 1)
 	f.tail("live", 10000) // 9,000 tail ranges: 1001..10000
@@ -210,6 +212,7 @@ func TestBacklogIsNotAStall(t *testing.T) {
 
 // TestFindingsNewestFirst: findings of different kinds come newest first.
 func TestFindingsNewestFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{LeaseTTL: time.Minute, NodeUnseen: 5 * time.Minute, MaxAttempts: 1})
 	f.node("gone", -100, 100, 4) // unseen since t0
 	f.clock.Advance(2 * time.Minute)

@@ -97,6 +97,7 @@ func (w *failWorld) fail(rangeID, fence int64, text string, retry bool) (leaseho
 // reach the maximum; one without retry fails it at once; a bad text or a
 // caller that is not the holder changes nothing.
 func TestFailRange(t *testing.T) {
+	t.Parallel()
 	t.Run("RetryUntilMaxAttempts", func(t *testing.T) {
 		w := newFailWorld(t, "g")
 		g := w.lease()
@@ -188,6 +189,7 @@ func TestFailRange(t *testing.T) {
 // dropping the window is refused while held, then clears the snapshot and
 // lifts the quarantine.
 func TestQuarantine(t *testing.T) {
+	t.Parallel()
 	w := newFailWorld(t, "a", "b")
 	ctx := context.Background()
 	snap := leasehold.Snapshot{Next: 1501, Size: 10, SHA256: "ab", At: w.clock.now, File: 7}
@@ -271,6 +273,7 @@ func TestQuarantine(t *testing.T) {
 // groups by one seek of its partial indexes, which leave quarantined
 // groups out, so a quarantine costs the choice nothing.
 func TestQuarantineLeaseChoiceSeeks(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)
@@ -287,6 +290,7 @@ func TestQuarantineLeaseChoiceSeeks(t *testing.T) {
 // keeps its groups and ranges, which come without errors or quarantine,
 // and takes a range's error after.
 func TestMigrationFromV5(t *testing.T) {
+	t.Parallel()
 	path := migrateFrom(t, "testdata/schema-v5.sql", 5,
 		`INSERT INTO groups (id, name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES (1, 'alt.kept', 10, 1, 10, 1, 0, 0, 0)`,
 		`INSERT INTO group_leases (group_id) VALUES (1)`,
@@ -312,6 +316,7 @@ func TestMigrationFromV5(t *testing.T) {
 // so the fleet shows them and a node that takes the group over keeps it
 // quarantined.
 func TestFoldFailures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newFailWorld(t, "g")
 	if _, err := w.db.PeerIndexes(ctx, true); err != nil {
@@ -363,6 +368,7 @@ func TestFoldFailures(t *testing.T) {
 // nothing, and neither does a worker failing its own range (its call
 // answers with it).
 func TestAttemptLimitTold(t *testing.T) {
+	t.Parallel()
 	type callerKey struct{}
 	type told struct {
 		caller any
@@ -462,6 +468,7 @@ func TestAttemptLimitTold(t *testing.T) {
 // for the file to be removed, and the tallies count it no more; the other
 // groups are untouched.
 func TestDeleteGroup(t *testing.T) {
+	t.Parallel()
 	w := newFailWorld(t, "a", "b")
 	ctx := context.Background()
 	before, err := w.db.Tallies(ctx)

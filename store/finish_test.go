@@ -80,6 +80,7 @@ func wrongUrgency(t *testing.T, db *DB) []string {
 // (one priority) and history (a priority a range), and the walk mixes
 // in lone finishes, fails and releases.
 func TestFinishNext(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) { finishNextRun(t, seed, 300) })
 	}
@@ -208,6 +209,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 // TestFinishNextRefusals: each refusal of the steady call answers as the
 // finish and next calls did one after the other, and changes nothing.
 func TestFinishNextRefusals(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	db := openTest(t, "", Options{NowFunc: clock.Now})
 	ctx := context.Background()

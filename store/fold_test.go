@@ -106,6 +106,7 @@ func foldIn(t *testing.T, db *DB, origin string, g PeerGroup, rs []PeerRange) (i
 // owns disowns it and ends the lease held here; under the same claim, an
 // owned group is left alone.
 func TestFoldGroup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("New", func(t *testing.T) {
 		db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
@@ -235,6 +236,7 @@ func TestFoldGroup(t *testing.T) {
 // nothing here), their holder forgotten, and the lease-choice key follows,
 // so the group is ready to lease once adopted; a bad range is invalid.
 func TestFoldRanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	id, _ := foldIn(t, db, "a", foldGroup("g", 1), foldRanges())
@@ -300,6 +302,7 @@ func TestFoldRanges(t *testing.T) {
 // the peer had a window snapshot this node has no copy of, what the window
 // covered is planned again from the group's start.
 func TestOwnGroupAdopts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
@@ -400,6 +403,7 @@ func TestOwnGroupAdopts(t *testing.T) {
 // through an id; PruneSent removes only sent rows, at most limit ids of
 // them from the oldest.
 func TestOutboxSent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	must(t, db.Write(ctx, func(tx *Tx) error {
@@ -462,6 +466,7 @@ func TestOutboxSent(t *testing.T) {
 // TestFoldMark: no mark reads as ""/0; a mark is replaced whole (another
 // incarnation may be lower), and lasts across reopening.
 func TestFoldMark(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	db := openTest(t, path, Options{})
@@ -485,6 +490,7 @@ func TestFoldMark(t *testing.T) {
 // the lag on this node's clock, and a rebuild drops the nodes the dump did
 // not name and is counted.
 func TestPeers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := &testClock{now: foldStart}
 	db := openTest(t, "", Options{NowFunc: clock.Now})
@@ -543,6 +549,7 @@ func TestPeers(t *testing.T) {
 // owner) is worked again from that snapshot: rule 2 at once, so a group
 // whose ranges were all done is not left done behind an old window.
 func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	rs := foldRanges()
@@ -572,6 +579,7 @@ func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
 // them, and reopened alone drops them. They are made once and dropped
 // once, and the publisher's read works once they are made, as one seek.
 func TestPeerIndexes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	hasIn := func(db *DB) bool {
@@ -639,6 +647,7 @@ func TestPeerIndexes(t *testing.T) {
 // opened for peer sync again, it writes events after that one, with ids
 // never reused.
 func TestNoOutbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	put := func(db *DB, name string) {
@@ -683,6 +692,7 @@ func TestNoOutbox(t *testing.T) {
 // and the fleet converges on this owner's view of them. Its ranges' work
 // is not taken: the new ranges are planned from their start.
 func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	var gid int64
@@ -744,6 +754,7 @@ func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
 // never removes ranges, even where its plan is behind them; the first
 // state under a newer claim does remove those outside its plan.
 func TestFoldSameClaimKeepsRanges(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	late := foldGroup("g", 3)
@@ -785,6 +796,7 @@ func TestFoldSameClaimKeepsRanges(t *testing.T) {
 // plans only the ids no range covers: no collision, no overlap, no hole,
 // and the tail covers every range.
 func TestReplayPlansAroundRanges(t *testing.T) {
+	t.Parallel()
 	pr := func(s, e int64) PeerRange {
 		return PeerRange{Range: leasehold.Range{Start: s, End: e, Next: s, Status: leasehold.StatusPlanned, UpdatedAt: foldStart}}
 	}
@@ -855,6 +867,7 @@ func TestReplayPlansAroundRanges(t *testing.T) {
 // passes over a peer's group and its ranges, inside the page's id span
 // or not; pages follow on from the last id.
 func TestOwnStates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	if _, err := db.PeerIndexes(ctx, true); err != nil { // OwnState reads by them
@@ -919,6 +932,7 @@ func TestOwnStates(t *testing.T) {
 // over it, with an error that travels with its range; a bad range
 // anywhere refuses the whole call.
 func TestFoldGroupsRanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	batched := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	alone := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
@@ -989,6 +1003,7 @@ func TestFoldGroupsRanges(t *testing.T) {
 // shared index, comparing fences, needs (a stale holder's late writes
 // refused). A group this node made itself starts at 1.
 func TestOwnGroupFenceLead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	foldIn(t, db, "a", foldGroup("g", 3), foldRanges())

@@ -15,6 +15,7 @@ import (
 // lost, its range planned again at its resume point); OwnGroup brings it
 // back.
 func TestOwnership(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	db := openTest(t, "", Options{NowFunc: clock.Now})
 	ctx := context.Background()
@@ -107,6 +108,7 @@ func TestOwnership(t *testing.T) {
 // owns the group at the new revision. Owning again at the same revision
 // changes nothing.
 func TestOwnGroupClaimWonAnew(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	var node leasehold.Node

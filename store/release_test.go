@@ -13,6 +13,7 @@ import (
 // its lease and fails the range at the limit; a stopped release at a
 // stale fence is refused and changes nothing.
 func TestReleaseStopped(t *testing.T) {
+	t.Parallel()
 	cycle := func(w *failWorld, release func(tx *Tx, gid, fence int64) error, next int64) leasehold.Range {
 		t.Helper()
 		g := w.lease()

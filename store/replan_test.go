@@ -17,6 +17,7 @@ func (c *testClock) Now() time.Time { return c.now }
 // past S are planned again from max(start, S), and nothing else changes;
 // without a snapshot only the leased range goes back, at its resume point.
 func TestTakeoverReplan(t *testing.T) {
+	t.Parallel()
 	type row struct {
 		start, end, next int64
 		status           string

@@ -92,6 +92,7 @@ func talliedCounts(t *testing.T, db *DB) (ranges, groups map[string]int64) {
 // and writes that fail halfway and are rolled back), the tallies equal
 // count(*) over the rows. Each seed is one run; a failure names it.
 func TestTallies(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) { tallyRun(t, seed, 400) })
 	}
@@ -361,6 +362,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 // status and lane and groups of every state is migrated with tallies that
 // equal count(*), and they are kept from there on.
 func TestMigrationSeedsTallies(t *testing.T) {
+	t.Parallel()
 	inserts := []string{
 		`INSERT INTO nodes (id, name, token_hash, priority_min, priority_max, capacity, created_at) VALUES (1, 'w1', x'01', -10, 10, 4, 0)`,
 	}
