@@ -250,7 +250,7 @@ func (c *Coordinator) GroupDetail(ctx context.Context, name string) (leasehold.G
 // Ranges lists up to limit of the named group's ranges with ids above
 // after, by id, of one status ("" for every status). Errors: not found,
 // unavailable, internal.
-func (c *Coordinator) Ranges(ctx context.Context, group, status string, after int64, limit int) ([]leasehold.Range, error) {
+func (c *Coordinator) Ranges(ctx context.Context, group string, status leasehold.RangeStatus, after int64, limit int) ([]leasehold.Range, error) {
 	g, err := c.db.GroupByName(ctx, group)
 	if err != nil {
 		return nil, err

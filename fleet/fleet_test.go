@@ -238,7 +238,7 @@ func TestFleet(t *testing.T) {
 	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.fleet", size); err != nil {
 		t.Fatal(err)
 	}
-	ranges := func(n *fleetNode, status string) int {
+	ranges := func(n *fleetNode, status leasehold.RangeStatus) int {
 		g, err := n.db.GroupByName(ctx, "alt.fleet")
 		if err != nil {
 			return -1

@@ -936,7 +936,7 @@ func TestFoldGroupsRanges(t *testing.T) {
 	ctx := context.Background()
 	batched := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	alone := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
-	plan := func(name string, status string) []PeerRange {
+	plan := func(name string, status leasehold.RangeStatus) []PeerRange {
 		var rs []PeerRange
 		for i := range int64(75) {
 			r := PeerRange{Range: leasehold.Range{Start: i*10 + 1, End: i*10 + 10, Next: i*10 + 1, Status: status, Priority: i%3 - 1,
@@ -973,7 +973,7 @@ func TestFoldGroupsRanges(t *testing.T) {
 		fmt.Fprintf(&b, "%+v", tallies)
 		return b.String()
 	}
-	for _, status := range []string{leasehold.StatusPlanned, leasehold.StatusDone} {
+	for _, status := range []leasehold.RangeStatus{leasehold.StatusPlanned, leasehold.StatusDone} {
 		var gs []GroupRanges
 		for _, name := range []string{"g1", "g2"} {
 			id, _ := foldIn(t, batched, "a", foldGroup(name, 1), nil)

@@ -356,7 +356,7 @@ func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDeta
 	if d.Snapshot, err = db.Snapshot(ctx, g.ID); err != nil {
 		return d, err
 	}
-	d.Ranges = map[string]int64{leasehold.StatusPlanned: 0, leasehold.StatusLeased: 0, leasehold.StatusDone: 0, leasehold.StatusFailed: 0}
+	d.Ranges = map[leasehold.RangeStatus]int64{leasehold.StatusPlanned: 0, leasehold.StatusLeased: 0, leasehold.StatusDone: 0, leasehold.StatusFailed: 0}
 	// One statement, so the counts are of one moment.
 	rows, err := db.query(ctx, `SELECT status, count(*) FROM ranges WHERE group_id = ? GROUP BY status`, g.ID)
 	if err != nil {
@@ -364,7 +364,7 @@ func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDeta
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var st string
+		var st leasehold.RangeStatus
 		var n int64
 		if err := rows.Scan(&st, &n); err != nil {
 			return d, mapError(err, "counting ranges")

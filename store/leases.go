@@ -402,7 +402,7 @@ func (tx *Tx) replanReturning(q *query, groupID int64, args ...any) (int64, erro
 	var failed []int64
 	for rows.Next() {
 		var id int64
-		var status string
+		var status leasehold.RangeStatus
 		if err := rows.Scan(&id, &status); err != nil {
 			rows.Close()
 			return 0, mapError(err, "replanning")
@@ -815,7 +815,7 @@ func (db *DB) HolderOf(ctx context.Context, groupID int64) (nodeID, fence int64,
 
 // Ranges lists up to limit ranges of a group with ids above after, by id,
 // optionally of one status.
-func (db *DB) Ranges(ctx context.Context, groupID int64, status string, after int64, limit int) ([]leasehold.Range, error) {
+func (db *DB) Ranges(ctx context.Context, groupID int64, status leasehold.RangeStatus, after int64, limit int) ([]leasehold.Range, error) {
 	rows, err := db.query(ctx, `SELECT `+rangeColumns+` FROM ranges WHERE group_id = ?1 AND id > ?2 AND (?3 = '' OR status = ?3) ORDER BY id LIMIT ?4`,
 		groupID, after, status, limit)
 	if err != nil {

@@ -20,7 +20,7 @@ func TestTakeoverReplan(t *testing.T) {
 	t.Parallel()
 	type row struct {
 		start, end, next int64
-		status           string
+		status           leasehold.RangeStatus
 		attempts         int64
 	}
 	before := []row{
@@ -155,7 +155,7 @@ func rangesOf(t *testing.T, db *DB, gid int64) []rangeRow {
 
 type rangeRow struct {
 	Start, End, Next int64
-	Status           string
+	Status           leasehold.RangeStatus
 	Attempts         int64
 	NodeID           *int64
 }

@@ -57,7 +57,7 @@ type Admin interface {
 	GroupDetail(ctx context.Context, name string) (leasehold.GroupDetail, error)
 	PlanTail(ctx context.Context, name string, high int64) (int64, error)
 	PlanHistory(ctx context.Context, name string, low int64) (int64, error)
-	Ranges(ctx context.Context, group, status string, after int64, limit int) ([]leasehold.Range, error)
+	Ranges(ctx context.Context, group string, status leasehold.RangeStatus, after int64, limit int) ([]leasehold.Range, error)
 	Retry(ctx context.Context, rangeID int64) (leasehold.Range, error)
 	LiftQuarantine(ctx context.Context, name string) (leasehold.Group, error)
 	PutRules(ctx context.Context, body json.RawMessage) (int64, error)
