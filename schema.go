@@ -31,12 +31,16 @@ func Migration(version int) (string, error) {
 	return string(b), err
 }
 
+// RangeStatus is where a range is in its life: planned, leased to a
+// holder, done, or failed (rule 10).
+type RangeStatus string
+
 // Range statuses.
 const (
-	StatusPlanned = "planned"
-	StatusLeased  = "leased"
-	StatusDone    = "done"
-	StatusFailed  = "failed"
+	StatusPlanned RangeStatus = "planned"
+	StatusLeased  RangeStatus = "leased"
+	StatusDone    RangeStatus = "done"
+	StatusFailed  RangeStatus = "failed"
 )
 
 // TailPriority is the priority of every range the tail plans: below zero,
@@ -156,9 +160,9 @@ const MaxErrorBytes = 4096
 // not) and its range counts by status.
 type GroupDetail struct {
 	Group
-	Lease    *Lease           `json:"lease"`
-	Snapshot *Snapshot        `json:"snapshot"`
-	Ranges   map[string]int64 `json:"ranges"`
+	Lease    *Lease                `json:"lease"`
+	Snapshot *Snapshot             `json:"snapshot"`
+	Ranges   map[RangeStatus]int64 `json:"ranges"`
 	// Peer is set when the group's state here is another fleet node's:
 	// its owner's lease and snapshot as the owner holds them.
 	Peer *PeerState `json:"peer,omitempty"`
@@ -177,18 +181,18 @@ type PeerState struct {
 
 // Range is a planned span of ids, Start..End inclusive, resumed at Next.
 type Range struct {
-	ID          int64     `json:"id"`
-	GroupID     int64     `json:"group_id"`
-	Start       int64     `json:"start"`
-	End         int64     `json:"end"`
-	Next        int64     `json:"next"`
-	Status      string    `json:"status"`
-	Priority    int64     `json:"priority"`
-	NodeID      *int64    `json:"node_id"`
-	Attempts    int64     `json:"attempts"`
-	RuleVersion int64     `json:"rule_version"`
-	Headers     int64     `json:"headers"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	ID          int64       `json:"id"`
+	GroupID     int64       `json:"group_id"`
+	Start       int64       `json:"start"`
+	End         int64       `json:"end"`
+	Next        int64       `json:"next"`
+	Status      RangeStatus `json:"status"`
+	Priority    int64       `json:"priority"`
+	NodeID      *int64      `json:"node_id"`
+	Attempts    int64       `json:"attempts"`
+	RuleVersion int64       `json:"rule_version"`
+	Headers     int64       `json:"headers"`
+	UpdatedAt   time.Time   `json:"updated_at"`
 	// LastError is what a worker said when it last failed the range, and
 	// LastErrorAt when; nil when no worker ever failed it.
 	LastError   *string    `json:"last_error"`
@@ -388,7 +392,7 @@ const (
 var NodeStates = []string{NodePaused, NodeUnseen, NodeActive, NodeIdle}
 
 // RangeStatuses are every range status, in the order they are shown.
-var RangeStatuses = []string{StatusPlanned, StatusLeased, StatusDone, StatusFailed}
+var RangeStatuses = []RangeStatus{StatusPlanned, StatusLeased, StatusDone, StatusFailed}
 
 // Tallies are the catalog's counts kept as it is written (schema version
 // 8), read without counting rows: ranges by status and lane, groups by
@@ -396,7 +400,7 @@ var RangeStatuses = []string{StatusPlanned, StatusLeased, StatusDone, StatusFail
 type Tallies struct {
 	// Ranges by status; Tail and History split the planned ones by lane
 	// (the backlog).
-	Ranges                   map[string]int64
+	Ranges                   map[RangeStatus]int64
 	PlannedTail, PlannedHist int64
 	// Owned and Unowned count groups by state: those this node may lease,
 	// and those it may not (a peer's, or its own while unclaimed).

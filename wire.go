@@ -32,7 +32,9 @@ type NextCall struct {
 	Finished *Finished `json:"finished,omitempty"`
 }
 
-// Finished is a range reported done in the call that asks for the next one.
+// Finished is a range reported done in the call that asks for the next
+// one, as the wire carries it (pointers, to tell a missing field from 0);
+// past the API it is a FinishedRange.
 type Finished struct {
 	Range   *int64 `json:"range"`
 	Headers *int64 `json:"headers"`
@@ -161,7 +163,8 @@ type ReleaseAnswer struct {
 
 // NodeSpec is the registration of a worker node (POST /nodes). Nil fields
 // take the node's defaults; Kinds are the kinds of group its worker reads
-// (rule 12), none is [default].
+// (rule 12), none is [default]. The one type of the request from the
+// wire to the rules (appliance).
 type NodeSpec struct {
 	Name        string   `json:"name"`
 	PriorityMin *int64   `json:"priority_min,omitempty"`
@@ -171,6 +174,7 @@ type NodeSpec struct {
 }
 
 // NodeChange is what PATCH /nodes/{id} sets on a node; nil fields stay.
+// The one type of the request from the wire to the catalog.
 type NodeChange struct {
 	Kinds    []string `json:"kinds,omitempty"`
 	Capacity *int64   `json:"capacity,omitempty"`
@@ -179,7 +183,9 @@ type NodeChange struct {
 // GroupSpec creates or updates a group (PUT /groups/{name}). Nil fields
 // keep the current value (or take the default on creation); Start counts
 // only on creation; Kind is the source the group is read from (default:
-// default).
+// default, rule 12), and changes only while nobody holds the group. The
+// one type of the request from the wire (web, client) to the catalog
+// (appliance, store).
 type GroupSpec struct {
 	Priority  *int64  `json:"priority,omitempty"`
 	Active    *bool   `json:"active,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/proccpu"
 	"github.com/leasehold/leasehold/store"
 )
@@ -44,7 +45,7 @@ func BenchmarkLease(b *testing.B) {
 					if err != nil || g == nil {
 						b.Fatalf("lease: %v, %v", g, err)
 					}
-					if err := app.Coordinator.Release(ctx, n.ID, g.Group.ID, g.Fence); err != nil {
+					if err := app.Coordinator.Release(ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -104,16 +105,16 @@ func BenchmarkCycle(b *testing.B) {
 							b.Errorf("lease: %v, %v", g, err)
 							return
 						}
-						r, err := app.Coordinator.Next(ctx, node, g.Group.ID, g.Fence)
+						r, err := app.Coordinator.Next(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence})
 						if err != nil || r == nil {
 							b.Errorf("next: %v, %v", r, err)
 							return
 						}
-						if _, err := app.Coordinator.Finish(ctx, node, r.ID, g.Fence, 100); err != nil {
+						if _, err := app.Coordinator.Finish(ctx, leasehold.RangeHolder{NodeID: node, RangeID: r.ID, Fence: g.Fence}, 100); err != nil {
 							b.Errorf("finish: %v", err)
 							return
 						}
-						if err := app.Coordinator.Release(ctx, node, g.Group.ID, g.Fence); err != nil {
+						if err := app.Coordinator.Release(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 							b.Errorf("release: %v", err)
 							return
 						}

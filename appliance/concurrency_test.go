@@ -17,6 +17,7 @@ import (
 // group, and once a group is granted at a higher fence no call at an older
 // fence succeeds.
 func TestConcurrentLeasing(t *testing.T) {
+	t.Parallel()
 	const workers, groups, rounds = 64, 16, 8
 
 	setup := func(t *testing.T) (*fixture, []leasehold.Node) {
@@ -59,16 +60,16 @@ func TestConcurrentLeasing(t *testing.T) {
 					}
 					holder[g.Group.ID] = n.ID
 					mu.Unlock()
-					if err := f.c.Heartbeat(f.ctx, n.ID, g.Group.ID, g.Fence); err != nil {
+					if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 						t.Errorf("heartbeat of a live lease: %v", err)
 					}
-					if r, err := f.c.Next(f.ctx, n.ID, g.Group.ID, g.Fence); err != nil || r == nil {
+					if r, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil || r == nil {
 						t.Errorf("next: %v, %v", r, err)
 					}
 					mu.Lock()
 					delete(holder, g.Group.ID)
 					mu.Unlock()
-					if err := f.c.Release(f.ctx, n.ID, g.Group.ID, g.Fence); err != nil {
+					if err := f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 						t.Errorf("release: %v", err)
 					}
 				}
@@ -132,9 +133,9 @@ func TestConcurrentLeasing(t *testing.T) {
 						start := seq.Add(1)
 						var err error
 						if rand.IntN(4) == 0 {
-							err = f.c.Release(f.ctx, n.ID, h.Group.ID, h.Fence)
+							err = f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: h.Group.ID, Fence: h.Fence})
 						} else {
-							err = f.c.Heartbeat(f.ctx, n.ID, h.Group.ID, h.Fence)
+							err = f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: h.Group.ID, Fence: h.Fence})
 						}
 						if err != nil && !errors.Is(err, leasehold.ErrLeaseLost) {
 							t.Error(err)

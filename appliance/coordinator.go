@@ -85,16 +85,9 @@ func (c *Coordinator) Disown(ctx context.Context, groups []string, unless func(g
 // TTL is how long a holder may be quiet before its group is free.
 func (c *Coordinator) TTL() time.Duration { return c.ttl }
 
-// NodeSpec is a node to register; nil fields take defaults.
-type NodeSpec struct {
-	Name        string
-	PriorityMin *int64
-	PriorityMax *int64
-	Capacity    *int64
-	// Kinds are the kinds of group its worker reads (rule 12); none is
-	// [default].
-	Kinds []string
-}
+// NodeSpec is a node to register (the API's request type); nil fields
+// take defaults.
+type NodeSpec = leasehold.NodeSpec
 
 // Defaults of a registered node: every priority, four groups at once.
 const (
@@ -257,12 +250,13 @@ func (c *Coordinator) DeleteNode(ctx context.Context, id int64, force bool) erro
 	return c.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteNode(id, c.maxAttempts, force) })
 }
 
-// GroupSpec is a group to create or update; nil fields keep the group's
-// value, or take the defaults for a new group.
-type GroupSpec = store.GroupSpec
+// GroupSpec is a group to create or update (the API's request type); nil
+// fields keep the group's value, or take the defaults for a new group.
+type GroupSpec = leasehold.GroupSpec
 
-// NodeChange is what an admin changes on a node: its kinds, its capacity.
-type NodeChange = store.NodeChange
+// NodeChange is what an admin changes on a node (the API's request
+// type): its kinds, its capacity.
+type NodeChange = leasehold.NodeChange
 
 // Groups lists up to limit groups with ids above after, by id, a peer's
 // groups as folded here too. Errors: unavailable, internal.
@@ -284,7 +278,7 @@ func (c *Coordinator) GroupDetail(ctx context.Context, name string) (leasehold.G
 // Ranges lists up to limit of the named group's ranges with ids above
 // after, by id, of one status ("" for every status). Errors: not found,
 // unavailable, internal.
-func (c *Coordinator) Ranges(ctx context.Context, group, status string, after int64, limit int) ([]leasehold.Range, error) {
+func (c *Coordinator) Ranges(ctx context.Context, group string, status leasehold.RangeStatus, after int64, limit int) ([]leasehold.Range, error) {
 	g, err := c.db.GroupByName(ctx, group)
 	if err != nil {
 		return nil, err
@@ -560,15 +554,8 @@ func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 
 // Next is rule 3: the holder's range in work or the next planned one, nil
 // when the group is caught up. Errors: not found, lease lost.
-func (c *Coordinator) Next(ctx context.Context, nodeID, groupID, fence int64) (*leasehold.Range, error) {
-	return c.NextAfter(ctx, nodeID, groupID, fence, nil)
-}
-
-// Finished is a range of the group its holder reports done (rule 4) in
-// the same call that asks for the next one: a range costs one call.
-type Finished struct {
-	Range   int64
-	Headers int64
+func (c *Coordinator) Next(ctx context.Context, h leasehold.Holder) (*leasehold.Range, error) {
+	return c.NextAfter(ctx, h, nil)
 }
 
 // NextAfter is Next after finishing done, if given, in one write: the
@@ -576,28 +563,28 @@ type Finished struct {
 // another group or not in the holder's work) nothing changes. Errors:
 // those of Finish and of Next; invalid for negative headers, unprocessable
 // for a range of another group.
-func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int64, done *Finished) (*leasehold.Range, error) {
+func (c *Coordinator) NextAfter(ctx context.Context, h leasehold.Holder, done *leasehold.FinishedRange) (*leasehold.Range, error) {
 	if done != nil && done.Headers < 0 {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "finished.headers must be 0 or more")
 	}
 	var r *leasehold.Range
-	rules := c.Rules()
+	p := store.NextParams{Holder: h, RuleVersion: c.Rules().Version, MaxAttempts: c.maxAttempts}
 	tailOnly := c.tailOnlyFunc()
-	err := c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+	err := c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
-		bmin, bmax, err := tx.NodeBand(nodeID)
-		if err != nil {
+		var err error
+		if p.BandMin, p.BandMax, err = tx.NodeBand(h.NodeID); err != nil {
 			return err
 		}
 		if tailOnly {
-			bmax = min(bmax, leasehold.TailPriority)
+			p.BandMax = min(p.BandMax, leasehold.TailPriority)
 		}
 		if done != nil {
-			r, err = tx.FinishNext(groupID, nodeID, fence, done.Range, done.Headers, bmin, bmax, rules.Version, c.maxAttempts)
+			r, err = tx.FinishNext(p, *done)
 		} else {
-			r, err = tx.NextRange(groupID, nodeID, fence, bmin, bmax, rules.Version, c.maxAttempts)
+			r, err = tx.NextRange(p)
 		}
 		return err
 	})
@@ -611,63 +598,63 @@ func (c *Coordinator) NextAfter(ctx context.Context, nodeID, groupID, fence int6
 }
 
 // Heartbeat is rule 5. Errors: not found, lease lost.
-func (c *Coordinator) Heartbeat(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+func (c *Coordinator) Heartbeat(ctx context.Context, h leasehold.Holder) error {
+	return c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
-		return tx.Heartbeat(groupID, nodeID, fence)
+		return tx.Heartbeat(h)
 	})
 }
 
 // Release is rule 5. Errors: not found, lease lost.
-func (c *Coordinator) Release(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+func (c *Coordinator) Release(ctx context.Context, h leasehold.Holder) error {
+	return c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
-		return tx.Release(groupID, nodeID, fence, c.maxAttempts)
+		return tx.Release(h, c.maxAttempts)
 	})
 }
 
 // ReleaseStopped is Release by a holder stopping cleanly with its progress
 // saved: its range in work gets back the attempt its lease counted.
 // Errors: not found, lease lost.
-func (c *Coordinator) ReleaseStopped(ctx context.Context, nodeID, groupID, fence int64) error {
-	return c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+func (c *Coordinator) ReleaseStopped(ctx context.Context, h leasehold.Holder) error {
+	return c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
-		return tx.ReleaseStopped(groupID, nodeID, fence, c.maxAttempts)
+		return tx.ReleaseStopped(h, c.maxAttempts)
 	})
 }
 
 // Progress is rule 4. Errors: not found, lease lost, conflict, unprocessable.
-func (c *Coordinator) Progress(ctx context.Context, nodeID, rangeID, fence, next int64) (leasehold.Range, error) {
+func (c *Coordinator) Progress(ctx context.Context, h leasehold.RangeHolder, next int64) (leasehold.Range, error) {
 	var r leasehold.Range
-	err := c.claims.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+	err := c.claims.writeRange(ctx, c.db, h.RangeID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
 		var err error
-		r, err = tx.Progress(rangeID, nodeID, fence, next)
+		r, err = tx.Progress(h, next)
 		return err
 	})
 	return r, err
 }
 
 // Finish is rule 4's end. Errors: invalid, not found, lease lost, conflict.
-func (c *Coordinator) Finish(ctx context.Context, nodeID, rangeID, fence, headers int64) (leasehold.Range, error) {
+func (c *Coordinator) Finish(ctx context.Context, h leasehold.RangeHolder, headers int64) (leasehold.Range, error) {
 	if headers < 0 {
 		return leasehold.Range{}, leasehold.Errorf(leasehold.KindInvalid, "headers must be 0 or more")
 	}
 	var r leasehold.Range
-	err := c.claims.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+	err := c.claims.writeRange(ctx, c.db, h.RangeID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
 		var err error
-		r, err = tx.Finish(rangeID, nodeID, fence, headers)
+		r, err = tx.Finish(h, headers)
 		return err
 	})
 	if err == nil {

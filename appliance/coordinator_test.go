@@ -100,7 +100,7 @@ func (f *fixture) lease(n leasehold.Node) *leasehold.Grant {
 
 func (f *fixture) next(n leasehold.Node, g *leasehold.Grant) *leasehold.Range {
 	f.t.Helper()
-	r, err := f.c.Next(f.ctx, n.ID, g.Group.ID, g.Fence)
+	r, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (f *fixture) next(n leasehold.Node, g *leasehold.Grant) *leasehold.Range {
 
 func (f *fixture) release(n leasehold.Node, g *leasehold.Grant) {
 	f.t.Helper()
-	if err := f.c.Release(f.ctx, n.ID, g.Group.ID, g.Fence); err != nil {
+	if err := f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -125,6 +125,7 @@ func name(g *leasehold.Grant) string {
 
 // TestLeaseChoice is rule 1, case by case.
 func TestLeaseChoice(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		cfg   Config
@@ -237,20 +238,21 @@ func TestLeaseChoice(t *testing.T) {
 // TestTakeoverAfterTTL: a quiet holder's group is free after the TTL, taken
 // at a higher fence; the old holder is then refused and changes nothing.
 func TestTakeoverAfterTTL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1500)
 	a, b := f.node("a", -100, 100, 4), f.node("b", -100, 100, 4)
 	ga := f.lease(a)
 	r := f.next(a, ga)
-	if _, err := f.c.Progress(f.ctx, a.ID, r.ID, ga.Fence, r.Start+10); err != nil {
+	if _, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: ga.Fence}, r.Start+10); err != nil {
 		t.Fatal(err)
 	}
 	if g := f.lease(b); g != nil {
 		t.Fatalf("b leased %s while a's lease is alive", g.Group.Name)
 	}
 	f.clock.Advance(59 * time.Second)
-	if err := f.c.Heartbeat(f.ctx, a.ID, ga.Group.ID, ga.Fence); err != nil {
+	if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(59 * time.Second)
@@ -268,11 +270,24 @@ func TestTakeoverAfterTTL(t *testing.T) {
 		t.Fatalf("b's first range = %+v, want range %d resumed at %d", rb, r.ID, r.Start+10)
 	}
 	for name, call := range map[string]func() error{
-		"Heartbeat": func() error { return f.c.Heartbeat(f.ctx, a.ID, ga.Group.ID, ga.Fence) },
-		"Next":      func() error { _, err := f.c.Next(f.ctx, a.ID, ga.Group.ID, ga.Fence); return err },
-		"Progress":  func() error { _, err := f.c.Progress(f.ctx, a.ID, r.ID, ga.Fence, r.Start+20); return err },
-		"Finish":    func() error { _, err := f.c.Finish(f.ctx, a.ID, r.ID, ga.Fence, 5); return err },
-		"Release":   func() error { return f.c.Release(f.ctx, a.ID, ga.Group.ID, ga.Fence) },
+		"Heartbeat": func() error {
+			return f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+		},
+		"Next": func() error {
+			_, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+			return err
+		},
+		"Progress": func() error {
+			_, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: ga.Fence}, r.Start+20)
+			return err
+		},
+		"Finish": func() error {
+			_, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: ga.Fence}, 5)
+			return err
+		},
+		"Release": func() error {
+			return f.c.Release(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+		},
 		"Snapshot": func() error {
 			_, err := f.app.Snapshots.Put(f.ctx, Upload{GroupID: ga.Group.ID, NodeID: a.ID, Fence: ga.Fence, Next: 5, Body: strings.NewReader("x")})
 			return err
@@ -314,6 +329,7 @@ func (f *fixture) dump() string {
 // TestNext is rule 3: ranges in id order inside the band, one in work at a
 // time, the current rule version recorded.
 func TestNext(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 500)
 	f.tail("g", 2000) // 1001-1500, 1501-2000 at -1
@@ -340,7 +356,7 @@ func TestNext(t *testing.T) {
 			t.Fatalf("leased range = %+v, want rule version %d, attempt 1", r, v)
 		}
 		starts = append(starts, r.Start)
-		if _, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, 7); err != nil {
+		if _, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 7); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -367,6 +383,7 @@ func TestNext(t *testing.T) {
 
 // TestProgressAndFinish is rule 4.
 func TestProgressAndFinish(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1200)
@@ -387,7 +404,7 @@ func TestProgressAndFinish(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.dump()
-			got, err := f.c.Progress(f.ctx, w.ID, r.ID, g.Fence, tc.next)
+			got, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, tc.next)
 			if tc.kind != "" {
 				if leasehold.ErrorKind(err) != tc.kind {
 					t.Fatalf("got %v, want %s", err, tc.kind)
@@ -402,18 +419,18 @@ func TestProgressAndFinish(t *testing.T) {
 			}
 		})
 	}
-	done, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, 42)
+	done, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 42)
 	if err != nil || done.Status != leasehold.StatusDone || done.Headers != 42 || done.Next != done.End+1 {
 		t.Fatalf("finish: %+v, %v", done, err)
 	}
-	again, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, 42)
+	again, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 42)
 	if err != nil || again.Status != leasehold.StatusDone {
 		t.Fatalf("a repeated finish: %+v, %v; want the done range again", again, err)
 	}
-	if _, err := f.c.Progress(f.ctx, w.ID, r.ID, g.Fence, done.End+1); !errors.Is(err, leasehold.ErrConflict) {
+	if _, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, done.End+1); !errors.Is(err, leasehold.ErrConflict) {
 		t.Fatalf("progress on a done range: %v, want conflict", err)
 	}
-	if _, err := f.c.Finish(f.ctx, w.ID, r.ID, g.Fence, -1); !errors.Is(err, leasehold.ErrInvalid) {
+	if _, err := f.c.Finish(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, -1); !errors.Is(err, leasehold.ErrInvalid) {
 		t.Fatalf("negative headers: %v, want invalid", err)
 	}
 	l, _ := f.app.db.Lease(f.ctx, g.Group.ID)
@@ -425,13 +442,14 @@ func TestProgressAndFinish(t *testing.T) {
 // TestRelease is rule 5: the range in work goes back at its resume point
 // and the group is free at once.
 func TestRelease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1200)
 	a, b := f.node("a", -100, 100, 4), f.node("b", -100, 100, 4)
 	g := f.lease(a)
 	r := f.next(a, g)
-	f.c.Progress(f.ctx, a.ID, r.ID, g.Fence, 1033)
+	f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: g.Fence}, 1033)
 	f.release(a, g)
 	gb := f.lease(b)
 	if gb == nil || gb.Takeover {
@@ -445,6 +463,7 @@ func TestRelease(t *testing.T) {
 // TestMaxAttempts: a range leased max times without finishing is failed,
 // reported, not leased again, and retried by an operator.
 func TestMaxAttempts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{MaxAttempts: 2})
 	f.group("g", 0, 100)
 	f.tail("g", 1100) // one range
@@ -482,20 +501,21 @@ func TestMaxAttempts(t *testing.T) {
 
 // TestDeleteNode: what a deleted node held is released at its resume points.
 func TestDeleteNode(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 100)
 	f.tail("g", 1100)
 	a, b := f.node("a", -100, 100, 4), f.node("b", -100, 100, 4)
 	g := f.lease(a)
 	r := f.next(a, g)
-	f.c.Progress(f.ctx, a.ID, r.ID, g.Fence, 1010)
+	f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: a.ID, RangeID: r.ID, Fence: g.Fence}, 1010)
 	// Not forced, a node holding a group is refused and stays, its lease
 	// too.
 	err := f.c.DeleteNode(f.ctx, a.ID, false)
 	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "holds 1 group") {
 		t.Fatalf("deleting a holding node unforced: %v; want a conflict naming 1 group", err)
 	}
-	if err := f.c.Heartbeat(f.ctx, a.ID, g.Group.ID, g.Fence); err != nil {
+	if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatalf("the refused delete ended the lease: %v", err)
 	}
 	if err := f.c.DeleteNode(f.ctx, a.ID, true); err != nil {
@@ -516,6 +536,7 @@ func TestDeleteNode(t *testing.T) {
 // TestPlanner is rule 8: tail and history in ranges of the range size,
 // idempotent, with the documented priorities.
 func TestPlanner(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	f.group("g", 0, 1000) // start 1001
 	steps := []struct {

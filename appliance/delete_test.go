@@ -15,6 +15,7 @@ import (
 // TestDeleteGroupRemovesWindow: on a lone node, deleting an unheld group
 // takes its window snapshot's file with it, and the group is gone.
 func TestDeleteGroupRemovesWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	app, err := Open(Config{DataDir: dir, LeaseTTL: time.Minute})
@@ -59,11 +60,12 @@ func TestDeleteGroupRemovesWindow(t *testing.T) {
 // group and the claim it owned it under, and a tombstone that keeps a
 // late event of the group from making it again.
 func TestDeleteGroupInFleet(t *testing.T) {
+	t.Parallel()
 	w := newFleetWorld(t)
 	if err := w.app.DeleteGroup(w.ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "held") {
 		t.Fatalf("deleting g while held: %v, want a conflict saying it is held", err)
 	}
-	if err := w.app.Coordinator.Release(w.ctx, w.w.ID, w.gid, w.fence); err != nil {
+	if err := w.app.Coordinator.Release(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.app.DeleteGroup(w.ctx, "g"); err != nil {

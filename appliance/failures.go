@@ -16,14 +16,14 @@ import (
 // planned again at its resume point until its attempts reach the maximum,
 // then failed; without retry it is failed at once. A holder call, fenced
 // as Finish. Errors: unprocessable, not found, lease lost, conflict.
-func (c *Coordinator) Fail(ctx context.Context, nodeID, rangeID, fence int64, text string, retry bool) (leasehold.Range, error) {
+func (c *Coordinator) Fail(ctx context.Context, h leasehold.RangeHolder, text string, retry bool) (leasehold.Range, error) {
 	var r leasehold.Range
-	err := c.claims.write(ctx, c.db, 0, rangeID, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+	err := c.claims.writeRange(ctx, c.db, h.RangeID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
 		var err error
-		r, err = tx.FailRange(rangeID, nodeID, fence, text, retry, c.maxAttempts)
+		r, err = tx.FailRange(h, text, retry, c.maxAttempts)
 		return err
 	})
 	if err == nil {
@@ -37,12 +37,12 @@ func (c *Coordinator) Fail(ctx context.Context, nodeID, rangeID, fence int64, te
 // group is released and quarantined, leased to nobody until an operator
 // lifts the quarantine, drops the window or restores another. Errors:
 // unprocessable, not found, lease lost.
-func (c *Coordinator) ReleaseUnreadable(ctx context.Context, nodeID, groupID, fence int64, windowError string) error {
-	err := c.claims.write(ctx, c.db, groupID, 0, func(tx *store.Tx) error {
-		if err := tx.TouchNode(nodeID); err != nil {
+func (c *Coordinator) ReleaseUnreadable(ctx context.Context, h leasehold.Holder, windowError string) error {
+	err := c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
+		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
 		}
-		return tx.ReleaseUnreadable(groupID, nodeID, fence, c.maxAttempts, windowError)
+		return tx.ReleaseUnreadable(h, c.maxAttempts, windowError)
 	})
 	if err == nil {
 		c.recorder.GroupQuarantined()

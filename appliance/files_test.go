@@ -34,6 +34,7 @@ func (l *lockedBuffer) String() string {
 // through; a data dir open to others is named with its mode in a
 // warning, and a catalog an older binary left 0644 is narrowed.
 func TestDataFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
 	mode := func(p string) os.FileMode {
 		t.Helper()
 		fi, err := os.Stat(p)

@@ -186,19 +186,25 @@ func (f claimCheck) early(ctx context.Context, db *store.DB, groupID int64, hold
 	return nil
 }
 
-// write runs a holder call on groupID (or, with groupID 0, on rangeID's
-// group) as one queued write fenced by ownership: fn runs only after the
-// first check and its answer stands only after the second.
-func (f claimCheck) write(ctx context.Context, db *store.DB, groupID, rangeID int64, fn func(tx *store.Tx) error) error {
+// writeGroup runs a holder call on groupID as one queued write fenced by
+// ownership: fn runs only after the first check and its answer stands
+// only after the second.
+func (f claimCheck) writeGroup(ctx context.Context, db *store.DB, groupID int64, fn func(tx *store.Tx) error) error {
+	return f.write(ctx, db, func(tx *store.Tx) (holding, error) { return f.check(tx, groupID) }, fn)
+}
+
+// writeRange is writeGroup for a holder call on a range: the checks are of
+// the range's group.
+func (f claimCheck) writeRange(ctx context.Context, db *store.DB, rangeID int64, fn func(tx *store.Tx) error) error {
+	return f.write(ctx, db, func(tx *store.Tx) (holding, error) { return f.checkRange(tx, rangeID) }, fn)
+}
+
+// write is writeGroup and writeRange: check is the first check.
+func (f claimCheck) write(ctx context.Context, db *store.DB, check func(tx *store.Tx) (holding, error), fn func(tx *store.Tx) error) error {
 	var h holding
 	err := db.Write(ctx, func(tx *store.Tx) error {
 		var err error
-		if groupID != 0 {
-			h, err = f.check(tx, groupID)
-		} else {
-			h, err = f.checkRange(tx, rangeID)
-		}
-		if err != nil {
+		if h, err = check(tx); err != nil {
 			return err
 		}
 		return fn(tx)

@@ -122,7 +122,7 @@ func newFleetWorld(t *testing.T) *fleetWorld {
 		t.Fatalf("lease: %v, %v", g, err)
 	}
 	w.gid, w.fence = g.Group.ID, g.Fence
-	r, err := c.Next(w.ctx, w.w.ID, w.gid, w.fence)
+	r, err := c.Next(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
 	if err != nil || r == nil {
 		t.Fatalf("next: %v, %v", r, err)
 	}
@@ -219,25 +219,29 @@ type fleetCall struct {
 
 var fleetCalls = []fleetCall{
 	{"Next", func(w *fleetWorld) error {
-		_, err := w.app.Coordinator.Next(w.ctx, w.w.ID, w.gid, w.fence)
+		_, err := w.app.Coordinator.Next(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
 		return err
 	}},
-	{"Heartbeat", func(w *fleetWorld) error { return w.app.Coordinator.Heartbeat(w.ctx, w.w.ID, w.gid, w.fence) }},
-	{"Release", func(w *fleetWorld) error { return w.app.Coordinator.Release(w.ctx, w.w.ID, w.gid, w.fence) }},
+	{"Heartbeat", func(w *fleetWorld) error {
+		return w.app.Coordinator.Heartbeat(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
+	}},
+	{"Release", func(w *fleetWorld) error {
+		return w.app.Coordinator.Release(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
+	}},
 	{"Progress", func(w *fleetWorld) error {
-		_, err := w.app.Coordinator.Progress(w.ctx, w.w.ID, w.r.ID, w.fence, w.r.Start+10)
+		_, err := w.app.Coordinator.Progress(w.ctx, leasehold.RangeHolder{NodeID: w.w.ID, RangeID: w.r.ID, Fence: w.fence}, w.r.Start+10)
 		return err
 	}},
 	{"Finish", func(w *fleetWorld) error {
-		_, err := w.app.Coordinator.Finish(w.ctx, w.w.ID, w.r.ID, w.fence, 7)
+		_, err := w.app.Coordinator.Finish(w.ctx, leasehold.RangeHolder{NodeID: w.w.ID, RangeID: w.r.ID, Fence: w.fence}, 7)
 		return err
 	}},
 	{"Fail", func(w *fleetWorld) error {
-		_, err := w.app.Coordinator.Fail(w.ctx, w.w.ID, w.r.ID, w.fence, "connection reset", true)
+		_, err := w.app.Coordinator.Fail(w.ctx, leasehold.RangeHolder{NodeID: w.w.ID, RangeID: w.r.ID, Fence: w.fence}, "connection reset", true)
 		return err
 	}},
 	{"ReleaseUnreadable", func(w *fleetWorld) error {
-		return w.app.Coordinator.ReleaseUnreadable(w.ctx, w.w.ID, w.gid, w.fence, "gzip: invalid header")
+		return w.app.Coordinator.ReleaseUnreadable(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}, "gzip: invalid header")
 	}},
 	{"SnapshotUpload", func(w *fleetWorld) error {
 		_, err := w.app.Snapshots.Put(w.ctx, Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 50, Body: strings.NewReader("a newer window")})
@@ -255,6 +259,7 @@ var fleetCalls = []fleetCall{
 // leaves a recorded snapshot whole. The same call with the claim restored
 // succeeds, so each refusal is the fleet's doing.
 func TestFleetFencing(t *testing.T) {
+	t.Parallel()
 	notJoined := leasehold.Errorf(leasehold.KindUnavailable, "waiting for the fleet's NATS servers")
 	cases := []struct {
 		name string

@@ -14,6 +14,7 @@ import (
 // is refused naming the link, the token is written beside it, and the
 // file each pointed to is untouched.
 func TestDataDirLinksRefused(t *testing.T) {
+	t.Parallel()
 	victim := filepath.Join(t.TempDir(), "victim.txt")
 	if err := os.WriteFile(victim, []byte("keep me\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func TestDataDirLinksRefused(t *testing.T) {
 // TestDataDirOfAnotherUserRefused: a data dir another user owns is
 // refused, naming its owner; nothing is made in it.
 func TestDataDirOfAnotherUserRefused(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give a dir to another user")
 	}

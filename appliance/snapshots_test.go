@@ -11,6 +11,7 @@ import (
 // peer's group, as folded here, is refused naming its owner, and an
 // unknown one is not found.
 func TestUploadGroup(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{})
 	own := f.group("own.g", 0, 100)
 	if err := f.app.db.Write(f.ctx, func(tx *store.Tx) error {

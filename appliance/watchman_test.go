@@ -34,6 +34,7 @@ func has(kinds []string, k string) bool {
 // TestWatchmanRules: each rule of DESIGN 9, on a moved clock; a finding
 // appears only once its bound has passed.
 func TestWatchmanRules(t *testing.T) {
+	t.Parallel()
 	t.Run("StaleRangeAndQuietLease", func(t *testing.T) {
 		f := newFixture(t, Config{LeaseTTL: time.Minute, NodeUnseen: time.Hour})
 		f.group("g", 0, 100)
@@ -59,7 +60,7 @@ func TestWatchmanRules(t *testing.T) {
 			}
 		}
 		// A heartbeat clears both: the holder is alive again.
-		if err := f.c.Heartbeat(f.ctx, w.ID, g.Group.ID, g.Fence); err != nil {
+		if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			t.Fatal(err)
 		}
 		if _, kinds := f.report(); len(kinds) != 0 {
@@ -133,7 +134,7 @@ func TestWatchmanRules(t *testing.T) {
 		if n := gauges.Nodes[leasehold.NodeUnseen]; n != 2 {
 			t.Errorf("unseen nodes %d, want 2: stopped is unseen, not a finding", n)
 		}
-		if err := f.c.Heartbeat(f.ctx, killed.ID, held.Group.ID, held.Fence); err != nil {
+		if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: killed.ID, GroupID: held.Group.ID, Fence: held.Fence}); err != nil {
 			t.Fatal(err)
 		}
 		if _, kinds := f.report(); has(kinds, leasehold.FindingNodeUnseen) {
@@ -148,7 +149,7 @@ func TestWatchmanRules(t *testing.T) {
 		g := f.lease(w)
 		f.next(w, g)
 		f.clock.Advance(11 * time.Minute)
-		if err := f.c.Heartbeat(f.ctx, w.ID, g.Group.ID, g.Fence); err != nil {
+		if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			t.Fatal(err)
 		}
 		if _, kinds := f.report(); len(kinds) != 1 || kinds[0] != leasehold.FindingSnapshotOld {
@@ -165,6 +166,7 @@ func TestWatchmanRules(t *testing.T) {
 // TestBacklogIsNotAStall: 10,000 planned ranges waiting while every
 // worker is healthy is backlog, never a finding, however long it waits.
 func TestBacklogIsNotAStall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{LeaseTTL: time.Minute, NodeUnseen: 10 * time.Minute})
 	f.group("live", 0, 1)
 	f.tail("live", 10000) // 9,000 tail ranges: 1001..10000
@@ -181,7 +183,7 @@ func TestBacklogIsNotAStall(t *testing.T) {
 			n leasehold.Node
 			g *leasehold.Grant
 		}{{w1, g1}, {w2, g2}} {
-			if err := f.c.Heartbeat(f.ctx, h.n.ID, h.g.Group.ID, h.g.Fence); err != nil {
+			if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: h.n.ID, GroupID: h.g.Group.ID, Fence: h.g.Fence}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -210,6 +212,7 @@ func TestBacklogIsNotAStall(t *testing.T) {
 
 // TestFindingsNewestFirst: findings of different kinds come newest first.
 func TestFindingsNewestFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, Config{LeaseTTL: time.Minute, NodeUnseen: 5 * time.Minute, MaxAttempts: 1})
 	f.node("gone", -100, 100, 4) // unseen since t0
 	f.clock.Advance(2 * time.Minute)

@@ -222,10 +222,10 @@ type RangePage = leasehold.RangePage
 
 // Ranges lists up to limit ranges (0: the node's default) of group name
 // after the cursor after, only those of status when it is not empty.
-func (c *Client) Ranges(ctx context.Context, name, status, after string, limit int) (*RangePage, error) {
+func (c *Client) Ranges(ctx context.Context, name string, status leasehold.RangeStatus, after string, limit int) (*RangePage, error) {
 	q := url.Values{}
 	if status != "" {
-		q.Set("status", status)
+		q.Set("status", string(status))
 	}
 	var p RangePage
 	if _, err := c.do(ctx, http.MethodGet, pathf("/api/v1/groups/%s/ranges", name)+pageQuery(q, after, limit), nil, &p); err != nil {
@@ -235,7 +235,7 @@ func (c *Client) Ranges(ctx context.Context, name, status, after string, limit i
 }
 
 // AllRanges lists every range of group name (of status, when not empty).
-func (c *Client) AllRanges(ctx context.Context, name, status string) ([]leasehold.Range, error) {
+func (c *Client) AllRanges(ctx context.Context, name string, status leasehold.RangeStatus) ([]leasehold.Range, error) {
 	var all []leasehold.Range
 	after := ""
 	for {

@@ -55,11 +55,9 @@ func (c *Client) next(ctx context.Context, group int64, in leasehold.NextCall) (
 }
 
 // Finished is a range reported done in the call that asks for the next
-// one (NextAfter); on the wire it is leasehold.Finished.
-type Finished struct {
-	Range   int64
-	Headers int64
-}
+// one (NextAfter): the node's own type, leasehold.FinishedRange; on the
+// wire it is leasehold.Finished.
+type Finished = leasehold.FinishedRange
 
 // NextAfter finishes done (as Finish does) and leases the group's next
 // range in one call and one write on the node: a range costs one call. If

@@ -99,15 +99,15 @@ func dumpWork(t testing.TB, n *dumpNode, name string, size, high int64, done int
 		t.Fatalf("lease: %+v, %v", g, err)
 	}
 	for i := range done {
-		r, err := c.Next(ctx, w.ID, g.Group.ID, g.Fence)
+		r, err := c.Next(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
 		if err != nil || r == nil {
 			t.Fatalf("next %d: %+v, %v", i, r, err)
 		}
-		if _, err := c.Finish(ctx, w.ID, r.ID, g.Fence, min(int64(i%2+1), r.End-r.Start+1)); err != nil {
+		if _, err := c.Finish(ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, min(int64(i%2+1), r.End-r.Start+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Release(ctx, w.ID, g.Group.ID, g.Fence); err != nil {
+	if err := c.Release(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -31,7 +31,7 @@ func appendRange(b []byte, r store.PeerRange) ([]byte, error) {
 	b = append(b, `,"next":`...)
 	b = strconv.AppendInt(b, r.Next, 10)
 	b = append(b, `,"status":`...)
-	b = appendString(b, r.Status)
+	b = appendString(b, string(r.Status))
 	b = append(b, `,"priority":`...)
 	b = strconv.AppendInt(b, r.Priority, 10)
 	b = append(b, `,"node_id":`...)

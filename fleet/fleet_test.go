@@ -169,13 +169,13 @@ func (n *fleetNode) work(t *testing.T, ctx context.Context, size int64, max int,
 		copy(w, b)
 	}
 	for done := 0; done < max; done++ {
-		r, err := c.Next(ctx, n.worker, g.Group.ID, g.Fence)
+		r, err := c.Next(ctx, leasehold.Holder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence})
 		if err != nil {
 			t.Fatalf("%s next: %v", n.name, err)
 		}
 		if r == nil {
 			span.until = time.Now()
-			c.Release(ctx, n.worker, g.Group.ID, g.Fence)
+			c.Release(ctx, leasehold.Holder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence})
 			return w, true
 		}
 		for id := r.Next; id <= r.End; id++ {
@@ -184,7 +184,7 @@ func (n *fleetNode) work(t *testing.T, ctx context.Context, size int64, max int,
 			}
 			w[id-1] = 1
 		}
-		if _, err := c.Finish(ctx, n.worker, r.ID, g.Fence, r.End-r.Next+1); err != nil {
+		if _, err := c.Finish(ctx, leasehold.RangeHolder{NodeID: n.worker, RangeID: r.ID, Fence: g.Fence}, r.End-r.Next+1); err != nil {
 			t.Fatalf("%s finish: %v", n.name, err)
 		}
 		var buf bytes.Buffer
@@ -238,7 +238,7 @@ func TestFleet(t *testing.T) {
 	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.fleet", size); err != nil {
 		t.Fatal(err)
 	}
-	ranges := func(n *fleetNode, status string) int {
+	ranges := func(n *fleetNode, status leasehold.RangeStatus) int {
 		g, err := n.db.GroupByName(ctx, "alt.fleet")
 		if err != nil {
 			return -1
@@ -566,7 +566,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	// reaches its margin, then refused, before the claim could lapse.
 	var stopped time.Time
 	for time.Since(cut) < 2*fleetTTL {
-		if err := a.app.Coordinator.Heartbeat(ctx, a.worker, g.Group.ID, g.Fence); err != nil {
+		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.Holder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
 				t.Fatalf("heartbeat while cut off: %v; want lease lost", err)
 			}

@@ -137,15 +137,15 @@ func foldFinish(t *testing.T, n *dumpNode, group string, count int) {
 		t.Fatalf("lease: %+v, %v; want %s", g, err, group)
 	}
 	for range count {
-		r, err := c.Next(ctx, w.ID, g.Group.ID, g.Fence)
+		r, err := c.Next(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
 		if err != nil || r == nil {
 			t.Fatalf("next: %+v, %v", r, err)
 		}
-		if _, err := c.Finish(ctx, w.ID, r.ID, g.Fence, 1); err != nil {
+		if _, err := c.Finish(ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Release(ctx, w.ID, g.Group.ID, g.Fence); err != nil {
+	if err := c.Release(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatal(err)
 	}
 }

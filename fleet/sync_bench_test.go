@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/store"
 )
@@ -248,16 +249,16 @@ func runCycles(b *testing.B, c *appliance.Coordinator, nodes []int64, more func(
 					b.Errorf("lease: %v, %v", g, err)
 					return
 				}
-				r, err := c.Next(ctx, node, g.Group.ID, g.Fence)
+				r, err := c.Next(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence})
 				if err != nil || r == nil {
 					b.Errorf("next: %v, %v", r, err)
 					return
 				}
-				if _, err := c.Finish(ctx, node, r.ID, g.Fence, 10); err != nil {
+				if _, err := c.Finish(ctx, leasehold.RangeHolder{NodeID: node, RangeID: r.ID, Fence: g.Fence}, 10); err != nil {
 					b.Error(err)
 					return
 				}
-				if err := c.Release(ctx, node, g.Group.ID, g.Fence); err != nil {
+				if err := c.Release(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 					b.Error(err)
 					return
 				}

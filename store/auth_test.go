@@ -13,6 +13,7 @@ import (
 // TestRememberedAuthEndsWithDeletion: a node's authentication is
 // remembered, and its deletion ends it before the deletion is answered.
 func TestRememberedAuthEndsWithDeletion(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	hash := []byte("0123456789abcdef0123456789abcdef")
@@ -41,6 +42,7 @@ func TestRememberedAuthEndsWithDeletion(t *testing.T) {
 // second, and a visit is never left unrecorded for longer, including when
 // the catalog holds a visit this process did not write (a restart).
 func TestTouchNodeRemembered(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	now := time.UnixMilli(1_800_000_000_000)
 	clock := func() time.Time { return now }

@@ -12,6 +12,7 @@ import (
 // whole and the same catalog, an existing file is refused, and the
 // reader pool stays read-only after.
 func TestBackup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, err := Open(filepath.Join(t.TempDir(), "c.db"), Options{Readers: 1})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/leasehold/leasehold"
 )
 
 // The writer talks to its connection below database/sql. Every statement it
@@ -215,6 +217,16 @@ func assign(dest any, v driver.Value) error {
 			return nil
 		case []byte:
 			*d = string(v)
+			return nil
+		}
+	case *leasehold.RangeStatus:
+		// A range's status, typed as it is read.
+		switch v := v.(type) {
+		case string:
+			*d = leasehold.RangeStatus(v)
+			return nil
+		case []byte:
+			*d = leasehold.RangeStatus(v)
 			return nil
 		}
 	case *[]byte:

@@ -14,7 +14,7 @@ import (
 // Totals are the catalog's counts for the dashboard's overview.
 type Totals struct {
 	Groups      int64
-	Ranges      map[string]int64 // by status
+	Ranges      map[leasehold.RangeStatus]int64 // by status
 	LeasesHeld  int64
 	Headers     int64 // headers indexed, over every group's leases
 	RangesTotal int64
@@ -27,7 +27,7 @@ type Totals struct {
 // catalog itself. Headers are still summed over every lease row; see
 // the note on qTotalsHeaders.
 func (db *DB) Totals(ctx context.Context) (Totals, error) {
-	t := Totals{Ranges: map[string]int64{}}
+	t := Totals{Ranges: map[leasehold.RangeStatus]int64{}}
 	tl, err := db.Tallies(ctx)
 	if err != nil {
 		return t, err
@@ -126,7 +126,7 @@ type GroupRow struct {
 	// State is the group's state (leasehold.GroupStates), as the tallies
 	// count it; a peer's group its owner's worker holds is held.
 	State        string
-	Ranges       map[string]int64
+	Ranges       map[leasehold.RangeStatus]int64
 	Origin       string
 	Holder       string
 	Fence        int64
@@ -280,7 +280,7 @@ func (db *DB) groupRows(ctx context.Context, q string, args ...any) ([]GroupRow,
 			t := fromMS(snapAt.Int64)
 			r.SnapshotSize, r.SnapshotAt = &size.Int64, &t
 		}
-		r.Ranges = map[string]int64{leasehold.StatusPlanned: planned, leasehold.StatusLeased: leased, leasehold.StatusDone: done, leasehold.StatusFailed: failed}
+		r.Ranges = map[leasehold.RangeStatus]int64{leasehold.StatusPlanned: planned, leasehold.StatusLeased: leased, leasehold.StatusDone: done, leasehold.StatusFailed: failed}
 		out = append(out, r)
 	}
 	return out, mapError(rows.Err(), "listing groups")

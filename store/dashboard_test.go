@@ -13,6 +13,7 @@ import (
 // TestDashboardReads: the overview's totals, the groups table by prefix
 // and page, and throughput from the outbox.
 func TestDashboardReads(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	if err := db.BulkGroups(ctx, "alt.", 30, 100, 3); err != nil {
@@ -103,6 +104,7 @@ func BenchmarkGroupRows(b *testing.B) {
 // groups in it (a failing group is held too), and a page of idle groups
 // stops after IdleWindow ids with a next page even when it found none.
 func TestGroupRowsIn(t *testing.T) {
+	t.Parallel()
 	w := newFailWorld(t, "a", "b", "c")
 	ctx := context.Background()
 	must(t, w.write(func(tx *Tx) error {
@@ -120,7 +122,7 @@ func TestGroupRowsIn(t *testing.T) {
 	}
 	b := w.lease()
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(b.Group.ID, w.node, b.Fence, failMaxAttempts, "gzip: invalid header")
+		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: b.Group.ID, NodeID: w.node, Fence: b.Fence}, failMaxAttempts, "gzip: invalid header")
 	}))
 	names := func(rows []GroupRow) string {
 		var s []string
@@ -181,6 +183,7 @@ func lastID(t *testing.T, db *DB) int64 {
 // is allowed only where the set is small (quarantined groups, held
 // leases, failed ranges).
 func TestGroupRowsUseIndexes(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)

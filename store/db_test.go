@@ -30,6 +30,7 @@ func openTest(t testing.TB, path string, o Options) *DB {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	t.Run("Pragmas", func(t *testing.T) {
 		db := openTest(t, "", Options{})
 		for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1"} {
@@ -85,6 +86,7 @@ func TestOpen(t *testing.T) {
 // TestGroupCommit: many concurrent writers share far fewer commits than
 // writes, and each caller sees only its own error.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	const writers, each = 64, 20
@@ -136,6 +138,7 @@ func TestGroupCommit(t *testing.T) {
 
 // TestNoGroupCommit: the measuring switch really gives a commit per write.
 func TestNoGroupCommit(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{NoGroupCommit: true})
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -154,6 +157,7 @@ func TestNoGroupCommit(t *testing.T) {
 
 // TestDurableAcrossReopen: what Write acknowledged is there after a reopen.
 func TestDurableAcrossReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	db, err := Open(path, Options{})
 	if err != nil {
@@ -194,6 +198,7 @@ func TestDurableAcrossReopen(t *testing.T) {
 // TestPanicInWrite: a panicking write is that write's internal error; the
 // batch goes on.
 func TestPanicInWrite(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	err := db.Write(ctx, func(tx *Tx) error {
@@ -212,6 +217,7 @@ func TestPanicInWrite(t *testing.T) {
 }
 
 func TestWriteAfterClose(t *testing.T) {
+	t.Parallel()
 	db, err := Open(filepath.Join(t.TempDir(), "c.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +245,7 @@ func (db *DB) rawExec(q string, args ...any) error {
 // registered here, no visitors: version 13), and gets an identity that
 // lasts across reopening.
 func TestMigration(t *testing.T) {
+	t.Parallel()
 	if leasehold.SchemaVersion != 14 {
 		t.Fatalf("SchemaVersion = %d, want 14 (members that leave, deletes that travel)", leasehold.SchemaVersion)
 	}

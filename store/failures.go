@@ -57,7 +57,8 @@ func errorText(field, text string) error {
 // kept either way. It is a holder call, fenced as Finish (rule 6).
 // Errors: unprocessable (the text), not found, lease lost, conflict (the
 // range is not in this holder's work).
-func (tx *Tx) FailRange(rangeID, nodeID, fence int64, text string, retry bool, maxAttempts int64) (leasehold.Range, error) {
+func (tx *Tx) FailRange(h leasehold.RangeHolder, text string, retry bool, maxAttempts int64) (leasehold.Range, error) {
+	rangeID, nodeID, fence := h.RangeID, h.NodeID, h.Fence
 	if err := errorText("error", text); err != nil {
 		return leasehold.Range{}, err
 	}
@@ -90,13 +91,14 @@ func (tx *Tx) FailRange(rangeID, nodeID, fence int64, text string, retry bool, m
 // planned again at its resume point) and leased to nobody until an
 // operator lifts the quarantine, drops the window or restores another.
 // Errors: unprocessable (the text), not found, lease lost.
-func (tx *Tx) ReleaseUnreadable(groupID, nodeID, fence, maxAttempts int64, windowError string) error {
+func (tx *Tx) ReleaseUnreadable(h leasehold.Holder, maxAttempts int64, windowError string) error {
 	if err := errorText("window_error", windowError); err != nil {
 		return err
 	}
-	if err := tx.Release(groupID, nodeID, fence, maxAttempts); err != nil {
+	if err := tx.Release(h, maxAttempts); err != nil {
 		return err
 	}
+	groupID, nodeID := h.GroupID, h.NodeID
 	node, err := tx.nodeName(nodeID)
 	if err != nil {
 		return err

@@ -76,7 +76,7 @@ func (w *failWorld) next(gid, fence int64) *leasehold.Range {
 	var r *leasehold.Range
 	must(w.t, w.write(func(tx *Tx) error {
 		var err error
-		r, err = tx.NextRange(gid, w.node, fence, -10, 10, 0, failMaxAttempts)
+		r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: gid, NodeID: w.node, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: failMaxAttempts})
 		return err
 	}))
 	return r
@@ -86,7 +86,7 @@ func (w *failWorld) fail(rangeID, fence int64, text string, retry bool) (leaseho
 	var r leasehold.Range
 	err := w.write(func(tx *Tx) error {
 		var err error
-		r, err = tx.FailRange(rangeID, w.node, fence, text, retry, failMaxAttempts)
+		r, err = tx.FailRange(leasehold.RangeHolder{RangeID: rangeID, NodeID: w.node, Fence: fence}, text, retry, failMaxAttempts)
 		return err
 	})
 	return r, err
@@ -97,11 +97,15 @@ func (w *failWorld) fail(rangeID, fence int64, text string, retry bool) (leaseho
 // reach the maximum; one without retry fails it at once; a bad text or a
 // caller that is not the holder changes nothing.
 func TestFailRange(t *testing.T) {
+	t.Parallel()
 	t.Run("RetryUntilMaxAttempts", func(t *testing.T) {
 		w := newFailWorld(t, "g")
 		g := w.lease()
 		r := w.next(g.Group.ID, g.Fence)
-		must(t, w.write(func(tx *Tx) error { _, err := tx.Progress(r.ID, w.node, g.Fence, r.Start+10); return err }))
+		must(t, w.write(func(tx *Tx) error {
+			_, err := tx.Progress(leasehold.RangeHolder{RangeID: r.ID, NodeID: w.node, Fence: g.Fence}, r.Start+10)
+			return err
+		}))
 		for attempt := int64(1); attempt <= failMaxAttempts; attempt++ {
 			w.clock.now = w.clock.now.Add(time.Second)
 			text := "connection reset #" + string(rune('0'+attempt))
@@ -185,6 +189,7 @@ func TestFailRange(t *testing.T) {
 // dropping the window is refused while held, then clears the snapshot and
 // lifts the quarantine.
 func TestQuarantine(t *testing.T) {
+	t.Parallel()
 	w := newFailWorld(t, "a", "b")
 	ctx := context.Background()
 	snap := leasehold.Snapshot{Next: 1501, Size: 10, SHA256: "ab", At: w.clock.now, File: 7}
@@ -194,11 +199,13 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("first lease = %+v, want group a", g)
 	}
 	r := w.next(g.Group.ID, g.Fence)
-	if err := w.write(func(tx *Tx) error { return tx.ReleaseUnreadable(g.Group.ID, w.node, g.Fence, failMaxAttempts, "") }); leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
+	if err := w.write(func(tx *Tx) error {
+		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "")
+	}); leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
 		t.Fatalf("an empty window_error: %v, want unprocessable", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(g.Group.ID, w.node, g.Fence, failMaxAttempts, "gzip: invalid header")
+		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "gzip: invalid header")
 	}))
 	a, err := w.db.GroupByName(ctx, "a")
 	if err != nil || a.Quarantine == nil || a.Quarantine.Error != "gzip: invalid header" || a.Quarantine.Node != "w" || !a.Quarantine.At.Equal(w.clock.now) {
@@ -242,7 +249,7 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("dropping the window of a held group: %v, want conflict", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(again.Group.ID, w.node, again.Fence, failMaxAttempts, "truncated")
+		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: again.Group.ID, NodeID: w.node, Fence: again.Fence}, failMaxAttempts, "truncated")
 	}))
 	var dropped *leasehold.Snapshot
 	var afterDrop leasehold.Group
@@ -266,6 +273,7 @@ func TestQuarantine(t *testing.T) {
 // groups by one seek of its partial indexes, which leave quarantined
 // groups out, so a quarantine costs the choice nothing.
 func TestQuarantineLeaseChoiceSeeks(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)
@@ -282,6 +290,7 @@ func TestQuarantineLeaseChoiceSeeks(t *testing.T) {
 // keeps its groups and ranges, which come without errors or quarantine,
 // and takes a range's error after.
 func TestMigrationFromV5(t *testing.T) {
+	t.Parallel()
 	path := migrateFrom(t, "testdata/schema-v5.sql", 5,
 		`INSERT INTO groups (id, name, range_size, start_id, tail_end, history_floor, free_since, created_at, updated_at) VALUES (1, 'alt.kept', 10, 1, 10, 1, 0, 0, 0)`,
 		`INSERT INTO group_leases (group_id) VALUES (1)`,
@@ -307,6 +316,7 @@ func TestMigrationFromV5(t *testing.T) {
 // so the fleet shows them and a node that takes the group over keeps it
 // quarantined.
 func TestFoldFailures(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newFailWorld(t, "g")
 	if _, err := w.db.PeerIndexes(ctx, true); err != nil {
@@ -318,7 +328,7 @@ func TestFoldFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(g.Group.ID, w.node, g.Fence, failMaxAttempts, "gzip: invalid header")
+		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "gzip: invalid header")
 	}))
 	state, ranges, _, err := w.db.OwnState(ctx, g.Group.ID, time.Time{})
 	if err != nil {
@@ -358,6 +368,7 @@ func TestFoldFailures(t *testing.T) {
 // nothing, and neither does a worker failing its own range (its call
 // answers with it).
 func TestAttemptLimitTold(t *testing.T) {
+	t.Parallel()
 	type callerKey struct{}
 	type told struct {
 		caller any
@@ -393,7 +404,9 @@ func TestAttemptLimitTold(t *testing.T) {
 	t.Run("Release", func(t *testing.T) {
 		w, calls, ctx := open(t)
 		g, r := leasedAtLimit(w)
-		must(t, w.db.Write(ctx, func(tx *Tx) error { return tx.Release(g.Group.ID, w.node, g.Fence, failMaxAttempts) }))
+		must(t, w.db.Write(ctx, func(tx *Tx) error {
+			return tx.Release(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts)
+		}))
 		wantTold(t, *calls, r.ID)
 	})
 	t.Run("Disown", func(t *testing.T) {
@@ -410,7 +423,7 @@ func TestAttemptLimitTold(t *testing.T) {
 		var r *leasehold.Range
 		must(t, w.db.Write(ctx, func(tx *Tx) error {
 			var err error
-			r, err = tx.NextRange(g.Group.ID, w.node, g.Fence, -10, 10, 0, failMaxAttempts)
+			r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: failMaxAttempts})
 			return err
 		}))
 		if r == nil || r.ID == first.ID {
@@ -423,7 +436,7 @@ func TestAttemptLimitTold(t *testing.T) {
 		g, r := leasedAtLimit(w)
 		undone := errors.New("undone")
 		err := w.db.Write(ctx, func(tx *Tx) error {
-			if err := tx.Release(g.Group.ID, w.node, g.Fence, failMaxAttempts); err != nil {
+			if err := tx.Release(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts); err != nil {
 				return err
 			}
 			return undone
@@ -455,6 +468,7 @@ func TestAttemptLimitTold(t *testing.T) {
 // for the file to be removed, and the tallies count it no more; the other
 // groups are untouched.
 func TestDeleteGroup(t *testing.T) {
+	t.Parallel()
 	w := newFailWorld(t, "a", "b")
 	ctx := context.Background()
 	before, err := w.db.Tallies(ctx)
@@ -480,7 +494,9 @@ func TestDeleteGroup(t *testing.T) {
 	if _, err := del("nope"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
 		t.Fatalf("deleting an unknown group: %v, want not found", err)
 	}
-	must(t, w.write(func(tx *Tx) error { return tx.Release(g.Group.ID, w.node, g.Fence, failMaxAttempts) }))
+	must(t, w.write(func(tx *Tx) error {
+		return tx.Release(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts)
+	}))
 	old, err := del("a")
 	if err != nil || old == nil || old.File != 7 {
 		t.Fatalf("deleting a: %+v, %v; want its snapshot (file 7) back", old, err)

@@ -55,6 +55,7 @@ func plan(t testing.TB, db *DB, q string, args ...any) []string {
 // plan does not depend on the row count, so a small catalog shows the
 // plan a big one gets; BenchmarkFindings measures the big one.
 func TestFindingsUseIndexes(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)

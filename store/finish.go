@@ -34,13 +34,13 @@ var (
 
 // Finish is rule 4's end: the range is done with headers counted on the
 // lease. Finishing a range this holder already finished answers it again.
-func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, error) {
-	r, _, ok, err := tx.finishHeld(rangeID, 0, nodeID, fence, headers)
+func (tx *Tx) Finish(h leasehold.RangeHolder, headers int64) (leasehold.Range, error) {
+	r, _, ok, err := tx.finishHeld(h, 0, headers)
 	if err != nil {
 		return r, err
 	}
 	if !ok {
-		return tx.finishChecked(rangeID, nodeID, fence, headers)
+		return tx.finishChecked(h, headers)
 	}
 	if _, err := tx.exec(qGroupUrgent, r.GroupID); err != nil {
 		return r, mapError(err, "finishing a range")
@@ -48,29 +48,31 @@ func (tx *Tx) Finish(rangeID, nodeID, fence, headers int64) (leasehold.Range, er
 	return r, nil
 }
 
-// FinishNext is Finish of rangeID, a range of groupID, then NextRange: the
-// worker's steady call, in one write. Its errors are Finish's, with
-// unprocessable for a range of another group, then NextRange's; on any of
-// them the caller's write undoes the whole call.
-func (tx *Tx) FinishNext(groupID, nodeID, fence, rangeID, headers, bandMin, bandMax, ruleVersion, maxAttempts int64) (*leasehold.Range, error) {
-	done, inWork, ok, err := tx.finishHeld(rangeID, groupID, nodeID, fence, headers)
+// FinishNext is Finish of f.Range, a range of the holder's group, then
+// NextRange: the worker's steady call, in one write. Its errors are
+// Finish's, with unprocessable for a range of another group, then
+// NextRange's; on any of them the caller's write undoes the whole call.
+func (tx *Tx) FinishNext(p NextParams, f leasehold.FinishedRange) (*leasehold.Range, error) {
+	groupID := p.Holder.GroupID
+	h := leasehold.RangeHolder{NodeID: p.Holder.NodeID, RangeID: f.Range, Fence: p.Holder.Fence}
+	done, inWork, ok, err := tx.finishHeld(h, groupID, f.Headers)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		gid, err := tx.RangeGroup(rangeID)
+		gid, err := tx.RangeGroup(f.Range)
 		if err != nil {
 			return nil, err
 		}
 		if gid != groupID {
-			return nil, leasehold.Errorf(leasehold.KindUnprocessable, "range %d is not of group %d", rangeID, groupID)
+			return nil, leasehold.Errorf(leasehold.KindUnprocessable, "range %d is not of group %d", f.Range, groupID)
 		}
-		if _, err := tx.finishChecked(rangeID, nodeID, fence, headers); err != nil {
+		if _, err := tx.finishChecked(h, f.Headers); err != nil {
 			return nil, err
 		}
-		return tx.NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, maxAttempts)
+		return tx.NextRange(p)
 	}
-	r, err := tx.nextRange(groupID, nodeID, inWork, bandMin, bandMax, ruleVersion, maxAttempts)
+	r, err := tx.nextRange(p, inWork)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +94,8 @@ func (tx *Tx) FinishNext(groupID, nodeID, fence, rangeID, headers, bandMin, band
 // lease's range still in work is returned. ok is false, with nothing
 // changed, when it is not the usual case. The group's urgency is left to
 // the caller.
-func (tx *Tx) finishHeld(rangeID, groupID, nodeID, fence, headers int64) (r leasehold.Range, inWork sql.NullInt64, ok bool, err error) {
+func (tx *Tx) finishHeld(h leasehold.RangeHolder, groupID, headers int64) (r leasehold.Range, inWork sql.NullInt64, ok bool, err error) {
+	rangeID, nodeID, fence := h.RangeID, h.NodeID, h.Fence
 	now := ms(tx.now)
 	r, err = scanRange(tx.queryRow(qRangeFinishHeld, rangeID, headers, now, nodeID, groupID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -115,7 +118,8 @@ func (tx *Tx) finishHeld(rangeID, groupID, nodeID, fence, headers int64) (r leas
 
 // finishChecked is Finish read first, for every case: a range done
 // already, not found, not in the holder's work, with too many headers.
-func (tx *Tx) finishChecked(rangeID, nodeID, fence, headers int64) (leasehold.Range, error) {
+func (tx *Tx) finishChecked(h leasehold.RangeHolder, headers int64) (leasehold.Range, error) {
+	rangeID, nodeID, fence := h.RangeID, h.NodeID, h.Fence
 	r, err := scanRange(tx.queryRow(qRangeByID, rangeID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, leasehold.Errorf(leasehold.KindNotFound, "range %d not found", rangeID)

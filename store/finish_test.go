@@ -80,6 +80,7 @@ func wrongUrgency(t *testing.T, db *DB) []string {
 // (one priority) and history (a priority a range), and the walk mixes
 // in lone finishes, fails and releases.
 func TestFinishNext(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) { finishNextRun(t, seed, 300) })
 	}
@@ -142,7 +143,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 		case l.rangeID == 0 || k == 0:
 			op = "next"
 			err = db.Write(ctx, func(tx *Tx) error {
-				r, err := tx.NextRange(l.group, node, l.fence, -10, 10, 0, maxAttempts)
+				r, err := tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: l.group, NodeID: node, Fence: l.fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts})
 				inWork(l, r, err)
 				return err
 			})
@@ -157,7 +158,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 				fence-- // a fence of the past: lease lost
 			}
 			err = db.Write(ctx, func(tx *Tx) error {
-				_, _, ok, _ := tx.finishHeld(l.rangeID, l.group, node, fence, headers)
+				_, _, ok, _ := tx.finishHeld(leasehold.RangeHolder{RangeID: l.rangeID, NodeID: node, Fence: fence}, l.group, headers)
 				if ok {
 					fast++
 				}
@@ -167,23 +168,28 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("step %d: the usual case's probe: %v", step, err)
 			}
 			err = db.Write(ctx, func(tx *Tx) error {
-				r, err := tx.FinishNext(l.group, node, fence, l.rangeID, headers, -10, 10, 0, maxAttempts)
+				r, err := tx.FinishNext(NextParams{Holder: leasehold.Holder{GroupID: l.group, NodeID: node, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts}, leasehold.FinishedRange{Range: l.rangeID, Headers: headers})
 				inWork(l, r, err)
 				return err
 			})
 		case k < 8:
 			op = "finish"
-			err = db.Write(ctx, func(tx *Tx) error { _, err := tx.Finish(l.rangeID, node, l.fence, 7); return err })
+			err = db.Write(ctx, func(tx *Tx) error {
+				_, err := tx.Finish(leasehold.RangeHolder{RangeID: l.rangeID, NodeID: node, Fence: l.fence}, 7)
+				return err
+			})
 		case k < 9:
 			op = "fail"
 			err = db.Write(ctx, func(tx *Tx) error {
-				_, err := tx.FailRange(l.rangeID, node, l.fence, "no route to host", true, maxAttempts)
+				_, err := tx.FailRange(leasehold.RangeHolder{RangeID: l.rangeID, NodeID: node, Fence: l.fence}, "no route to host", true, maxAttempts)
 				return err
 			})
 			l.rangeID = 0
 		default:
 			op = "release"
-			err = db.Write(ctx, func(tx *Tx) error { return tx.Release(l.group, node, l.fence, maxAttempts) })
+			err = db.Write(ctx, func(tx *Tx) error {
+				return tx.Release(leasehold.Holder{GroupID: l.group, NodeID: node, Fence: l.fence}, maxAttempts)
+			})
 			leases = append(leases[:i], leases[i+1:]...)
 		}
 		if err != nil {
@@ -203,6 +209,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 // TestFinishNextRefusals: each refusal of the steady call answers as the
 // finish and next calls did one after the other, and changes nothing.
 func TestFinishNextRefusals(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	db := openTest(t, "", Options{NowFunc: clock.Now})
 	ctx := context.Background()
@@ -234,15 +241,15 @@ func TestFinishNextRefusals(t *testing.T) {
 		if b, err = tx.LeaseGroup(req); err != nil {
 			return err
 		}
-		if ra, err = tx.NextRange(a.Group.ID, node, a.Fence, -10, 10, 0, 3); err != nil {
+		if ra, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: a.Group.ID, NodeID: node, Fence: a.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3}); err != nil {
 			return err
 		}
-		rb, err = tx.NextRange(b.Group.ID, node, b.Fence, -10, 10, 0, 3)
+		rb, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: b.Group.ID, NodeID: node, Fence: b.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3})
 		return err
 	}))
 	steady := func(group, nodeID, fence, rangeID, headers int64) error {
 		return db.Write(ctx, func(tx *Tx) error {
-			_, err := tx.FinishNext(group, nodeID, fence, rangeID, headers, -10, 10, 0, 3)
+			_, err := tx.FinishNext(NextParams{Holder: leasehold.Holder{GroupID: group, NodeID: nodeID, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3}, leasehold.FinishedRange{Range: rangeID, Headers: headers})
 			return err
 		})
 	}

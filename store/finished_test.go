@@ -15,6 +15,7 @@ import (
 // dashboard's last hour, finished by either call a worker makes; a
 // refused finish is not counted.
 func TestThroughputAlone(t *testing.T) {
+	t.Parallel()
 	var clock = nodetest.NewClock()
 	n := nodetest.Start(t, nodetest.Options{Clock: clock.Now, Store: store.Options{NoOutbox: true}})
 	ctx := context.Background()

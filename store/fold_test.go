@@ -106,6 +106,7 @@ func foldIn(t *testing.T, db *DB, origin string, g PeerGroup, rs []PeerRange) (i
 // owns disowns it and ends the lease held here; under the same claim, an
 // owned group is left alone.
 func TestFoldGroup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	t.Run("New", func(t *testing.T) {
 		db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
@@ -194,7 +195,7 @@ func TestFoldGroup(t *testing.T) {
 			if grant, err = tx.LeaseGroup(LeaseRequest{NodeID: node.ID, TTL: time.Minute, MaxAttempts: 5}); err != nil || grant == nil {
 				return err
 			}
-			r, err = tx.NextRange(gid, node.ID, grant.Fence, -10, 10, 0, 5)
+			r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: grant.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 			return err
 		}))
 		if grant == nil || r == nil {
@@ -213,7 +214,9 @@ func TestFoldGroup(t *testing.T) {
 		if owned, err := db.OwnedGroups(ctx); err != nil || len(owned) != 0 {
 			t.Fatalf("owned = %v, %v; want none: the group was lost", owned, err)
 		}
-		err := db.Write(ctx, func(tx *Tx) error { return tx.Heartbeat(gid, node.ID, grant.Fence) })
+		err := db.Write(ctx, func(tx *Tx) error {
+			return tx.Heartbeat(leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: grant.Fence})
+		})
 		if !errors.Is(err, leasehold.ErrLeaseLost) {
 			t.Fatalf("the local holder's heartbeat: %v, want lease lost", err)
 		}
@@ -233,6 +236,7 @@ func TestFoldGroup(t *testing.T) {
 // nothing here), their holder forgotten, and the lease-choice key follows,
 // so the group is ready to lease once adopted; a bad range is invalid.
 func TestFoldRanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	id, _ := foldIn(t, db, "a", foldGroup("g", 1), foldRanges())
@@ -298,6 +302,7 @@ func TestFoldRanges(t *testing.T) {
 // the peer had a window snapshot this node has no copy of, what the window
 // covered is planned again from the group's start.
 func TestOwnGroupAdopts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
@@ -373,7 +378,7 @@ func TestOwnGroupAdopts(t *testing.T) {
 			var r *leasehold.Range
 			must(t, db.Write(ctx, func(tx *Tx) error {
 				var err error
-				r, err = tx.NextRange(id, node.ID, grant.Fence, -10, 10, 0, 5)
+				r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: id, NodeID: node.ID, Fence: grant.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 				return err
 			}))
 			wantStart, wantNext := int64(201), int64(250)
@@ -398,6 +403,7 @@ func TestOwnGroupAdopts(t *testing.T) {
 // through an id; PruneSent removes only sent rows, at most limit ids of
 // them from the oldest.
 func TestOutboxSent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	must(t, db.Write(ctx, func(tx *Tx) error {
@@ -460,6 +466,7 @@ func TestOutboxSent(t *testing.T) {
 // TestFoldMark: no mark reads as ""/0; a mark is replaced whole (another
 // incarnation may be lower), and lasts across reopening.
 func TestFoldMark(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	db := openTest(t, path, Options{})
@@ -483,6 +490,7 @@ func TestFoldMark(t *testing.T) {
 // the lag on this node's clock, and a rebuild drops the nodes the dump did
 // not name and is counted.
 func TestPeers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := &testClock{now: foldStart}
 	db := openTest(t, "", Options{NowFunc: clock.Now})
@@ -541,6 +549,7 @@ func TestPeers(t *testing.T) {
 // owner) is worked again from that snapshot: rule 2 at once, so a group
 // whose ranges were all done is not left done behind an old window.
 func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	rs := foldRanges()
@@ -570,6 +579,7 @@ func TestOwnGroupAdoptsFromLocalSnapshot(t *testing.T) {
 // them, and reopened alone drops them. They are made once and dropped
 // once, and the publisher's read works once they are made, as one seek.
 func TestPeerIndexes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	hasIn := func(db *DB) bool {
@@ -637,6 +647,7 @@ func TestPeerIndexes(t *testing.T) {
 // opened for peer sync again, it writes events after that one, with ids
 // never reused.
 func TestNoOutbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	put := func(db *DB, name string) {
@@ -681,6 +692,7 @@ func TestNoOutbox(t *testing.T) {
 // and the fleet converges on this owner's view of them. Its ranges' work
 // is not taken: the new ranges are planned from their start.
 func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	var gid int64
@@ -742,6 +754,7 @@ func TestFoldReplaysEarlierOwnersPlans(t *testing.T) {
 // never removes ranges, even where its plan is behind them; the first
 // state under a newer claim does remove those outside its plan.
 func TestFoldSameClaimKeepsRanges(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	late := foldGroup("g", 3)
@@ -783,6 +796,7 @@ func TestFoldSameClaimKeepsRanges(t *testing.T) {
 // plans only the ids no range covers: no collision, no overlap, no hole,
 // and the tail covers every range.
 func TestReplayPlansAroundRanges(t *testing.T) {
+	t.Parallel()
 	pr := func(s, e int64) PeerRange {
 		return PeerRange{Range: leasehold.Range{Start: s, End: e, Next: s, Status: leasehold.StatusPlanned, UpdatedAt: foldStart}}
 	}
@@ -853,6 +867,7 @@ func TestReplayPlansAroundRanges(t *testing.T) {
 // passes over a peer's group and its ranges, inside the page's id span
 // or not; pages follow on from the last id.
 func TestOwnStates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	if _, err := db.PeerIndexes(ctx, true); err != nil { // OwnState reads by them
@@ -917,10 +932,11 @@ func TestOwnStates(t *testing.T) {
 // over it, with an error that travels with its range; a bad range
 // anywhere refuses the whole call.
 func TestFoldGroupsRanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	batched := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	alone := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
-	plan := func(name string, status string) []PeerRange {
+	plan := func(name string, status leasehold.RangeStatus) []PeerRange {
 		var rs []PeerRange
 		for i := range int64(75) {
 			r := PeerRange{Range: leasehold.Range{Start: i*10 + 1, End: i*10 + 10, Next: i*10 + 1, Status: status, Priority: i%3 - 1,
@@ -957,7 +973,7 @@ func TestFoldGroupsRanges(t *testing.T) {
 		fmt.Fprintf(&b, "%+v", tallies)
 		return b.String()
 	}
-	for _, status := range []string{leasehold.StatusPlanned, leasehold.StatusDone} {
+	for _, status := range []leasehold.RangeStatus{leasehold.StatusPlanned, leasehold.StatusDone} {
 		var gs []GroupRanges
 		for _, name := range []string{"g1", "g2"} {
 			id, _ := foldIn(t, batched, "a", foldGroup(name, 1), nil)
@@ -987,6 +1003,7 @@ func TestFoldGroupsRanges(t *testing.T) {
 // shared index, comparing fences, needs (a stale holder's late writes
 // refused). A group this node made itself starts at 1.
 func TestOwnGroupFenceLead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	foldIn(t, db, "a", foldGroup("g", 3), foldRanges())

@@ -40,17 +40,9 @@ func scanGroup(s scanner, more ...any) (leasehold.Group, error) {
 	return g, err
 }
 
-// GroupSpec is what an admin sets on a group; nil fields are left as they
-// are (or take their defaults on creation).
-type GroupSpec struct {
-	Priority  *int64
-	Active    *bool
-	RangeSize *int64
-	Start     *int64
-	// Kind is the group's source kind (rule 12); it changes only while
-	// nobody holds the group.
-	Kind *string
-}
+// GroupSpec is what an admin sets on a group, the API's request type
+// itself: one type from the wire to the catalog.
+type GroupSpec = leasehold.GroupSpec
 
 // Defaults for a new group.
 const (
@@ -364,7 +356,7 @@ func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDeta
 	if d.Snapshot, err = db.Snapshot(ctx, g.ID); err != nil {
 		return d, err
 	}
-	d.Ranges = map[string]int64{leasehold.StatusPlanned: 0, leasehold.StatusLeased: 0, leasehold.StatusDone: 0, leasehold.StatusFailed: 0}
+	d.Ranges = map[leasehold.RangeStatus]int64{leasehold.StatusPlanned: 0, leasehold.StatusLeased: 0, leasehold.StatusDone: 0, leasehold.StatusFailed: 0}
 	// One statement, so the counts are of one moment.
 	rows, err := db.query(ctx, `SELECT status, count(*) FROM ranges WHERE group_id = ? GROUP BY status`, g.ID)
 	if err != nil {
@@ -372,7 +364,7 @@ func (db *DB) GroupDetail(ctx context.Context, name string) (leasehold.GroupDeta
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var st string
+		var st leasehold.RangeStatus
 		var n int64
 		if err := rows.Scan(&st, &n); err != nil {
 			return d, mapError(err, "counting ranges")

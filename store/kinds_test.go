@@ -14,6 +14,7 @@ import (
 // its kinds, free or taken over from a quiet holder; a node of two kinds
 // gets the most urgent of either; a held group's kind does not change.
 func TestLeaseKinds(t *testing.T) {
+	t.Parallel()
 	w := newFailWorld(t, "alt.counted")
 	ctx := context.Background()
 	var nntpNode, both int64
@@ -90,6 +91,7 @@ func TestLeaseKinds(t *testing.T) {
 // index for each kind, at any number of groups of other kinds, and the
 // takeover choice a walk of the quiet leases.
 func TestLeaseKindsSeek(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)
@@ -112,6 +114,7 @@ func TestLeaseKindsSeek(t *testing.T) {
 // the group's kind leases it, and no_worker_for_kind counts the fleet's
 // workers, not only this node's.
 func TestKindsTravel(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	ctx := context.Background()
 	pg := foldGroup("alt.binaries.far", 3)

@@ -402,7 +402,7 @@ func (tx *Tx) replanReturning(q *query, groupID int64, args ...any) (int64, erro
 	var failed []int64
 	for rows.Next() {
 		var id int64
-		var status string
+		var status leasehold.RangeStatus
 		if err := rows.Scan(&id, &status); err != nil {
 			rows.Close()
 			return 0, mapError(err, "replanning")
@@ -494,21 +494,34 @@ func (db *DB) CheckHolder(ctx context.Context, groupID, nodeID, fence int64) err
 	return leaseLost(groupID, holder, current, fence)
 }
 
+// NextParams is what leasing a group's next range takes (NextRange,
+// FinishNext): the holder asking, the band of range priorities its node
+// works in, the version of the rules the range is leased under, and the
+// attempts a range may use before it is failed.
+type NextParams struct {
+	Holder           leasehold.Holder
+	BandMin, BandMax int64
+	RuleVersion      int64
+	MaxAttempts      int64
+}
+
 // NextRange is rule 3: the holder's range in work, or else the group's
-// lowest planned range by start inside [bandMin, bandMax], leased to it.
-// A range that has used up maxAttempts is failed and passed over. It
-// returns nil when the group is caught up.
-func (tx *Tx) NextRange(groupID, nodeID, fence, bandMin, bandMax, ruleVersion, maxAttempts int64) (*leasehold.Range, error) {
-	inWork, err := tx.holder(groupID, nodeID, fence)
+// lowest planned range by start inside [p.BandMin, p.BandMax], leased to
+// it. A range that has used up p.MaxAttempts is failed and passed over.
+// It returns nil when the group is caught up.
+func (tx *Tx) NextRange(p NextParams) (*leasehold.Range, error) {
+	inWork, err := tx.holder(p.Holder.GroupID, p.Holder.NodeID, p.Holder.Fence)
 	if err != nil {
 		return nil, err
 	}
-	return tx.nextRange(groupID, nodeID, inWork, bandMin, bandMax, ruleVersion, maxAttempts)
+	return tx.nextRange(p, inWork)
 }
 
 // nextRange is NextRange once rule 6 has passed: inWork is the lease's
 // range in work as the holder check read it.
-func (tx *Tx) nextRange(groupID, nodeID int64, inWork sql.NullInt64, bandMin, bandMax, ruleVersion, maxAttempts int64) (*leasehold.Range, error) {
+func (tx *Tx) nextRange(p NextParams, inWork sql.NullInt64) (*leasehold.Range, error) {
+	groupID, nodeID := p.Holder.GroupID, p.Holder.NodeID
+	bandMin, bandMax, ruleVersion, maxAttempts := p.BandMin, p.BandMax, p.RuleVersion, p.MaxAttempts
 	now := ms(tx.now)
 	if inWork.Valid {
 		r, err := scanRange(tx.queryRow(qRangeInWork, inWork.Int64, nodeID))
@@ -621,8 +634,9 @@ func leasedTo(r leasehold.Range, nodeID int64) bool {
 // Progress is rule 4: the range's resume point moves forward to next. A
 // next behind the resume point or past end+1 is unprocessable; a range not
 // in this holder's work is a conflict.
-func (tx *Tx) Progress(rangeID, nodeID, fence, next int64) (leasehold.Range, error) {
-	r, err := tx.heldRange(rangeID, nodeID, fence)
+func (tx *Tx) Progress(h leasehold.RangeHolder, next int64) (leasehold.Range, error) {
+	rangeID, nodeID := h.RangeID, h.NodeID
+	r, err := tx.heldRange(rangeID, nodeID, h.Fence)
 	if err != nil {
 		return r, err
 	}
@@ -650,8 +664,8 @@ func (tx *Tx) Progress(rangeID, nodeID, fence, next int64) (leasehold.Range, err
 }
 
 // Heartbeat is rule 5: the holder keeps its lease and its range alive.
-func (tx *Tx) Heartbeat(groupID, nodeID, fence int64) error {
-	inWork, err := tx.holder(groupID, nodeID, fence)
+func (tx *Tx) Heartbeat(h leasehold.Holder) error {
+	inWork, err := tx.holder(h.GroupID, h.NodeID, h.Fence)
 	if err != nil {
 		return err
 	}
@@ -665,8 +679,8 @@ func (tx *Tx) Heartbeat(groupID, nodeID, fence int64) error {
 
 // Release is rule 5: the holder gives the group up; its leased range goes
 // back to planned at its resume point.
-func (tx *Tx) Release(groupID, nodeID, fence, maxAttempts int64) error {
-	return tx.release(groupID, nodeID, fence, maxAttempts, false)
+func (tx *Tx) Release(h leasehold.Holder, maxAttempts int64) error {
+	return tx.release(h, maxAttempts, false)
 }
 
 // ReleaseStopped is Release by a holder that stops cleanly (SIGINT or
@@ -677,11 +691,12 @@ func (tx *Tx) Release(groupID, nodeID, fence, maxAttempts int64) error {
 // back to planned, not failed. The release still counts as a flap when
 // nothing progressed under the lease, so a holder that only ever stops
 // is still a finding.
-func (tx *Tx) ReleaseStopped(groupID, nodeID, fence, maxAttempts int64) error {
-	return tx.release(groupID, nodeID, fence, maxAttempts, true)
+func (tx *Tx) ReleaseStopped(h leasehold.Holder, maxAttempts int64) error {
+	return tx.release(h, maxAttempts, true)
 }
 
-func (tx *Tx) release(groupID, nodeID, fence, maxAttempts int64, stopped bool) error {
+func (tx *Tx) release(h leasehold.Holder, maxAttempts int64, stopped bool) error {
+	groupID, nodeID, fence := h.GroupID, h.NodeID, h.Fence
 	if stopped {
 		inWork, err := tx.holder(groupID, nodeID, fence)
 		if err != nil {
@@ -800,7 +815,7 @@ func (db *DB) HolderOf(ctx context.Context, groupID int64) (nodeID, fence int64,
 
 // Ranges lists up to limit ranges of a group with ids above after, by id,
 // optionally of one status.
-func (db *DB) Ranges(ctx context.Context, groupID int64, status string, after int64, limit int) ([]leasehold.Range, error) {
+func (db *DB) Ranges(ctx context.Context, groupID int64, status leasehold.RangeStatus, after int64, limit int) ([]leasehold.Range, error) {
 	rows, err := db.query(ctx, `SELECT `+rangeColumns+` FROM ranges WHERE group_id = ?1 AND id > ?2 AND (?3 = '' OR status = ?3) ORDER BY id LIMIT ?4`,
 		groupID, after, status, limit)
 	if err != nil {

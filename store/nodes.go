@@ -88,12 +88,9 @@ func (tx *Tx) Node(id int64) (leasehold.Node, error) {
 	return n, mapError(err, "reading a node")
 }
 
-// NodeChange is what PATCH /nodes/{id} sets; nil fields are left as
-// they are.
-type NodeChange struct {
-	Kinds    []string
-	Capacity *int64
-}
+// NodeChange is what PATCH /nodes/{id} sets, the API's request type
+// itself: one type from the wire to the catalog.
+type NodeChange = leasehold.NodeChange
 
 // EventNodeChanged is a node's kinds or capacity changed.
 const EventNodeChanged = "node_changed"

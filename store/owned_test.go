@@ -15,6 +15,7 @@ import (
 // lost, its range planned again at its resume point); OwnGroup brings it
 // back.
 func TestOwnership(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	db := openTest(t, "", Options{NowFunc: clock.Now})
 	ctx := context.Background()
@@ -67,11 +68,14 @@ func TestOwnership(t *testing.T) {
 	var r *leasehold.Range
 	must(t, db.Write(ctx, func(tx *Tx) error {
 		var err error
-		r, err = tx.NextRange(g.Group.ID, node.ID, g.Fence, -10, 10, 0, 5)
+		r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.Group.ID, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 		return err
 	}))
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.DisownGroup("b", 5) }))
-	err = db.Write(ctx, func(tx *Tx) error { _, err := tx.NextRange(g.Group.ID, node.ID, g.Fence, -10, 10, 0, 5); return err })
+	err = db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.Group.ID, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
+		return err
+	})
 	if !errors.Is(err, leasehold.ErrLeaseLost) {
 		t.Fatalf("holder call after disowning: %v, want lease lost", err)
 	}
@@ -104,6 +108,7 @@ func TestOwnership(t *testing.T) {
 // owns the group at the new revision. Owning again at the same revision
 // changes nothing.
 func TestOwnGroupClaimWonAnew(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	var node leasehold.Node
@@ -131,7 +136,7 @@ func TestOwnGroupClaimWonAnew(t *testing.T) {
 			OwnsFunc: func(string, uint64) bool { return true }}); err != nil || g == nil {
 			return err
 		}
-		r, err = tx.NextRange(gid, node.ID, g.Fence, -10, 10, 0, 5)
+		r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 		return err
 	}))
 	if g == nil || r == nil {
@@ -143,9 +148,13 @@ func TestOwnGroupClaimWonAnew(t *testing.T) {
 		}
 		return tx.OwnGroup("g", 3, 5)
 	}))
-	must(t, db.Write(ctx, func(tx *Tx) error { return tx.Heartbeat(gid, node.ID, g.Fence) }))
+	must(t, db.Write(ctx, func(tx *Tx) error {
+		return tx.Heartbeat(leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: g.Fence})
+	}))
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 9, 5) }))
-	err := db.Write(ctx, func(tx *Tx) error { return tx.Heartbeat(gid, node.ID, g.Fence) })
+	err := db.Write(ctx, func(tx *Tx) error {
+		return tx.Heartbeat(leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: g.Fence})
+	})
 	if !errors.Is(err, leasehold.ErrLeaseLost) {
 		t.Fatalf("heartbeat after the claim was won anew: %v, want lease lost", err)
 	}

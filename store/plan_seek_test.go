@@ -12,6 +12,7 @@ import (
 // same at a million groups as at a thousand. Only the statements named in
 // scanAllowed touch a table whole, each for a stated reason.
 func TestWriterStatementsSeek(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)

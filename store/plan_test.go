@@ -13,6 +13,7 @@ import (
 // ends (no wrap-round loop holding the writer), and a request for too many
 // ranges is refused however far apart its bounds are.
 func TestPlanNearInt64Max(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	i64 := func(v int64) *int64 { return &v }

@@ -21,6 +21,7 @@ import (
 // a snapshot, a quarantine, water marks, a source error, a group named
 // twice; a bad range anywhere leaves nothing.
 func TestFoldPeerGroups(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := func() time.Time { return foldStart }
 	chunked := openTest(t, "", Options{NowFunc: clock})
@@ -128,6 +129,7 @@ func TestFoldPeerGroups(t *testing.T) {
 // nothing; with writes queued behind a running one, it returns only once
 // they are committed.
 func TestYield(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t, "", Options{})
 	commits := db.commits.Load()

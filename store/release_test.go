@@ -13,6 +13,7 @@ import (
 // its lease and fails the range at the limit; a stopped release at a
 // stale fence is refused and changes nothing.
 func TestReleaseStopped(t *testing.T) {
+	t.Parallel()
 	cycle := func(w *failWorld, release func(tx *Tx, gid, fence int64) error, next int64) leasehold.Range {
 		t.Helper()
 		g := w.lease()
@@ -23,7 +24,10 @@ func TestReleaseStopped(t *testing.T) {
 		if r == nil || r.Start != 1 {
 			t.Fatalf("next = %+v, want the range from 1", r)
 		}
-		must(t, w.write(func(tx *Tx) error { _, err := tx.Progress(r.ID, w.node, g.Fence, next); return err }))
+		must(t, w.write(func(tx *Tx) error {
+			_, err := tx.Progress(leasehold.RangeHolder{RangeID: r.ID, NodeID: w.node, Fence: g.Fence}, next)
+			return err
+		}))
 		must(t, w.write(func(tx *Tx) error { return release(tx, g.Group.ID, g.Fence) }))
 		stored, err := w.db.Range(context.Background(), r.ID)
 		must(t, err)
@@ -32,7 +36,9 @@ func TestReleaseStopped(t *testing.T) {
 	t.Run("Stopped", func(t *testing.T) {
 		w := newFailWorld(t, "g")
 		for stop := int64(1); stop <= failMaxAttempts+1; stop++ {
-			got := cycle(w, func(tx *Tx, gid, fence int64) error { return tx.ReleaseStopped(gid, w.node, fence, failMaxAttempts) }, 1+stop*10)
+			got := cycle(w, func(tx *Tx, gid, fence int64) error {
+				return tx.ReleaseStopped(leasehold.Holder{GroupID: gid, NodeID: w.node, Fence: fence}, failMaxAttempts)
+			}, 1+stop*10)
 			if got.Status != leasehold.StatusPlanned || got.Attempts != 0 || got.Next != 1+stop*10 {
 				t.Fatalf("stop %d: range %s, attempts %d, next %d; want planned, 0 attempts, next %d", stop, got.Status, got.Attempts, got.Next, 1+stop*10)
 			}
@@ -41,7 +47,9 @@ func TestReleaseStopped(t *testing.T) {
 	t.Run("Released", func(t *testing.T) {
 		w := newFailWorld(t, "g")
 		for release := int64(1); release <= failMaxAttempts; release++ {
-			got := cycle(w, func(tx *Tx, gid, fence int64) error { return tx.Release(gid, w.node, fence, failMaxAttempts) }, 1+release*10)
+			got := cycle(w, func(tx *Tx, gid, fence int64) error {
+				return tx.Release(leasehold.Holder{GroupID: gid, NodeID: w.node, Fence: fence}, failMaxAttempts)
+			}, 1+release*10)
 			want := leasehold.StatusPlanned
 			if release == failMaxAttempts {
 				want = leasehold.StatusFailed
@@ -56,7 +64,9 @@ func TestReleaseStopped(t *testing.T) {
 		g := w.lease()
 		w.next(g.Group.ID, g.Fence)
 		before := catalogState(t, w.db)
-		err := w.write(func(tx *Tx) error { return tx.ReleaseStopped(g.Group.ID, w.node, g.Fence-1, failMaxAttempts) })
+		err := w.write(func(tx *Tx) error {
+			return tx.ReleaseStopped(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence - 1}, failMaxAttempts)
+		})
 		if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
 			t.Errorf("a stopped release at a stale fence: %v, want lease lost", err)
 		}

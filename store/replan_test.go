@@ -17,9 +17,10 @@ func (c *testClock) Now() time.Time { return c.now }
 // past S are planned again from max(start, S), and nothing else changes;
 // without a snapshot only the leased range goes back, at its resume point.
 func TestTakeoverReplan(t *testing.T) {
+	t.Parallel()
 	type row struct {
 		start, end, next int64
-		status           string
+		status           leasehold.RangeStatus
 		attempts         int64
 	}
 	before := []row{
@@ -154,7 +155,7 @@ func rangesOf(t *testing.T, db *DB, gid int64) []rangeRow {
 
 type rangeRow struct {
 	Start, End, Next int64
-	Status           string
+	Status           leasehold.RangeStatus
 	Attempts         int64
 	NodeID           *int64
 }

@@ -43,6 +43,7 @@ func backupWith(t *testing.T, tamper ...string) string {
 // node, is refused, as are a view, a changed index and a dropped one, each
 // named in the error.
 func TestInspectCatalogSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := InspectCatalog(ctx, backupWith(t)); err != nil {
 		t.Fatalf("an untouched backup: %v", err)
@@ -73,6 +74,7 @@ func TestInspectCatalogSchema(t *testing.T) {
 // before an upgrade still restores; the same with an added trigger does
 // not.
 func TestCheckSchemaMigrated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if err := CheckSchema(ctx, migrateFrom(t, "testdata/schema-v1.sql", 1)); err != nil {
 		t.Fatalf("a version 1 catalog: %v", err)
@@ -96,6 +98,7 @@ func TestCheckSchemaMigrated(t *testing.T) {
 
 // TestNormalizeDDL: layout and comments do not count; what is quoted does.
 func TestNormalizeDDL(t *testing.T) {
+	t.Parallel()
 	a := normalizeDDL("CREATE INDEX x ON t (a, b) -- why\n WHERE a = 'x  y'")
 	b := normalizeDDL("create index x on t(a,b)   where a='x  y' /* note */")
 	if a != b {

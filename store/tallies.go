@@ -12,7 +12,7 @@ import (
 // tallies table, kept by triggers in schema.sql): one read of a few rows,
 // whatever the catalog's size. Errors: unavailable, internal.
 func (db *DB) Tallies(ctx context.Context) (leasehold.Tallies, error) {
-	t := leasehold.Tallies{Ranges: map[string]int64{}, Owned: map[string]int64{}, Unowned: map[string]int64{}}
+	t := leasehold.Tallies{Ranges: map[leasehold.RangeStatus]int64{}, Owned: map[string]int64{}, Unowned: map[string]int64{}}
 	for _, s := range leasehold.RangeStatuses {
 		t.Ranges[s] = 0
 	}
@@ -33,10 +33,11 @@ func (db *DB) Tallies(ctx context.Context) (leasehold.Tallies, error) {
 		what, part, _ := strings.Cut(state, "/")
 		switch {
 		case kind == "ranges":
-			t.Ranges[what] += n
-			if what == leasehold.StatusPlanned && part == "tail" {
+			status := leasehold.RangeStatus(what)
+			t.Ranges[status] += n
+			if status == leasehold.StatusPlanned && part == "tail" {
 				t.PlannedTail += n
-			} else if what == leasehold.StatusPlanned {
+			} else if status == leasehold.StatusPlanned {
 				t.PlannedHist += n
 			}
 		case kind == "groups" && part == "owned":

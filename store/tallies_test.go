@@ -92,6 +92,7 @@ func talliedCounts(t *testing.T, db *DB) (ranges, groups map[string]int64) {
 // and writes that fail halfway and are rolled back), the tallies equal
 // count(*) over the rows. Each seed is one run; a failure names it.
 func TestTallies(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) { tallyRun(t, seed, 400) })
 	}
@@ -168,7 +169,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				r, err := tx.NextRange(g.group, g.node, g.fence, -10, 10, 0, maxAttempts)
+				r, err := tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts})
 				if err == nil && r != nil {
 					grants[i].rangeID = r.ID
 				}
@@ -180,7 +181,10 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 			if !ok || g.rangeID == 0 {
 				return nil
 			}
-			return write(func(tx *Tx) error { _, err := tx.Finish(g.rangeID, g.node, g.fence, 10); return err })
+			return write(func(tx *Tx) error {
+				_, err := tx.Finish(leasehold.RangeHolder{RangeID: g.rangeID, NodeID: g.node, Fence: g.fence}, 10)
+				return err
+			})
 		}},
 		{"FailRetry", func() error {
 			_, g, ok := pickGrant()
@@ -188,7 +192,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				_, err := tx.FailRange(g.rangeID, g.node, g.fence, "no route to host", true, maxAttempts)
+				_, err := tx.FailRange(leasehold.RangeHolder{RangeID: g.rangeID, NodeID: g.node, Fence: g.fence}, "no route to host", true, maxAttempts)
 				return err
 			})
 		}},
@@ -198,7 +202,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				_, err := tx.FailRange(g.rangeID, g.node, g.fence, "article 7 malformed", false, maxAttempts)
+				_, err := tx.FailRange(leasehold.RangeHolder{RangeID: g.rangeID, NodeID: g.node, Fence: g.fence}, "article 7 malformed", false, maxAttempts)
 				return err
 			})
 		}},
@@ -207,7 +211,9 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 			if !ok {
 				return nil
 			}
-			return write(func(tx *Tx) error { return tx.Release(g.group, g.node, g.fence, maxAttempts) })
+			return write(func(tx *Tx) error {
+				return tx.Release(leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts)
+			})
 		}},
 		{"Quarantine", func() error {
 			_, g, ok := pickGrant()
@@ -215,7 +221,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				return tx.ReleaseUnreadable(g.group, g.node, g.fence, maxAttempts, "load window: invalid character 'h'")
+				return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "load window: invalid character 'h'")
 			})
 		}},
 		{"LiftQuarantine", func() error {
@@ -322,9 +328,9 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 			}
 			err := write(func(tx *Tx) error {
 				if g.rangeID != 0 {
-					tx.Finish(g.rangeID, g.node, g.fence, 1)
+					tx.Finish(leasehold.RangeHolder{RangeID: g.rangeID, NodeID: g.node, Fence: g.fence}, 1)
 				}
-				tx.ReleaseUnreadable(g.group, g.node, g.fence, maxAttempts, "boom")
+				tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "boom")
 				return leasehold.Errorf(leasehold.KindConflict, "planted")
 			})
 			if leasehold.ErrorKind(err) != leasehold.KindConflict {
@@ -356,6 +362,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 // status and lane and groups of every state is migrated with tallies that
 // equal count(*), and they are kept from there on.
 func TestMigrationSeedsTallies(t *testing.T) {
+	t.Parallel()
 	inserts := []string{
 		`INSERT INTO nodes (id, name, token_hash, priority_min, priority_max, capacity, created_at) VALUES (1, 'w1', x'01', -10, 10, 4, 0)`,
 	}

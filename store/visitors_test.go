@@ -19,6 +19,7 @@ import (
 // registered here keeps a peer's node of that name out, and takes the
 // time that node was last seen at the peer.
 func TestVisitor(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w := newFailWorld(t, "g1")
 	db := w.db

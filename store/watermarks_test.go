@@ -13,6 +13,7 @@ import (
 // tail planned up to high, at most reportPlanRanges (MaxPlanRanges) ranges a report (the rest
 // at the next ones, never refused), and inconsistent marks change nothing.
 func TestReportWatermarks(t *testing.T) {
+	t.Parallel()
 	defer func(n int64) { reportPlanRanges = n }(reportPlanRanges)
 	reportPlanRanges = 4
 	db := openTest(t, "", Options{})
@@ -57,6 +58,7 @@ func TestReportWatermarks(t *testing.T) {
 // TestWatermarksSeek: the listing of oldest marks is one walk of
 // groups_marks a kind, never a scan and a sort of every group.
 func TestWatermarksSeek(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)
@@ -74,6 +76,7 @@ func TestWatermarksSeek(t *testing.T) {
 // planned by hand before any report; a low at or below the start, or an
 // empty group's marks, move nothing and plan nothing.
 func TestStartFromLow(t *testing.T) {
+	t.Parallel()
 	db := openTest(t, "", Options{})
 	ctx := context.Background()
 	size, one := int64(10), int64(1)
@@ -158,6 +161,7 @@ func TestStartFromLow(t *testing.T) {
 // more than tops the group's planned ranges up to reportBacklogRanges;
 // ranges leased make room for as many more.
 func TestReportWatermarksBacklog(t *testing.T) {
+	t.Parallel()
 	defer func(n, b int64) { reportPlanRanges, reportBacklogRanges = n, b }(reportPlanRanges, reportBacklogRanges)
 	reportPlanRanges, reportBacklogRanges = 100, 5
 	db := openTest(t, "", Options{})

@@ -63,6 +63,7 @@ func wantFields(t *testing.T, line map[string]any, want map[string]any) {
 // calls are one line a minute a node, summing the calls between; no
 // token ever reaches the log.
 func TestOperatorLog(t *testing.T) {
+	t.Parallel()
 	var logs jsonLog
 	clock := nodetest.NewClock()
 	w := newWorld(t, nodetest.Options{Clock: clock.Now, LeaseTTL: time.Minute, MaxAttempts: 5,

@@ -296,7 +296,7 @@ func (s *Server) listRanges(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	status := c.QueryParam("status")
+	status := leasehold.RangeStatus(c.QueryParam("status"))
 	switch status {
 	case "", leasehold.StatusPlanned, leasehold.StatusLeased, leasehold.StatusDone, leasehold.StatusFailed:
 	default:

@@ -20,6 +20,7 @@ import (
 // heard from as unknown, the default band as "all", and the footer names
 // the build.
 func TestNodesPageWorkerAgent(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	c := client.New(w.node.URL, w.w1)
 	if _, err := c.Watermarks(context.Background(), 10); err != nil {

@@ -125,6 +125,7 @@ func newWorld(t *testing.T, o nodetest.Options) *world {
 // TestEndpoints: each endpoint's success and its errors, with the
 // documented status and error code.
 func TestEndpoints(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	g, f, r := w.gid, w.fence, w.rangeID
 	fb := func(extra string) string { return fmt.Sprintf(`{"fence":%d%s}`, f, extra) }
@@ -209,6 +210,7 @@ func TestEndpoints(t *testing.T) {
 
 // TestBodyLimits: JSON bodies over 1 MiB are 413 and change nothing.
 func TestBodyLimits(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	big := `{"name":"` + strings.Repeat("a", 2<<20) + `"}`
 	a := w.j("POST", "/nodes", w.admin, big)
@@ -228,6 +230,7 @@ func TestBodyLimits(t *testing.T) {
 
 // TestNodeAdmin: pause, resume, delete and tokens.
 func TestNodeAdmin(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	reg := w.j("POST", "/nodes", w.admin, `{"name":"w3","priority_min":-5,"priority_max":5,"capacity":2}`)
 	if reg.status != 201 {
@@ -280,6 +283,7 @@ func gz(t *testing.T, b []byte) []byte {
 // TestSnapshots: upload and download, gzip kept or made, digests, Range,
 // limits, and the old snapshot whole after every failed upload.
 func TestSnapshots(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{SnapshotMaxBytes: 1 << 20})
 	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
 	get := fmt.Sprintf("/leases/%d/snapshot?fence=%d", w.gid, w.fence)
@@ -423,6 +427,7 @@ func (b neverEnding) Read(p []byte) (int, error) {
 // TestAdminSnapshotSeed: an operator seeds a free group's window, and its
 // next holder resumes from it.
 func TestAdminSnapshotSeed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d}`, w.fence))
 	a := w.do("PUT", "/groups/g/snapshot?next=301", w.admin, bytes.NewReader(gz(t, []byte("seed"))), "Content-Encoding", "gzip")
@@ -438,6 +443,7 @@ func TestAdminSnapshotSeed(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	a := api{t, n.URL}
 	if h := a.j("GET", "/healthz", "", ""); h.status != 200 || h.json(t)["status"] != "ok" {

@@ -84,6 +84,7 @@ func wantAtLimit(t *testing.T, w *world, logs *jsonLog, rid, attempts int64, who
 // call that failed it, a timeline entry, a count — whichever write failed
 // it: a release, a takeover, next passing it over.
 func TestAttemptLimitSpeaks(t *testing.T) {
+	t.Parallel()
 	fb := func(fence int64) string { return fmt.Sprintf(`{"fence":%d}`, fence) }
 
 	t.Run("Release", func(t *testing.T) {

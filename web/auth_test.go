@@ -240,6 +240,7 @@ func (w *authWorld) noTokenIn(t *testing.T, what string, h http.Header, b []byte
 // 401 for a missing, malformed, wrong or deleted node's token, 403 for the
 // right token on the wrong kind of endpoint; a refusal changes nothing.
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	w := newAuthWorld(t)
 	routes := w.routes()
 
@@ -311,6 +312,7 @@ func TestAuthMatrix(t *testing.T) {
 // second registration); no token reaches the log or the catalog's files,
 // where only hashes are kept; the admin token file is 0600.
 func TestTokensKeptSecret(t *testing.T) {
+	t.Parallel()
 	w := newAuthWorld(t)
 	// The registrations in newAuthWorld each returned a token once; more
 	// calls that touch nodes and leases:
@@ -392,6 +394,7 @@ func TestTokensKeptSecret(t *testing.T) {
 // lease, range and window are as they were; after w2 releases, its old
 // fence opens nothing for w1 either.
 func TestNodeCannotTouchAnothersLease(t *testing.T) {
+	t.Parallel()
 	w := newBadWorld(t)
 	h, hf, hr := w.hid, w.hfence, w.hr
 	calls := []struct {

@@ -70,6 +70,7 @@ func (h hiddenLength) Read(p []byte) (int, error) { return h.r.Read(p) }
 // for and checks that status, the error code, and that the catalog and the
 // snapshot files are exactly as they were.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	w := newBadWorld(t)
 	g, f, r, h, hf, hr := w.gid, w.fence, w.rng, w.hid, w.hfence, w.hr
 	fb := func(extra string) []byte { return []byte(fmt.Sprintf(`{"fence":%d%s}`, f, extra)) }
@@ -381,6 +382,7 @@ func (s *slowClient) waitCut(t *testing.T, what string) {
 // stall an upload, are cut off by the node's timeouts, other clients are
 // served meanwhile, and nothing the slow ones sent is stored.
 func TestSlowClients(t *testing.T) {
+	t.Parallel()
 	n, _ := slowNode(t, web.Options{
 		ReadHeaderTimeout: 300 * time.Millisecond,
 		JSONReadTimeout:   300 * time.Millisecond,

@@ -140,6 +140,11 @@ func (s *Server) mountDashboard(e *echo.Echo) {
 		"clears":     clears,
 		"band":       band,
 		"deref":      func(p *int64) int64 { return *p },
+		// count is a range count by status: a template's status is a
+		// string, the maps' keys are range statuses.
+		"count": func(counts map[leasehold.RangeStatus]int64, status string) int64 {
+			return counts[leasehold.RangeStatus(status)]
+		},
 	}
 	for _, name := range []string{"signin", "overview", "groups", "group", "nodes", "fleet"} {
 		d.pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(dashboardFS, "dashboard/layout.html", "dashboard/"+name+".html"))
@@ -654,11 +659,11 @@ func human(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-var statusOrder = []string{leasehold.StatusDone, leasehold.StatusLeased, leasehold.StatusPlanned, leasehold.StatusFailed}
+var statusOrder = []leasehold.RangeStatus{leasehold.StatusDone, leasehold.StatusLeased, leasehold.StatusPlanned, leasehold.StatusFailed}
 
 // progressSVG draws a group's ranges as one bar: done, leased, planned,
 // failed, each by its share of the ranges.
-func progressSVG(counts map[string]int64) template.HTML {
+func progressSVG(counts map[leasehold.RangeStatus]int64) template.HTML {
 	var total int64
 	for _, s := range statusOrder {
 		total += counts[s]
@@ -697,7 +702,7 @@ func rangesSVG(rs []leasehold.Range) template.HTML {
 		x := width * float64(r.Start-lo) / span
 		w := max(width*float64(r.End-r.Start+1)/span, 0.5)
 		fmt.Fprintf(&b, `<rect class="st-%s" data-range="%d" x="%.3f" y="0" width="%.3f" height="%g"><title>range %d: %d … %d, %s, next %d</title></rect>`,
-			html.EscapeString(r.Status), r.ID, x, w, height, r.ID, r.Start, r.End, html.EscapeString(r.Status), r.Next)
+			html.EscapeString(string(r.Status)), r.ID, x, w, height, r.ID, r.Start, r.End, html.EscapeString(string(r.Status)), r.Next)
 	}
 	// The axis is labelled in HTML: text inside a stretched SVG would
 	// shrink to nothing on a phone.

@@ -136,6 +136,7 @@ func (w *world) paused(t *testing.T, name string) bool {
 // an action from another origin is refused even with a session; the JSON
 // API still takes only bearer tokens.
 func TestDashboardSecurity(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	self := w.node.URL
 	b := &browser{t: t, url: w.node.URL}
@@ -239,6 +240,7 @@ func TestDashboardSecurity(t *testing.T) {
 
 // TestDashboardRetry: the retry button on a failed range plans it again.
 func TestDashboardRetry(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{MaxAttempts: 1})
 	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d}`, w.fence)); a.status != 200 {
 		t.Fatalf("release: %d %s", a.status, a.body)
@@ -273,6 +275,7 @@ func TestDashboardRetry(t *testing.T) {
 // TestDashboardOverviewFindings: the overview lists the watchman's
 // findings with their ages, and the backlog apart from them.
 func TestDashboardOverviewFindings(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	w := newWorld(t, nodetest.Options{Clock: clock.Now, LeaseTTL: time.Minute})
 	b := &browser{t: t, url: w.node.URL}
@@ -325,6 +328,7 @@ var cellLabels = regexp.MustCompile(` data-label="[^"]*"`)
 // it runs alone, behind the session like every page, and no fleet state
 // in its nav.
 func TestFleetPageAlone(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	anon := &browser{t: t, url: w.node.URL}
 	if status, loc, _ := anon.get("/fleet"); status != http.StatusSeeOther || loc != "/signin" {
@@ -359,6 +363,7 @@ func TestFleetPageAlone(t *testing.T) {
 // page. The fleet status comes from a function over the real catalog, as
 // the node's peer sync answers it.
 func TestFleetPage(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock() // ages and lags to the second
 	w := newWorld(t, nodetest.Options{Clock: clock.Now})
 	db := w.node.DB
@@ -567,6 +572,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 // becomes "//evil.example") is not followed: the action goes to the
 // overview instead.
 func TestDashboardBackRefusesControls(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	if a := w.j("PUT", "/groups/free", w.admin, `{"range_size":100}`); a.status != 201 {
 		t.Fatalf("create group: %d %s", a.status, a.body)
@@ -593,6 +599,7 @@ func TestDashboardBackRefusesControls(t *testing.T) {
 // ten entries at a time with links to older and newer ones, so
 // the page does not grow with the log; a bad page is refused.
 func TestDashboardOverviewTimelinePaged(t *testing.T) {
+	t.Parallel()
 	const timelinePage = 10
 	w := newWorld(t, nodetest.Options{})
 	for i := range 20 { // 20 admin writes on top of newWorld's
@@ -647,6 +654,7 @@ func TestDashboardOverviewTimelinePaged(t *testing.T) {
 // TestDashboardGroupWatermarks: the group page shows the water marks its
 // source last reported and when, and says so when none were reported.
 func TestDashboardGroupWatermarks(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	w := newWorld(t, nodetest.Options{Clock: clock.Now})
 	b := signedIn(t, w.node.URL, w.admin)
@@ -667,6 +675,7 @@ func TestDashboardGroupWatermarks(t *testing.T) {
 // only: 409 while the group is held, 404 for an unknown one, 204 for an
 // unheld one, which is gone after.
 func TestDeleteGroupEndpoint(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	if a := w.j("DELETE", "/groups/g", w.w1, ""); a.status != http.StatusForbidden {
 		t.Errorf("a worker deleting g: %d %s, want 403", a.status, a.body)

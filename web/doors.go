@@ -29,14 +29,14 @@ type Holders interface {
 	AuthNode(ctx context.Context, token string) (appliance.NodeAuth, error)
 	TTL() time.Duration
 	Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error)
-	NextAfter(ctx context.Context, nodeID, groupID, fence int64, done *appliance.Finished) (*leasehold.Range, error)
-	Heartbeat(ctx context.Context, nodeID, groupID, fence int64) error
-	Progress(ctx context.Context, nodeID, rangeID, fence, next int64) (leasehold.Range, error)
-	Finish(ctx context.Context, nodeID, rangeID, fence, headers int64) (leasehold.Range, error)
-	Fail(ctx context.Context, nodeID, rangeID, fence int64, text string, retry bool) (leasehold.Range, error)
-	Release(ctx context.Context, nodeID, groupID, fence int64) error
-	ReleaseStopped(ctx context.Context, nodeID, groupID, fence int64) error
-	ReleaseUnreadable(ctx context.Context, nodeID, groupID, fence int64, windowError string) error
+	NextAfter(ctx context.Context, h leasehold.Holder, done *leasehold.FinishedRange) (*leasehold.Range, error)
+	Heartbeat(ctx context.Context, h leasehold.Holder) error
+	Progress(ctx context.Context, h leasehold.RangeHolder, next int64) (leasehold.Range, error)
+	Finish(ctx context.Context, h leasehold.RangeHolder, headers int64) (leasehold.Range, error)
+	Fail(ctx context.Context, h leasehold.RangeHolder, text string, retry bool) (leasehold.Range, error)
+	Release(ctx context.Context, h leasehold.Holder) error
+	ReleaseStopped(ctx context.Context, h leasehold.Holder) error
+	ReleaseUnreadable(ctx context.Context, h leasehold.Holder, windowError string) error
 	ReportSourceError(ctx context.Context, nodeID int64, name, text string) error
 	RotateNodeToken(ctx context.Context, id int64) (string, error)
 	Watermarks(ctx context.Context, nodeID int64, limit int) ([]leasehold.Watermarks, []string, error)
@@ -57,7 +57,7 @@ type Admin interface {
 	GroupDetail(ctx context.Context, name string) (leasehold.GroupDetail, error)
 	PlanTail(ctx context.Context, name string, high int64) (int64, error)
 	PlanHistory(ctx context.Context, name string, low int64) (int64, error)
-	Ranges(ctx context.Context, group, status string, after int64, limit int) ([]leasehold.Range, error)
+	Ranges(ctx context.Context, group string, status leasehold.RangeStatus, after int64, limit int) ([]leasehold.Range, error)
 	Retry(ctx context.Context, rangeID int64) (leasehold.Range, error)
 	LiftQuarantine(ctx context.Context, name string) (leasehold.Group, error)
 	PutRules(ctx context.Context, body json.RawMessage) (int64, error)

@@ -48,6 +48,7 @@ func (w *fenceWorld) findings(kind string) []map[string]any {
 // error; an error text that is missing, empty or over 4096 bytes is 422
 // and changes nothing.
 func TestFailRange(t *testing.T) {
+	t.Parallel()
 	t.Run("Retry", func(t *testing.T) {
 		w := newFenceWorld(t)
 		if m := w.rangeOf(w.rangeID); m["last_error"] != nil || m["last_error_at"] != nil {
@@ -112,6 +113,7 @@ func TestFailRange(t *testing.T) {
 // next holder starts without a window; an operator restoring a window
 // lifts it as well.
 func TestQuarantine(t *testing.T) {
+	t.Parallel()
 	w := newFenceWorld(t)
 	group := func() map[string]any {
 		a := w.j("GET", "/groups/g", w.admin, "")
@@ -204,6 +206,7 @@ func TestQuarantine(t *testing.T) {
 // and the group's quarantine, escaped, and /metrics counts the
 // window_unreadable finding.
 func TestDashboardFailures(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	if a := w.j("POST", fmt.Sprintf("/ranges/%d/fail", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"error":"<b>bad</b> article","retry":false}`, w.fence)); a.status != 200 {
 		t.Fatalf("fail: %d %s", a.status, a.body)
@@ -231,6 +234,7 @@ func TestDashboardFailures(t *testing.T) {
 // conflicts naming how many, with nothing changed, until forced; a force
 // that is not true or false is 400.
 func TestGuardedWrites(t *testing.T) {
+	t.Parallel()
 	w := newFenceWorld(t)
 	for range 2 {
 		if a := w.j("POST", fmt.Sprintf("/ranges/%d/finish", w.rangeID), w.w1, fmt.Sprintf(`{"fence":%d,"headers":5}`, w.first)); a.status != 200 {
@@ -291,6 +295,7 @@ func TestGuardedWrites(t *testing.T) {
 // else holds), and unseen once not seen for the unseen bound (ten lease
 // TTLs here), even while it holds a group.
 func TestNodeState(t *testing.T) {
+	t.Parallel()
 	w := newFenceWorld(t)
 	states := func() map[string]string {
 		var nodes []struct{ Name, State string }
@@ -331,6 +336,7 @@ func TestNodeState(t *testing.T) {
 // no range progressing under any of the leases is a flapping finding; a
 // lease under which a range progresses ends the run.
 func TestFlapping(t *testing.T) {
+	t.Parallel()
 	w := newFenceWorld(t)
 	w.release(w.w1, w.first) // 1: w1 took a range and did nothing with it
 	for i, tok := range []string{w.w2, w.w3, w.w1} {
@@ -365,6 +371,7 @@ func TestFlapping(t *testing.T) {
 // group, a range not in the holder's work, negative headers, no range)
 // changes nothing.
 func TestNextFinished(t *testing.T) {
+	t.Parallel()
 	w := newFenceWorld(t)
 	if a := w.j("PUT", "/groups/other", w.admin, `{"range_size":100,"start":1}`); a.status != 201 {
 		t.Fatalf("create: %d %s", a.status, a.body)

@@ -270,6 +270,7 @@ var fenceCases = []fenceCase{
 // takeover. The same call made next by the current holder at its fence
 // succeeds, so each refusal is the fence's doing and nothing else's.
 func TestFencing(t *testing.T) {
+	t.Parallel()
 	for _, fc := range fenceCases {
 		t.Run(fc.name, func(t *testing.T) {
 			for _, call := range holderCalls {

@@ -14,6 +14,7 @@ import (
 // report on a group of another kind is 403 with nothing changed; PATCH
 // /nodes/{id} changes a node's kinds; a held group's kind is 409.
 func TestKinds(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	w := &world{api: api{t, n.URL + "/api/v1"}, node: n, admin: n.AdminToken}
 	for name, body := range map[string]string{
@@ -97,6 +98,7 @@ func TestKinds(t *testing.T) {
 // source_unreadable finding naming the error and the node; a report with
 // marks clears both. A bad body is 400 and changes nothing.
 func TestSourceErrors(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	w := &world{api: api{t, n.URL + "/api/v1"}, node: n, admin: n.AdminToken}
 	if a := w.j("PUT", "/groups/alt.gone", w.admin, `{"kind":"nntp"}`); a.status != 201 {

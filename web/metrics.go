@@ -326,7 +326,7 @@ func (w *watchCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(w.oldest, b.TailOldestS, "tail")
 	gauge(w.oldest, b.HistOldestS, "history")
 	for _, s := range leasehold.RangeStatuses {
-		gauge(w.ranges, float64(g.Tallies.Ranges[s]), s)
+		gauge(w.ranges, float64(g.Tallies.Ranges[s]), string(s))
 	}
 	for _, s := range leasehold.GroupStates {
 		gauge(w.groups, float64(g.Tallies.Owned[s]), s, "true")

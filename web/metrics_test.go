@@ -14,6 +14,7 @@ import (
 // TestWatchmanGauges: /metrics shows findings by kind and the backlog by
 // lane, as the watchman sees them on the node's clock.
 func TestWatchmanGauges(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	w := newWorld(t, nodetest.Options{Clock: clock.Now, LeaseTTL: time.Minute})
 	for _, c := range []struct {
@@ -50,6 +51,7 @@ func TestWatchmanGauges(t *testing.T) {
 // bytes in and out, ranges by status, groups by state, nodes by state and
 // the build.
 func TestDashboardMetrics(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	w := newWorld(t, nodetest.Options{Clock: clock.Now, LeaseTTL: time.Minute, SnapshotMaxBytes: 1 << 20})
 	fb := func(fence int64, extra string) string { return fmt.Sprintf(`{"fence":%d%s}`, fence, extra) }
@@ -119,6 +121,7 @@ func TestDashboardMetrics(t *testing.T) {
 // paths and on real routes, add no series a client chose: /metrics grows
 // by less than 20 kB and names no method it was sent.
 func TestMetricsLabelsBounded(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	scrape := func() string { return string(api{w.t, w.node.URL}.j("GET", "/metrics", "", "").body) }
 	before := len(scrape())

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { os.Exit(nodetest.RunRecorded(m)) }
 // specification's schema by libopenapi-validator), names every error
 // code, and gives every operation an id, a summary and its errors.
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	resp, err := http.Get(n.URL + "/api/v1/openapi.json")
 	if err != nil {
@@ -126,6 +127,7 @@ func TestOpenAPIDocument(t *testing.T) {
 // TestOpenAPIRoutes: every API route the server has is in the
 // description, and every operation of the description is served.
 func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	e := web.New(web.NodeOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
 	var spec struct {

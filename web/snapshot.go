@@ -160,7 +160,7 @@ func (s *Server) getSnapshot(c echo.Context) error {
 	}
 	// Reading the window is a holder call: it checks the fence and counts
 	// as a heartbeat.
-	if err := s.node.Holders.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+	if err := s.node.Holders.Heartbeat(c.Request().Context(), holderOf(c, gid, fence)); err != nil {
 		return err
 	}
 	return s.serveSnapshot(c, gid)

@@ -22,6 +22,7 @@ import (
 // --snapshot-max-expanded-bytes is refused as too large, and the stored
 // window is the one before it.
 func TestSnapshotGzipBomb(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{SnapshotMaxExpandedBytes: 8 << 20})
 	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
 	window := gz(t, bytes.Repeat([]byte("window state "), 1000))
@@ -95,6 +96,7 @@ func trickle(t *testing.T, nodeURL, path, token string, tick <-chan time.Time) <
 // the group go and trickles bytes to keep the upload alive, does not
 // keep the group's upload slot: the operator's upload takes it at once.
 func TestSnapshotTrickleFreed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -136,6 +138,7 @@ func TestSnapshotTrickleFreed(t *testing.T) {
 // TestSnapshotUploadDeadline: an upload that keeps sending a byte now
 // and then, never idle for long, still ends at the total deadline.
 func TestSnapshotUploadDeadline(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{SnapshotUploadTimeout: 2 * time.Second})
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

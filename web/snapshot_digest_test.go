@@ -18,6 +18,7 @@ import (
 // with another sha-256 it is unprocessable (422); only the whole stream is
 // stored.
 func TestGzipUploadDigest(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{SnapshotMaxBytes: 64 << 20})
 	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
 	// Random bytes: stored blocks, several MiB, so the body crosses the

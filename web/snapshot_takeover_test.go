@@ -21,6 +21,7 @@ import (
 // as the loss left it and the group's window is still the one stored
 // before, byte for byte, for whoever reads it next.
 func TestSnapshotUploadLosesLease(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// lose makes the uploader's lease lost; it returns who reads the

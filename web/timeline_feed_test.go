@@ -16,6 +16,7 @@ import (
 // overview's timeline of a real node whose logger is a feed; unmarked
 // lines, and marked ones below the log's level, are not on it.
 func TestTimelineFeed(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(web.NewTimelineFeed(slog.NewJSONHandler(&logs, nil)))
 	n := nodetest.Start(t, nodetest.Options{Logger: log})

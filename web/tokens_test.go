@@ -36,6 +36,7 @@ func (w *world) nodeID(t *testing.T, name string) int64 {
 // after it was used, when the node remembers it), the new one works,
 // another node may not replace it, and a refused call changes no token.
 func TestRotateNodeToken(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	id1, id2 := w.nodeID(t, "w1"), w.nodeID(t, "w2")
 	heartbeat := func(token string) int {
@@ -95,6 +96,7 @@ func TestRotateNodeToken(t *testing.T) {
 // token and every dashboard session signed in with it are refused, and
 // a node's token cannot do it.
 func TestRotateAdminToken(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, nodetest.Options{})
 	b := signedIn(t, w.node.URL, w.admin)
 	if status, _, _ := b.get("/"); status != 200 {
@@ -159,6 +161,7 @@ func (s *syncBuffer) String() string {
 // logged, once a minute from one address, with the count and never the
 // token.
 func TestAuthFailures(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	w := newWorld(t, nodetest.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 50 {
@@ -184,6 +187,7 @@ func TestAuthFailures(t *testing.T) {
 // remote address, are closed at once and counted; closing one makes
 // room again.
 func TestConnectionCap(t *testing.T) {
+	t.Parallel()
 	metrics := web.NewMetrics()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -49,6 +49,7 @@ var tsOnly = []string{"NodeSpec", "NodeChange", "GroupSpec", "Watermark"}
 // every schema's properties are the fields of the interface mirroring it,
 // no more and no fewer, and every schema and interface is accounted for.
 func TestTypeScriptTypes(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../clients/typescript/src/types.ts")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // group is 404, inconsistent marks 422 and an admin token 403, each
 // changing nothing.
 func TestWatermarks(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	w := &world{api: api{t, n.URL + "/api/v1"}, node: n, admin: n.AdminToken}
 	for _, g := range []string{"alt.a", "alt.b", "alt.c"} {
@@ -130,6 +131,7 @@ func TestWatermarks(t *testing.T) {
 // the group's planned ranges up to the bound, and the answer says the
 // tail was capped; the data dir does not grow with the reports.
 func TestWatermarkFlood(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	w := &world{api: api{t, n.URL + "/api/v1"}, node: n, admin: n.AdminToken}
 	if a := w.j("PUT", "/groups/ga", w.admin, `{"range_size":1,"start":1}`); a.status != 201 {

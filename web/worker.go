@@ -6,7 +6,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/appliance"
 )
 
 // fenceOf is the fence every holder call names, required.
@@ -60,17 +59,17 @@ func (s *Server) next(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var done *appliance.Finished
+	var done *leasehold.FinishedRange
 	if f := req.Finished; f != nil {
 		if f.Range == nil {
 			return leasehold.Errorf(leasehold.KindInvalid, "finished.range is required")
 		}
-		done = &appliance.Finished{Range: *f.Range}
+		done = &leasehold.FinishedRange{Range: *f.Range}
 		if f.Headers != nil {
 			done.Headers = *f.Headers
 		}
 	}
-	r, err := s.node.Holders.NextAfter(c.Request().Context(), nodeOf(c).ID, gid, fence, done)
+	r, err := s.node.Holders.NextAfter(c.Request().Context(), holderOf(c, gid, fence), done)
 	if err != nil {
 		return err
 	}
@@ -85,7 +84,7 @@ func (s *Server) heartbeat(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.node.Holders.Heartbeat(c.Request().Context(), nodeOf(c).ID, gid, fence); err != nil {
+	if err := s.node.Holders.Heartbeat(c.Request().Context(), holderOf(c, gid, fence)); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, leasehold.HeartbeatAnswer{TTLS: s.node.Holders.TTL().Seconds()})
@@ -105,14 +104,14 @@ func (s *Server) release(c echo.Context) error {
 		return err
 	}
 	if req.WindowError != nil {
-		err = s.node.Holders.ReleaseUnreadable(c.Request().Context(), nodeOf(c).ID, gid, fence, *req.WindowError)
+		err = s.node.Holders.ReleaseUnreadable(c.Request().Context(), holderOf(c, gid, fence), *req.WindowError)
 		if err == nil {
 			s.logQuarantine(c, gid, fence, *req.WindowError)
 		}
 	} else if req.Stopped != nil && *req.Stopped {
-		err = s.node.Holders.ReleaseStopped(c.Request().Context(), nodeOf(c).ID, gid, fence)
+		err = s.node.Holders.ReleaseStopped(c.Request().Context(), holderOf(c, gid, fence))
 	} else {
-		err = s.node.Holders.Release(c.Request().Context(), nodeOf(c).ID, gid, fence)
+		err = s.node.Holders.Release(c.Request().Context(), holderOf(c, gid, fence))
 	}
 	if err != nil {
 		return err
@@ -141,7 +140,7 @@ func (s *Server) fail(c echo.Context) error {
 	if req.Retry != nil {
 		retry = *req.Retry
 	}
-	r, err := s.node.Holders.Fail(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Error, retry)
+	r, err := s.node.Holders.Fail(c.Request().Context(), rangeHolderOf(c, id, fence), *req.Error, retry)
 	if err != nil {
 		return err
 	}
@@ -165,7 +164,7 @@ func (s *Server) progress(c echo.Context) error {
 	if req.Next == nil {
 		return leasehold.Errorf(leasehold.KindInvalid, "next is required")
 	}
-	r, err := s.node.Holders.Progress(c.Request().Context(), nodeOf(c).ID, id, fence, *req.Next)
+	r, err := s.node.Holders.Progress(c.Request().Context(), rangeHolderOf(c, id, fence), *req.Next)
 	if err != nil {
 		return err
 	}
@@ -189,9 +188,19 @@ func (s *Server) finish(c echo.Context) error {
 	if req.Headers != nil {
 		headers = *req.Headers
 	}
-	r, err := s.node.Holders.Finish(c.Request().Context(), nodeOf(c).ID, id, fence, headers)
+	r, err := s.node.Holders.Finish(c.Request().Context(), rangeHolderOf(c, id, fence), headers)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, r)
+}
+
+// holderOf is the caller of a holder call on group gid at fence.
+func holderOf(c echo.Context, gid, fence int64) leasehold.Holder {
+	return leasehold.Holder{NodeID: nodeOf(c).ID, GroupID: gid, Fence: fence}
+}
+
+// rangeHolderOf is the caller of a holder call on range id at fence.
+func rangeHolderOf(c echo.Context, id, fence int64) leasehold.RangeHolder {
+	return leasehold.RangeHolder{NodeID: nodeOf(c).ID, RangeID: id, Fence: fence}
 }

@@ -194,7 +194,7 @@ func (a *adminCmd) groupsRanges(fs *flag.FlagSet) verbFunc {
 		if err := wantArgs(args, "NAME"); err != nil {
 			return err
 		}
-		rs, err := a.c.AllRanges(ctx, args[0], *status)
+		rs, err := a.c.AllRanges(ctx, args[0], leasehold.RangeStatus(*status))
 		if err != nil {
 			return err
 		}

@@ -126,7 +126,7 @@ func TestUsenetWorkerKilled(t *testing.T) {
 		return d
 	}
 	// Kill it with SIGKILL while group a is half done.
-	var killedAt map[string]int64
+	var killedAt map[leasehold.RangeStatus]int64
 	for {
 		d := group(a)
 		if d.Ranges[leasehold.StatusDone] >= 3 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] > 0 {

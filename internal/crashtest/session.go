@@ -187,7 +187,7 @@ func (s *session) learnRanges(ctx context.Context, g *groupState) error {
 		if r.Status != "planned" || r.Next != r.Start || r.Attempts != 0 {
 			s.violate("answer", "group %d: new range %d is %+v, not freshly planned", g.ID, r.ID, r)
 		}
-		g.Ranges = append(g.Ranges, rangeState{ID: r.ID, Start: r.Start, End: r.End, Next: r.Next, Status: r.Status, Priority: r.Priority})
+		g.Ranges = append(g.Ranges, rangeState{ID: r.ID, Start: r.Start, End: r.End, Next: r.Next, Status: string(r.Status), Priority: r.Priority})
 	}
 	slices.SortFunc(g.Ranges, func(a, b rangeState) int { return int(a.ID - b.ID) })
 	return nil

@@ -748,7 +748,7 @@ func (r *run) catalog(ctx context.Context, n *Node) (map[string]GroupView, error
 			return nil, err
 		}
 		for _, rg := range rs {
-			v.Ranges = append(v.Ranges, RangeView{Span{rg.Start, rg.End}, rg.Status})
+			v.Ranges = append(v.Ranges, RangeView{Span{rg.Start, rg.End}, string(rg.Status)})
 		}
 		slices.SortFunc(v.Ranges, func(a, b RangeView) int { return cmpSpan(a.Span, b.Span) })
 		cat[g.Name] = v

@@ -5,6 +5,7 @@ import "testing"
 // TestCategory: release names (and their files' names) with the newznab
 // category a downloader expects them under.
 func TestCategory(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		files []string

@@ -23,6 +23,7 @@ import (
 // (as a takeover does). All end with the same last record of each file
 // and release key, and the same NZBs.
 func TestBackfillAfterForwardINN(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -161,6 +162,7 @@ func TestBackfillAfterForwardINN(t *testing.T) {
 // ranges (--retry-missing 2), then counts it lost, and the file is
 // written incomplete with the 9 parts there are.
 func TestRetryMissingINN(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -241,6 +243,7 @@ func (p plainSource) Overview(ctx context.Context, g string, lo, hi int64) ([]nn
 // whole and reported, the window reaches no further than the progress,
 // and the NZBs it changed are on disk.
 func TestIndexStoppedINN(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

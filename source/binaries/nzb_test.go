@@ -21,6 +21,7 @@ import (
 // the final NZBs, and the NZBs on disk at the range's end are the last
 // records' exactly. (Written every batch, as before, it was 50x.)
 func TestNZBLinear(t *testing.T) {
+	t.Parallel()
 	const group = "alt.binaries.lh.rec.lin"
 	var hs []nntp.Header
 	for f := 1; f <= 200; f++ {
@@ -96,6 +97,7 @@ func (s sliceSource) Overview(_ context.Context, _ string, lo, hi int64) ([]nntp
 // systems; a second release of one name gets a suffix of its key, kept
 // by a new writer (a restart) from the directory's names.
 func TestNZBNames(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]string{
 		"Alpha.2024":             "Alpha.2024",
 		"a/b\\c:d*e?f":           "a_b_c_d_e_f",
@@ -153,6 +155,7 @@ func TestNZBNames(t *testing.T) {
 // reason with the lines a source could not read; the log says so once
 // with an example.
 func TestSkipsCounted(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", MaxSubject) + ` - "long.bin" yEnc (1/1)`
 	hs := []nntp.Header{
 		{Number: 1, Subject: `"two.bin" yEnc (1/2)`, From: "p", MessageID: "<1@lh>", Bytes: 10},

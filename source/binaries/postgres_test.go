@@ -53,6 +53,7 @@ func openPostgres(t *testing.T, dsn string) *Postgres {
 // its tables and indexes on first use; a second worker opening it finds
 // the schema and writes into it.
 func TestPostgresSink(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.Database(t)
 	p := openPostgres(t, dsn)
@@ -123,6 +124,7 @@ func TestPostgresSink(t *testing.T) {
 // is applied; a cross-posted row written last by another group's lease
 // still refuses a stale holder of the first group.
 func TestPostgresFence(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := openPostgres(t, pgtest.Database(t))
 	all := mixedUpdates("alt.binaries.lh.pg.f")
@@ -179,6 +181,7 @@ func TestPostgresFence(t *testing.T) {
 // error and nothing changed; an older one (an index made before its
 // tables) is migrated.
 func TestPostgresSchemaVersion(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.Database(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -211,6 +214,7 @@ func TestPostgresSchemaVersion(t *testing.T) {
 // TestPostgresBadIndex: a wrong password and a missing database are
 // setup errors, with the password not in the text.
 func TestPostgresBadIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.Database(t)
 	pw := pgtest.Shared(t).Password()
@@ -233,6 +237,7 @@ func TestPostgresBadIndex(t *testing.T) {
 // TestPostgresOutage: a write while the database is down waits, saying
 // unreachable, and goes in when it is back; nothing is lost.
 func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := pgtest.Binaries(); err != nil && os.Getenv("CI") != "true" {
@@ -293,6 +298,7 @@ func TestPostgresOutage(t *testing.T) {
 // (a cross-post read in a group that is not the release's home) writes
 // no release row.
 func TestPostgresCategory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := openPostgres(t, pgtest.Database(t))
 	lease := Lease{Group: "alt.binaries.lh.pg.cat", Fence: 1}
@@ -322,6 +328,7 @@ func TestPostgresCategory(t *testing.T) {
 // (a SIGSTOPped worker) holds no row past IdleInTransaction: the server
 // ends its session, and another writer of the same rows goes on.
 func TestPostgresPausedWriter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := pgtest.Database(t)
 	p := openPostgres(t, dsn)

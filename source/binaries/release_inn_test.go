@@ -22,6 +22,7 @@ import (
 // first. Both orders end with the same records and NZBs, and every
 // release as posted.
 func TestReleasesINN(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -53,6 +53,7 @@ func intOr(p *int) int {
 // have the part counter after yEnc taken off) and checks each reading;
 // it logs how many read right by source.
 func TestReadSubjectTable(t *testing.T) {
+	t.Parallel()
 	right, all := map[string]int{}, map[string]int{}
 	for _, c := range loadSubjects(t) {
 		src := strings.Fields(c.Source)[0]
@@ -87,6 +88,7 @@ func TestReadSubjectTable(t *testing.T) {
 // 16 KiB past that; one that is not UTF-8 is read as Windows-1252, never
 // U+FFFD.
 func TestReadSubjectLongAndNotUTF8(t *testing.T) {
+	t.Parallel()
 	long := "Omega " + strings.Repeat("word ", 600) + `[2/5] - "Omega.part2.rar" yEnc (3/7)`
 	if len(long) < 3000 {
 		t.Fatalf("the subject is %d bytes", len(long))

@@ -156,6 +156,7 @@ func mixed(group, other string) []nntp.Header {
 // TestWindowRecords: the records a mixed group gives (USENET.md's
 // records and rules 1-5 and 7).
 func TestWindowRecords(t *testing.T) {
+	t.Parallel()
 	hs := mixed("alt.binaries.lh.rec.a", "alt.binaries.lh.rec.b")
 	w := NewWindow("alt.binaries.lh.rec.a")
 	out := newRecords()
@@ -235,6 +236,7 @@ func only(files map[string]File, release string) map[string]File {
 // not; articles read again change nothing; a backfill after a forward
 // pass ends with the same last records as one uninterrupted pass.
 func TestWindowReplay(t *testing.T) {
+	t.Parallel()
 	hs := append(mixed("alt.binaries.lh.rec.a", "alt.binaries.lh.rec.b"), headers(3000, 7)...)
 	for i := range hs {
 		hs[i].Number = int64(i + 1)
@@ -291,6 +293,7 @@ func TestWindowReplay(t *testing.T) {
 // one that comes on the retry completes its file, one that never comes
 // is given up after the limit.
 func TestRetryMissing(t *testing.T) {
+	t.Parallel()
 	var hs []nntp.Header
 	for p := 1; p <= 5; p++ {
 		hs = append(hs, nntp.Header{Number: int64(p), Subject: fmt.Sprintf(`"r.bin" yEnc (%d/5)`, p), From: "r", MessageID: fmt.Sprintf("<%d@r>", p), Bytes: 10})
@@ -322,6 +325,7 @@ func TestRetryMissing(t *testing.T) {
 }
 
 func TestLoadRefuses(t *testing.T) {
+	t.Parallel()
 	w := NewWindow("alt.a")
 	w.Add(1, 3, headers(3, 7))
 	snap := saved(t, w)
@@ -350,6 +354,7 @@ func TestLoadRefuses(t *testing.T) {
 // its open file is counted expired, and a later part of that file
 // starts a file of its own, written incomplete at the tail's end.
 func TestLoadVersion1(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("testdata/window-v1.json")
 	if err != nil {
 		t.Fatal(err)
@@ -378,6 +383,7 @@ func TestLoadVersion1(t *testing.T) {
 // keeps one row a key, its segments one row a message id (a lower copy
 // replaces the other), with indexes on group, poster and posted.
 func TestSinks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	hs := mixed("alt.binaries.lh.rec.a", "alt.binaries.lh.rec.b")
@@ -457,6 +463,7 @@ func TestSinks(t *testing.T) {
 // a late part completes a file, and leave no temporary file; a directory
 // that cannot be written is refused at once.
 func TestNZB(t *testing.T) {
+	t.Parallel()
 	xmllint, err := exec.LookPath("xmllint")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -536,6 +543,7 @@ func TestNZB(t *testing.T) {
 // a later record of the release has neither a complete release nor an
 // incomplete file, as one uninterrupted pass would never have written it.
 func TestNZBRemovedWhenNotDue(t *testing.T) {
+	t.Parallel()
 	n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
 	if err != nil {
 		t.Fatal(err)
@@ -566,6 +574,7 @@ func TestNZBRemovedWhenNotDue(t *testing.T) {
 // that group's directory removes it, and leaves alone the temporary file
 // of a writer still running and any file not of that shape.
 func TestNZBSweepsDeadWritersTemp(t *testing.T) {
+	t.Parallel()
 	n, err := NewNZBWriter(filepath.Join(t.TempDir(), "nzb"))
 	if err != nil {
 		t.Fatal(err)
@@ -660,6 +669,7 @@ func (r *records) releasesOf(from string) map[string][]Release {
 // window is a new release with keys of its own; obfuscated one-file posts
 // are a release each.
 func TestReleaseIdentity(t *testing.T) {
+	t.Parallel()
 	p := &poster{group: "alt.binaries.lh.rel"}
 	for i, name := range []string{"Alpha.2024", "Beta.2024"} {
 		for f := 1; f <= 4; f++ {
@@ -735,6 +745,7 @@ func TestReleaseIdentity(t *testing.T) {
 // windows writing one output, in either order or interleaved, ends with
 // the same records: one release, complete, with 5 files.
 func TestCrossPostOrder(t *testing.T) {
+	t.Parallel()
 	ga, gb := "alt.binaries.lh.xo.a", "alt.binaries.lh.xo.b"
 	p := &poster{group: ga}
 	p.chat(10, day)
@@ -787,6 +798,7 @@ func TestCrossPostOrder(t *testing.T) {
 // identity and time keeps its spans read and counts; its files not yet
 // written are counted expired.
 func TestLoadVersion2(t *testing.T) {
+	t.Parallel()
 	v2 := `{"version":2,"group":"alt.a","max_distance":200000,"max_open":200000,"incomplete_after":20000,"read":[[1,10]],"top":10,
 "counts":{"headers":10,"completed":1},"files":[
 {"type":"file","key":"f1","release":"r1","group":"alt.a","groups":["alt.a"],"poster":"p","subject":"s","name":"n","parts":1,"total":2,
@@ -810,6 +822,7 @@ func TestLoadVersion2(t *testing.T) {
 // posts and counts them; expressions that do not compile or lack their
 // named group are refused with where they stand.
 func TestRules(t *testing.T) {
+	t.Parallel()
 	rules, err := ParseRules([]byte(`{"other":1,"usenet":{"groups":{"alt.binaries.lh.rules":{
 		"release":"^(?P<release>\\S+) - ","file":"- (?P<name>\\S+) yEnc"}},
 		"blacklist":{"posters":["@spam\\.example>$"],"subjects":["(?i)password"]}}}`))

@@ -136,6 +136,7 @@ func (w *world) feed(t *testing.T, params string) ([]string, int) {
 // TestSearch: searches by text, category, group, age, page and episode
 // find the listed releases that match, newest first.
 func TestSearch(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	for _, c := range []struct {
 		params string
@@ -176,6 +177,7 @@ func TestSearch(t *testing.T) {
 
 // TestJSON: o=json gives the feed in newznab's JSON shape.
 func TestJSON(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	status, body, h := w.call(t, "t=search&q=film&o=json")
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
@@ -222,6 +224,7 @@ func TestJSON(t *testing.T) {
 // TestGet: t=get answers the release's NZB as binaries.NZB makes it from
 // the worker's records, named for the release; t=details its item.
 func TestGet(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	status, body, h := w.call(t, "t=get&id=a1")
 	if status != 200 {
@@ -262,6 +265,7 @@ func indexState(t *testing.T, db *pgx.Conn) string {
 // TestBadInput: each bad call is answered with its newznab error code,
 // and no call changes anything in the index.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	before := indexState(t, w.db)
 	for _, c := range []struct {
@@ -330,6 +334,7 @@ func TestBadInput(t *testing.T) {
 // remote that sends too many wrong keys is refused, good key or not,
 // until its window ends.
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
 	if _, err := AddKey(ctx, w.db, "sonarr", testNow); !errors.Is(err, ErrKeyExists) {

@@ -29,6 +29,7 @@ import (
 // still being read is in the index but not in the feed, so NZBGet never
 // fetches it.
 func TestNZBGetFeed(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	nzbget, err := exec.LookPath("nzbget")
 	if err != nil {

@@ -91,6 +91,7 @@ type parsedAbility struct {
 // poster, group, files, usenetdate, guid); well-formed XML (xmllint when
 // installed).
 func TestShapes(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	status, body, _ := w.call(t, "t=caps")
 	if status != 200 {

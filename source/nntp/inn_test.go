@@ -41,6 +41,7 @@ func fixture(t *testing.T) (*usenettest.Server, string) {
 // group parsed, a span past the end (423) as no headers, a missing group
 // as a permanent error.
 func TestAgainstINN(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	ctx := context.Background()
 	c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 2})
@@ -88,6 +89,7 @@ func TestAgainstINN(t *testing.T) {
 // TestAuthinfo logs in with AUTHINFO USER/PASS; a wrong password is a
 // permanent error that does not carry the password.
 func TestAuthinfo(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	ctx := context.Background()
 	pw, err := s.Password()
@@ -118,6 +120,7 @@ func TestAuthinfo(t *testing.T) {
 // certificate does not verify, which asking again cannot change
 // (Permanent), and nothing is read.
 func TestTLSAgainstINN(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	ctx := context.Background()
 	if s.TLSAddr == "" || s.CAFile == "" {
@@ -292,6 +295,7 @@ func (p *proxy) relay(cn net.Conn) {
 // TestReconnect: a connection cut in the middle of an OVER answer is
 // dropped and the batch read whole again on a new one.
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	p := newProxy(t, s.Addr, nil)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 1})
@@ -318,6 +322,7 @@ func TestReconnect(t *testing.T) {
 
 // TestConnectionCap: however many callers, at most Connections are open.
 func TestConnectionCap(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	p := newProxy(t, s.Addr, nil)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 2})
@@ -346,6 +351,7 @@ func TestConnectionCap(t *testing.T) {
 }
 
 func TestParseURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, addr, user string
 		tls, bad       bool

@@ -10,6 +10,7 @@ import (
 )
 
 func TestParseStart(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]nntp.Start{
 		"low": {}, "": {}, "last:1": {Last: 1}, "last:100000": {Last: 100000}, "last:2147483647": {Last: 2147483647},
 		"days:1": {Days: 1}, "days:36500": {Days: 36500},
@@ -35,6 +36,7 @@ func TestParseStart(t *testing.T) {
 // article's date falls (every answer checked against the posted dates),
 // and where last:N and days:N start.
 func TestStartAgainstINN(t *testing.T) {
+	t.Parallel()
 	now := time.Now().Truncate(time.Second)
 	dated := func(i int) time.Time { return now.Add(-9*24*time.Hour + time.Duration(i-1)*5*time.Hour) }
 	gaps := map[int64]bool{10: true, 11: true, 12: true, 30: true}

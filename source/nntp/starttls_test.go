@@ -47,6 +47,7 @@ func plainBeforeTLS(sent string) (string, bool) {
 // never AUTHINFO or the password. Without the test CA the certificate
 // does not verify: permanent, and still no AUTHINFO sent.
 func TestStartTLSAgainstINN(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	ctx := context.Background()
 	pw, err := s.Password()
@@ -105,6 +106,7 @@ func TestStartTLSAgainstINN(t *testing.T) {
 // permanent ErrStartTLS, and the client does not carry on in plain text:
 // no AUTHINFO, no GROUP is sent.
 func TestStartTLSNotOffered(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	pw, err := s.Password()
 	if err != nil {

@@ -131,6 +131,7 @@ func numbers(bs []nntp.Batch) []int64 {
 // first answer back until the client has sent the next OVER sees that
 // OVER come (an unpipelined client would wait for the answer first).
 func TestOverviewsPipelinedAgainstINN(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 60, nil, 7, 20, 21, 22, 23, 24, 25, 41)
 	plain := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, NoCompress: true})
 	defer plain.Close()
@@ -199,6 +200,7 @@ func TestOverviewsPipelinedAgainstINN(t *testing.T) {
 // nothing crosses the wire as text (no OVER, no 224), and the headers
 // read are the uncompressed read's.
 func TestCompressAgainstINN(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 40, nil, 13)
 	plain := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, NoCompress: true})
 	defer plain.Close()
@@ -241,6 +243,7 @@ func inflated(stream string) string {
 // answer to another algorithm, 503, shown it by a relay) or does not
 // list it is read uncompressed, the same headers, with no error.
 func TestCompressRefused(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 20, nil)
 	plain := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, NoCompress: true})
 	defer plain.Close()
@@ -280,6 +283,7 @@ func TestCompressRefused(t *testing.T) {
 // before it, then that error, and the connection stays in step: the next
 // read on it (the only one) is right.
 func TestOverviewsErrorInOrder(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 30, nil)
 	var mu sync.Mutex
 	answers, dropping := 0, false
@@ -337,6 +341,7 @@ func TestOverviewsErrorInOrder(t *testing.T) {
 // read is dialled again and the read resumes at the first batch not
 // yet yielded: every article once, in order.
 func TestOverviewsResume(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 60, nil)
 	plain := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, NoCompress: true})
 	defer plain.Close()
@@ -354,6 +359,7 @@ func TestOverviewsResume(t *testing.T) {
 // answers OVER with 500 (INN shown "OVEX" by a relay) asks OVER once,
 // alone, then reads everything with XOVER, pipelined.
 func TestOverviewsXOVERFallback(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 15, nil)
 	p := newProxy(t, s.Addr, withoutOVER)
 	c := nntp.New(nntp.Config{Addr: p.ln.Addr().String(), Connections: 1})
@@ -377,6 +383,7 @@ func TestOverviewsXOVERFallback(t *testing.T) {
 // server to send compressed) is refused as out of step, not held: the
 // read fails after its attempts instead of growing without end.
 func TestOverviewLineBounded(t *testing.T) {
+	t.Parallel()
 	s, group := wireGroup(t, 3, nil)
 	huge := append(bytes.Repeat([]byte("x"), 2<<20), '\r', '\n')
 	p := newProxy(t, s.Addr, func(fromServer bool, line []byte) []byte {

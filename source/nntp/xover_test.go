@@ -14,6 +14,7 @@ import (
 // TestXOVERAgainstINN reads the overview with XOVER (INN answers both)
 // and gets what OVER gives, header for header.
 func TestXOVERAgainstINN(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	ctx := context.Background()
 	over := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
@@ -51,6 +52,7 @@ func withoutOVER(fromServer bool, line []byte) []byte {
 // (the real INN, shown "OVEX" for each OVER by a relay) is read with
 // XOVER, the whole batch, and later batches go to XOVER straight away.
 func TestXOVERFallback(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	ctx := context.Background()
 	p := newProxy(t, s.Addr, withoutOVER)
@@ -84,6 +86,7 @@ func TestXOVERFallback(t *testing.T) {
 // more: the read neither yields the context's error after the break (a
 // panic in the caller's range loop) nor asks again, compressed or not.
 func TestOverviewsStoppedAsContextEnds(t *testing.T) {
+	t.Parallel()
 	s, prefix := fixture(t)
 	for _, compress := range []bool{false, true} {
 		c := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1, NoCompress: !compress})
@@ -118,6 +121,7 @@ func TestOverviewsStoppedAsContextEnds(t *testing.T) {
 // TestParseOverviewReasons: a line ending after :bytes is read (lines
 // 0); lines that cannot be read say why.
 func TestParseOverviewReasons(t *testing.T) {
+	t.Parallel()
 	h, err := nntp.ParseOverview([]byte("7\tsubj\tfrom\tdate\t<id@x>\t\t123"))
 	if err != nil || h.Number != 7 || h.Bytes != 123 || h.MessageID != "<id@x>" {
 		t.Errorf("a line without :lines: %+v, %v", h, err)
