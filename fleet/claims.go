@@ -364,19 +364,9 @@ func (c *Claims) Owned() []string {
 // invalid group name, conflict when a live node's claim stands,
 // unavailable NATS or this node's life not held.
 func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
-	if !leasehold.ValidGroupName(group) {
-		return 0, leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
-	}
-	now := c.now()
-	c.mu.Lock()
-	life, live := c.life, c.liveLocked(now)
-	s, ok := c.held[group]
-	c.mu.Unlock()
-	if !live {
-		return 0, leasehold.Errorf(leasehold.KindUnavailable, "claim on group %q: node %q's life in the fleet is not renewed (NATS unreachable?)", group, c.node)
-	}
-	if ok {
-		return s.rev, nil
+	life, rev, held, err := c.claimable(group)
+	if err != nil || held {
+		return rev, err
 	}
 	key := ClaimKey(group)
 	val, err := c.value(key, life)
@@ -443,6 +433,24 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 		return c.record(group, life, rev)
 	}
 	return 0, leasehold.Errorf(leasehold.KindConflict, "group %q: its claim keeps changing, try again", group)
+}
+
+// claimable is Claim's first look: group's name valid and this node's
+// life renewed (else an error), and the claim's revision if this life
+// holds it already (held).
+func (c *Claims) claimable(group string) (life string, rev uint64, held bool, err error) {
+	if !leasehold.ValidGroupName(group) {
+		return "", 0, false, leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
+	}
+	now := c.now()
+	c.mu.Lock()
+	life, live := c.life, c.liveLocked(now)
+	s, ok := c.held[group]
+	c.mu.Unlock()
+	if !live {
+		return "", 0, false, leasehold.Errorf(leasehold.KindUnavailable, "claim on group %q: node %q's life in the fleet is not renewed (NATS unreachable?)", group, c.node)
+	}
+	return life, s.rev, ok, nil
 }
 
 // alive reports whether the life a claim names goes on: for this node's

@@ -350,12 +350,14 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 // makeParts makes the node's parts, on the connection and the catalog,
 // each given what it works with, and the one ordered list they start in
 // (and stop in, reversed): a part starts after the parts it calls on.
-func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error {
+// placeBuckets makes the fleet's snapshot, removal and claims buckets
+// (each on as many copies as the servers up can hold, see place), trying
+// again until they are made or ctx ends, with the keeper and adoption
+// the claims use.
+func (f *Fleet) placeBuckets(ctx context.Context, records jetstream.KeyValue) (keeper *Keeper, adopt *adoption, err error) {
 	cfg, node := f.cfg, f.node
 	f.gate.wait("the fleet's claims and snapshot buckets")
-	var keeper *Keeper
-	var adopt *adoption
-	err := f.retry(ctx, func(ctx context.Context) error {
+	err = f.retry(ctx, func(ctx context.Context) error {
 		var err error
 		if f.snapshots == nil {
 			err = place(ctx, cfg.Replicas, func(ctx context.Context, copies int) error {
@@ -402,6 +404,12 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 		f.removals.claims = f.claims
 		return nil
 	})
+	return keeper, adopt, err
+}
+
+func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error {
+	cfg, node := f.cfg, f.node
+	keeper, adopt, err := f.placeBuckets(ctx, records)
 	if err != nil {
 		return err
 	}

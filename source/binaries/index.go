@@ -239,18 +239,7 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		batch = 1000
 	}
 	if ix.NZB != nil {
-		defer func() {
-			// The NZBs are written while the reading goes on; a range
-			// ends with every NZB its records name on disk, synced
-			// when a flush is due.
-			flush := ix.NZB.Wait
-			if err != nil || ix.flushDue(w.Group) {
-				flush = ix.NZB.Flush
-			}
-			if ferr := flush(w.Group); ferr != nil && err == nil {
-				err = fmt.Errorf("binaries: writing NZBs: %w", ferr)
-			}
-		}()
+		defer ix.endNZBs(w.Group, &err)
 	}
 	// The window takes a batch's headers before its records are written:
 	// once it has, they are written whole even when a stop ends ctx, or
@@ -315,6 +304,20 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 		progress(end+1, headers)
 	}
 	return nil
+}
+
+// endNZBs ends a range's NZBs: they are written while the reading goes
+// on, and a range ends with every NZB its records name on disk, synced
+// when a flush is due (or the range failed). Its error, if the range had
+// none, becomes *err.
+func (ix *Indexer) endNZBs(group string, err *error) {
+	flush := ix.NZB.Wait
+	if *err != nil || ix.flushDue(group) {
+		flush = ix.NZB.Flush
+	}
+	if ferr := flush(group); ferr != nil && *err == nil {
+		*err = fmt.Errorf("binaries: writing NZBs: %w", ferr)
+	}
 }
 
 // retryMissing asks the window's missing articles of earlier ranges
