@@ -78,9 +78,9 @@ type Config struct {
 	// lists, each by its key, are believed (read again when it changes).
 	// Without it a name's key is pinned at first sight.
 	Roster string
-	// AcceptUnsigned believes what a node never seen signing publishes
-	// unsigned, as that node's: only while a rolling upgrade from a
-	// release that signs nothing goes on (Keyring.AcceptUnsigned).
+	// AcceptUnsigned believes an unsigned message or value as the node it
+	// names: only while a rolling upgrade from a release that signs
+	// nothing goes on (Keyring.AcceptUnsigned).
 	AcceptUnsigned bool
 }
 

@@ -66,7 +66,7 @@ func NewGate(cfg Config) (*Gate, error) {
 	g.ring.own(g.id)
 	if cfg.AcceptUnsigned {
 		g.ring.AcceptUnsigned(true)
-		cfg.Logger.Warn("unsigned messages of nodes never seen signing are believed (--fleet-accept-unsigned): for a rolling upgrade from an earlier release only; restart without it once every node runs this one")
+		cfg.Logger.Warn("unsigned messages are believed as the nodes they name (--fleet-accept-unsigned): for a rolling upgrade from an earlier release only; restart without it once every node runs this one")
 	}
 	if key, _ := g.ring.Key(cfg.Name); cfg.Roster != "" && key != g.id.PublicKey() {
 		cfg.Logger.Warn("this node's key is not on the fleet roster under its name: its peers refuse what it publishes until the roster lists it",

@@ -684,13 +684,14 @@ func (k *Keyring) refuse(what, subject string, err error) {
 }
 
 // AcceptUnsigned makes k believe, for as long as a fleet has nodes of a
-// release that signs nothing (a rolling upgrade from it), what a node
-// never seen signing publishes unsigned, as that node's: the earlier
-// release's events, lives, claims and dumps are then folded as before.
-// A name once seen signing is refused unsigned again, a roster believes
-// no unsigned message, nor is a withdrawn name believed. Off by default:
-// while it is on, a holder of the transport secret can speak as a node
-// of the earlier release.
+// release that signs nothing (a rolling upgrade from it), an unsigned
+// message or value as the node it names: the earlier release's events,
+// lives, claims, windows and dumps are then taken as before, and so are
+// those a node wrote before its own upgrade (its claims and replicated
+// windows stay in the buckets after it starts signing). A signed one is
+// checked as ever; a roster believes nothing unsigned, nor is a withdrawn
+// name believed. Off by default: while it is on, a holder of the
+// transport secret can speak as any node, as before nodes signed.
 func (k *Keyring) AcceptUnsigned(on bool) {
 	k.mu.Lock()
 	k.acceptUnsigned = on
@@ -704,8 +705,8 @@ func (k *Keyring) unsignedBelieved(name string) bool {
 		return false
 	}
 	k.mu.Lock()
-	_, pinned := k.pins[name]
-	ok := k.acceptUnsigned && k.roster == nil && k.rosterPath == "" && !pinned
+	p := k.pins[name]
+	ok := k.acceptUnsigned && k.roster == nil && k.rosterPath == "" && !p.withdrawn
 	k.mu.Unlock()
 	if ok {
 		k.refusedTotal.WithLabelValues("any", "unsigned_believed").Inc()

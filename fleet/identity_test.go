@@ -514,8 +514,8 @@ func TestForgedDumpRefused(t *testing.T) {
 
 // TestKeyringAcceptUnsigned: the upgrade's transition. Off, an unsigned
 // message is refused; on, it is believed as the node it claims, but not
-// for a name seen signing, a withdrawn name or with a roster; a signed
-// message is checked as ever.
+// for a withdrawn name or with a roster; a signed message is checked as
+// ever.
 func TestKeyringAcceptUnsigned(t *testing.T) {
 	t.Parallel()
 	k, err := NewKeyring(t.TempDir(), "", claimQuiet)
@@ -549,9 +549,17 @@ func TestKeyringAcceptUnsigned(t *testing.T) {
 	if _, err := k.VerifyMsg(m.Subject, m.Header, m.Data, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if unsigned("n1") == nil {
-		t.Fatal("an unsigned message believed in the name of a node seen signing")
+	// What a node wrote before its upgrade (a claim, a window) stays
+	// unsigned after it signs: believed while the roll goes on, and no
+	// longer once it is over.
+	if err := unsigned("n1"); err != nil {
+		t.Fatalf("an unsigned message of a node seen signing, during the roll: %v", err)
 	}
+	k.AcceptUnsigned(false)
+	if unsigned("n1") == nil || unsigned("old1") == nil {
+		t.Fatal("an unsigned message believed once the roll is over")
+	}
+	k.AcceptUnsigned(true)
 	if unsigned("") == nil {
 		t.Fatal("an unsigned message with no name believed")
 	}

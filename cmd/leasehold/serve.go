@@ -168,7 +168,7 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.NATSTLSKey, "nats-tls-key", m.NATSTLSKey, "the private key of --nats-tls-cert (PEM)")
 	fs.StringVar(&m.NATSTLSCA, "nats-tls-ca", m.NATSTLSCA, "the fleet's CA (PEM): every NATS peer, client or route, must show a certificate it signed, and NATS servers are verified against it (alone, without --nats-tls-cert and --nats-tls-key, for an external NATS that asks no client certificate)")
 	m.NATSClient.register(fs)
-	fs.BoolVar(&m.FleetAcceptUnsigned, "fleet-accept-unsigned", m.FleetAcceptUnsigned, "during a rolling upgrade from a release that signs nothing: believe what a node never seen signing publishes unsigned (never with --fleet-roster; restart without it once every node is upgraded)")
+	fs.BoolVar(&m.FleetAcceptUnsigned, "fleet-accept-unsigned", m.FleetAcceptUnsigned, "during a rolling upgrade from a release that signs nothing: believe an unsigned message or value as the node it names (never with --fleet-roster; restart without it once every node is upgraded)")
 	fs.StringVar(&m.FleetRoster, "fleet-roster", m.FleetRoster, "a file of the fleet's members, one \"NAME PUBKEY\" line each (a node's key is printed in its start log and kept in <data>/fleet.nkey): only they are believed, read again when it changes (empty: a name's key is pinned the first time it is seen)")
 	fs.DurationVar(&m.ClaimTTL, "claim-ttl", m.ClaimTTL, "how long this node's ownership claims stand once it stops renewing its life in the fleet; another node may take its groups then")
 	fs.DurationVar(&m.StreamMaxAge, "stream-max-age", m.StreamMaxAge, "how long the fleet's event stream keeps events (a node away longer rebuilds its peers from their dumps)")
