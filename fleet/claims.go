@@ -450,7 +450,10 @@ func (c *Claims) claimable(group string) (life string, rev uint64, held bool, er
 	if !live {
 		return "", 0, false, leasehold.Errorf(leasehold.KindUnavailable, "claim on group %q: node %q's life in the fleet is not renewed (NATS unreachable?)", group, c.node)
 	}
-	return life, s.rev, ok, nil
+	if !ok {
+		return life, 0, false, nil
+	}
+	return life, s.rev, true, nil
 }
 
 // alive reports whether the life a claim names goes on: for this node's
