@@ -5,10 +5,10 @@ package leasehold
 // call names its caller by fields, not by the place of three int64s in a
 // row, where a node id and a group id swapped would still compile.
 
-// Holder is who makes a holder call on a group: the node, the group whose
+// GroupHolder is who makes a holder call on a group: the node, the group whose
 // lease it holds and the fence that lease was granted at. Rule 6 checks
 // all three.
-type Holder struct {
+type GroupHolder struct {
 	NodeID  int64
 	GroupID int64
 	Fence   int64

@@ -45,7 +45,7 @@ func BenchmarkLease(b *testing.B) {
 					if err != nil || g == nil {
 						b.Fatalf("lease: %v, %v", g, err)
 					}
-					if err := app.Coordinator.Release(ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+					if err := app.Coordinator.Release(ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -105,7 +105,7 @@ func BenchmarkCycle(b *testing.B) {
 							b.Errorf("lease: %v, %v", g, err)
 							return
 						}
-						r, err := app.Coordinator.Next(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence})
+						r, err := app.Coordinator.Next(ctx, leasehold.GroupHolder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence})
 						if err != nil || r == nil {
 							b.Errorf("next: %v, %v", r, err)
 							return
@@ -114,7 +114,7 @@ func BenchmarkCycle(b *testing.B) {
 							b.Errorf("finish: %v", err)
 							return
 						}
-						if err := app.Coordinator.Release(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+						if err := app.Coordinator.Release(ctx, leasehold.GroupHolder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 							b.Errorf("release: %v", err)
 							return
 						}

@@ -60,16 +60,16 @@ func TestConcurrentLeasing(t *testing.T) {
 					}
 					holder[g.Group.ID] = n.ID
 					mu.Unlock()
-					if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+					if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 						t.Errorf("heartbeat of a live lease: %v", err)
 					}
-					if r, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil || r == nil {
+					if r, err := f.c.Next(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil || r == nil {
 						t.Errorf("next: %v, %v", r, err)
 					}
 					mu.Lock()
 					delete(holder, g.Group.ID)
 					mu.Unlock()
-					if err := f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+					if err := f.c.Release(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 						t.Errorf("release: %v", err)
 					}
 				}
@@ -133,9 +133,9 @@ func TestConcurrentLeasing(t *testing.T) {
 						start := seq.Add(1)
 						var err error
 						if rand.IntN(4) == 0 {
-							err = f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: h.Group.ID, Fence: h.Fence})
+							err = f.c.Release(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: h.Group.ID, Fence: h.Fence})
 						} else {
-							err = f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: h.Group.ID, Fence: h.Fence})
+							err = f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: h.Group.ID, Fence: h.Fence})
 						}
 						if err != nil && !errors.Is(err, leasehold.ErrLeaseLost) {
 							t.Error(err)

@@ -554,7 +554,7 @@ func (c *Coordinator) lease(ctx context.Context, nodeID int64) (*leasehold.Grant
 
 // Next is rule 3: the holder's range in work or the next planned one, nil
 // when the group is caught up. Errors: not found, lease lost.
-func (c *Coordinator) Next(ctx context.Context, h leasehold.Holder) (*leasehold.Range, error) {
+func (c *Coordinator) Next(ctx context.Context, h leasehold.GroupHolder) (*leasehold.Range, error) {
 	return c.NextAfter(ctx, h, nil)
 }
 
@@ -563,7 +563,7 @@ func (c *Coordinator) Next(ctx context.Context, h leasehold.Holder) (*leasehold.
 // another group or not in the holder's work) nothing changes. Errors:
 // those of Finish and of Next; invalid for negative headers, unprocessable
 // for a range of another group.
-func (c *Coordinator) NextAfter(ctx context.Context, h leasehold.Holder, done *leasehold.FinishedRange) (*leasehold.Range, error) {
+func (c *Coordinator) NextAfter(ctx context.Context, h leasehold.GroupHolder, done *leasehold.FinishedRange) (*leasehold.Range, error) {
 	if done != nil && done.Headers < 0 {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "finished.headers must be 0 or more")
 	}
@@ -598,7 +598,7 @@ func (c *Coordinator) NextAfter(ctx context.Context, h leasehold.Holder, done *l
 }
 
 // Heartbeat is rule 5. Errors: not found, lease lost.
-func (c *Coordinator) Heartbeat(ctx context.Context, h leasehold.Holder) error {
+func (c *Coordinator) Heartbeat(ctx context.Context, h leasehold.GroupHolder) error {
 	return c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
@@ -608,7 +608,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, h leasehold.Holder) error {
 }
 
 // Release is rule 5. Errors: not found, lease lost.
-func (c *Coordinator) Release(ctx context.Context, h leasehold.Holder) error {
+func (c *Coordinator) Release(ctx context.Context, h leasehold.GroupHolder) error {
 	return c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err
@@ -620,7 +620,7 @@ func (c *Coordinator) Release(ctx context.Context, h leasehold.Holder) error {
 // ReleaseStopped is Release by a holder stopping cleanly with its progress
 // saved: its range in work gets back the attempt its lease counted.
 // Errors: not found, lease lost.
-func (c *Coordinator) ReleaseStopped(ctx context.Context, h leasehold.Holder) error {
+func (c *Coordinator) ReleaseStopped(ctx context.Context, h leasehold.GroupHolder) error {
 	return c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err

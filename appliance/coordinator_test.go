@@ -100,7 +100,7 @@ func (f *fixture) lease(n leasehold.Node) *leasehold.Grant {
 
 func (f *fixture) next(n leasehold.Node, g *leasehold.Grant) *leasehold.Range {
 	f.t.Helper()
-	r, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence})
+	r, err := f.c.Next(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (f *fixture) next(n leasehold.Node, g *leasehold.Grant) *leasehold.Range {
 
 func (f *fixture) release(n leasehold.Node, g *leasehold.Grant) {
 	f.t.Helper()
-	if err := f.c.Release(f.ctx, leasehold.Holder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := f.c.Release(f.ctx, leasehold.GroupHolder{NodeID: n.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -252,7 +252,7 @@ func TestTakeoverAfterTTL(t *testing.T) {
 		t.Fatalf("b leased %s while a's lease is alive", g.Group.Name)
 	}
 	f.clock.Advance(59 * time.Second)
-	if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence}); err != nil {
+	if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(59 * time.Second)
@@ -271,10 +271,10 @@ func TestTakeoverAfterTTL(t *testing.T) {
 	}
 	for name, call := range map[string]func() error{
 		"Heartbeat": func() error {
-			return f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+			return f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
 		},
 		"Next": func() error {
-			_, err := f.c.Next(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+			_, err := f.c.Next(f.ctx, leasehold.GroupHolder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
 			return err
 		},
 		"Progress": func() error {
@@ -286,7 +286,7 @@ func TestTakeoverAfterTTL(t *testing.T) {
 			return err
 		},
 		"Release": func() error {
-			return f.c.Release(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
+			return f.c.Release(f.ctx, leasehold.GroupHolder{NodeID: a.ID, GroupID: ga.Group.ID, Fence: ga.Fence})
 		},
 		"Snapshot": func() error {
 			_, err := f.app.Snapshots.Put(f.ctx, Upload{GroupID: ga.Group.ID, NodeID: a.ID, Fence: ga.Fence, Next: 5, Body: strings.NewReader("x")})
@@ -515,7 +515,7 @@ func TestDeleteNode(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "holds 1 group") {
 		t.Fatalf("deleting a holding node unforced: %v; want a conflict naming 1 group", err)
 	}
-	if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: a.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: a.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatalf("the refused delete ended the lease: %v", err)
 	}
 	if err := f.c.DeleteNode(f.ctx, a.ID, true); err != nil {

@@ -65,7 +65,7 @@ func TestDeleteGroupInFleet(t *testing.T) {
 	if err := w.app.DeleteGroup(w.ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "held") {
 		t.Fatalf("deleting g while held: %v, want a conflict saying it is held", err)
 	}
-	if err := w.app.Coordinator.Release(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}); err != nil {
+	if err := w.app.Coordinator.Release(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.app.DeleteGroup(w.ctx, "g"); err != nil {

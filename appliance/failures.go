@@ -37,7 +37,7 @@ func (c *Coordinator) Fail(ctx context.Context, h leasehold.RangeHolder, text st
 // group is released and quarantined, leased to nobody until an operator
 // lifts the quarantine, drops the window or restores another. Errors:
 // unprocessable, not found, lease lost.
-func (c *Coordinator) ReleaseUnreadable(ctx context.Context, h leasehold.Holder, windowError string) error {
+func (c *Coordinator) ReleaseUnreadable(ctx context.Context, h leasehold.GroupHolder, windowError string) error {
 	err := c.claims.writeGroup(ctx, c.db, h.GroupID, func(tx *store.Tx) error {
 		if err := tx.TouchNode(h.NodeID); err != nil {
 			return err

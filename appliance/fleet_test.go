@@ -122,7 +122,7 @@ func newFleetWorld(t *testing.T) *fleetWorld {
 		t.Fatalf("lease: %v, %v", g, err)
 	}
 	w.gid, w.fence = g.Group.ID, g.Fence
-	r, err := c.Next(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
+	r, err := c.Next(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
 	if err != nil || r == nil {
 		t.Fatalf("next: %v, %v", r, err)
 	}
@@ -219,14 +219,14 @@ type fleetCall struct {
 
 var fleetCalls = []fleetCall{
 	{"Next", func(w *fleetWorld) error {
-		_, err := w.app.Coordinator.Next(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
+		_, err := w.app.Coordinator.Next(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
 		return err
 	}},
 	{"Heartbeat", func(w *fleetWorld) error {
-		return w.app.Coordinator.Heartbeat(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
+		return w.app.Coordinator.Heartbeat(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
 	}},
 	{"Release", func(w *fleetWorld) error {
-		return w.app.Coordinator.Release(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
+		return w.app.Coordinator.Release(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence})
 	}},
 	{"Progress", func(w *fleetWorld) error {
 		_, err := w.app.Coordinator.Progress(w.ctx, leasehold.RangeHolder{NodeID: w.w.ID, RangeID: w.r.ID, Fence: w.fence}, w.r.Start+10)
@@ -241,7 +241,7 @@ var fleetCalls = []fleetCall{
 		return err
 	}},
 	{"ReleaseUnreadable", func(w *fleetWorld) error {
-		return w.app.Coordinator.ReleaseUnreadable(w.ctx, leasehold.Holder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}, "gzip: invalid header")
+		return w.app.Coordinator.ReleaseUnreadable(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}, "gzip: invalid header")
 	}},
 	{"SnapshotUpload", func(w *fleetWorld) error {
 		_, err := w.app.Snapshots.Put(w.ctx, Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 50, Body: strings.NewReader("a newer window")})

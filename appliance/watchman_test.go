@@ -60,7 +60,7 @@ func TestWatchmanRules(t *testing.T) {
 			}
 		}
 		// A heartbeat clears both: the holder is alive again.
-		if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+		if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			t.Fatal(err)
 		}
 		if _, kinds := f.report(); len(kinds) != 0 {
@@ -134,7 +134,7 @@ func TestWatchmanRules(t *testing.T) {
 		if n := gauges.Nodes[leasehold.NodeUnseen]; n != 2 {
 			t.Errorf("unseen nodes %d, want 2: stopped is unseen, not a finding", n)
 		}
-		if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: killed.ID, GroupID: held.Group.ID, Fence: held.Fence}); err != nil {
+		if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: killed.ID, GroupID: held.Group.ID, Fence: held.Fence}); err != nil {
 			t.Fatal(err)
 		}
 		if _, kinds := f.report(); has(kinds, leasehold.FindingNodeUnseen) {
@@ -149,7 +149,7 @@ func TestWatchmanRules(t *testing.T) {
 		g := f.lease(w)
 		f.next(w, g)
 		f.clock.Advance(11 * time.Minute)
-		if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+		if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			t.Fatal(err)
 		}
 		if _, kinds := f.report(); len(kinds) != 1 || kinds[0] != leasehold.FindingSnapshotOld {
@@ -183,7 +183,7 @@ func TestBacklogIsNotAStall(t *testing.T) {
 			n leasehold.Node
 			g *leasehold.Grant
 		}{{w1, g1}, {w2, g2}} {
-			if err := f.c.Heartbeat(f.ctx, leasehold.Holder{NodeID: h.n.ID, GroupID: h.g.Group.ID, Fence: h.g.Fence}); err != nil {
+			if err := f.c.Heartbeat(f.ctx, leasehold.GroupHolder{NodeID: h.n.ID, GroupID: h.g.Group.ID, Fence: h.g.Fence}); err != nil {
 				t.Fatal(err)
 			}
 		}

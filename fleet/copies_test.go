@@ -74,14 +74,14 @@ func workOneRange(t *testing.T, app *appliance.Appliance, group string) {
 		}
 		return g != nil && g.Group.Name == group
 	})
-	r, err := c.Next(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
+	r, err := c.Next(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
 	if err != nil || r == nil {
 		t.Fatalf("next range of %s: %v, %v", group, r, err)
 	}
 	if _, err := c.Finish(ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, r.End-r.Next+1); err != nil {
 		t.Fatalf("finish a range of %s: %v", group, err)
 	}
-	if err := c.Release(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := c.Release(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatalf("release %s: %v", group, err)
 	}
 }

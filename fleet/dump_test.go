@@ -99,7 +99,7 @@ func dumpWork(t testing.TB, n *dumpNode, name string, size, high int64, done int
 		t.Fatalf("lease: %+v, %v", g, err)
 	}
 	for i := range done {
-		r, err := c.Next(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
+		r, err := c.Next(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
 		if err != nil || r == nil {
 			t.Fatalf("next %d: %+v, %v", i, r, err)
 		}
@@ -107,7 +107,7 @@ func dumpWork(t testing.TB, n *dumpNode, name string, size, high int64, done int
 			t.Fatal(err)
 		}
 	}
-	if err := c.Release(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := c.Release(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -84,7 +84,7 @@ func TestFleetExternalCluster(t *testing.T) {
 	var notReady []string
 	made := false
 	for time.Since(killed) < engineTTL+5*time.Second {
-		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.Holder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			t.Fatalf("%s after the loss of one NATS server of three: heartbeat: %v", time.Since(killed).Round(time.Millisecond), err)
 		}
 		if !made {

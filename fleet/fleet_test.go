@@ -169,13 +169,13 @@ func (n *fleetNode) work(t *testing.T, ctx context.Context, size int64, max int,
 		copy(w, b)
 	}
 	for done := 0; done < max; done++ {
-		r, err := c.Next(ctx, leasehold.Holder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence})
+		r, err := c.Next(ctx, leasehold.GroupHolder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence})
 		if err != nil {
 			t.Fatalf("%s next: %v", n.name, err)
 		}
 		if r == nil {
 			span.until = time.Now()
-			c.Release(ctx, leasehold.Holder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence})
+			c.Release(ctx, leasehold.GroupHolder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence})
 			return w, true
 		}
 		for id := r.Next; id <= r.End; id++ {
@@ -566,7 +566,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	// reaches its margin, then refused, before the claim could lapse.
 	var stopped time.Time
 	for time.Since(cut) < 2*fleetTTL {
-		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.Holder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 			if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
 				t.Fatalf("heartbeat while cut off: %v; want lease lost", err)
 			}

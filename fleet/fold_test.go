@@ -137,7 +137,7 @@ func foldFinish(t *testing.T, n *dumpNode, group string, count int) {
 		t.Fatalf("lease: %+v, %v; want %s", g, err, group)
 	}
 	for range count {
-		r, err := c.Next(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
+		r, err := c.Next(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence})
 		if err != nil || r == nil {
 			t.Fatalf("next: %+v, %v", r, err)
 		}
@@ -145,7 +145,7 @@ func foldFinish(t *testing.T, n *dumpNode, group string, count int) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Release(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := c.Release(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -74,7 +74,7 @@ func (n *ownNode) lease(t *testing.T) bool {
 	if g == nil {
 		return false
 	}
-	if err := n.app.Coordinator.Release(ctx, leasehold.Holder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := n.app.Coordinator.Release(ctx, leasehold.GroupHolder{NodeID: n.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	return true
@@ -176,7 +176,7 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 		}
 		return nil
 	})
-	if err := app.Coordinator.Release(ctx, leasehold.Holder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+	if err := app.Coordinator.Release(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatal(err)
 	}
 	// Idle but not settled, it is kept: a peer claiming it now would take
@@ -227,7 +227,7 @@ func TestOwnershipRestartRefusesOldFences(t *testing.T) {
 		held = g
 		return g != nil
 	})
-	if err := a.app.Coordinator.Heartbeat(ctx, leasehold.Holder{NodeID: a.worker, GroupID: held.Group.ID, Fence: held.Fence}); err != nil {
+	if err := a.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a.worker, GroupID: held.Group.ID, Fence: held.Fence}); err != nil {
 		t.Fatalf("the holder's heartbeat before the kill: %v", err)
 	}
 	// Killed: the catalog closed with the lease row still in it (closed
@@ -239,7 +239,7 @@ func TestOwnershipRestartRefusesOldFences(t *testing.T) {
 	b := ownStart(t, url, "node-b", t.TempDir())
 	oldFenceRefused := func(when string) {
 		t.Helper()
-		err := a2.app.Coordinator.Heartbeat(ctx, leasehold.Holder{NodeID: a2.worker, GroupID: held.Group.ID, Fence: held.Fence})
+		err := a2.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a2.worker, GroupID: held.Group.ID, Fence: held.Fence})
 		if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
 			t.Fatalf("%s: the old holder's heartbeat at fence %d answered %v, want lease lost", when, held.Fence, err)
 		}

@@ -249,7 +249,7 @@ func runCycles(b *testing.B, c *appliance.Coordinator, nodes []int64, more func(
 					b.Errorf("lease: %v, %v", g, err)
 					return
 				}
-				r, err := c.Next(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence})
+				r, err := c.Next(ctx, leasehold.GroupHolder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence})
 				if err != nil || r == nil {
 					b.Errorf("next: %v, %v", r, err)
 					return
@@ -258,7 +258,7 @@ func runCycles(b *testing.B, c *appliance.Coordinator, nodes []int64, more func(
 					b.Error(err)
 					return
 				}
-				if err := c.Release(ctx, leasehold.Holder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
+				if err := c.Release(ctx, leasehold.GroupHolder{NodeID: node, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 					b.Error(err)
 					return
 				}

@@ -122,7 +122,7 @@ func TestGroupRowsIn(t *testing.T) {
 	}
 	b := w.lease()
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: b.Group.ID, NodeID: w.node, Fence: b.Fence}, failMaxAttempts, "gzip: invalid header")
+		return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: b.Group.ID, NodeID: w.node, Fence: b.Fence}, failMaxAttempts, "gzip: invalid header")
 	}))
 	names := func(rows []GroupRow) string {
 		var s []string

@@ -91,7 +91,7 @@ func (tx *Tx) FailRange(h leasehold.RangeHolder, text string, retry bool, maxAtt
 // planned again at its resume point) and leased to nobody until an
 // operator lifts the quarantine, drops the window or restores another.
 // Errors: unprocessable (the text), not found, lease lost.
-func (tx *Tx) ReleaseUnreadable(h leasehold.Holder, maxAttempts int64, windowError string) error {
+func (tx *Tx) ReleaseUnreadable(h leasehold.GroupHolder, maxAttempts int64, windowError string) error {
 	if err := errorText("window_error", windowError); err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func (w *failWorld) next(gid, fence int64) *leasehold.Range {
 	var r *leasehold.Range
 	must(w.t, w.write(func(tx *Tx) error {
 		var err error
-		r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: gid, NodeID: w.node, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: failMaxAttempts})
+		r, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: gid, NodeID: w.node, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: failMaxAttempts})
 		return err
 	}))
 	return r
@@ -200,12 +200,12 @@ func TestQuarantine(t *testing.T) {
 	}
 	r := w.next(g.Group.ID, g.Fence)
 	if err := w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "")
+		return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "")
 	}); leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
 		t.Fatalf("an empty window_error: %v, want unprocessable", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "gzip: invalid header")
+		return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "gzip: invalid header")
 	}))
 	a, err := w.db.GroupByName(ctx, "a")
 	if err != nil || a.Quarantine == nil || a.Quarantine.Error != "gzip: invalid header" || a.Quarantine.Node != "w" || !a.Quarantine.At.Equal(w.clock.now) {
@@ -249,7 +249,7 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("dropping the window of a held group: %v, want conflict", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: again.Group.ID, NodeID: w.node, Fence: again.Fence}, failMaxAttempts, "truncated")
+		return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: again.Group.ID, NodeID: w.node, Fence: again.Fence}, failMaxAttempts, "truncated")
 	}))
 	var dropped *leasehold.Snapshot
 	var afterDrop leasehold.Group
@@ -328,7 +328,7 @@ func TestFoldFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "gzip: invalid header")
+		return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "gzip: invalid header")
 	}))
 	state, ranges, _, err := w.db.OwnState(ctx, g.Group.ID, time.Time{})
 	if err != nil {
@@ -405,7 +405,7 @@ func TestAttemptLimitTold(t *testing.T) {
 		w, calls, ctx := open(t)
 		g, r := leasedAtLimit(w)
 		must(t, w.db.Write(ctx, func(tx *Tx) error {
-			return tx.Release(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts)
+			return tx.Release(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts)
 		}))
 		wantTold(t, *calls, r.ID)
 	})
@@ -423,7 +423,7 @@ func TestAttemptLimitTold(t *testing.T) {
 		var r *leasehold.Range
 		must(t, w.db.Write(ctx, func(tx *Tx) error {
 			var err error
-			r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: failMaxAttempts})
+			r, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: failMaxAttempts})
 			return err
 		}))
 		if r == nil || r.ID == first.ID {
@@ -436,7 +436,7 @@ func TestAttemptLimitTold(t *testing.T) {
 		g, r := leasedAtLimit(w)
 		undone := errors.New("undone")
 		err := w.db.Write(ctx, func(tx *Tx) error {
-			if err := tx.Release(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts); err != nil {
+			if err := tx.Release(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts); err != nil {
 				return err
 			}
 			return undone
@@ -495,7 +495,7 @@ func TestDeleteGroup(t *testing.T) {
 		t.Fatalf("deleting an unknown group: %v, want not found", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
-		return tx.Release(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts)
+		return tx.Release(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts)
 	}))
 	old, err := del("a")
 	if err != nil || old == nil || old.File != 7 {

@@ -143,7 +143,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 		case l.rangeID == 0 || k == 0:
 			op = "next"
 			err = db.Write(ctx, func(tx *Tx) error {
-				r, err := tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: l.group, NodeID: node, Fence: l.fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts})
+				r, err := tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: l.group, NodeID: node, Fence: l.fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts})
 				inWork(l, r, err)
 				return err
 			})
@@ -168,7 +168,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("step %d: the usual case's probe: %v", step, err)
 			}
 			err = db.Write(ctx, func(tx *Tx) error {
-				r, err := tx.FinishNext(NextParams{Holder: leasehold.Holder{GroupID: l.group, NodeID: node, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts}, leasehold.FinishedRange{Range: l.rangeID, Headers: headers})
+				r, err := tx.FinishNext(NextParams{Holder: leasehold.GroupHolder{GroupID: l.group, NodeID: node, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts}, leasehold.FinishedRange{Range: l.rangeID, Headers: headers})
 				inWork(l, r, err)
 				return err
 			})
@@ -188,7 +188,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 		default:
 			op = "release"
 			err = db.Write(ctx, func(tx *Tx) error {
-				return tx.Release(leasehold.Holder{GroupID: l.group, NodeID: node, Fence: l.fence}, maxAttempts)
+				return tx.Release(leasehold.GroupHolder{GroupID: l.group, NodeID: node, Fence: l.fence}, maxAttempts)
 			})
 			leases = append(leases[:i], leases[i+1:]...)
 		}
@@ -241,15 +241,15 @@ func TestFinishNextRefusals(t *testing.T) {
 		if b, err = tx.LeaseGroup(req); err != nil {
 			return err
 		}
-		if ra, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: a.Group.ID, NodeID: node, Fence: a.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3}); err != nil {
+		if ra, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: a.Group.ID, NodeID: node, Fence: a.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3}); err != nil {
 			return err
 		}
-		rb, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: b.Group.ID, NodeID: node, Fence: b.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3})
+		rb, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: b.Group.ID, NodeID: node, Fence: b.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3})
 		return err
 	}))
 	steady := func(group, nodeID, fence, rangeID, headers int64) error {
 		return db.Write(ctx, func(tx *Tx) error {
-			_, err := tx.FinishNext(NextParams{Holder: leasehold.Holder{GroupID: group, NodeID: nodeID, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3}, leasehold.FinishedRange{Range: rangeID, Headers: headers})
+			_, err := tx.FinishNext(NextParams{Holder: leasehold.GroupHolder{GroupID: group, NodeID: nodeID, Fence: fence}, BandMin: -10, BandMax: 10, MaxAttempts: 3}, leasehold.FinishedRange{Range: rangeID, Headers: headers})
 			return err
 		})
 	}

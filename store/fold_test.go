@@ -195,7 +195,7 @@ func TestFoldGroup(t *testing.T) {
 			if grant, err = tx.LeaseGroup(LeaseRequest{NodeID: node.ID, TTL: time.Minute, MaxAttempts: 5}); err != nil || grant == nil {
 				return err
 			}
-			r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: grant.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
+			r, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: gid, NodeID: node.ID, Fence: grant.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 			return err
 		}))
 		if grant == nil || r == nil {
@@ -215,7 +215,7 @@ func TestFoldGroup(t *testing.T) {
 			t.Fatalf("owned = %v, %v; want none: the group was lost", owned, err)
 		}
 		err := db.Write(ctx, func(tx *Tx) error {
-			return tx.Heartbeat(leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: grant.Fence})
+			return tx.Heartbeat(leasehold.GroupHolder{GroupID: gid, NodeID: node.ID, Fence: grant.Fence})
 		})
 		if !errors.Is(err, leasehold.ErrLeaseLost) {
 			t.Fatalf("the local holder's heartbeat: %v, want lease lost", err)
@@ -378,7 +378,7 @@ func TestOwnGroupAdopts(t *testing.T) {
 			var r *leasehold.Range
 			must(t, db.Write(ctx, func(tx *Tx) error {
 				var err error
-				r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: id, NodeID: node.ID, Fence: grant.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
+				r, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: id, NodeID: node.ID, Fence: grant.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 				return err
 			}))
 			wantStart, wantNext := int64(201), int64(250)

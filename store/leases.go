@@ -499,7 +499,7 @@ func (db *DB) CheckHolder(ctx context.Context, groupID, nodeID, fence int64) err
 // works in, the version of the rules the range is leased under, and the
 // attempts a range may use before it is failed.
 type NextParams struct {
-	Holder           leasehold.Holder
+	Holder           leasehold.GroupHolder
 	BandMin, BandMax int64
 	RuleVersion      int64
 	MaxAttempts      int64
@@ -664,7 +664,7 @@ func (tx *Tx) Progress(h leasehold.RangeHolder, next int64) (leasehold.Range, er
 }
 
 // Heartbeat is rule 5: the holder keeps its lease and its range alive.
-func (tx *Tx) Heartbeat(h leasehold.Holder) error {
+func (tx *Tx) Heartbeat(h leasehold.GroupHolder) error {
 	inWork, err := tx.holder(h.GroupID, h.NodeID, h.Fence)
 	if err != nil {
 		return err
@@ -679,7 +679,7 @@ func (tx *Tx) Heartbeat(h leasehold.Holder) error {
 
 // Release is rule 5: the holder gives the group up; its leased range goes
 // back to planned at its resume point.
-func (tx *Tx) Release(h leasehold.Holder, maxAttempts int64) error {
+func (tx *Tx) Release(h leasehold.GroupHolder, maxAttempts int64) error {
 	return tx.release(h, maxAttempts, false)
 }
 
@@ -691,11 +691,11 @@ func (tx *Tx) Release(h leasehold.Holder, maxAttempts int64) error {
 // back to planned, not failed. The release still counts as a flap when
 // nothing progressed under the lease, so a holder that only ever stops
 // is still a finding.
-func (tx *Tx) ReleaseStopped(h leasehold.Holder, maxAttempts int64) error {
+func (tx *Tx) ReleaseStopped(h leasehold.GroupHolder, maxAttempts int64) error {
 	return tx.release(h, maxAttempts, true)
 }
 
-func (tx *Tx) release(h leasehold.Holder, maxAttempts int64, stopped bool) error {
+func (tx *Tx) release(h leasehold.GroupHolder, maxAttempts int64, stopped bool) error {
 	groupID, nodeID, fence := h.GroupID, h.NodeID, h.Fence
 	if stopped {
 		inWork, err := tx.holder(groupID, nodeID, fence)

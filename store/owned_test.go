@@ -68,12 +68,12 @@ func TestOwnership(t *testing.T) {
 	var r *leasehold.Range
 	must(t, db.Write(ctx, func(tx *Tx) error {
 		var err error
-		r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.Group.ID, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
+		r, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 		return err
 	}))
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.DisownGroup("b", 5) }))
 	err = db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.Group.ID, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
+		_, err := tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 		return err
 	})
 	if !errors.Is(err, leasehold.ErrLeaseLost) {
@@ -136,7 +136,7 @@ func TestOwnGroupClaimWonAnew(t *testing.T) {
 			OwnsFunc: func(string, uint64) bool { return true }}); err != nil || g == nil {
 			return err
 		}
-		r, err = tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
+		r, err = tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: gid, NodeID: node.ID, Fence: g.Fence}, BandMin: -10, BandMax: 10, MaxAttempts: 5})
 		return err
 	}))
 	if g == nil || r == nil {
@@ -149,11 +149,11 @@ func TestOwnGroupClaimWonAnew(t *testing.T) {
 		return tx.OwnGroup("g", 3, 5)
 	}))
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		return tx.Heartbeat(leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: g.Fence})
+		return tx.Heartbeat(leasehold.GroupHolder{GroupID: gid, NodeID: node.ID, Fence: g.Fence})
 	}))
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.OwnGroup("g", 9, 5) }))
 	err := db.Write(ctx, func(tx *Tx) error {
-		return tx.Heartbeat(leasehold.Holder{GroupID: gid, NodeID: node.ID, Fence: g.Fence})
+		return tx.Heartbeat(leasehold.GroupHolder{GroupID: gid, NodeID: node.ID, Fence: g.Fence})
 	})
 	if !errors.Is(err, leasehold.ErrLeaseLost) {
 		t.Fatalf("heartbeat after the claim was won anew: %v, want lease lost", err)

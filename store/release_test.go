@@ -37,7 +37,7 @@ func TestReleaseStopped(t *testing.T) {
 		w := newFailWorld(t, "g")
 		for stop := int64(1); stop <= failMaxAttempts+1; stop++ {
 			got := cycle(w, func(tx *Tx, gid, fence int64) error {
-				return tx.ReleaseStopped(leasehold.Holder{GroupID: gid, NodeID: w.node, Fence: fence}, failMaxAttempts)
+				return tx.ReleaseStopped(leasehold.GroupHolder{GroupID: gid, NodeID: w.node, Fence: fence}, failMaxAttempts)
 			}, 1+stop*10)
 			if got.Status != leasehold.StatusPlanned || got.Attempts != 0 || got.Next != 1+stop*10 {
 				t.Fatalf("stop %d: range %s, attempts %d, next %d; want planned, 0 attempts, next %d", stop, got.Status, got.Attempts, got.Next, 1+stop*10)
@@ -48,7 +48,7 @@ func TestReleaseStopped(t *testing.T) {
 		w := newFailWorld(t, "g")
 		for release := int64(1); release <= failMaxAttempts; release++ {
 			got := cycle(w, func(tx *Tx, gid, fence int64) error {
-				return tx.Release(leasehold.Holder{GroupID: gid, NodeID: w.node, Fence: fence}, failMaxAttempts)
+				return tx.Release(leasehold.GroupHolder{GroupID: gid, NodeID: w.node, Fence: fence}, failMaxAttempts)
 			}, 1+release*10)
 			want := leasehold.StatusPlanned
 			if release == failMaxAttempts {
@@ -65,7 +65,7 @@ func TestReleaseStopped(t *testing.T) {
 		w.next(g.Group.ID, g.Fence)
 		before := catalogState(t, w.db)
 		err := w.write(func(tx *Tx) error {
-			return tx.ReleaseStopped(leasehold.Holder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence - 1}, failMaxAttempts)
+			return tx.ReleaseStopped(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence - 1}, failMaxAttempts)
 		})
 		if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
 			t.Errorf("a stopped release at a stale fence: %v, want lease lost", err)

@@ -169,7 +169,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				r, err := tx.NextRange(NextParams{Holder: leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts})
+				r, err := tx.NextRange(NextParams{Holder: leasehold.GroupHolder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, BandMin: -10, BandMax: 10, MaxAttempts: maxAttempts})
 				if err == nil && r != nil {
 					grants[i].rangeID = r.ID
 				}
@@ -212,7 +212,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				return tx.Release(leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts)
+				return tx.Release(leasehold.GroupHolder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts)
 			})
 		}},
 		{"Quarantine", func() error {
@@ -221,7 +221,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				return nil
 			}
 			return write(func(tx *Tx) error {
-				return tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "load window: invalid character 'h'")
+				return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "load window: invalid character 'h'")
 			})
 		}},
 		{"LiftQuarantine", func() error {
@@ -330,7 +330,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				if g.rangeID != 0 {
 					tx.Finish(leasehold.RangeHolder{RangeID: g.rangeID, NodeID: g.node, Fence: g.fence}, 1)
 				}
-				tx.ReleaseUnreadable(leasehold.Holder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "boom")
+				tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "boom")
 				return leasehold.Errorf(leasehold.KindConflict, "planted")
 			})
 			if leasehold.ErrorKind(err) != leasehold.KindConflict {

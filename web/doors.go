@@ -29,14 +29,14 @@ type Holders interface {
 	AuthNode(ctx context.Context, token string) (appliance.NodeAuth, error)
 	TTL() time.Duration
 	Lease(ctx context.Context, nodeID int64) (*leasehold.Grant, error)
-	NextAfter(ctx context.Context, h leasehold.Holder, done *leasehold.FinishedRange) (*leasehold.Range, error)
-	Heartbeat(ctx context.Context, h leasehold.Holder) error
+	NextAfter(ctx context.Context, h leasehold.GroupHolder, done *leasehold.FinishedRange) (*leasehold.Range, error)
+	Heartbeat(ctx context.Context, h leasehold.GroupHolder) error
 	Progress(ctx context.Context, h leasehold.RangeHolder, next int64) (leasehold.Range, error)
 	Finish(ctx context.Context, h leasehold.RangeHolder, headers int64) (leasehold.Range, error)
 	Fail(ctx context.Context, h leasehold.RangeHolder, text string, retry bool) (leasehold.Range, error)
-	Release(ctx context.Context, h leasehold.Holder) error
-	ReleaseStopped(ctx context.Context, h leasehold.Holder) error
-	ReleaseUnreadable(ctx context.Context, h leasehold.Holder, windowError string) error
+	Release(ctx context.Context, h leasehold.GroupHolder) error
+	ReleaseStopped(ctx context.Context, h leasehold.GroupHolder) error
+	ReleaseUnreadable(ctx context.Context, h leasehold.GroupHolder, windowError string) error
 	ReportSourceError(ctx context.Context, nodeID int64, name, text string) error
 	RotateNodeToken(ctx context.Context, id int64) (string, error)
 	Watermarks(ctx context.Context, nodeID int64, limit int) ([]leasehold.Watermarks, []string, error)

@@ -196,8 +196,8 @@ func (s *Server) finish(c echo.Context) error {
 }
 
 // holderOf is the caller of a holder call on group gid at fence.
-func holderOf(c echo.Context, gid, fence int64) leasehold.Holder {
-	return leasehold.Holder{NodeID: nodeOf(c).ID, GroupID: gid, Fence: fence}
+func holderOf(c echo.Context, gid, fence int64) leasehold.GroupHolder {
+	return leasehold.GroupHolder{NodeID: nodeOf(c).ID, GroupID: gid, Fence: fence}
 }
 
 // rangeHolderOf is the caller of a holder call on range id at fence.
