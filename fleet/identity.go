@@ -303,6 +303,9 @@ type Keyring struct {
 type pinned struct {
 	key       string
 	withdrawn bool
+	// withdrawnAt is when the member was removed (in memory only: the
+	// removals' bucket says it again at each start), for verifyBefore.
+	withdrawnAt time.Time
 }
 
 type rosterVersion struct {
@@ -544,14 +547,19 @@ func (k *Keyring) own(id *Identity) {
 // pinned key is kept, so approving it again restores that key. Errors:
 // KindInvalid for a bad name; KindInternal when the pins file cannot be
 // written (the withdrawal holds in memory).
-func (k *Keyring) Withdraw(name string) error {
+func (k *Keyring) Withdraw(name string) error { return k.WithdrawAt(name, time.Now()) }
+
+// WithdrawAt is Withdraw for a member removed at at: what it signed
+// before then and says so in the signed part (a window's time) stays
+// good (verifyBefore).
+func (k *Keyring) WithdrawAt(name string, at time.Time) error {
 	if !leasehold.ValidNodeName(name) {
 		return leasehold.Errorf(leasehold.KindInvalid, "%q is not a node name", name)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	p := k.pins[name]
-	p.withdrawn = true
+	p.withdrawn, p.withdrawnAt = true, at
 	k.pins[name] = p
 	if err := k.savePinsLocked(); err != nil {
 		return leasehold.Wrap(leasehold.KindInternal, err, "recording node %q withdrawn: %v", name, err)
@@ -620,6 +628,27 @@ func (k *Keyring) verify(subject, name, key, sig string, body []byte) error {
 		return refused(refusedBadSignature, name, "the signature does not hold")
 	}
 	return k.believe(name, key)
+}
+
+// verifyBefore is verify for what says, in its signed part, that it was
+// made at at: a member removed from the fleet after at is still believed
+// for it, with its pinned key. A window a member replicated before its
+// removal is what the node taking its group over resumes from; one it
+// signed after is refused.
+func (k *Keyring) verifyBefore(subject, name, key, sig string, body []byte, at time.Time) error {
+	err := k.verify(subject, name, key, sig, body)
+	var r *RefusedError
+	if err == nil || !errors.As(err, &r) || r.Reason != refusedUnknownKey || sig == "" {
+		return err
+	}
+	// An unknown-key refusal comes only after the signature held.
+	k.mu.Lock()
+	p, ok := k.pins[name]
+	k.mu.Unlock()
+	if ok && p.withdrawn && p.key == key && !p.withdrawnAt.IsZero() && !at.IsZero() && at.Before(p.withdrawnAt) {
+		return nil
+	}
+	return err
 }
 
 // publicKey parses key, cached.

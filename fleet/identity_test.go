@@ -582,3 +582,42 @@ func TestKeyringAcceptUnsigned(t *testing.T) {
 		t.Fatal("an unsigned message believed with a roster")
 	}
 }
+
+// TestKeyringWithdrawnBefore: a member removed at T is still believed,
+// with its pinned key, for what it signed as made before T (a window it
+// replicated while a member, which the node taking its group over
+// resumes from), and refused for what it signed as made after, or with
+// another key.
+func TestKeyringWithdrawnBefore(t *testing.T) {
+	t.Parallel()
+	k, err := NewKeyring("", "", claimQuiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, other := strangerKey(t, "n1"), strangerKey(t, "n1")
+	body := []byte("window")
+	subject := snapshotMetaSubj + "g"
+	sig := id.sign(subject, body)
+	removed := time.Now()
+	if err := k.verify(subject, "n1", id.PublicKey(), sig, body); err != nil {
+		t.Fatal(err) // pinned at first sight
+	}
+	if err := k.WithdrawAt("n1", removed); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.verify(subject, "n1", id.PublicKey(), sig, body); err == nil {
+		t.Fatal("a withdrawn member believed")
+	}
+	if err := k.verifyBefore(subject, "n1", id.PublicKey(), sig, body, removed.Add(-time.Second)); err != nil {
+		t.Fatalf("a withdrawn member's window made before its removal: %v", err)
+	}
+	if k.verifyBefore(subject, "n1", id.PublicKey(), sig, body, removed.Add(time.Second)) == nil {
+		t.Fatal("a withdrawn member's window made after its removal believed")
+	}
+	if k.verifyBefore(subject, "n1", other.PublicKey(), other.sign(subject, body), body, removed.Add(-time.Second)) == nil {
+		t.Fatal("another key's window believed for a withdrawn member")
+	}
+	if k.verifyBefore(subject, "n1", id.PublicKey(), sig, []byte("changed"), removed.Add(-time.Second)) == nil {
+		t.Fatal("a changed window believed")
+	}
+}

@@ -51,7 +51,7 @@ var ErrRemoved = errors.New("this node was removed from the fleet")
 // they publish) is withdrawn and given back with the removal. nil for
 // none.
 type KeyWithdrawer interface {
-	Withdraw(node string)
+	Withdraw(node string, at time.Time) // removed at at
 	Restore(node string)
 }
 
@@ -168,7 +168,7 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 		return fmt.Errorf("%w by node %s at %s", ErrRemoved, rm.By, rm.At.UTC().Format(time.RFC3339))
 	}
 	if r.keys != nil {
-		r.keys.Withdraw(node)
+		r.keys.Withdraw(node, rm.At)
 	}
 	err := r.write(ctx, func(tx *store.Tx) error { return tx.RemoveMember(node, rm.By, r.maxAttempts) })
 	if err == nil {

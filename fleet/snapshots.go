@@ -777,7 +777,8 @@ func (r *Replicator) windowMeta(info *jetstream.ObjectInfo) (int64, []byte, erro
 	}
 	md := info.Metadata
 	subject := snapshotMetaSubj + info.Name
-	if err := r.ring.verify(subject, md[SnapshotMetaOrigin], md[SnapshotMetaKey], md[SnapshotMetaSig], windowSigned(info.Name, md)); err != nil {
+	at, _ := time.Parse(time.RFC3339Nano, md[SnapshotMetaAt])
+	if err := r.ring.verifyBefore(subject, md[SnapshotMetaOrigin], md[SnapshotMetaKey], md[SnapshotMetaSig], windowSigned(info.Name, md), at); err != nil {
 		r.ring.refuse("snapshot", subject, err)
 		return 0, nil, fmt.Errorf("not signed by a node of the fleet: %w", err)
 	}

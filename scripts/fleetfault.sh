@@ -19,7 +19,7 @@
 # violations); exits non-zero on any violation.
 #
 # Usage: scripts/fleetfault.sh [--short|--long] [--skip-if-unsupported]
-#          [--start serial|together] [--kills N --pauses N --partitions N] [--out DIR]
+#          [--start serial|together] [--kills N --pauses N --partitions N --removes N] [--out DIR]
 #          [--nats external] [--upgrade-from REV [--replace term|kill] [--downgrade]]
 #   --short    one fault of each kind, serial start, under three minutes
 #   --long     twenty faults of each kind
@@ -202,7 +202,7 @@ fi
 limit=300
 [ "${mode[0]}" = --long ] && limit=3600
 for a in "${args[@]}"; do
-	case "$a" in --kills* | --pauses* | --partitions*) limit=3600 ;; esac
+	case "$a" in --kills* | --pauses* | --partitions* | --removes*) limit=3600 ;; esac
 done
 skipflag=()
 [ -n "$skip" ] && skipflag=(--skip-if-unsupported)

@@ -763,7 +763,7 @@ func windowHoles(final *Final) ([]string, int) {
 func (r *Report) Print(w io.Writer) {
 	const show = 8
 	fmt.Fprintln(w, "==== fleetfault summary ====")
-	fmt.Fprintf(w, "faults by kind: kill %d, pause %d, partition %d, upgrade %d\n", r.FaultsByKind["kill"], r.FaultsByKind["pause"], r.FaultsByKind["partition"], r.FaultsByKind["upgrade"])
+	fmt.Fprintf(w, "faults by kind: kill %d, pause %d, partition %d, remove %d, upgrade %d\n", r.FaultsByKind["kill"], r.FaultsByKind["pause"], r.FaultsByKind["partition"], r.FaultsByKind["remove"], r.FaultsByKind["upgrade"])
 	var lat []time.Duration
 	for _, f := range r.Faults {
 		first := "none"
@@ -808,7 +808,7 @@ func (r *Report) Print(w io.Writer) {
 			byKind[f.Kind] = append(byKind[f.Kind], d)
 		}
 	}
-	for _, k := range []string{"kill", "pause", "partition", "upgrade"} {
+	for _, k := range []string{"kill", "pause", "partition", "remove", "upgrade"} {
 		if ds := byKind[k]; len(ds) > 0 {
 			slices.Sort(ds)
 			fmt.Fprintf(w, "  %-9s takeover: %d of %d faults, min %.1fs, median %.1fs, max %.1fs\n", k, len(ds), r.FaultsByKind[k],

@@ -82,6 +82,10 @@ type Config struct {
 	Drain       time.Duration // after the faults: every range done and agreed within this
 	Converge    time.Duration // after the workers stop: agreement within this
 
+	// Removals are faults of a member killed, removed from the fleet at
+	// another, and approved again and restarted after Down (remove.go).
+	Removals int
+
 	// Burners are CPU burners (busy-loop processes) run beside the load
 	// until the faults are over: the fleet's view under CPU pressure.
 	Burners int
@@ -245,7 +249,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	if cfg.Burners > 0 {
 		// Bounded by the run's longest faulted time, and killed once the
 		// faults are over (or with the harness).
-		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
+		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
 		if stop, err := startBurners(cfg.Burners, bound); err != nil {
 			r.logf("CPU burners could not be started: %v", err)
 			r.violation("CPU burners could not be started: %v", err)
@@ -566,7 +570,7 @@ func (r *run) victim(i int) *Node {
 func (r *run) faults(ctx context.Context) {
 	cfg := r.cfg
 	var kinds []string
-	for i := 0; i < max(cfg.Kills, cfg.Pauses, cfg.Partitions); i++ {
+	for i := 0; i < max(cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Removals); i++ {
 		if i < cfg.Kills {
 			kinds = append(kinds, "kill")
 		}
@@ -575,6 +579,9 @@ func (r *run) faults(ctx context.Context) {
 		}
 		if i < cfg.Partitions {
 			kinds = append(kinds, "partition")
+		}
+		if i < cfg.Removals {
+			kinds = append(kinds, "remove")
 		}
 	}
 	for i, kind := range kinds {
@@ -612,6 +619,9 @@ func (r *run) faults(ctx context.Context) {
 				f.End = r.since()
 				r.logf("  SIGCONT %s", n.Name)
 			}
+		case "remove":
+			err = r.remove(ctx, n, i, len(kinds))
+			f.End = r.since()
 		case "partition":
 			if err = r.net.Cut(ctx, n.Name); err == nil {
 				r.logf("fault %d/%d: partition: %s's route link down for %s (its HTTP stays up)%s", i+1, len(kinds), n.Name, cfg.CutFor, r.andNATS(n))

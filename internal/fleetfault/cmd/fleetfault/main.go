@@ -46,6 +46,7 @@ func mainExit(ctx context.Context, args []string) int {
 	kills := fs.Int("kills", -1, "SIGKILLs, each followed by a restart on the same data")
 	pauses := fs.Int("pauses", -1, "SIGSTOPs past the claim TTL, each followed by SIGCONT")
 	partitions := fs.Int("partitions", -1, "partitions of one node's NATS routes")
+	removes := fs.Int("removes", 0, "removals: a node killed, removed from the fleet at another (admin fleet remove), approved again and restarted on its data")
 	leaseTTL := fs.Duration("lease-ttl", 0, "the nodes' --lease-ttl (default 2s)")
 	claimTTL := fs.Duration("claim-ttl", 0, "the nodes' --claim-ttl (default 4s)")
 	groups := fs.Int("groups", 0, "groups (default 20)")
@@ -98,7 +99,8 @@ func mainExit(ctx context.Context, args []string) int {
 	if *partitions >= 0 {
 		cfg.Partitions = *partitions
 	}
-	if n := cfg.Kills + cfg.Pauses + cfg.Partitions; n > 3 {
+	cfg.Removals = *removes
+	if n := cfg.Kills + cfg.Pauses + cfg.Partitions + cfg.Removals; n > 3 {
 		// Many takeovers leave much work to redo: give the drain the
 		// long run's bounds (it ends as soon as the fleet agrees).
 		long := fleetfault.LongConfig()
@@ -140,8 +142,8 @@ func mainExit(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "fleetfault: cannot run here: %v\n", err)
 		return 3
 	}
-	fmt.Printf("fleetfault: %d kills, %d pauses, %d partitions; %s start; lease TTL %s, claim TTL %s; %d groups, %d workers a node; a partition takes a node's route veth down at the hub; %s NATS\n",
-		cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Start, cfg.LeaseTTL, cfg.ClaimTTL, cfg.Groups, cfg.WorkersPerNode, *natsMode)
+	fmt.Printf("fleetfault: %d kills, %d pauses, %d partitions, %d removals; %s start; lease TTL %s, claim TTL %s; %d groups, %d workers a node; a partition takes a node's route veth down at the hub; %s NATS\n",
+		cfg.Kills, cfg.Pauses, cfg.Partitions, cfg.Removals, cfg.Start, cfg.LeaseTTL, cfg.ClaimTTL, cfg.Groups, cfg.WorkersPerNode, *natsMode)
 	if cfg.FromBin != "" {
 		fmt.Printf("fleetfault: upgrade mode: the fleet starts on %s; each node in turn is stopped (%s) and started on %s\n", cfg.FromBin, cfg.Replace, cfg.Bin)
 	}
