@@ -517,21 +517,7 @@ func TestPublishRecordIncarnation(t *testing.T) {
 		foldFinish(t, a.dumpNode, "g", 1)
 		a.published(t, stream)
 	}
-	record := func() PublishRecord {
-		records, err := js.KeyValue(ctx, PublishedBucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := records.Get(ctx, "node-a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec PublishRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		return rec
-	}
+	record := func() PublishRecord { return readPublishRecord(t, js, "node-a") }
 	info, err := stream.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -934,4 +920,24 @@ func TestFoldNewerFormat(t *testing.T) {
 	if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "newer than this build reads") {
 		t.Fatalf("a dump of a newer format: %v (%s); want unprocessable", err, leasehold.ErrorKind(err))
 	}
+}
+
+// readPublishRecord reads node's publish record as it stands in the
+// bucket (its signature, if any, left unchecked).
+func readPublishRecord(t *testing.T, js jetstream.JetStream, node string) PublishRecord {
+	t.Helper()
+	ctx := context.Background()
+	records, err := js.KeyValue(ctx, PublishedBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := records.Get(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec PublishRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }

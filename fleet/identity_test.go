@@ -136,16 +136,9 @@ func TestForgedEventsRefused(t *testing.T) {
 
 	// A publish record in node-a's name, far past its position: unsigned,
 	// it vouches for nothing, and node-a's next batch writes over it.
+	rec := readPublishRecord(t, js, "node-a")
 	records, err := js.KeyValue(ctx, PublishedBucket)
 	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := records.Get(ctx, "node-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec PublishRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		t.Fatal(err)
 	}
 	rec.Seq, rec.Key = 1<<60, ""

@@ -107,6 +107,16 @@ func (n *procNode) waitServing(t *testing.T) {
 	n.admin = client.New(n.url, strings.TrimSpace(string(token)))
 }
 
+// restart stops the process with SIGTERM, as an operator would, and
+// starts it again on its data dir, waiting until it serves.
+func (n *procNode) restart(t *testing.T) {
+	t.Helper()
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	<-n.exited
+	n.start(t)
+	n.waitServing(t)
+}
+
 // kill ends the process at once, as a crash would.
 func (n *procNode) kill(t *testing.T) {
 	t.Helper()

@@ -189,10 +189,7 @@ func TestFleetSecretRotation(t *testing.T) {
 	// A node restarted with the new secret alone routes to its peers with
 	// it: it joins, and the fleet serves it.
 	c := nodes[2]
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	<-c.exited
-	c.start(t)
-	c.waitServing(t)
+	c.restart(t)
 	pollReady(t, c.url, 120*time.Second)
 	wrote("after rot-c restarted with the new secret")
 	stopWorker()
@@ -277,9 +274,6 @@ func TestFleetTLSReload(t *testing.T) {
 		pollReady(t, n.url, 60*time.Second)
 	}
 	c := nodes[2]
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	<-c.exited
-	c.start(t)
-	c.waitServing(t)
+	c.restart(t)
 	pollReady(t, c.url, 120*time.Second)
 }

@@ -40,13 +40,19 @@ func (r *run) remove(ctx context.Context, n *Node, i, of int) error {
 		err = nerr
 	}
 	if err == nil {
-		err = n.Start()
+		err = r.startAgain(ctx, n, "approved again at "+at.Name+" and restarted on its data")
 	}
-	if err == nil {
-		var took time.Duration
-		took, err = n.waitStatus(ctx, r.probe, "/healthz", r.cfg.ReadyWithin)
-		r.logf("  %s approved again at %s and restarted on its data; /healthz 200 after %.1fs", n.Name, at.Name, took.Seconds())
+	return err
+}
+
+// startAgain starts a stopped node on its data and waits for its
+// /healthz, saying what was done (what) and how long it took.
+func (r *run) startAgain(ctx context.Context, n *Node, what string) error {
+	if err := n.Start(); err != nil {
+		return err
 	}
+	took, err := n.waitStatus(ctx, r.probe, "/healthz", r.cfg.ReadyWithin)
+	r.logf("  %s %s; /healthz 200 after %.1fs", n.Name, what, took.Seconds())
 	return err
 }
 

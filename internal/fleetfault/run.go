@@ -602,12 +602,7 @@ func (r *run) faults(ctx context.Context) {
 					err = nerr
 				}
 				if err == nil {
-					err = n.Start()
-				}
-				if err == nil {
-					var took time.Duration
-					took, err = n.waitStatus(ctx, r.probe, "/healthz", cfg.ReadyWithin)
-					r.logf("  %s restarted on its data; /healthz 200 after %.1fs", n.Name, took.Seconds())
+					err = r.startAgain(ctx, n, "restarted on its data")
 				}
 			}
 		case "pause":
