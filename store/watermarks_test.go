@@ -13,7 +13,7 @@ import (
 // tail planned up to high, at most reportPlanRanges (MaxPlanRanges) ranges a report (the rest
 // at the next ones, never refused), and inconsistent marks change nothing.
 func TestReportWatermarks(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it sets the package's plan size, which parallel tests read.
 	defer func(n int64) { reportPlanRanges = n }(reportPlanRanges)
 	reportPlanRanges = 4
 	db := openTest(t, "", Options{})
@@ -161,7 +161,7 @@ func TestStartFromLow(t *testing.T) {
 // more than tops the group's planned ranges up to reportBacklogRanges;
 // ranges leased make room for as many more.
 func TestReportWatermarksBacklog(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it sets the package's plan sizes, which parallel tests read.
 	defer func(n, b int64) { reportPlanRanges, reportBacklogRanges = n, b }(reportPlanRanges, reportBacklogRanges)
 	reportPlanRanges, reportBacklogRanges = 100, 5
 	db := openTest(t, "", Options{})
