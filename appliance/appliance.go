@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
-	"github.com/leasehold/leasehold/service"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -105,10 +104,10 @@ const (
 	DefaultSnapshotMaxExpandedBytes = 16 << 30
 )
 
-// Appliance is a running node's behaviour over its catalog. It is a
-// service (service.Service) whose Stop flushes the writer and closes the
-// catalog: the last part of a node to stop, after every part that reads
-// or writes through it.
+// Appliance is a running node's behaviour over its catalog. It runs no
+// goroutine of its own (the coordinator, the snapshots and the watchman
+// answer when called), so it is no service: the node closes it (Close)
+// after every part that reads or writes through it has stopped.
 type Appliance struct {
 	Config      Config
 	Coordinator *Coordinator
@@ -119,7 +118,6 @@ type Appliance struct {
 	// appliance's methods, never directly.
 	db *store.DB
 
-	service.Base
 	closeMu  sync.Mutex
 	closed   bool
 	closeErr error // the catalog's close, once closed
@@ -239,28 +237,6 @@ func New(cfg Config, db *store.DB) (*Appliance, error) {
 		RangeHeartbeat: cfg.LeaseTTL, LeaseQuiet: cfg.LeaseTTL, NodeUnseen: cfg.NodeUnseen, SnapshotAge: cfg.SnapshotMaxAge,
 	}}
 	return a, nil
-}
-
-// Start starts the appliance as a service under ctx. It runs no
-// goroutine of its own (the watchman and the coordinator answer when
-// asked): what the service shape gives it is its place in the node's
-// list, last to stop. Errors: service.ErrStarted.
-func (a *Appliance) Start(ctx context.Context) error { return a.Begin(ctx) }
-
-// Stop flushes the writer and closes the catalog; its error is Err.
-func (a *Appliance) Stop() {
-	a.Base.Stop()
-	a.Close()
-}
-
-// Err is why the appliance ended: the catalog's close failed, or nil.
-func (a *Appliance) Err() error {
-	if err := a.Base.Err(); err != nil {
-		return err
-	}
-	a.closeMu.Lock()
-	defer a.closeMu.Unlock()
-	return a.closeErr
 }
 
 // Close flushes the writer and closes the catalog, once; later calls

@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -295,7 +296,7 @@ func slowNode(t *testing.T, o web.Options) (*nodetest.Node, *web.Server) {
 		t.Fatal(err)
 	}
 	o.AdminToken, o.Logger = token, log
-	srv := web.New(web.NodeOf(app), o)
+	srv := web.New(node.Doors(app), o)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -11,7 +11,8 @@ import (
 )
 
 // Node is the node web serves, as the doors it calls through, each given
-// at New. web holds no appliance: these are all it can reach.
+// at New. web holds no appliance: these are all it can reach (node.Doors
+// makes them from one, where a node is assembled).
 type Node struct {
 	Holders   Holders   // the workers' calls: *appliance.Coordinator
 	Admin     Admin     // the operator's reads and writes: *appliance.Coordinator
@@ -99,10 +100,4 @@ type Watchman interface {
 	Now() time.Time
 	Report(ctx context.Context) (appliance.Report, error)
 	Gauges(ctx context.Context, maxAge time.Duration) (appliance.Gauges, error)
-}
-
-// NodeOf is the doors of app: what a node's Main (and a test's node)
-// gives New.
-func NodeOf(app *appliance.Appliance) Node {
-	return Node{Holders: app.Coordinator, Admin: app.Coordinator, Snapshots: app.Snapshots, Reads: app, Watchman: app.Watchman, Config: app.Config}
 }

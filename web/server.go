@@ -94,7 +94,7 @@ const (
 	DefaultSnapshotUploadTimeout = time.Hour
 )
 
-// New builds the server and its routes over node's doors (NodeOf).
+// New builds the server and its routes over node's doors (node.Doors).
 func New(node Node, o Options) *Server {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()

@@ -22,7 +22,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/fleet"
-	"github.com/leasehold/leasehold/service"
+	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
 )
@@ -463,19 +463,17 @@ func (m *Main) Run(ctx context.Context) error {
 	defer n.stopCerts()
 	// The parts end by Stop, in reverse, not by the signal: SIGTERM ends
 	// the requests first, and peer sync and the catalog only after them.
-	if err := n.parts.Start(context.WithoutCancel(ctx)); err != nil {
-		n.web.Stop() // its listener, when it never served
-		n.app.Close()
+	if err := n.Start(context.WithoutCancel(ctx)); err != nil {
 		return usageError(err)
 	}
 	close(m.ready)
 	defer m.watchSecret(ctx, log, n.peers)()
 	select {
-	case <-n.parts.Done():
+	case <-n.Done():
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing requests in flight")
-	n.parts.Stop()
+	n.Stop()
 	return m.ended(n, log)
 }
 
@@ -484,33 +482,31 @@ func (m *Main) Run(ctx context.Context) error {
 // error), else the catalog's close, else the web server's graceful end.
 func (m *Main) ended(n *nodeParts, log *slog.Logger) error {
 	var joinErr *fleet.JoinError
-	switch err := n.parts.Err(); {
+	switch err := n.Err(); {
 	case errors.As(err, &joinErr):
 		return usageError(joinErr)
 	case err != nil:
 		log.Error("the node stopped", "err", err)
 		return err
 	}
-	if err := n.app.Err(); err != nil {
+	if err := n.Closed(); err != nil {
 		return err
 	}
 	log.Info("stopped; catalog flushed and closed")
-	return n.web.Err()
+	return n.Web.Err()
 }
 
-// nodeParts are the parts of a running node, in the order they start:
-// the appliance (and its catalog), the fleet when peer sync runs, and
-// the web server.
+// nodeParts are a running node's parts (node.Parts), with what serve
+// keeps beside them: the watch of the certificate files and the fleet
+// for the secret's reload.
 type nodeParts struct {
-	parts     *service.List
-	app       *appliance.Appliance
-	web       *web.Serving
+	*node.Parts
 	stopCerts func()
 	peers     *fleet.Fleet // nil for a node alone
 }
 
-// assemble makes the node's parts, each given what it works with at
-// construction, and says the node is serving. Nothing is started.
+// assemble makes the node's parts (node.Assemble) from the flags, and
+// says the node is serving. Nothing is started.
 func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certificates) (*nodeParts, error) {
 	metrics := web.NewMetrics()
 	metrics.SetBuild(leasehold.Build())
@@ -518,76 +514,62 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 	if err != nil {
 		return nil, usageError(err)
 	}
-	appCfg := m.applianceConfig(log, metrics, gate)
-	db, err := appliance.OpenCatalog(appCfg)
-	if err != nil {
+	n := &nodeParts{stopCerts: func() {}}
+	cfg := node.Config{Appliance: m.applianceConfig(log), Metrics: metrics, ShutdownTimeout: m.ShutdownTimeout,
+		Web: func() (web.Options, net.Listener, error) { return m.newWeb(ctx, log, certs, metrics, gate != nil, n) }}
+	if gate != nil { // nil runs the node alone
+		cfg.Fleet = fleetPart(gate, &n.peers)
+	}
+	if n.Parts, err = node.Assemble(cfg); err != nil {
 		return nil, usageError(err)
 	}
-	app, err := appliance.New(appCfg, db)
-	if err != nil {
-		return nil, usageError(err)
-	}
-	n := &nodeParts{app: app, stopCerts: func() {}}
-	parts := []service.Part{{Name: "appliance", Service: app}}
-	var peers *fleet.Fleet
-	if gate != nil {
-		if peers, err = fleet.New(gate, fleet.Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts}); err != nil {
-			app.Close()
-			return nil, usageError(err)
-		}
-		metrics.Register(peers.Collector())
-		n.peers = peers
-		parts = append(parts, service.Part{Name: "fleet", Service: peers})
-	}
-	if n.web, err = m.newWeb(ctx, log, certs, app, peers, metrics, n); err != nil {
-		app.Close()
-		return nil, err
-	}
-	n.parts = service.NewList(append(parts, service.Part{Name: "web", Service: n.web})...)
 	return n, nil
 }
 
+// fleetPart is the node's part in the fleet of gate; the fleet, once
+// made, is kept in peers too.
+func fleetPart(gate *fleet.Gate, peers **fleet.Fleet) *node.Fleet {
+	return &node.Fleet{Gate: gate, New: func(app *appliance.Appliance, db *store.DB) (node.Peers, error) {
+		f, err := fleet.New(gate, fleet.Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+		if err != nil {
+			return nil, err
+		}
+		*peers = f
+		return f, nil
+	}}
+}
+
 // applianceConfig is the appliance's part of the flags.
-func (m *Main) applianceConfig(log *slog.Logger, metrics *web.Metrics, gate *fleet.Gate) appliance.Config {
-	cfg := appliance.Config{
+func (m *Main) applianceConfig(log *slog.Logger) appliance.Config {
+	return appliance.Config{
 		DataDir: m.DataDir, LeaseTTL: m.LeaseTTL, MaxAttempts: m.MaxAttempts,
 		SnapshotMaxBytes: int64(m.SnapshotMaxBytes), SnapshotMaxExpandedBytes: int64(m.SnapshotMaxExpanded), HistoryMinFreeBytes: int64(m.HistoryMinFreeBytes),
 		NodeUnseen: m.NodeUnseen, SnapshotMaxAge: m.SnapshotMaxAge,
-		Store: store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, BatchFunc: metrics.ObserveBatch,
-			NoOutbox: m.NATS == "off"},
-		Recorder: metrics, Logger: log,
+		Store:  store.Options{Synchronous: m.Synchronous, NoGroupCommit: m.NoGroupCommit, NoOutbox: m.NATS == "off"},
+		Logger: log,
 	}
-	if gate != nil { // nil runs the node alone
-		cfg.Fleet = gate
-	}
-	return cfg
 }
 
-// newWeb makes the web server on its listener (--listen, connections
-// limited, TLS when on) and says the node is serving; n.stopCerts stops
-// watching the certificate files.
-func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certificates, app *appliance.Appliance, peers *fleet.Fleet, metrics *web.Metrics, n *nodeParts) (*web.Serving, error) {
+// newWeb is the web server's options and its listener (--listen,
+// connections limited, TLS when on), and says the node is serving;
+// n.stopCerts stops watching the certificate files.
+func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certificates, metrics *web.Metrics, peerSync bool, n *nodeParts) (web.Options, net.Listener, error) {
 	token, tokenFile, err := m.adminToken()
 	if err != nil {
-		return nil, usageError(err)
+		return web.Options{}, nil, err
 	}
 	ln, err := net.Listen("tcp", m.Listen)
 	if err != nil {
-		return nil, usageError(fmt.Errorf("--listen %s: %v", m.Listen, err))
+		return web.Options{}, nil, fmt.Errorf("--listen %s: %v", m.Listen, err)
 	}
 	ln = m.limitConnections(ln, metrics)
 	ln, n.stopCerts = m.serveTLS(ctx, log, ln, certs)
-	opts := web.Options{AdminToken: token, AdminTokenFile: tokenFile, Metrics: metrics, Logger: log, WrapFunc: m.wrapHTTP,
-		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}
-	if peers != nil {
-		opts.Peers, opts.Members = peers.Peers, peers
-	}
-	srv := web.New(web.NodeOf(app), opts)
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
-	m.logServing(log, ln.Addr(), tokenFile, peers != nil)
-	return srv.On(ln, m.ShutdownTimeout), nil
+	m.logServing(log, ln.Addr(), tokenFile, peerSync)
+	return web.Options{AdminToken: token, AdminTokenFile: tokenFile, Logger: log, WrapFunc: m.wrapHTTP,
+		SnapshotUploadTimeout: m.UploadTimeout, TrustedProxies: m.TrustedProxies.list}, ln, nil
 }
 
 // logServing says the node serves, and how.

@@ -4,6 +4,7 @@ package nodetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
 )
@@ -49,12 +51,13 @@ type Node struct {
 	DB      *store.DB
 	Metrics *web.Metrics
 
-	srv      *web.Server
+	parts    *node.Parts
 	rec      *recorder // nil unless RecordEnv is set
 	stopOnce sync.Once
 }
 
-// Start starts a node and stops it when the test ends.
+// Start starts a node, assembled as `leasehold serve` assembles one
+// (node.Assemble), and stops it when the test ends.
 func Start(t testing.TB, o Options) *Node {
 	t.Helper()
 	dir := o.DataDir
@@ -63,66 +66,76 @@ func Start(t testing.TB, o Options) *Node {
 	}
 	log := o.Logger
 	if log == nil {
-		if os.Getenv("LEASEHOLD_TEST_LOG") != "" {
-			log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		} else {
-			log = slog.New(slog.DiscardHandler)
+		log = testLogger()
+	}
+	n := &Node{DataDir: dir}
+	cfg := node.Config{
+		Appliance: appliance.Config{
+			DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
+			SnapshotMaxBytes: o.SnapshotMaxBytes, SnapshotMaxExpandedBytes: o.SnapshotMaxExpandedBytes, Store: o.Store, Logger: log,
+		},
+		ShutdownTimeout: time.Second, // open connections are cut after a second
+		Web:             func() (web.Options, net.Listener, error) { return n.web(log, o) },
+	}
+	parts, err := node.Assemble(cfg)
+	if err != nil {
+		t.Fatalf("nodetest: assembling the node: %v", err)
+	}
+	n.parts, n.App, n.DB, n.Metrics = parts, parts.App, parts.DB, parts.Metrics
+	if err := parts.Start(context.Background()); err != nil {
+		n.closeRecorder()
+		t.Fatalf("nodetest: starting the node: %v", err)
+	}
+	t.Cleanup(n.Stop)
+	return n
+}
+
+// testLogger discards the node's logs unless LEASEHOLD_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("LEASEHOLD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// web is the node's web options and listener: the admin token made in
+// its data dir, a loopback port, and the API's answers recorded when
+// RecordEnv is set.
+func (n *Node) web(log *slog.Logger, o Options) (web.Options, net.Listener, error) {
+	token, err := appliance.AdminToken(n.DataDir, "")
+	if err != nil {
+		return web.Options{}, nil, fmt.Errorf("admin token: %w", err)
+	}
+	wo := web.Options{AdminToken: token, AdminTokenFile: filepath.Join(n.DataDir, "admin.token"), Logger: log, SnapshotUploadTimeout: o.SnapshotUploadTimeout}
+	if d := os.Getenv(RecordEnv); d != "" {
+		if n.rec, err = newRecorder(d); err != nil {
+			return web.Options{}, nil, fmt.Errorf("recording the API: %w", err)
 		}
-	}
-	metrics := web.NewMetrics()
-	st := o.Store
-	st.BatchFunc = metrics.ObserveBatch
-	cfg := appliance.Config{
-		DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
-		SnapshotMaxBytes: o.SnapshotMaxBytes, SnapshotMaxExpandedBytes: o.SnapshotMaxExpandedBytes, Store: st, Recorder: metrics, Logger: log,
-	}
-	db, err := appliance.OpenCatalog(cfg)
-	if err != nil {
-		t.Fatalf("nodetest: opening the catalog: %v", err)
-	}
-	app, err := appliance.New(cfg, db)
-	if err != nil {
-		t.Fatalf("nodetest: opening the appliance: %v", err)
-	}
-	token, err := appliance.AdminToken(dir, "")
-	if err != nil {
-		app.Close()
-		t.Fatalf("nodetest: admin token: %v", err)
+		wo.WrapFunc = n.rec.wrap
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		app.Close()
-		t.Fatalf("nodetest: listen: %v", err)
+		n.closeRecorder()
+		return web.Options{}, nil, fmt.Errorf("listen: %w", err)
 	}
-	wo := web.Options{AdminToken: token, AdminTokenFile: filepath.Join(dir, "admin.token"), Metrics: metrics, Logger: log, SnapshotUploadTimeout: o.SnapshotUploadTimeout}
-	var rec *recorder
-	if d := os.Getenv(RecordEnv); d != "" {
-		if rec, err = newRecorder(d); err != nil {
-			ln.Close()
-			app.Close()
-			t.Fatalf("nodetest: recording the API: %v", err)
-		}
-		wo.WrapFunc = rec.wrap
-	}
-	srv := web.New(web.NodeOf(app), wo)
-	go srv.Serve(ln)
-	n := &Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, DB: db, Metrics: metrics, srv: srv, rec: rec}
-	t.Cleanup(n.Stop)
-	return n
+	n.URL, n.AdminToken = "http://"+ln.Addr().String(), token
+	return wo, ln, nil
 }
 
 // Stop shuts the server down (cutting open connections after a second)
 // and closes the catalog. It is safe to call more than once.
 func (n *Node) Stop() {
 	n.stopOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		n.srv.Shutdown(ctx)
-		n.App.Close()
-		if n.rec != nil {
-			n.rec.close()
-		}
+		n.parts.Stop()
+		n.closeRecorder()
 	})
+}
+
+// closeRecorder ends the API's recording, if it runs.
+func (n *Node) closeRecorder() {
+	if n.rec != nil {
+		n.rec.close()
+	}
 }
 
 // Clock is a test clock that moves only when told.
