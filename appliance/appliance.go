@@ -55,6 +55,11 @@ type Config struct {
 	// Fleet is the fleet the node is part of; nil runs it alone (Alone).
 	Fleet  Fleet
 	Logger *slog.Logger
+	// UploadStoring, when set, is told on the upload's goroutine once a
+	// snapshot upload has passed its early checks and its body begins to
+	// be stored (its .part file is made): a test waits on it for an
+	// upload under way, instead of looking for the file.
+	UploadStoring func(groupID int64)
 }
 
 // Recorder is told what the node did, once it is committed, so the

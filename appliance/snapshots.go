@@ -46,6 +46,8 @@ type Snapshots struct {
 	// fence is rule 6 in a fleet: a snapshot is recorded only under this
 	// node's claim on its group, an operator's upload too.
 	claims claimCheck
+	// storing is Config.UploadStoring, or nil.
+	storing func(groupID int64)
 
 	mu        sync.Mutex
 	uploading map[int64]*uploadSlot
@@ -142,7 +144,7 @@ func openSnapshots(dir string, db *store.DB, claims claimCheck, cfg Config) (*Sn
 		return nil, err
 	}
 	s := &Snapshots{dir: dir, db: db, claims: claims, maxBytes: cfg.SnapshotMaxBytes, maxExpanded: cfg.SnapshotMaxExpandedBytes,
-		now: cfg.NowFunc, log: cfg.Logger, uploading: map[int64]*uploadSlot{}}
+		now: cfg.NowFunc, log: cfg.Logger, uploading: map[int64]*uploadSlot{}, storing: cfg.UploadStoring}
 	// Part of appliance.Open, before any context exists: the sweep of what
 	// a crash left is local files and one catalog read, and must finish
 	// before uploads are taken.
@@ -452,6 +454,9 @@ func (s *Snapshots) write(path string, u Upload) (int64, string, error) {
 		return 0, "", fileError(err, "storing the snapshot")
 	}
 	defer f.Close()
+	if s.storing != nil {
+		s.storing(u.GroupID)
+	}
 	stored := sha256.New()
 	counted := &countingWriter{w: f}
 	bw := bufio.NewWriterSize(io.MultiWriter(counted, stored), copyBuffer)

@@ -284,7 +284,8 @@ func gz(t *testing.T, b []byte) []byte {
 // limits, and the old snapshot whole after every failed upload.
 func TestSnapshots(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nodetest.Options{SnapshotMaxBytes: 1 << 20})
+	storing := nodetest.NewSignal()
+	w := newWorld(t, nodetest.Options{SnapshotMaxBytes: 1 << 20, UploadStoring: storing.Fire})
 	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
 	get := fmt.Sprintf("/leases/%d/snapshot?fence=%d", w.gid, w.fence)
 	window := gz(t, bytes.Repeat([]byte("window state "), 1000))
@@ -357,8 +358,9 @@ func TestSnapshots(t *testing.T) {
 		}
 		fmt.Fprintf(conn, "PUT /api/v1%s777 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/gzip\r\nContent-Length: %d\r\n\r\n",
 			put, w.w1, len(window))
+		storing.Drain()
 		conn.Write(window[:len(window)/2])
-		time.Sleep(50 * time.Millisecond) // let the node start reading the body
+		storing.Wait(t, "the node storing the upload's body")
 		conn.Close()
 		// Wait until the node has answered the broken upload (400: the body
 		// broke off) and so cleaned up after it.

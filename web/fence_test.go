@@ -21,9 +21,11 @@ const fenceTTL = 10 * time.Second
 // stored a window snapshot under that lease.
 type fenceWorld struct {
 	api
-	node         *nodetest.Node
-	clock        *nodetest.Clock
-	view         *catalogView
+	node  *nodetest.Node
+	clock *nodetest.Clock
+	view  *catalogView
+	// storing is told when an upload's body begins to be stored.
+	storing      *nodetest.Signal
 	admin        string
 	w1, w2, w3   string
 	gid, rangeID int64
@@ -38,8 +40,9 @@ type fenceWorld struct {
 func newFenceWorld(t *testing.T) *fenceWorld {
 	t.Helper()
 	clock := nodetest.NewClock()
-	n := nodetest.Start(t, nodetest.Options{LeaseTTL: fenceTTL, Clock: clock.Now})
-	w := &fenceWorld{api: api{t, n.URL + "/api/v1"}, node: n, clock: clock, admin: n.AdminToken}
+	storing := nodetest.NewSignal()
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: fenceTTL, Clock: clock.Now, UploadStoring: storing.Fire})
+	w := &fenceWorld{api: api{t, n.URL + "/api/v1"}, node: n, clock: clock, admin: n.AdminToken, storing: storing}
 	if a := w.j("PUT", "/groups/g", w.admin, `{"range_size":100,"start":1}`); a.status != 201 {
 		t.Fatalf("create group: %d %s", a.status, a.body)
 	}

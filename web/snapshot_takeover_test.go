@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestSnapshotUploadLosesLease: a holder's snapshot upload is streamed, so
@@ -44,9 +41,9 @@ func TestSnapshotUploadLosesLease(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newFenceWorld(t)
-			snapDir := filepath.Join(w.node.DataDir, "snapshots")
 			before := w.view.files(t)
 
+			w.storing.Drain() // newFenceWorld's own upload
 			body, send := io.Pipe()
 			type result struct {
 				status int
@@ -74,11 +71,10 @@ func TestSnapshotUploadLosesLease(t *testing.T) {
 			if _, err := send.Write(chunk); err != nil {
 				t.Fatalf("sending the first part: %v", err)
 			}
-			// The upload passed its early check once its .part file is there.
-			waitFor(t, "the upload's .part file", func() bool {
-				parts, _ := filepath.Glob(filepath.Join(snapDir, "*.part"))
-				return len(parts) == 1
-			})
+			// The upload has passed its early check once its body is stored.
+			if g := w.storing.Wait(t, "the upload's body stored"); g != w.gid {
+				t.Fatalf("the body stored is group %d's, want %d's", g, w.gid)
+			}
 
 			reader, path := tc.lose(w)
 			lost := w.rows()
@@ -109,10 +105,4 @@ func TestSnapshotUploadLosesLease(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitFor polls cond until it holds, failing the test after five seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	poll.Eventually(t, 5*time.Second, what, cond)
 }

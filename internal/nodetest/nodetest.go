@@ -38,6 +38,9 @@ type Options struct {
 	// Logger receives the node's logs; nil discards them unless
 	// LEASEHOLD_TEST_LOG is set.
 	Logger *slog.Logger
+	// UploadStoring is told when a snapshot upload's body begins to be
+	// stored (appliance.Config.UploadStoring).
+	UploadStoring func(groupID int64)
 }
 
 // Node is a running node.
@@ -73,6 +76,7 @@ func Start(t testing.TB, o Options) *Node {
 		Appliance: appliance.Config{
 			DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
 			SnapshotMaxBytes: o.SnapshotMaxBytes, SnapshotMaxExpandedBytes: o.SnapshotMaxExpandedBytes, Store: o.Store, Logger: log,
+			UploadStoring: o.UploadStoring,
 		},
 		ShutdownTimeout: time.Second, // open connections are cut after a second
 		Web:             func() (web.Options, net.Listener, error) { return n.web(log, o) },
