@@ -18,49 +18,61 @@ import (
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/internal/poll"
+	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/store"
 )
 
-// openApp opens a node's catalog and its appliance over it, as
-// cmd/leasehold does, and returns both: the fleet's tests read and write
-// the catalog as the fleet does.
+// openApp assembles a node alone as cmd/leasehold does (node.Assemble),
+// without HTTP, and returns its appliance and catalog: the fleet's tests
+// read and write the catalog as the fleet does. A fleet the test wires by
+// hand is cfg.Fleet.
 func openApp(cfg appliance.Config) (*appliance.Appliance, *store.DB, error) {
-	db, err := appliance.OpenCatalog(cfg)
+	p, _, err := assembleNode(cfg, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	app, err := appliance.New(cfg, db)
-	return app, db, err
+	return p.App, p.DB, nil
 }
 
-// joinNode opens a node's appliance under its fleet's gate, starts its
-// fleet and waits until it has joined, as cmd/leasehold does.
+// assembleNode assembles a node as cmd/leasehold does (node.Assemble),
+// without HTTP: in the fleet of gate, whose Fleet it returns too, or
+// alone when gate is nil. Nothing is started.
+func assembleNode(appCfg appliance.Config, gate *Gate) (*node.Parts, *Fleet, error) {
+	cfg := node.Config{Appliance: appCfg}
+	var f *Fleet
+	if gate != nil {
+		cfg.Fleet = &node.Fleet{Gate: gate, New: func(app *appliance.Appliance, db *store.DB) (node.Peers, error) {
+			var err error
+			if f, err = New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts}); err != nil {
+				return nil, err
+			}
+			return f, nil
+		}}
+	}
+	p, err := node.Assemble(cfg)
+	return p, f, err
+}
+
+// joinNode assembles a node in its fleet (assembleNode), starts it and
+// waits until it has joined, as cmd/leasehold does.
 func joinNode(ctx context.Context, appCfg appliance.Config, cfg Config) (*appliance.Appliance, *store.DB, *Fleet, error) {
 	gate, err := NewGate(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	appCfg.Fleet = gate
-	app, db, err := openApp(appCfg)
+	p, f, err := assembleNode(appCfg, gate)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
-	if err == nil {
-		err = f.Start(ctx)
-	}
-	if err == nil {
+	if err = p.Start(ctx); err == nil {
 		select {
 		case <-f.Joined():
-			return app, db, f, nil
+			return p.App, p.DB, f, nil
 		case <-f.Done():
 			err = cmp.Or(f.Err(), errors.New("the fleet ended before it joined"))
 		}
 	}
-	if f != nil {
-		f.Stop()
-	}
-	app.Close()
+	p.Stop()
 	return nil, nil, nil, err
 }
 
@@ -134,23 +146,19 @@ func TestFleetStopWhileJoining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, db, err := openApp(appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet, Fleet: gate})
+	p, f, err := assembleNode(appliance.Config{DataDir: t.TempDir(), Logger: claimQuiet}, gate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
-	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(context.Background()); err != nil {
+	t.Cleanup(p.Stop)
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	poll.Eventually(t, 10*time.Second, "the fleet waits for NATS", func() bool {
 		return strings.Contains(fmt.Sprint(gate.Ready()), "NATS at")
 	})
 	stopped := make(chan struct{})
-	go func() { f.Stop(); close(stopped) }()
+	go func() { p.Stop(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
@@ -189,14 +197,11 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, db, err := openApp(appliance.Config{DataDir: dir, Logger: claimQuiet, Fleet: gate})
+	p, f, err := assembleNode(appliance.Config{DataDir: dir, Logger: claimQuiet}, gate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := p.App
 	for _, write := range []struct {
 		what string
 		err  func() error
@@ -212,13 +217,10 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 		}
 	}
 	n := &readyNode{name: name, app: app, gate: gate, fleet: f}
-	if err := f.Start(context.Background()); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		f.Stop()
-		app.Close()
-	})
+	t.Cleanup(p.Stop)
 	return n
 }
 
