@@ -646,7 +646,12 @@ func TestClaimShortOutage(t *testing.T) {
 	t.Cleanup(s.Shutdown)
 	ctx := context.Background()
 	const group = "misc.short"
-	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	js := natstest.Connect(t, s.ClientURL())
+	// The outage begins for a when its connection says it is gone.
+	away := make(chan struct{})
+	var awayOnce sync.Once
+	js.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) { awayOnce.Do(func() { close(away) }) })
+	a := claimNew(t, js, ClaimsConfig{Node: "a"})
 	claimRun(t, a)
 	fence, err := a.Claim(ctx, group)
 	if err != nil {
@@ -657,7 +662,11 @@ func TestClaimShortOutage(t *testing.T) {
 	a.mu.Unlock()
 	s.Shutdown()
 	s.WaitForShutdown()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-away:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's connection did not see NATS go")
+	}
 	s = natstest.Start(t, o)
 	t.Cleanup(s.Shutdown)
 	poll.Eventually(t, 10*time.Second, "a renews after the outage", func() bool {

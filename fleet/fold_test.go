@@ -832,13 +832,12 @@ func publishWholeStateOnNewClaim(t *testing.T, disownFirst bool) {
 	mustDo(t, a.db.Write(ctx, func(tx *store.Tx) error { return tx.OwnGroup("g", 3, 5) }))
 	defer p.publishA()()
 	want := rangesOf(a)
-	deadline := time.Now().Add(20 * time.Second)
-	for rangesOf(b.dumpNode) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("b's copy is %s, a's %s", rangesOf(b.dumpNode), want)
+	poll.Until(t, 20*time.Second, "b's copy of a's ranges", func() error {
+		if got := rangesOf(b.dumpNode); got != want {
+			return fmt.Errorf("b's copy is %s, a's %s", got, want)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // rebuildFunc is a function as a Rebuilder, for a test's rebuilds.
