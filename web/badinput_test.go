@@ -3,13 +3,11 @@ package web_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -18,9 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -269,44 +265,14 @@ func TestBadInput(t *testing.T) {
 }
 
 // slowNode starts a node on a clock that stands still, with the server's
-// options in reach: short slow-client timeouts, so a test sees a slow client
+// options given: short slow-client timeouts, so a test sees a slow client
 // cut off without waiting the production minutes, or a logger to read.
-func slowNode(t *testing.T, o web.Options) (*nodetest.Node, *web.Server) {
+func slowNode(t *testing.T, o web.Options) *nodetest.Node {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "data") // made by the node
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	cfg := appliance.Config{DataDir: dir, SnapshotMaxBytes: 1 << 20, Logger: log, NowFunc: nodetest.NewClock().Now}
-	db, err := appliance.OpenCatalog(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := appliance.New(cfg, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := appliance.AdminToken(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.AdminToken, o.Logger = token, log
-	srv := web.New(node.Doors(app), o)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		app.Close()
+	return nodetest.Start(t, nodetest.Options{
+		DataDir:          filepath.Join(t.TempDir(), "data"), // made by the node
+		SnapshotMaxBytes: 1 << 20, Clock: nodetest.NewClock().Now, Logger: o.Logger, Web: o,
 	})
-	return &nodetest.Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, DB: db}, srv
 }
 
 // slowClient holds a raw connection and trickles a request into it, a byte
@@ -384,7 +350,7 @@ func (s *slowClient) waitCut(t *testing.T, what string) {
 // served meanwhile, and nothing the slow ones sent is stored.
 func TestSlowClients(t *testing.T) {
 	t.Parallel()
-	n, _ := slowNode(t, web.Options{
+	n := slowNode(t, web.Options{
 		ReadHeaderTimeout: 300 * time.Millisecond,
 		JSONReadTimeout:   300 * time.Millisecond,
 		StreamIdleTimeout: 300 * time.Millisecond,

@@ -19,7 +19,7 @@ import (
 // answer is 401 and with a node's token 403, and no profile is taken.
 func TestPprof(t *testing.T) {
 	t.Parallel()
-	n, _ := slowNode(t, web.Options{JSONReadTimeout: 200 * time.Millisecond})
+	n := slowNode(t, web.Options{JSONReadTimeout: 200 * time.Millisecond})
 	a := api{t, n.URL + "/api/v1"}
 	node := a.j("POST", "/nodes", n.AdminToken, `{"name":"w1"}`).json(t)["token"].(string)
 	get := func(path, token string) (int, []byte, time.Duration) {

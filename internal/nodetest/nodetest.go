@@ -41,6 +41,9 @@ type Options struct {
 	// UploadStoring is told when a snapshot upload's body begins to be
 	// stored (appliance.Config.UploadStoring).
 	UploadStoring func(groupID int64)
+	// Web is the web server's options (its slow-client timeouts, say);
+	// the admin token, the metrics and the logger are the node's.
+	Web web.Options
 }
 
 // Node is a running node.
@@ -110,7 +113,11 @@ func (n *Node) web(log *slog.Logger, o Options) (web.Options, net.Listener, erro
 	if err != nil {
 		return web.Options{}, nil, fmt.Errorf("admin token: %w", err)
 	}
-	wo := web.Options{AdminToken: token, AdminTokenFile: filepath.Join(n.DataDir, "admin.token"), Logger: log, SnapshotUploadTimeout: o.SnapshotUploadTimeout}
+	wo := o.Web
+	wo.AdminToken, wo.AdminTokenFile, wo.Logger = token, filepath.Join(n.DataDir, "admin.token"), log
+	if o.SnapshotUploadTimeout != 0 {
+		wo.SnapshotUploadTimeout = o.SnapshotUploadTimeout
+	}
 	if d := os.Getenv(RecordEnv); d != "" {
 		if n.rec, err = newRecorder(d); err != nil {
 			return web.Options{}, nil, fmt.Errorf("recording the API: %w", err)
