@@ -99,12 +99,12 @@ func TestFleetMajority(t *testing.T) {
 	var logs syncbuf.Buffer
 	a := startReady(t, "node-a", ports[0], routes, &logs)
 	poll.Eventually(t, 20*time.Second, "a alone waits for the fleet's JetStream", func() bool {
-		return strings.Contains(fmt.Sprint(a.gate.Ready()), "JetStream")
+		return strings.Contains(fmt.Sprint(a.fleet.gate.Ready()), "JetStream")
 	})
 	second := time.Now()
 	b := startReady(t, "node-b", ports[1], routes, &logs)
-	for _, n := range []*readyNode{a, b} {
-		poll.Until(t, 30*time.Second, n.name+" ready with a majority up", n.gate.Ready)
+	for _, n := range []*fleetNode{a, b} {
+		poll.Until(t, 30*time.Second, n.name+" ready with a majority up", n.fleet.gate.Ready)
 		t.Logf("%s ready %.1f s after the second node's start", n.name, time.Since(second).Seconds())
 	}
 	if err := copiesAre(a.fleet.js, 2); err != nil {
@@ -114,7 +114,7 @@ func TestFleetMajority(t *testing.T) {
 
 	third := time.Now()
 	c := startReady(t, "node-c", ports[2], routes, &logs)
-	poll.Until(t, 60*time.Second, "node-c ready", c.gate.Ready)
+	poll.Until(t, 60*time.Second, "node-c ready", c.fleet.gate.Ready)
 	poll.Until(t, 60*time.Second, "three copies of every stream and bucket", func() error { return copiesAre(a.fleet.js, 3) })
 	t.Logf("three copies %.1f s after the third node's start", time.Since(third).Seconds())
 	poll.Eventually(t, 10*time.Second, "a line saying the copies were raised", func() bool {

@@ -172,20 +172,12 @@ func TestFleetStopWhileJoining(t *testing.T) {
 	}
 }
 
-// readyNode is a node of TestFleetReady: its fleet part made and its
-// appliance open, its fleet started (joining).
-type readyNode struct {
-	name  string
-	app   *appliance.Appliance
-	gate  *Gate
-	fleet *Fleet
-}
-
 // startReady opens node name of a fleet routed on routes and starts its
-// fleet; its gate's Ready says when it has joined. A group write made before the join
+// fleet, and returns it without waiting for the join (no worker is
+// registered); its gate's Ready says when it has joined. A group write made before the join
 // is checked to be refused as unavailable, as every write during the join
 // is. Everything it logs goes to logs when given.
-func startReady(t *testing.T, name string, cluster int, routes []string, logs ...io.Writer) *readyNode {
+func startReady(t *testing.T, name string, cluster int, routes []string, logs ...io.Writer) *fleetNode {
 	t.Helper()
 	dir := t.TempDir()
 	log := claimQuiet
@@ -216,7 +208,7 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.ErrorKind(err))
 		}
 	}
-	n := &readyNode{name: name, app: app, gate: gate, fleet: f}
+	n := &fleetNode{name: name, dir: dir, app: app, db: p.DB, fleet: f, stop: p.Stop}
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -226,10 +218,10 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 
 // waitReady polls nodes' Ready until each has joined (at most 60 s) and
 // returns how long each took from start.
-func waitReady(t *testing.T, start time.Time, nodes ...*readyNode) {
+func waitReady(t *testing.T, start time.Time, nodes ...*fleetNode) {
 	t.Helper()
 	for _, n := range nodes {
-		poll.Eventually(t, 60*time.Second, n.name+" ready", func() bool { return n.gate.Ready() == nil })
+		poll.Eventually(t, 60*time.Second, n.name+" ready", func() bool { return n.fleet.gate.Ready() == nil })
 		t.Logf("%s ready %.1f s after the start", n.name, time.Since(start).Seconds())
 	}
 }
@@ -255,7 +247,7 @@ func TestFleetReady(t *testing.T) {
 	}
 	ports, routes := readyRoutes(t)
 	start := time.Now()
-	var nodes []*readyNode
+	var nodes []*fleetNode
 	for i, name := range []string{"node-a", "node-b", "node-c"} {
 		nodes = append(nodes, startReady(t, name, ports[i], routes))
 	}
