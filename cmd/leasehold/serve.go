@@ -518,23 +518,22 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 	cfg := node.Config{Appliance: m.applianceConfig(log), Metrics: metrics, ShutdownTimeout: m.ShutdownTimeout,
 		Web: func() (web.Options, net.Listener, error) { return m.newWeb(ctx, log, certs, metrics, gate != nil, n) }}
 	if gate != nil { // nil runs the node alone
-		cfg.Fleet = fleetPart(gate, &n.peers)
+		cfg.Fleet = fleetPart(gate)
 	}
 	if n.Parts, err = node.Assemble(cfg); err != nil {
 		return nil, usageError(err)
 	}
+	n.peers, _ = n.Fleet.(*fleet.Fleet)
 	return n, nil
 }
 
-// fleetPart is the node's part in the fleet of gate; the fleet, once
-// made, is kept in peers too.
-func fleetPart(gate *fleet.Gate, peers **fleet.Fleet) *node.Fleet {
+// fleetPart is the node's part in the fleet of gate.
+func fleetPart(gate *fleet.Gate) *node.Fleet {
 	return &node.Fleet{Gate: gate, New: func(app *appliance.Appliance, db *store.DB) (node.Peers, error) {
 		f, err := fleet.New(gate, fleet.Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
 		if err != nil {
-			return nil, err
+			return nil, err // not a nil *Fleet in the interface
 		}
-		*peers = f
 		return f, nil
 	}}
 }
