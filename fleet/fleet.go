@@ -395,7 +395,7 @@ func (f *Fleet) placeBuckets(ctx context.Context, records jetstream.KeyValue) (k
 				Identity: f.gate.id, Keyring: f.gate.ring})
 			return err
 		})
-		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+		if leasehold.KindOf(err) == leasehold.KindInvalid {
 			return backoffStop{err}
 		}
 		if err != nil {

@@ -207,8 +207,8 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 		}},
 		{"POST /groups/{name}/tail", func() error { _, err := app.Coordinator.PlanTail(context.Background(), "alt.joining", 10); return err }},
 	} {
-		if err := write.err(); leasehold.ErrorKind(err) != leasehold.KindUnavailable {
-			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.ErrorKind(err))
+		if err := write.err(); leasehold.KindOf(err) != leasehold.KindUnavailable {
+			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.KindOf(err))
 		}
 	}
 	n := &readyNode{name: name, app: app, gate: gate, fleet: f}

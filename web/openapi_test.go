@@ -86,7 +86,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	codes := spec.Components.Schemas.Error.Properties.Error.Properties.Code.Enum
-	for _, k := range []leasehold.Kind{leasehold.KindInvalid, leasehold.KindUnauthorized, leasehold.KindForbidden,
+	for _, k := range []leasehold.ErrorKind{leasehold.KindInvalid, leasehold.KindUnauthorized, leasehold.KindForbidden,
 		leasehold.KindNotFound, leasehold.KindLeaseLost, leasehold.KindConflict, leasehold.KindTooLarge,
 		leasehold.KindUnprocessable, leasehold.KindNoSpace, leasehold.KindUnavailable, leasehold.KindInternal} {
 		if !slices.Contains(codes, string(k)) {
