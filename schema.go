@@ -256,38 +256,42 @@ type Grant struct {
 
 // Finding is something the watchman reports as stuck, with its age.
 type Finding struct {
-	Kind   string    `json:"kind"`
-	Group  string    `json:"group"`
-	Range  *int64    `json:"range"`
-	Node   string    `json:"node"`
-	Since  time.Time `json:"since"`
-	AgeS   float64   `json:"age_s"`
-	Detail string    `json:"detail"`
+	Kind   FindingKind `json:"kind"`
+	Group  string      `json:"group"`
+	Range  *int64      `json:"range"`
+	Node   string      `json:"node"`
+	Since  time.Time   `json:"since"`
+	AgeS   float64     `json:"age_s"`
+	Detail string      `json:"detail"`
 }
+
+// FindingKind is what a finding reports as stuck: one of the Finding*
+// constants, sent as the finding's "kind".
+type FindingKind string
 
 // Finding kinds.
 const (
-	FindingRangeStale  = "range_stale"
-	FindingLeaseQuiet  = "lease_quiet"
-	FindingRangeFailed = "range_failed"
-	FindingNodeUnseen  = "node_unseen"
-	FindingSnapshotOld = "snapshot_old"
+	FindingRangeStale  FindingKind = "range_stale"
+	FindingLeaseQuiet  FindingKind = "lease_quiet"
+	FindingRangeFailed FindingKind = "range_failed"
+	FindingNodeUnseen  FindingKind = "node_unseen"
+	FindingSnapshotOld FindingKind = "snapshot_old"
 	// FindingWindowUnreadable is a quarantined group: its holder could
 	// not load its window. Node and Detail say who and why.
-	FindingWindowUnreadable = "window_unreadable"
+	FindingWindowUnreadable FindingKind = "window_unreadable"
 	// FindingFlapping is a group released or taken over FlapsFinding
 	// times in a row with no range progressing under any of the leases.
-	FindingFlapping = "flapping"
+	FindingFlapping FindingKind = "flapping"
 	// FindingNoWorkerForKind is a kind with planned work and no live
 	// node of that kind to lease it (rule 12); Group names the kind.
-	FindingNoWorkerForKind = "no_worker_for_kind"
+	FindingNoWorkerForKind FindingKind = "no_worker_for_kind"
 	// FindingSourceUnreadable is a group whose last two reports from its
 	// source were errors (rule 13); Detail carries the error.
-	FindingSourceUnreadable = "source_unreadable"
+	FindingSourceUnreadable FindingKind = "source_unreadable"
 	// FindingPeerSyncStuck is a node whose outbox could not be published
 	// to the fleet's stream for longer than a minute: its changes reach no
 	// peer. Node names it; Detail carries the last error.
-	FindingPeerSyncStuck = "peer_sync_stuck"
+	FindingPeerSyncStuck FindingKind = "peer_sync_stuck"
 )
 
 // FlapsFinding is how many lease ends in a row with no progress make a

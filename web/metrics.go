@@ -318,7 +318,7 @@ func (w *watchCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, k := range appliance.FindingKinds {
-		gauge(w.findings, float64(g.Findings[k]), k)
+		gauge(w.findings, float64(g.Findings[k]), string(k))
 	}
 	b := g.Backlog
 	gauge(w.backlog, float64(b.Tail), "tail")

@@ -243,7 +243,7 @@ func (s *Server) readyz(c echo.Context) error {
 	// Trouble outside the node's own API (peer sync stuck) is told, not
 	// made a 503: the node still serves its workers.
 	if ts := s.node.Reads.Troubles(); len(ts) > 0 {
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": ts[0].Kind + ": " + ts[0].Detail})
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": string(ts[0].Kind) + ": " + ts[0].Detail})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
