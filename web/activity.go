@@ -34,12 +34,12 @@ func who(c echo.Context) string {
 }
 
 // note puts a log line's entry on the dashboard's timeline.
-func (s *Server) note(c echo.Context, kind, group, detail string, bad bool) {
+func (s *Server) note(c echo.Context, kind leasehold.TimelineKind, group, detail string, bad bool) {
 	s.noteBy(who(c), c.Request().RemoteAddr, kind, group, detail, bad)
 }
 
 // noteBy is note for an entry that may have no request behind it.
-func (s *Server) noteBy(who, remote, kind, group, detail string, bad bool) {
+func (s *Server) noteBy(who, remote string, kind leasehold.TimelineKind, group, detail string, bad bool) {
 	s.timeline.add(timelineEntry{At: s.node.Watchman.Now(), Kind: kind, Group: group, Who: who,
 		Remote: remote, Detail: detail, Bad: bad})
 }
