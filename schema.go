@@ -60,7 +60,7 @@ type Node struct {
 	Held        int64      `json:"held"`
 	LastSeenAt  *time.Time `json:"last_seen_at"`
 	// Kinds are the kinds of group the node's worker can read (rule 12).
-	Kinds []string `json:"kinds"`
+	Kinds []SourceKind `json:"kinds"`
 	// CreatedAt is when the node was registered (nil for a peer's node).
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	// State is what the node is doing, as NodeState tells it at the
@@ -118,7 +118,7 @@ type Group struct {
 	MarksAt *time.Time `json:"marks_at"`
 	// Kind is the source the group is read from (rule 12): only nodes
 	// of that kind lease it or report its water marks.
-	Kind string `json:"kind"`
+	Kind SourceKind `json:"kind"`
 	// SourceError is set while the group's source last said it cannot be
 	// read (rule 13); nil after a report with water marks.
 	SourceError *SourceError `json:"source_error"`

@@ -279,7 +279,7 @@ func TestQuarantineLeaseChoiceSeeks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for q, index := range map[*query]string{qChooseFreeTail: "groups_free_tail", qChooseFreeHist: "groups_free_hist"} {
-		p := plan(t, db, q.sql, -10, 10, leasehold.DefaultKind)
+		p := plan(t, db, q.sql, -10, 10, leasehold.DefaultSourceKind)
 		if len(p) != 1 || !strings.Contains(p[0], "USING INDEX "+index) {
 			t.Errorf("plan of %q: %q, want one walk of %s", q.sql, p, index)
 		}

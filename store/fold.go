@@ -187,9 +187,9 @@ func carriedColumns(origin string, g PeerGroup) ([]any, error) {
 	// a takeover; a peer from before kinds sends none: the default.
 	kind := g.Kind
 	if kind == "" {
-		kind = leasehold.DefaultKind
+		kind = leasehold.DefaultSourceKind
 	}
-	if !leasehold.ValidKind(kind) {
+	if !leasehold.ValidSourceKind(kind) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q has an invalid kind %q", origin, g.Name, kind)
 	}
 	// And what its source last said (rule 13); the count in a row is not

@@ -58,7 +58,7 @@ func TestRemoveMember(t *testing.T) {
 	hash := make([]byte, 32)
 	hash[0] = 7
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		n := FleetNode{Node: leasehold.Node{Name: "wc", Capacity: 1, Kinds: []string{leasehold.DefaultKind}}, TokenHash: hash}
+		n := FleetNode{Node: leasehold.Node{Name: "wc", Capacity: 1, Kinds: []string{leasehold.DefaultSourceKind}}, TokenHash: hash}
 		if err := tx.FoldNode("c", n, 5); err != nil {
 			return err
 		}
