@@ -129,7 +129,7 @@ func TestOpenAPIDocument(t *testing.T) {
 func TestOpenAPIRoutes(t *testing.T) {
 	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
-	e := web.New(web.NodeOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
+	e := web.New(web.DoorsOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
 	var spec struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}

@@ -55,9 +55,9 @@ type Options struct {
 }
 
 // Server serves the API over one node, through the doors it declares
-// (Node).
+// (Doors).
 type Server struct {
-	node    Node
+	node    Doors
 	echo    *echo.Echo
 	http    *http.Server
 	admin   *adminToken
@@ -94,8 +94,8 @@ const (
 	DefaultSnapshotUploadTimeout = time.Hour
 )
 
-// New builds the server and its routes over node's doors (NodeOf).
-func New(node Node, o Options) *Server {
+// New builds the server and its routes over node's doors (DoorsOf).
+func New(node Doors, o Options) *Server {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
 	}

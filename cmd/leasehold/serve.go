@@ -582,7 +582,7 @@ func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certific
 	if peers != nil {
 		opts.Peers, opts.Members = peers.Peers, peers
 	}
-	srv := web.New(web.NodeOf(app), opts)
+	srv := web.New(web.DoorsOf(app), opts)
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()
