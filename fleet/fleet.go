@@ -84,10 +84,10 @@ type Config struct {
 	AcceptUnsigned bool
 }
 
-// Node is the node a fleet serves, given at New: its catalog, which the
-// fleet publishes from and folds into, and the parts of its behaviour the
-// fleet calls on.
-type Node struct {
+// Local is this node as the fleet serves it, given at New: its catalog,
+// which the fleet publishes from and folds into, and the parts of its
+// behaviour the fleet calls on.
+type Local struct {
 	// DB is the node's catalog (appliance.OpenCatalog).
 	DB *store.DB
 	// Coordinator owns and disowns groups as their claims are won and
@@ -114,7 +114,7 @@ type Node struct {
 type Fleet struct {
 	cfg  Config
 	gate *Gate
-	node Node
+	node Local
 	log  *slog.Logger
 	srv  *server.Server
 	nc   *nats.Conn
@@ -173,7 +173,7 @@ const (
 // New is this node's part in the fleet of gate (NewGate), over node, not
 // started: give gate to the appliance first (appliance.Config.Fleet),
 // then node's parts from it here. Errors: invalid config.
-func New(gate *Gate, node Node) (*Fleet, error) {
+func New(gate *Gate, node Local) (*Fleet, error) {
 	if node.DB == nil || node.Coordinator == nil || node.Snapshots == nil {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "fleet: the node's catalog, coordinator and snapshots are needed")
 	}
