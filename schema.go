@@ -308,11 +308,16 @@ type Backlog struct {
 	HistOldestS float64 `json:"history_oldest_age_s"`
 }
 
+// EventKind is what an outbox event records: one of the store's Event*
+// constants. An alias, as the outbox and the fleet's messages carry it as
+// the string it is.
+type EventKind = string
+
 // Event is one row of the outbox.
 type Event struct {
 	ID      int64     `json:"id"`
 	At      time.Time `json:"at"`
-	Kind    string    `json:"kind"`
+	Kind    EventKind `json:"kind"`
 	GroupID *int64    `json:"group_id"`
 	RangeID *int64    `json:"range_id"`
 	NodeID  *int64    `json:"node_id"`
