@@ -52,7 +52,7 @@ func (f *adoption) Adopt(ctx context.Context, group string) error {
 		return err
 	}
 	snap, err := f.snapshots.Import(ctx, group)
-	switch k := leasehold.ErrorKind(err); {
+	switch k := leasehold.KindOf(err); {
 	case err == nil:
 	case k == leasehold.KindUnprocessable || k == leasehold.KindTooLarge:
 		// A replicated window that can never be read: adopted without it.

@@ -233,7 +233,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 			Name: "leasehold_claim_renewal_failures_total", Help: "Renewals of this node's life that did not reach NATS or got no answer.",
 		}),
 	}
-	if err := c.begin(ctx, true); err != nil && leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if err := c.begin(ctx, true); err != nil && leasehold.KindOf(err) != leasehold.KindConflict {
 		return nil, err
 	}
 	c.heldGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -546,7 +546,7 @@ func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([
 			continue
 		}
 		_, err := c.Claim(ctx, g)
-		switch leasehold.ErrorKind(err) {
+		switch leasehold.KindOf(err) {
 		case leasehold.KindConflict, leasehold.KindInvalid:
 			c.log.Debug("claims: not free", "group", g, "why", err)
 			continue

@@ -376,7 +376,7 @@ func (o *Ownership) run(ctx context.Context) error {
 func (o *Ownership) claim(ctx context.Context, group string) bool {
 	rev, err := o.claims.Claim(ctx, group)
 	if err != nil {
-		if k := leasehold.ErrorKind(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
+		if k := leasehold.KindOf(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
 			o.log.Warn("ownership: claiming a group", "group", group, "err", err)
 		}
 		return false

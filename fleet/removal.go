@@ -131,7 +131,7 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 		delete(r.removed, node)
 		r.mu.Unlock()
 		err := r.write(ctx, func(tx *store.Tx) error {
-			if err := tx.ApproveMember(node); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+			if err := tx.ApproveMember(node); leasehold.KindOf(err) != leasehold.KindNotFound {
 				return err
 			}
 			return nil

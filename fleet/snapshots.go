@@ -411,7 +411,7 @@ func (r *Replicator) queueMissing(ctx context.Context) error {
 // or has no snapshot has nothing to upload: unchanged.
 func (r *Replicator) replicate(ctx context.Context, group string) (string, error) {
 	g, err := r.db.GroupByName(ctx, group)
-	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+	if leasehold.KindOf(err) == leasehold.KindNotFound {
 		return "unchanged", nil
 	}
 	if err != nil {
@@ -753,7 +753,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 		return &snap, "ok", nil
 	case errors.Is(err, jetstream.ErrDigestMismatch):
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "the replicated snapshot of group %q does not match the object store's digest", group)
-	case leasehold.ErrorKind(err) == leasehold.KindInvalid:
+	case leasehold.KindOf(err) == leasehold.KindInvalid:
 		// The body that broke off is the download.
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "downloading the snapshot of group %q broke off (allowed %s): %v", group, dl, err)
 	}
