@@ -54,7 +54,7 @@ func (f *adoption) Adopt(ctx context.Context, group string) error {
 		// not have folded yet what happened to it since: handed to a peer
 		// and on from there while this node's fold was behind (a
 		// partition's heal), its newest window is a peer's in the bucket.
-		if origin, err = f.movedOn(ctx, group, g.ID); err != nil || origin == "" {
+		if origin, err = f.movedOn(ctx, g); err != nil || origin == "" {
 			return err
 		}
 	}
@@ -132,12 +132,13 @@ func (f *adoption) caughtUp(ctx context.Context, origin string) error {
 // stored no earlier): the group went on there after this node had it,
 // and a worker there may have been answered that window is kept, so the
 // group is adopted from that node as from its owner. "" when the bucket
-// holds no window, this node's own, or one not newer; a window not
-// signed by a node of the fleet names no one (Import would refuse it).
+// holds no window, this node's own, one not newer, or one stored before
+// the group was made here (a group of that name deleted before); a window
+// not signed by a node of the fleet names no one (Import would refuse it).
 // Errors: ErrBehind when the bucket cannot be read (owning the group
 // without looking could resume it from an older window).
-func (f *adoption) movedOn(ctx context.Context, group string, groupID int64) (string, error) {
-	info, err := f.snapshots.obs.GetInfo(ctx, group)
+func (f *adoption) movedOn(ctx context.Context, g leasehold.Group) (string, error) {
+	info, err := f.snapshots.obs.GetInfo(ctx, g.Name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return "", nil
 	}
@@ -152,18 +153,20 @@ func (f *adoption) movedOn(ctx context.Context, group string, groupID int64) (st
 	if err != nil {
 		return "", nil
 	}
-	local, err := f.db.Snapshot(ctx, groupID)
+	at, err := time.Parse(time.RFC3339Nano, info.Metadata[SnapshotMetaAt])
+	if err != nil || at.Before(g.CreatedAt) {
+		return "", nil // of a group of that name deleted before this one was made
+	}
+	local, err := f.db.Snapshot(ctx, g.ID)
 	if err != nil {
 		return "", err
 	}
-	if local == nil {
+	switch {
+	case local == nil:
 		return origin, nil
-	}
-	if local.SHA256 == hex.EncodeToString(digest) {
+	case local.SHA256 == hex.EncodeToString(digest):
 		return "", nil
-	}
-	at, err := time.Parse(time.RFC3339Nano, info.Metadata[SnapshotMetaAt])
-	if next > local.Next || (err == nil && !at.Before(local.At)) {
+	case next > local.Next || !at.Before(local.At):
 		return origin, nil
 	}
 	return "", nil
