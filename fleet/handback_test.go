@@ -165,3 +165,49 @@ func handbackWork(t *testing.T, ctx context.Context, n *fleetNode, group string,
 	}
 	return resumed, w.next()
 }
+
+// TestAdoptionMovedOn: a group this node's catalog has as its own went
+// on at another node when the bucket holds that node's window ahead of
+// this node's (or, with none here, any window of it), but not when this
+// node's is newer, nor when the window was stored before the group was
+// made here (a group of that name deleted before).
+func TestAdoptionMovedOn(t *testing.T) {
+	ctx := context.Background()
+	s := natstest.Server(t)
+	a, b := snapStart(t, s.ClientURL(), "a"), snapStart(t, s.ClientURL(), "b")
+	f := &adoption{db: a.db, js: a.js, snapshots: a.rep, log: claimQuiet}
+	movedOn := func(g leasehold.Group) string {
+		t.Helper()
+		origin, err := f.movedOn(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return origin
+	}
+	g, err := a.db.GroupByName(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := movedOn(g); got != "" {
+		t.Fatalf("with no window in the bucket, the group went on at %q", got)
+	}
+	theirs := b.put(t, "g", 20, snapBytes(7, 1<<10))
+	b.rep.Replicate("g")
+	snapReplicated(t, snapObjects(t, b.js), "g", theirs.SHA256)
+	if got := movedOn(g); got != "b" {
+		t.Fatalf("with b's window and none here, the group went on at %q, want b", got)
+	}
+	made := g
+	made.CreatedAt = theirs.At.Add(time.Second)
+	if got := movedOn(made); got != "" {
+		t.Fatalf("b's window, stored before the group was made here, says it went on at %q", got)
+	}
+	a.put(t, "g", 10, snapBytes(8, 1<<10))
+	if got := movedOn(g); got != "b" {
+		t.Fatalf("b's window, ahead of a's newer one, says the group went on at %q, want b", got)
+	}
+	a.put(t, "g", 30, snapBytes(9, 1<<10))
+	if got := movedOn(g); got != "" {
+		t.Fatalf("a's window, newer and ahead of b's, says the group went on at %q", got)
+	}
+}
