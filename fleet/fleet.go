@@ -418,6 +418,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.members.ring = f.gate.ring
 	f.members.gone = f.removals.Removed
 	f.removals.keys = ringWithdrawer{f.gate.ring, f.log}
+	f.removals.id, f.removals.ring = f.gate.id, f.gate.ring
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	carrier.id = f.gate.id

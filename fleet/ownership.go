@@ -203,7 +203,8 @@ func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
 // Ensure is the fleet's Ensure: an admin write on a group of
 // this node's own is made under its claim, so its events carry the claim
 // and no peer adopts the group with an older state. Errors: conflict when
-// another node owns the group, unavailable when NATS cannot be reached.
+// another node owns the group, unavailable when NATS cannot be reached
+// or this node has not caught up yet with a peer the group went on at.
 func (o *Ownership) Ensure(ctx context.Context, group string) error {
 	if o.claims.Held(group) {
 		return nil
@@ -211,6 +212,11 @@ func (o *Ownership) Ensure(ctx context.Context, group string) error {
 	rev, err := o.claims.Claim(ctx, group)
 	if err != nil {
 		return err
+	}
+	// Adopted like any group won: the claim taken may have been a peer's
+	// that had the group after this node (see adoption.movedOn).
+	if err := o.adopt(ctx, group); err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "group %q: %v; try again shortly", group, err)
 	}
 	if err := o.owner.Own(ctx, group, rev); err != nil {
 		return err
@@ -386,16 +392,8 @@ func (o *Ownership) claim(ctx context.Context, group string) bool {
 
 // own makes a won group this node's, adopting it first.
 func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
-	if o.adoption != nil {
-		if err := o.adoption.Adopt(ctx, group); errors.Is(err, ErrBehind) {
-			o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
-			if err := o.claims.Release(ctx, group); err != nil {
-				o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
-			}
-			return false
-		} else if err != nil {
-			o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
-		}
+	if o.adopt(ctx, group) != nil {
+		return false
 	}
 	// Whose state the group held before, for the ownership line: a
 	// group of this node's own claimed again is no change of owner.
@@ -410,6 +408,27 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 	}
 	o.keeper.wonNow(group)
 	return true
+}
+
+// adopt adopts a won group before it is owned: ErrBehind lets its claim
+// go (tried again later) and is returned; another error is logged and
+// the group owned all the same.
+func (o *Ownership) adopt(ctx context.Context, group string) error {
+	if o.adoption == nil {
+		return nil
+	}
+	err := o.adoption.Adopt(ctx, group)
+	if errors.Is(err, ErrBehind) {
+		o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
+		if err := o.claims.Release(ctx, group); err != nil {
+			o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
+		}
+		return err
+	}
+	if err != nil {
+		o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
+	}
+	return nil
 }
 
 // ownershipOfferMax bounds the time between an idle node's offers of
