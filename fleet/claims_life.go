@@ -43,14 +43,15 @@ func (c *Claims) begin(ctx context.Context, first bool) error {
 	c.mu.Lock()
 	c.minted[life] = true
 	c.mu.Unlock()
-	rev, err := c.lives.Create(ctx, key, val)
+	rev, err := createOnly(ctx, c.lives, key, val)
 	if err != nil && claimAnswered(err) {
 		var st lifeRead
 		st, err = c.readLife(ctx, c.node)
 		switch {
 		case err != nil:
 		case !st.found:
-			rev, err = c.lives.Create(ctx, key, val)
+			// None, or removed: written over the removal's marker, if any.
+			rev, err = c.lives.Update(ctx, key, val, st.rev)
 		case c.mintedLife(st.life.Life) || c.lapsedAt(st.at) || st.forged:
 			// This process's own (given up past its margin, or a write
 			// whose answer was lost), or past its TTL by the server's
@@ -92,7 +93,7 @@ func (c *Claims) lapsedAt(at time.Time) bool {
 type lifeRead struct {
 	found bool
 	life  Life
-	rev   uint64    // the key's revision
+	rev   uint64    // the key's revision (a delete's, when not found)
 	at    time.Time // the server's timestamp of the write
 	// forged is a value not signed by the node it names (or not by the
 	// node whose key it is): it stands for no life, and the node whose
@@ -108,7 +109,9 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
 	}
 	if !m.found || m.deleted {
-		return lifeRead{}, nil // none, deleted or purged: no life stands
+		// None, deleted or purged: no life stands (rev is the marker's,
+		// for a write over it).
+		return lifeRead{rev: m.seq}, nil
 	}
 	st := lifeRead{found: true, rev: m.seq, at: m.at}
 	subject := kvSubject(LivesBucket, ClaimKey(node))
@@ -126,6 +129,20 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 		}
 	}
 	return st, nil
+}
+
+// createOnly writes key in kv only if it holds no write (none, or
+// removed by the bucket's TTL): the server's answer to a key that exists
+// is a JetStream API error (claimAnswered), and the caller reads the key
+// from the leader (lastOnLeader). KeyValue.Create is not used: on a key
+// that exists it first reads the key by a direct get, which any replica
+// may take, and a replica cut off without a FIN (a paused or partitioned
+// node's server, its route not yet found dead) takes it and never
+// answers: the read waited its whole timeout, 5 s, and Create gave the
+// same answer after it. A fault run on a loaded machine showed a
+// takeover's claims stalled 5 s each so.
+func createOnly(ctx context.Context, kv jetstream.KeyValue, key string, val []byte) (uint64, error) {
+	return kv.Update(ctx, key, val, 0)
 }
 
 // leaderEntry is a key's last write as a bucket's stream leader holds it.
