@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leasehold/leasehold"
@@ -169,13 +170,20 @@ type leaderEntry struct {
 // of disowned groups, for good, and the node would never take a group on
 // again.
 func (c *Claims) lastOnLeader(ctx context.Context, bucket, key string) (leaderEntry, error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	return leaderLast(ctx, c.nc, "KV_"+bucket, "$KV."+bucket+"."+key)
+}
+
+// leaderLast reads the last message on subject in stream from the
+// stream's leader (see Claims.lastOnLeader), waiting at most
+// lifeReadTimeout.
+func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (leaderEntry, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return leaderEntry{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lifeReadTimeout)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return leaderEntry{}, err
 	}
