@@ -350,7 +350,7 @@ func (o *Ownership) run(ctx context.Context) error {
 			// Only a node whose workers find nothing takes groups on, and
 			// not more often than every o.every (at most a second): a node with no workers, or
 			// busy ones, leaves its live peers' groups where they are (a
-			// peer found down has its groups taken over above).
+			// peer found down has its groups taken over by takeOvers).
 			if time.Since(offered) >= min(o.every, ownershipOfferMax) {
 				offered = time.Now()
 				o.offer(ctx)
