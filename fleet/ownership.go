@@ -344,32 +344,19 @@ func (o *Ownership) run(ctx context.Context) error {
 			}
 		})
 	}
-	var offered time.Time
-	var downs <-chan struct{}
 	if o.orphans != nil {
-		downs = o.orphans.Downs()
+		wg.Go(func() { o.takeOvers(ctx) })
 	}
-	// The next takeover pass, while a member found down has groups left.
-	var again <-chan time.Time
-	var wait time.Duration
+	var offered time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-downs:
-			wait, again = 0, time.After(0)
-		case <-again:
-			again = nil
-			tried, took, later := o.takeOver(ctx)
-			var ok bool
-			if wait, ok = takeoverWait(wait, tried, took, later, 3*o.every); ok {
-				again = time.After(wait)
-			}
 		case <-o.idle:
 			// Only a node whose workers find nothing takes groups on, and
 			// not more often than every o.every (at most a second): a node with no workers, or
 			// busy ones, leaves its live peers' groups where they are (a
-			// peer found down has its groups taken over above).
+			// peer found down has its groups taken over by takeOvers).
 			if time.Since(offered) >= min(o.every, ownershipOfferMax) {
 				offered = time.Now()
 				o.offer(ctx)
@@ -377,6 +364,44 @@ func (o *Ownership) run(ctx context.Context) error {
 		}
 	}
 }
+
+// takeOvers takes over the groups of members found down (takeOver), a
+// pass when one is found and again while some are left, until ctx ends.
+// It runs beside the idle offers, never behind one: an offer waits on
+// peers (a yield asked of an owner cut off waits spreadAskTimeout, a
+// claim or an adoption on a stream electing its leader), and a fault run
+// on a loaded machine had a member found down wait 6 s so before its
+// groups were tried.
+func (o *Ownership) takeOvers(ctx context.Context) {
+	downs := o.orphans.Downs()
+	// The next takeover pass, while a member found down has groups left.
+	var again <-chan time.Time
+	var wait time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-downs:
+			wait, again = 0, time.After(0)
+		case <-again:
+			again = nil
+			tried, took, later := o.takeOver(ctx)
+			var ok bool
+			if wait, ok = takeoverWait(wait, tried, took, later, min(3*o.every, takeoverWaitMax)); ok {
+				again = time.After(wait)
+			}
+		}
+	}
+}
+
+// takeoverWaitMax bounds the wait between takeover passes that take
+// nothing (most often: the fold not caught up with the dead member's
+// last events yet, just after a member rejoined). Three offers' periods,
+// the bound before, is the claim TTL itself: at the default, passes
+// 1, 2, 4, 8 and 16 s apart let a takeover run 15 s past the fold's
+// catching up, far past the claim TTL + 5 s. A pass costs a catalog read
+// and a claim a group.
+const takeoverWaitMax = 2 * time.Second
 
 // claim tries group's claim and owns the group when it is won.
 func (o *Ownership) claim(ctx context.Context, group string) bool {
