@@ -55,6 +55,16 @@ func OpenIndex(ctx context.Context, url string, maxConns int32, timeout time.Dur
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	// A new connection's first search plans with caches of nothing
+	// (the tables', the indexes' and the operators' catalog rows: tens
+	// of ms on a busy machine, the slowest call of its hundred): warm
+	// them as the connection opens, and keep a few open, so that no
+	// call waits for a connection to be made or warmed.
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		warmConnection(ctx, c)
+		return nil
+	}
+	cfg.MinConns = min(cfg.MaxConns, 4)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("newznab: --index: %w", err)
@@ -74,6 +84,20 @@ func OpenIndex(ctx context.Context, url string, maxConns int32, timeout time.Dur
 		return nil, err
 	}
 	return pool, nil
+}
+
+// warmConnection plans the searches on a new connection, without running
+// them, and prepares the key's statement, so that the catalog rows they
+// need are cached before its first call. An index without the table of
+// days (a schema before version 2) fails the second plan: warming is
+// best effort, and OpenIndex takes no error of it as the connection's.
+func warmConnection(ctx context.Context, c *pgx.Conn) error {
+	q, args := searchSQL(search{Words: []string{"leasehold"}, Categories: []int{2000}, Group: "g", MaxAge: time.Hour, Limit: 1}, time.Now(), allDays)
+	_, err1 := c.Exec(ctx, "EXPLAIN "+q, args...)
+	q, args = searchSQL(search{Words: []string{"leasehold"}, Limit: 1}, time.Now(), 0)
+	_, err2 := c.Exec(ctx, "EXPLAIN "+q, args...)
+	_, err3 := c.Exec(ctx, keySQL, keyHash(""))
+	return errors.Join(err1, err2, err3)
 }
 
 // release is a row of releases as the API shows it.
@@ -97,6 +121,10 @@ type search struct {
 	// OneQuery asks the index once over every release, as searches by
 	// words ran before newest (the benchmark compares the two).
 	OneQuery bool
+	// Key is the hash of the API key the call came with, checked in
+	// the round trip of the search's first statement (keyed), which
+	// answers errBadKey when it is no good key; nil checks none.
+	Key []byte
 }
 
 // listed is the condition of a release a downloader may take: complete,
@@ -123,6 +151,9 @@ func find(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, now 
 	} else {
 		out, err = findSince(ctx, db, s, now, allDays)
 	}
+	if errors.Is(err, errBadKey) {
+		return nil, 0, err
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
 	}
@@ -138,8 +169,56 @@ func find(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, now 
 // release. It answers the page and one release past it.
 func findSince(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from int) ([]release, error) {
 	q, args := searchSQL(s, now, from)
-	rows, _ := db.Query(ctx, q, args...)
-	return pgx.CollectRows(rows, scanRelease)
+	var out []release
+	err := keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
+		x, err := scanRelease(rows)
+		out = append(out, x)
+		return err
+	})
+	return out, err
+}
+
+// errBadKey is a search's answer when its key is no good key.
+var errBadKey = errors.New("newznab: no such API key")
+
+// keySQL is whether $1 is the hash of a key not revoked.
+const keySQL = `SELECT EXISTS (SELECT 1 FROM api_keys WHERE hash = $1 AND revoked IS NULL)`
+
+// keyed runs query q, each row to each. With a key (a hash), it asks in
+// the same round trip whether that is a good key (a pipeline of two
+// statements: on a busy machine each round trip is a wait for the
+// scheduler at both ends, much of a search's time), and q only runs
+// when it is: q's rows are asked behind that condition, PostgreSQL's
+// one-time filter, so a wrong key costs no search. errBadKey then.
+func keyed(ctx context.Context, db *pgxpool.Pool, key []byte, q string, args []any, each func(pgx.Rows) error) error {
+	read := func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := each(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	if key == nil {
+		rows, err := db.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return read(rows)
+	}
+	var good bool
+	b := &pgx.Batch{}
+	b.Queue(keySQL, key).QueryRow(func(r pgx.Row) error { return r.Scan(&good) })
+	args = append(args[:len(args):len(args)], key)
+	b.Queue(`SELECT * FROM (`+q+`) page WHERE EXISTS (SELECT 1 FROM api_keys WHERE hash = $`+strconv.Itoa(len(args))+` AND revoked IS NULL)`, args...).Query(read)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if !good {
+		return errBadKey
+	}
+	return nil
 }
 
 // allDays is findSince's bound for every release.
@@ -212,6 +291,7 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 		var err error
 		if slice == 0 {
 			out, every, err = findSinceOrEvery(ctx, db, s, now, from, few)
+			s.Key = nil // checked
 		} else {
 			out, err = findSince(ctx, db, s, now, from)
 		}
@@ -253,31 +333,30 @@ func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.
 	recent, args := searchSQL(s, now, from)
 	all, _ := searchSQL(s, now, allDays)
 	const columns = `key, name, poster, grp, files, bytes, posted, category`
+	// The page's bounds are arguments of searchSQL's (limit + 1 and
+	// offset, just before from); few is one more.
+	limit, offset := "$"+strconv.Itoa(len(args)-2), "$"+strconv.Itoa(len(args)-1)
+	args = append(args, few)
 	q := `WITH recent AS MATERIALIZED (` + recent + `)
 		SELECT ` + columns + `, false FROM recent
 		UNION ALL
 		SELECT ` + columns + `, true FROM (` + all + `) every
-		WHERE (SELECT count(*) <= ` + strconv.Itoa(s.Limit) + ` AND
-			(CASE WHEN count(*) > 0 THEN ` + strconv.Itoa(s.Offset) + ` + count(*) ELSE ` + strconv.Itoa(s.Offset/2) + ` END)::float8 < ` +
-		strconv.FormatFloat(few, 'g', -1, 64) + ` FROM recent)`
-	rows, err := db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
+		WHERE (SELECT count(*) < ` + limit + ` AND
+			(CASE WHEN count(*) > 0 THEN ` + offset + ` + count(*) ELSE ` + offset + ` / 2 END)::float8 < $` + strconv.Itoa(len(args)) + `::float8 FROM recent)`
+	err = keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
 		var x release
 		var isEvery bool
 		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &isEvery); err != nil {
-			return nil, nil, err
+			return err
 		}
 		if isEvery {
 			every = append(every, x)
 		} else {
 			since = append(since, x)
 		}
-	}
-	return since, every, rows.Err()
+		return nil
+	})
+	return since, every, err
 }
 
 // dateSpan is what newest needs to know of the index: its first and
@@ -358,6 +437,10 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 	if s.MaxAge > 0 {
 		where = append(where, "posted >= "+arg(now.Add(-s.MaxAge)))
 	}
+	// The page's bounds are arguments too, so that the statement's
+	// text is the same for every page and every search of its shape
+	// (one prepared statement on each connection, not one a page).
+	page := ` ORDER BY posted DESC, key LIMIT ` + arg(int64(s.Limit+1)) + ` OFFSET ` + arg(int64(s.Offset))
 	if from != allDays {
 		// Answered from the same index as the name, releases_day_name.
 		// (Not also as posted >= the day's start: that bound makes a
@@ -367,8 +450,7 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 		where = append(where, "leasehold_posted_day(posted) >= "+arg(from))
 	}
 	cond := strings.Join(where, " AND ")
-	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond +
-		` ORDER BY posted DESC, key LIMIT ` + strconv.Itoa(s.Limit+1) + ` OFFSET ` + strconv.Itoa(s.Offset)
+	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond + page
 	return q, args
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestSearchNewestDays: a search by words, read newest days first,
@@ -102,4 +104,28 @@ func keysOf(rs []release) []string {
 		out = append(out, r.Key+" "+r.Posted.UTC().Format(time.RFC3339))
 	}
 	return out
+}
+
+// TestWarmConnection: a new connection of the API's plans its searches
+// and prepares its key's statement before its first call, without
+// error on an index of this schema.
+func TestWarmConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, db := testIndex(t)
+	if _, err := AddKey(ctx, db, "test", testNow); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if err := warmConnection(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var prepared bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE statement = $1)`, keySQL).Scan(&prepared); err != nil || !prepared {
+		t.Errorf("the key's statement prepared: %v (%v)", prepared, err)
+	}
 }
