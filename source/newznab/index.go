@@ -249,7 +249,11 @@ const (
 // before the newest release's), then of as many days back as should
 // hold the page sliceMargin times over at the rate found so far, and
 // when that would be most of the index, or the words seem rare (all
-// their matches are few rows to read), of every release.
+// their matches are few rows to read), of every release. The first
+// statement asks the first slice, and behind its answer (PostgreSQL's
+// one-time filters) the slice twice as long when it is short but the
+// words not rare, and every release when they are: one round trip for
+// most searches, whatever their words.
 //
 // Every query asks for the same page (offset, limit and one more) of
 // the releases posted since its day: when it is full, no older release
@@ -277,21 +281,36 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 	}
 	whole := top.Sub(oldest)
 	need := s.Offset + s.Limit + 1
+	// covered is how long before top slice from begins; few is how many
+	// matches fewer than make its words rare: at that rate, fewer than
+	// three pages' worth in all, every match cheap to read, so the
+	// search over every release answers.
+	covered := func(from int) time.Duration { return top.Sub(time.Unix(int64(from)*86400, 0)) }
+	few := func(from int) float64 { return 3 * float64(need) * covered(from).Seconds() / whole.Seconds() }
 	from := day(top.Add(-24 * time.Hour))
-	for slice := range maxSlices {
+	for slice := 0; slice < maxSlices; slice++ {
 		if from <= day(oldest) {
 			break
 		}
-		// Fewer matches than few since from (at that rate, fewer than
-		// three pages' worth in all) are rare words: every match is
-		// cheap to read, so the search over every release answers.
-		covered := top.Sub(time.Unix(int64(from)*86400, 0))
-		few := 3 * float64(need) * covered.Seconds() / whole.Seconds()
-		var out, every []release
+		var out []release
 		var err error
 		if slice == 0 {
-			out, every, err = findSinceOrEvery(ctx, db, s, now, from, few)
+			twice := day(top.Add(-2 * covered(from)))
+			if twice <= day(oldest) || 2*covered(from) >= whole/2 {
+				twice = allDays // newest would ask every release next
+			}
+			var wider, every []release
+			out, wider, every, err = findSinceOrEvery(ctx, db, s, now, from, twice, few(from))
 			s.Key = nil // checked
+			if err != nil || len(out) > s.Limit {
+				return out, from, err
+			}
+			if float64(matchedSince(s, out)) < few(from) {
+				return every, allDays, nil
+			}
+			if twice != allDays {
+				slice, from, out = 1, twice, wider
+			}
 		} else {
 			out, err = findSince(ctx, db, s, now, from)
 		}
@@ -299,13 +318,10 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 			return out, from, err
 		}
 		found := matchedSince(s, out)
-		if float64(found) < few {
-			if slice == 0 {
-				return every, allDays, nil
-			}
+		if float64(found) < few(from) {
 			break
 		}
-		want := max(covered.Seconds()*sliceMargin*float64(need)/float64(max(found, 1)), 2*covered.Seconds())
+		want := max(covered(from).Seconds()*sliceMargin*float64(need)/float64(max(found, 1)), 2*covered(from).Seconds())
 		if want >= whole.Seconds()/2 {
 			break
 		}
@@ -326,10 +342,13 @@ func matchedSince(s search, out []release) int {
 }
 
 // findSinceOrEvery is findSince, and in the same statement (one round
-// trip, which on a busy machine is much of a rare word's time) the
-// search over every release when the page since from is short and
-// matchedSince it is under few, as newest would ask next.
-func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from int, few float64) (since, every []release, err error) {
+// trip, which on a busy machine is much of a search's time) what newest
+// would ask next when the page since from is short: the search over
+// every release when matchedSince it is under few, else (unless twice
+// is allDays) the search since day twice. Each is asked only when
+// wanted (behind a condition on the first's answer, which PostgreSQL
+// checks before running it); nil when not.
+func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from, twice int, few float64) (since, wider, every []release, err error) {
 	recent, args := searchSQL(s, now, from)
 	all, _ := searchSQL(s, now, allDays)
 	const columns = `key, name, poster, grp, files, bytes, posted, category`
@@ -337,26 +356,39 @@ func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.
 	// offset, just before from); few is one more.
 	limit, offset := "$"+strconv.Itoa(len(args)-2), "$"+strconv.Itoa(len(args)-1)
 	args = append(args, few)
-	q := `WITH recent AS MATERIALIZED (` + recent + `)
-		SELECT ` + columns + `, false FROM recent
+	q := `WITH recent AS MATERIALIZED (` + recent + `),
+		short AS MATERIALIZED (SELECT count(*) < ` + limit + ` AS short,
+			(CASE WHEN count(*) > 0 THEN ` + offset + ` + count(*) ELSE ` + offset + ` / 2 END)::float8 < $` + strconv.Itoa(len(args)) + `::float8 AS rare
+			FROM recent)
+		SELECT ` + columns + `, 0 FROM recent
 		UNION ALL
-		SELECT ` + columns + `, true FROM (` + all + `) every
-		WHERE (SELECT count(*) < ` + limit + ` AND
-			(CASE WHEN count(*) > 0 THEN ` + offset + ` + count(*) ELSE ` + offset + ` / 2 END)::float8 < $` + strconv.Itoa(len(args)) + `::float8 FROM recent)`
+		SELECT ` + columns + `, 2 FROM (` + all + `) every
+		WHERE (SELECT short AND rare FROM short)`
+	if twice != allDays {
+		// The slice since twice: the same query with its own day bound.
+		args = append(args, twice)
+		q += `
+		UNION ALL
+		SELECT ` + columns + `, 1 FROM (` + strings.Replace(recent, sinceDay(len(args)-2), sinceDay(len(args)), 1) + `) wider
+		WHERE (SELECT short AND NOT rare FROM short)`
+	}
 	err = keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
 		var x release
-		var isEvery bool
-		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &isEvery); err != nil {
+		var part int
+		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &part); err != nil {
 			return err
 		}
-		if isEvery {
-			every = append(every, x)
-		} else {
+		switch part {
+		case 0:
 			since = append(since, x)
+		case 1:
+			wider = append(wider, x)
+		default:
+			every = append(every, x)
 		}
 		return nil
 	})
-	return since, every, err
+	return since, wider, every, err
 }
 
 // dateSpan is what newest needs to know of the index: its first and
@@ -398,6 +430,9 @@ func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, erro
 	d.span, d.at = x, time.Now()
 	return x, nil
 }
+
+// sinceDay is the condition of a release posted on day $n or later.
+func sinceDay(n int) string { return "leasehold_posted_day(posted) >= $" + strconv.Itoa(n) }
 
 // searchSQL is a search's query and its arguments, over the releases
 // posted on day from or later (allDays for every release). The query
@@ -447,7 +482,8 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 		// walk of the date index look cheap to the planner for words
 		// too rare to stop it early.) Last, so that the arguments of
 		// the search over every release are the first of these.
-		where = append(where, "leasehold_posted_day(posted) >= "+arg(from))
+		args = append(args, from)
+		where = append(where, sinceDay(len(args)))
 	}
 	cond := strings.Join(where, " AND ")
 	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond + page

@@ -7,18 +7,21 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestSearchNewestDays: a search by words, read newest days first,
 // answers what one query over every release answers (the same releases
 // in the same order, the same total) for a common word, a middling one,
 // a rare one, one in no release and one in every release, at offsets and
-// limits, with categories, a group, maxage and an episode; and the
-// common word is answered from its newest days.
+// limits, with categories, a group, maxage and an episode; the common
+// word is answered from its newest days, and some searches from the
+// second slice their first statement asks.
 func TestSearchNewestDays(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Now()
@@ -74,13 +77,42 @@ func TestSearchNewestDays(t *testing.T) {
 		search{Words: []string{"common"}, Pattern: episode, Limit: 10},
 		search{Pattern: episode, Offset: 3, Limit: 10},
 	)
+	// The first statement's second slice, twice as long as its first
+	// (the newest release is in the future, so the slices end at now).
+	first := day(testNow.Add(-24 * time.Hour))
+	twice := day(testNow.Add(-2 * testNow.Sub(time.Unix(int64(first)*86400, 0))))
+	fromTwice := 0
+	// newest's statements, counted.
+	counter := &statementCounter{}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = counter
+	counted, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer counted.Close()
+	dates := &dateSpan{}
+	if _, err := dates.read(ctx, counted); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range searches {
 		name := fmt.Sprintf("%+v", s)
 		want, err := findSince(ctx, pool, s, testNow, allDays)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, from, err := newest(ctx, pool, &dateSpan{}, s, testNow)
+		before := counter.n.Load()
+		got, from, err := newest(ctx, counted, dates, s, testNow)
+		statements := counter.n.Load() - before
+		if from == twice {
+			fromTwice++
+			if statements != 1 {
+				t.Errorf("%s: answered from the first statement's second slice in %d statements, want 1", name, statements)
+			}
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -98,8 +130,21 @@ func TestSearchNewestDays(t *testing.T) {
 			t.Errorf("%s: find answered %d releases of total %d, want %d of %d", name, len(page), total, want, s.Offset+len(got))
 		}
 	}
-	t.Logf("searched %s", time.Since(t0))
+	if fromTwice == 0 {
+		t.Errorf("no search answered from day %d, the first statement's second slice", twice)
+	}
+	t.Logf("searched %s; %d answered from the first statement's second slice", time.Since(t0), fromTwice)
 }
+
+// statementCounter counts the statements a pool's connections run.
+type statementCounter struct{ n atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func keysOf(rs []release) []string {
 	var out []string
