@@ -393,13 +393,19 @@ func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.
 
 // dateSpan is what newest needs to know of the index: its first and
 // last posting dates and whether it has releases_day_name, read again
-// at most every dateSpanAge. A span read before the newest releases came
-// in is still right for newest: every slice holds every release posted
-// since its day, so a release posted later is in each.
+// when a reading is dateSpanAge old. A span read before the newest
+// releases came in is still right for newest: every slice holds every
+// release posted since its day, so a release posted later is in each;
+// one read before older releases came in (a backfill) makes newest ask
+// every release sooner, which is right too. So a call never waits for
+// a new reading but the first: the reading it finds old is used once
+// more while one is made in the background (a round trip every
+// dateSpanAge is otherwise the slowest call of a hundred).
 type dateSpan struct {
-	mu   sync.Mutex
-	at   time.Time
-	span indexDates
+	mu      sync.Mutex
+	at      time.Time
+	span    indexDates
+	reading bool // a background reading is under way
 }
 
 // indexDates is a reading of dateSpan.
@@ -414,9 +420,34 @@ const dateSpanAge = 10 * time.Second
 func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.at.IsZero() && time.Since(d.at) < dateSpanAge {
-		return d.span, nil
+	if d.at.IsZero() {
+		// The first reading: calls meanwhile wait for it (the lock).
+		x, err := readDates(ctx, db)
+		if err != nil {
+			return indexDates{}, err
+		}
+		d.span, d.at = x, time.Now()
+		return x, nil
 	}
+	if time.Since(d.at) >= dateSpanAge && !d.reading {
+		d.reading = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultStatementTimeout)
+			defer cancel()
+			x, err := readDates(ctx, db)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.reading = false
+			if err == nil { // else the old reading serves until the next try
+				d.span, d.at = x, time.Now()
+			}
+		}()
+	}
+	return d.span, nil
+}
+
+// readDates reads the index's dates.
+func readDates(ctx context.Context, db *pgxpool.Pool) (indexDates, error) {
 	var first, last *time.Time
 	var x indexDates
 	err := db.QueryRow(ctx, `SELECT (SELECT min(posted) FROM releases), (SELECT max(posted) FROM releases),
@@ -427,7 +458,6 @@ func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, erro
 	if first != nil && last != nil {
 		x.first, x.last, x.any = *first, *last, true
 	}
-	d.span, d.at = x, time.Now()
 	return x, nil
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestSearchNewestDays: a search by words, read newest days first,
@@ -207,4 +209,43 @@ func TestFeedXML(t *testing.T) {
 			t.Errorf("%d items: feedXML wrote\n%q\nxml.Marshal\n%q", len(feed.Channel.Items), got, want)
 		}
 	}
+}
+
+// TestDateSpanAge: a reading of the index's dates that is old is used
+// once more, without a wait, while a new one is made in the background,
+// which the calls after it see.
+func TestDateSpanAge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, db := testIndex(t)
+	if _, err := AddKey(ctx, db, "test", testNow); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := OpenIndex(ctx, dbURL, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	r, fs := sampleRelease("d1", "Dated.Show.S01E01.720p", "alt.binaries.tv", 1, testNow.Add(-time.Hour))
+	writeRelease(t, db, r, fs)
+	d := &dateSpan{}
+	x, err := d.read(ctx, pool)
+	if err != nil || !x.any || !x.last.Equal(testNow.Add(-time.Hour)) {
+		t.Fatalf("the first reading: %+v %v", x, err)
+	}
+	r, fs = sampleRelease("d2", "Dated.Show.S01E02.720p", "alt.binaries.tv", 1, testNow)
+	writeRelease(t, db, r, fs)
+	if x, _ := d.read(ctx, pool); !x.last.Equal(testNow.Add(-time.Hour)) {
+		t.Errorf("a reading younger than %s read again: last %s", dateSpanAge, x.last)
+	}
+	d.mu.Lock()
+	d.at = d.at.Add(-dateSpanAge)
+	d.mu.Unlock()
+	if x, _ := d.read(ctx, pool); !x.last.Equal(testNow.Add(-time.Hour)) {
+		t.Errorf("an old reading waited for a new one: last %s", x.last)
+	}
+	poll.Eventually(t, 10*time.Second, "the new reading", func() bool {
+		x, _ := d.read(ctx, pool)
+		return x.last.Equal(testNow)
+	})
 }
