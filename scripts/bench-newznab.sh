@@ -18,10 +18,11 @@
 # after in turns over the same index. LEASEHOLD_BENCH_INDEX=URL uses a
 # database of a server already running instead (filled on first use,
 # reused while it holds RELEASES releases). LEASEHOLD_BENCH_AGAINST says
-# what the second column is: one-query (the default), key-apart (each
-# search's key checked in a round trip of its own and its feed written
-# by encoding/xml, as before) or same (newest days first again: the
-# machine's noise alone). Run as root, the server's
+# what the second column is: one-query (the default), before (as before
+# a call's round trips and work were cut: each search's key checked in
+# a round trip of its own, the first statement asking one slice, the
+# index's dates read in the call, the feed written by encoding/xml) or
+# same (newest days first again: the machine's noise alone). Run as root, the server's
 # processes run at nice -15 and real-time I/O class, as the script
 # itself should be started (nice -n -15 ionice -c1 -n0), so that other
 # work on the machine disturbs the figures less.

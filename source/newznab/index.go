@@ -125,6 +125,9 @@ type search struct {
 	// the round trip of the search's first statement (keyed), which
 	// answers errBadKey when it is no good key; nil checks none.
 	Key []byte
+	// oneSlice: newest's first statement asks its first slice and not
+	// the one twice as long (the benchmark's comparison).
+	oneSlice bool
 }
 
 // listed is the condition of a release a downloader may take: complete,
@@ -296,7 +299,7 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 		var err error
 		if slice == 0 {
 			twice := day(top.Add(-2 * covered(from)))
-			if twice <= day(oldest) || 2*covered(from) >= whole/2 {
+			if twice <= day(oldest) || 2*covered(from) >= whole/2 || s.oneSlice {
 				twice = allDays // newest would ask every release next
 			}
 			var wider, every []release
@@ -406,6 +409,7 @@ type dateSpan struct {
 	at      time.Time
 	span    indexDates
 	reading bool // a background reading is under way
+	inCall  bool // an old reading is read again in the call (the benchmark's comparison)
 }
 
 // indexDates is a reading of dateSpan.
@@ -420,7 +424,7 @@ const dateSpanAge = 10 * time.Second
 func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.at.IsZero() {
+	if d.at.IsZero() || d.inCall && time.Since(d.at) >= dateSpanAge {
 		// The first reading: calls meanwhile wait for it (the lock).
 		x, err := readDates(ctx, db)
 		if err != nil {
