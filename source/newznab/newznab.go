@@ -227,7 +227,7 @@ func (s *Server) call(ctx context.Context, c echo.Context) error {
 		if err := s.authenticate(ctx, c); err != nil {
 			return err
 		}
-		q.Key, q.oneSlice = nil, true
+		q.Key, q.asBefore = nil, true
 	}
 	found, total, err := find(ctx, s.db, &s.dates, q, s.now())
 	if errors.Is(err, errBadKey) {

@@ -102,7 +102,11 @@ func TestSearchNewestDays(t *testing.T) {
 	}
 	for _, s := range searches {
 		name := fmt.Sprintf("%+v", s)
-		want, err := findSince(ctx, pool, s, testNow, allDays)
+		// One query over every release, asked as before (an episode's
+		// pattern of the index).
+		asBefore := s
+		asBefore.asBefore = true
+		want, err := findSince(ctx, pool, asBefore, testNow, allDays)
 		if err != nil {
 			t.Fatal(err)
 		}
