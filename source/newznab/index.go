@@ -128,8 +128,11 @@ type search struct {
 	// asBefore asks as searches were asked before (the benchmark's
 	// comparison): newest's first statement asks its first slice and
 	// not the one twice as long, and an episode's pattern is asked of
-	// the index.
+	// the index, and no slice is asked matches first.
 	asBefore bool
+	// matchesFirst asks a slice's matches before their order (newest's
+	// slices after its first): see searchSQL.
+	matchesFirst bool
 }
 
 // listed is the condition of a release a downloader may take: complete,
@@ -306,7 +309,8 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 			}
 			var wider, every []release
 			out, wider, every, err = findSinceOrEvery(ctx, db, s, now, from, twice, few(from))
-			s.Key = nil // checked
+			s.Key = nil                  // checked
+			s.matchesFirst = !s.asBefore // the slices after the first
 			if err != nil || len(out) > s.Limit {
 				return out, from, err
 			}
@@ -370,11 +374,15 @@ func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.
 		SELECT ` + columns + `, 2 FROM (` + all + `) every
 		WHERE (SELECT short AND rare FROM short)`
 	if twice != allDays {
-		// The slice since twice: the same query with its own day bound.
+		// The slice since twice: the same query, its matches first
+		// (a slice after the first), with its own day bound.
+		second := s
+		second.matchesFirst = !s.asBefore
+		wider, _ := searchSQL(second, now, from)
 		args = append(args, twice)
 		q += `
 		UNION ALL
-		SELECT ` + columns + `, 1 FROM (` + strings.Replace(recent, sinceDay(len(args)-2), sinceDay(len(args)), 1) + `) wider
+		SELECT ` + columns + `, 1 FROM (` + strings.Replace(wider, sinceDay(len(args)-2), sinceDay(len(args)), 1) + `) wider
 		WHERE (SELECT short AND NOT rare FROM short)`
 	}
 	err = keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
@@ -529,8 +537,19 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 		where = append(where, sinceDay(len(args)))
 	}
 	cond := strings.Join(where, " AND ")
-	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond + page
-	return q, args
+	const columns = `key, name, poster, grp, files, bytes, posted, category`
+	if s.matchesFirst && from != allDays {
+		// A slice after newest's first is asked only when the first held
+		// fewer matches than the page: its words are too sparse for a
+		// walk of the dates, whatever PostgreSQL guesses of them (it
+		// takes a title word for three times as common as it is, and
+		// then walks a week of dates, 40,000 rows, for 600 matches). The
+		// matches are found first (OFFSET 0 keeps the page's LIMIT out
+		// of their plan: PostgreSQL plans finding all of them, from the
+		// days' and trigrams' index), then ordered.
+		return `SELECT * FROM (SELECT ` + columns + ` FROM releases WHERE ` + cond + ` OFFSET 0) matches` + page, args
+	}
+	return `SELECT ` + columns + ` FROM releases WHERE ` + cond + page, args
 }
 
 func scanRelease(r pgx.CollectableRow) (release, error) {
