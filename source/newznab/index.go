@@ -125,14 +125,18 @@ type search struct {
 	// the round trip of the search's first statement (keyed), which
 	// answers errBadKey when it is no good key; nil checks none.
 	Key []byte
-	// asBefore asks as searches were asked before (the benchmark's
+	// asBefore asks much as searches were asked before (the benchmark's
 	// comparison): newest's first statement asks its first slice and
-	// not the one twice as long, and an episode's pattern is asked of
-	// the index, and no slice is asked matches first.
+	// not the next, an episode's pattern is asked of the index, and no
+	// slice is asked matches first.
 	asBefore bool
 	// matchesFirst asks a slice's matches before their order (newest's
 	// slices after its first): see searchSQL.
 	matchesFirst bool
+	// upToPage asks the page and every match before it (LIMIT offset +
+	// limit + 1, no OFFSET), so that their count is the matches' up to
+	// the page's end.
+	upToPage bool
 }
 
 // listed is the condition of a release a downloader may take: complete,
@@ -258,10 +262,11 @@ const (
 // hold the page sliceMargin times over at the rate found so far, and
 // when that would be most of the index, or the words seem rare (all
 // their matches are few rows to read), of every release. The first
-// statement asks the first slice, and behind its answer (PostgreSQL's
-// one-time filters) the slice twice as long when it is short but the
-// words not rare, and every release when they are: one round trip for
-// most searches, whatever their words.
+// statement asks the first slice (its every match up to the page's
+// end, so their count is exact), and behind its answer (PostgreSQL's
+// one-time filters) the next slice when it is short but the words not
+// rare, and every release when they are: one round trip for most
+// searches, whatever their words and however deep their page.
 //
 // Every query asks for the same page (offset, limit and one more) of
 // the releases posted since its day: when it is full, no older release
@@ -301,32 +306,32 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 			break
 		}
 		var out []release
+		var found int
 		var err error
 		if slice == 0 {
-			twice := day(top.Add(-2 * covered(from)))
-			if twice <= day(oldest) || 2*covered(from) >= whole/2 || s.asBefore {
-				twice = allDays // newest would ask every release next
-			}
-			var wider, every []release
-			out, wider, every, err = findSinceOrEvery(ctx, db, s, now, from, twice, few(from))
+			first := firstSlice{from: from, few: few(from), top: top, covered: covered(from), whole: whole, oldest: day(oldest), wider: !s.asBefore}
+			var next firstAnswer
+			next, err = findFirst(ctx, db, s, now, first)
 			s.Key = nil                  // checked
 			s.matchesFirst = !s.asBefore // the slices after the first
-			if err != nil || len(out) > s.Limit {
-				return out, from, err
+			if err != nil || len(next.page) > s.Limit {
+				return next.page, from, err
 			}
-			if float64(matchedSince(s, out)) < few(from) {
-				return every, allDays, nil
+			if float64(next.found) < few(from) {
+				return next.every, allDays, nil
 			}
-			if twice != allDays {
-				slice, from, out = 1, twice, wider
+			out, found = next.page, next.found
+			if next.widerFrom != allDays {
+				slice, from, out = 1, next.widerFrom, next.wider
+				found = matchedSince(s, out)
 			}
 		} else {
 			out, err = findSince(ctx, db, s, now, from)
+			found = matchedSince(s, out)
 		}
 		if err != nil || len(out) > s.Limit {
 			return out, from, err
 		}
-		found := matchedSince(s, out)
 		if float64(found) < few(from) {
 			break
 		}
@@ -350,58 +355,101 @@ func matchedSince(s search, out []release) int {
 	return s.Offset / 2
 }
 
-// findSinceOrEvery is findSince, and in the same statement (one round
-// trip, which on a busy machine is much of a search's time) what newest
-// would ask next when the page since from is short: the search over
-// every release when matchedSince it is under few, else (unless twice
-// is allDays) the search since day twice. Each is asked only when
-// wanted (behind a condition on the first's answer, which PostgreSQL
-// checks before running it); nil when not.
-func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from, twice int, few float64) (since, wider, every []release, err error) {
-	recent, args := searchSQL(s, now, from)
+// firstSlice is what newest's first statement asks: the slice since
+// day from, and what decides the next (see newest).
+type firstSlice struct {
+	from           int
+	few            float64
+	top            time.Time
+	covered, whole time.Duration
+	oldest         int  // the day of the oldest release searched
+	wider          bool // ask the next slice too, when wanted
+}
+
+// firstAnswer is its answer.
+type firstAnswer struct {
+	page, wider, every []release
+	// found is how many releases since from matched, up to the page's
+	// end (exact: the statement asks every match up to it);
+	// widerFrom is the day the next slice was asked since, allDays
+	// when it was not.
+	found, widerFrom int
+}
+
+// findFirst asks newest's first slice, and in the same statement (one
+// round trip, which on a busy machine is much of a search's time) what
+// newest would ask next when its page is short: the search over every
+// release when the words are rare (fewer than few matches), else (with
+// f.wider) the slice since the day newest would take next from the
+// matches found, worked out in the statement as newest does. Each is
+// asked only when wanted: behind a condition on the first slice's count
+// that PostgreSQL checks before running it.
+func findFirst(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, f firstSlice) (firstAnswer, error) {
+	upTo := s
+	upTo.upToPage = true
+	recent, args := searchSQL(upTo, now, f.from)
+	fromArg := len(args) // the day bound's: the last
 	all, _ := searchSQL(s, now, allDays)
 	const columns = `key, name, poster, grp, files, bytes, posted, category`
 	// The page's bounds are arguments of searchSQL's (limit + 1 and
-	// offset, just before from); few is one more.
+	// offset, just before from); the next slice's are after.
 	limit, offset := "$"+strconv.Itoa(len(args)-2), "$"+strconv.Itoa(len(args)-1)
-	args = append(args, few)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	need := `(` + limit + `::bigint + ` + offset + `::bigint)`
+	few, covered, whole, top := arg(f.few), arg(f.covered.Seconds()), arg(f.whole.Seconds()), arg(float64(f.top.UnixNano())/1e9)
+	oldest := arg(f.oldest)
 	q := `WITH recent AS MATERIALIZED (` + recent + `),
-		short AS MATERIALIZED (SELECT count(*) < ` + limit + ` AS short,
-			(CASE WHEN count(*) > 0 THEN ` + offset + ` + count(*) ELSE ` + offset + ` / 2 END)::float8 < $` + strconv.Itoa(len(args)) + `::float8 AS rare
-			FROM recent)
-		SELECT ` + columns + `, 0 FROM recent
+		found AS MATERIALIZED (SELECT count(*) AS found FROM recent),
+		want AS MATERIALIZED (SELECT found, GREATEST(` + covered + `::float8 * ` + strconv.FormatFloat(sliceMargin, 'g', -1, 64) + ` * ` + need + ` / GREATEST(found, 1), 2 * ` + covered + `::float8) AS want FROM found),
+		next AS MATERIALIZED (SELECT found, found < ` + need + ` AND found::float8 < ` + few + `::float8 AS rare,
+			found < ` + need + ` AND found::float8 >= ` + few + `::float8 AND want < ` + whole + `::float8 / 2
+				AND floor((` + top + `::float8 - want) / 86400)::integer > ` + oldest + `::integer AS wider,
+			floor((` + top + `::float8 - want) / 86400)::integer AS wider_from FROM want)
+		SELECT ` + columns + `, 0, 0::bigint, 0 FROM (SELECT * FROM recent ORDER BY posted DESC, key OFFSET ` + offset + `) page
 		UNION ALL
-		SELECT ` + columns + `, 2 FROM (` + all + `) every
-		WHERE (SELECT short AND rare FROM short)`
-	if twice != allDays {
-		// The slice since twice: the same query, its matches first
-		// (a slice after the first), with its own day bound.
+		SELECT ` + columns + `, 2, 0, 0 FROM (` + all + `) every WHERE (SELECT rare FROM next)
+		UNION ALL
+		SELECT '', '', '', '', 0, 0, 'epoch', 0, 3, found, CASE WHEN wider THEN wider_from END FROM next`
+	if f.wider {
+		// The next slice: the query of a slice after the first (matches
+		// first), since the day worked out above.
 		second := s
-		second.matchesFirst = !s.asBefore
-		wider, _ := searchSQL(second, now, from)
-		args = append(args, twice)
+		second.matchesFirst = true
+		wider, _ := searchSQL(second, now, f.from)
 		q += `
 		UNION ALL
-		SELECT ` + columns + `, 1 FROM (` + strings.Replace(wider, sinceDay(len(args)-2), sinceDay(len(args)), 1) + `) wider
-		WHERE (SELECT short AND NOT rare FROM short)`
+		SELECT ` + columns + `, 1, 0, 0 FROM (` + strings.Replace(wider, sinceDay(fromArg), `leasehold_posted_day(posted) >= (SELECT wider_from FROM next)`, 1) + `) wider
+		WHERE (SELECT wider FROM next)`
 	}
-	err = keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
+	var a firstAnswer
+	a.widerFrom = allDays
+	err := keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
 		var x release
 		var part int
-		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &part); err != nil {
+		var found int64
+		var widerFrom *int32
+		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &part, &found, &widerFrom); err != nil {
 			return err
 		}
 		switch part {
 		case 0:
-			since = append(since, x)
+			a.page = append(a.page, x)
 		case 1:
-			wider = append(wider, x)
+			a.wider = append(a.wider, x)
+		case 2:
+			a.every = append(a.every, x)
 		default:
-			every = append(every, x)
+			a.found = int(found)
+			if widerFrom != nil && f.wider {
+				a.widerFrom = int(*widerFrom)
+			}
 		}
 		return nil
 	})
-	return since, wider, every, err
+	return a, err
 }
 
 // dateSpan is what newest needs to know of the index: its first and
@@ -526,7 +574,11 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 	// The page's bounds are arguments too, so that the statement's
 	// text is the same for every page and every search of its shape
 	// (one prepared statement on each connection, not one a page).
-	page := ` ORDER BY posted DESC, key LIMIT ` + arg(int64(s.Limit+1)) + ` OFFSET ` + arg(int64(s.Offset))
+	limit, offset := arg(int64(s.Limit+1)), arg(int64(s.Offset))
+	page := ` ORDER BY posted DESC, key LIMIT ` + limit + ` OFFSET ` + offset
+	if s.upToPage {
+		page = ` ORDER BY posted DESC, key LIMIT ` + limit + `::bigint + ` + offset + `::bigint`
+	}
 	if from != allDays {
 		// Answered from the same index as the name, releases_day_name.
 		// (Not also as posted >= the day's start: that bound makes a
