@@ -197,7 +197,7 @@ func BenchmarkSearch(b *testing.B) {
 	} {
 		for _, from := range []int{allDays, day(newestDay) - 1} {
 			sql, args := searchSQL(q, now, from)
-			rows, err := db.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+sql, args...)
+			rows, err := db.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+sql, args...)
 			if err != nil {
 				b.Fatal(err)
 			}
