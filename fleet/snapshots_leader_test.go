@@ -61,7 +61,7 @@ func TestReplicatorImportFromLeader(t *testing.T) {
 	bucket := rep.obs
 	rep.obs = behind
 	got, err := rep.Import(ctx, "g")
-	if leasehold.ErrorKind(err) != leasehold.KindUnavailable || got != nil {
+	if leasehold.KindOf(err) != leasehold.KindUnavailable || got != nil {
 		t.Fatalf("import through a replica behind: %+v, %v; want unavailable and nothing (node-a's newest has next 21)", got, err)
 	}
 	rep.obs = bucket
