@@ -43,7 +43,7 @@ func assembleNode(appCfg appliance.Config, gate *Gate) (*node.Parts, *Fleet, err
 	if gate != nil {
 		cfg.Fleet = &node.Fleet{Gate: gate, New: func(app *appliance.Appliance, db *store.DB) (node.Peers, error) {
 			var err error
-			if f, err = New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts}); err != nil {
+			if f, err = New(gate, Local{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts}); err != nil {
 				return nil, err
 			}
 			return f, nil
@@ -204,8 +204,8 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 		}},
 		{"POST /groups/{name}/tail", func() error { _, err := app.Coordinator.PlanTail(context.Background(), "alt.joining", 10); return err }},
 	} {
-		if err := write.err(); leasehold.ErrorKind(err) != leasehold.KindUnavailable {
-			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.ErrorKind(err))
+		if err := write.err(); leasehold.KindOf(err) != leasehold.KindUnavailable {
+			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.KindOf(err))
 		}
 	}
 	n := &fleetNode{name: name, dir: dir, app: app, db: p.DB, fleet: f, stop: p.Stop}

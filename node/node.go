@@ -121,16 +121,16 @@ func Assemble(cfg Config) (*Parts, error) {
 		if p.Fleet != nil {
 			opts.Peers, opts.Members = p.Fleet.Peers, p.Fleet
 		}
-		p.Web = web.New(Doors(p.App), opts).On(ln, cfg.ShutdownTimeout)
+		p.Web = web.New(DoorsOf(p.App), opts).On(ln, cfg.ShutdownTimeout)
 		parts = append(parts, service.Part{Name: "web", Service: p.Web})
 	}
 	p.list = service.NewList(parts...)
 	return p, nil
 }
 
-// Doors are the doors of app that the web server calls through.
-func Doors(app *appliance.Appliance) web.Node {
-	return web.Node{Holders: app.Coordinator, Admin: app.Coordinator, Snapshots: app.Snapshots, Reads: app, Watchman: app.Watchman, Config: app.Config}
+// DoorsOf are the doors of app that the web server calls through.
+func DoorsOf(app *appliance.Appliance) web.Doors {
+	return web.Doors{Holders: app.Coordinator, Admin: app.Coordinator, Snapshots: app.Snapshots, Reads: app, Watchman: app.Watchman, Config: app.Config}
 }
 
 // Start starts the fleet, then the web server, under ctx. When a part

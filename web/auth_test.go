@@ -36,7 +36,7 @@ func newAuthWorld(t *testing.T) *authWorld {
 	lb := &syncbuf.Buffer{}
 	n := slowNode(t, web.Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	// The routes the node serves, read from a server made alike.
-	srv := web.New(node.Doors(n.App), web.Options{AdminToken: n.AdminToken, Logger: slog.New(slog.DiscardHandler)})
+	srv := web.New(node.DoorsOf(n.App), web.Options{AdminToken: n.AdminToken, Logger: slog.New(slog.DiscardHandler)})
 	fn := &fuzzNode{node: n, api: n.URL + "/api/v1", admin: n.AdminToken, client: &http.Client{Timeout: fuzzAnswerTimeout}}
 	fn.view = openCatalogView(t, n.DataDir)
 	w := &authWorld{fuzzNode: fn, echo: srv.Handler().(*echo.Echo), log: lb, tokens: map[string]string{"admin": n.AdminToken}}

@@ -10,10 +10,10 @@ import (
 	"github.com/leasehold/leasehold/appliance"
 )
 
-// Node is the node web serves, as the doors it calls through, each given
-// at New. web holds no appliance: these are all it can reach (node.Doors
+// Doors are the node web serves, as the doors it calls through, each given
+// at New. web holds no appliance: these are all it can reach (node.DoorsOf
 // makes them from one, where a node is assembled).
-type Node struct {
+type Doors struct {
 	Holders   Holders   // the workers' calls: *appliance.Coordinator
 	Admin     Admin     // the operator's reads and writes: *appliance.Coordinator
 	Snapshots Snapshots // window snapshots: *appliance.Snapshots

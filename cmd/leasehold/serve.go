@@ -530,7 +530,7 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 // fleetPart is the node's part in the fleet of gate.
 func fleetPart(gate *fleet.Gate) *node.Fleet {
 	return &node.Fleet{Gate: gate, New: func(app *appliance.Appliance, db *store.DB) (node.Peers, error) {
-		f, err := fleet.New(gate, fleet.Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+		f, err := fleet.New(gate, fleet.Local{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
 		if err != nil {
 			return nil, err // not a nil *Fleet in the interface
 		}
