@@ -43,6 +43,7 @@ func canned(t *testing.T, status int, body string) *httptest.Server {
 }
 
 func TestErrorDecoding(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		status int
@@ -117,6 +118,7 @@ func hangUp(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestRetry(t *testing.T) {
+	t.Parallel()
 	ttl := status(200, `{"ttl_s":30}`)
 	t.Run("Unavailable", func(t *testing.T) {
 		srv, calls := counting(t, 2, status(503, `{"error":{"code":"unavailable","message":"busy"}}`), ttl)
@@ -221,6 +223,7 @@ func TestRetry(t *testing.T) {
 }
 
 func TestNothingToDo(t *testing.T) {
+	t.Parallel()
 	srv := canned(t, http.StatusNoContent, "")
 	c := newClient(srv.URL)
 	ctx := context.Background()
@@ -236,6 +239,7 @@ func TestNothingToDo(t *testing.T) {
 }
 
 func TestGrantDecoding(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != "POST" || r.URL.Path != "/api/v1/leases" || r.Header.Get("Authorization") != "Bearer tok" {
 			t.Errorf("got %s %s auth %q", r.Method, r.URL.Path, r.Header.Get("Authorization"))
@@ -290,6 +294,7 @@ func snapshotServer(t *testing.T, blob []byte, cut int, cutBelow int64) (*httpte
 }
 
 func TestSnapshotDownload(t *testing.T) {
+	t.Parallel()
 	blob := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
 	t.Run("ResumesByRange", func(t *testing.T) {
 		srv, ranges := snapshotServer(t, blob, 10000, 30000)
@@ -368,6 +373,7 @@ func TestSnapshotDownload(t *testing.T) {
 }
 
 func TestSnapshotUpload(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		sum := sha256.Sum256(b)
@@ -397,6 +403,7 @@ func TestSnapshotUpload(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	b := client.Backoff{Min: 100 * time.Millisecond, Max: time.Second}
 	for n := range 10 {
 		d := b.Delay(n)
@@ -410,6 +417,7 @@ func TestBackoff(t *testing.T) {
 func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 func TestSnapshotUploadFileRetried(t *testing.T) {
+	t.Parallel()
 	// A file body survives a retry: the client neither closes it nor
 	// sends it short the second time.
 	var bodies []string

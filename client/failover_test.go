@@ -13,6 +13,7 @@ import (
 
 // TestParseURLs: a list of node URLs is read in order; a bad one is named.
 func TestParseURLs(t *testing.T) {
+	t.Parallel()
 	got, err := client.ParseURLs(" http://a:8080/, https://b:8443 ,http://c")
 	if err != nil || strings.Join(got, " ") != "http://a:8080 https://b:8443 http://c" {
 		t.Fatalf("ParseURLs = %q, %v", got, err)
@@ -39,6 +40,7 @@ func TestParseURLs(t *testing.T) {
 // there is taken over and finished. Every window ends equal to one
 // uninterrupted pass: nothing was worked twice at once.
 func TestWorkerFailover(t *testing.T) {
+	t.Parallel()
 	a := start(t, nodetest.Options{LeaseTTL: 2 * time.Second})
 	b := start(t, nodetest.Options{LeaseTTL: 2 * time.Second})
 	a.group("alt.at-a", 100, 1, 1, 4000)
@@ -91,6 +93,7 @@ func TestWorkerFailover(t *testing.T) {
 // works at the next, its log naming that node as the one that granted
 // the group; the token is refused only when every node refuses it.
 func TestWorkerPassesRefusingNode(t *testing.T) {
+	t.Parallel()
 	a := start(t, nodetest.Options{})
 	b := start(t, nodetest.Options{})
 	a.group("alt.at-a", 100, 1, 1, 300)
@@ -130,6 +133,7 @@ func lineHas(log string, words ...string) bool {
 // TestWorkerIdleSaidOnce: a worker with nothing to lease says so once,
 // not at every poll.
 func TestWorkerIdleSaidOnce(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	c, _ := e.workerClient("w", 1, nil)
 	tr := &transport{}

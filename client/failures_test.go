@@ -39,6 +39,7 @@ func (e *env) rangeAt(name string, start int64) leasehold.Range {
 // (the range done in the end, its last error kept), a permanent one, even
 // wrapped, fails the range at once; the loop goes on with the rest.
 func TestWorkerReportsIndexErrors(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{MaxAttempts: 5})
 	e.group("alt.flaky", 100, 1, 1, 300)
 	e.group("alt.broken", 100, 1, 1, 300)
@@ -82,6 +83,7 @@ func TestWorkerReportsIndexErrors(t *testing.T) {
 // (the worker does not take it again); once the operator drops the window
 // the group is worked to the end from an empty window.
 func TestWorkerWindowUnreadable(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	e.group("alt.rotten", 100, 1, 1, 300)
 	// A body that is not gzip is stored compressed: a whole gzip stream
@@ -175,6 +177,7 @@ func (b *breakingBody) Close() error { return b.c.Close() }
 // quarantined) and taken again, and once downloads work its window loads
 // and the group is worked to the end.
 func TestWorkerBrokenDownloadNotQuarantined(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	e.group("alt.far", 100, 1, 1, 300)
 	var saved bytes.Buffer
@@ -206,6 +209,7 @@ func TestWorkerBrokenDownloadNotQuarantined(t *testing.T) {
 // released as window_error and quarantined, and the worker holds no
 // more of it than the limit.
 func TestWorkerWindowTooLarge(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	e.group("alt.bomb", 100, 1, 1, 300)
 	var body bytes.Buffer

@@ -817,6 +817,7 @@ func linArtifacts(t *testing.T) string {
 // and checks each against the fenced lease model. LEASEHOLD_LIN_HISTORIES
 // sets how many (default 8, 2 with -short).
 func TestLeaseLinearizability(t *testing.T) {
+	t.Parallel()
 	histories := 8
 	if testing.Short() {
 		histories = 2
@@ -1089,6 +1090,7 @@ func linHistory(steps ...linStep) []porcupine.Operation {
 // of each violation the model is there to catch are rejected, and the
 // legal histories next to them are accepted, partitioned and whole.
 func TestLeaseModelRejects(t *testing.T) {
+	t.Parallel()
 	const hb, rel, next = linHeartbeat, linRelease, linNext
 	tests := []struct {
 		name   string

@@ -226,6 +226,7 @@ func run(t *testing.T, w *client.Worker) (stop func()) {
 
 // TestAPI drives every endpoint of API.md through the client.
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	ctx := bg
 	a := e.admin
@@ -415,6 +416,7 @@ func TestAPI(t *testing.T) {
 }
 
 func TestWorkerCapacity(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	var names []string
 	for i := range 8 {
@@ -521,6 +523,7 @@ func sha(b []byte) []byte {
 // TestRetryFailedRange: a range leased max_attempts times without
 // finishing is failed, reported, and planned again by an operator.
 func TestRetryFailedRange(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{MaxAttempts: 1})
 	e.group("alt.fail", 100, 1, 1, 100)
 	w, _ := e.workerClient("w", 1, nil)

@@ -42,6 +42,7 @@ type restartWorker struct {
 // once they lapse, from the recorded snapshot (rule 2), while the old
 // holders are fenced off. The clock is the test's, so nothing sleeps.
 func TestRestartMidLoad(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	const ttl = time.Minute
 	opts := nodetest.Options{DataDir: t.TempDir(), Clock: clock.Now, LeaseTTL: ttl}

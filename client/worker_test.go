@@ -18,6 +18,8 @@ import (
 // TestWorkerHeartbeat: a range that takes several TTLs keeps its lease,
 // and a second node gets nothing meanwhile.
 func TestWorkerHeartbeat(t *testing.T) {
+	// Serial: a real TTL of 1.5 s, heartbeaten every 500 ms, is kept only
+	// while the worker's heartbeats are not starved.
 	// Short but real: a heartbeat every 500ms keeps it.
 	const ttl = 1500 * time.Millisecond
 	e := start(t, nodetest.Options{LeaseTTL: ttl})
@@ -71,6 +73,7 @@ func TestWorkerHeartbeat(t *testing.T) {
 // worker's Index is cancelled with ErrLeaseLost as the cause, and the
 // worker neither finishes, uploads nor releases anything of it.
 func TestWorkerLostLease(t *testing.T) {
+	t.Parallel()
 	clock := nodetest.NewClock()
 	const ttl = 3 * time.Second
 	e := start(t, nodetest.Options{LeaseTTL: ttl, Clock: clock.Now})
@@ -142,6 +145,7 @@ func TestWorkerLostLease(t *testing.T) {
 // TestWorkerPanic: a panic in Index releases the group without finishing
 // the range, is logged with its stack, and the loop goes on.
 func TestWorkerPanic(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	e.group("alt.panic", 100, 1, 1, 300)
 	c, _ := e.workerClient("w", 1, nil)
@@ -182,6 +186,7 @@ func TestWorkerPanic(t *testing.T) {
 // TestWorkerStop: when Run's context ends, the running Index calls see it,
 // the windows are uploaded and every group is released.
 func TestWorkerStop(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	names := []string{"alt.stop.a", "alt.stop.b", "alt.stop.c"}
 	for _, n := range names {
@@ -242,6 +247,7 @@ func TestWorkerStop(t *testing.T) {
 // TestWorkerPause: a paused node gets nothing and the loop backs off
 // instead of spinning; on resume it works the backlog.
 func TestWorkerPause(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	e.group("alt.pause", 100, 1, 1, 300)
 	tr := &transport{}
@@ -284,6 +290,8 @@ func TestWorkerPause(t *testing.T) {
 // downloads a's snapshot, resumes at its next, redoes the ranges after
 // it, and the final window equals the uninterrupted one.
 func TestTakeover(t *testing.T) {
+	// Serial: a's finishes are bounded by its 100 ms stop timeout, which a
+	// test beside it on a loaded machine can make it miss.
 	clock := nodetest.NewClock()
 	const ttl = 3 * time.Second
 	e := start(t, nodetest.Options{LeaseTTL: ttl, Clock: clock.Now})
@@ -382,6 +390,7 @@ func TestTakeover(t *testing.T) {
 // TestWorkerIndexError: an error from Index gives the group back with its
 // window up to the progress, and the loop takes it again after a wait.
 func TestWorkerIndexError(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	e.group("alt.flaky", 100, 1, 1, 300)
 	c, _ := e.workerClient("w", 1, nil)
@@ -415,6 +424,7 @@ func TestWorkerIndexError(t *testing.T) {
 // TestWorkerTokenRefused: a node deleted under a running worker stops it
 // with ErrUnauthorized instead of polling for ever.
 func TestWorkerTokenRefused(t *testing.T) {
+	t.Parallel()
 	e := start(t, nodetest.Options{})
 	c, node := e.workerClient("w", 1, nil)
 	w := newWorker(t, c, 1)

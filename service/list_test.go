@@ -66,6 +66,7 @@ func newRecorded(names ...string) ([]*recorded, []Part, func() []string) {
 // TestListOrder: parts start in order and stop in reverse, each stopped
 // before the next is.
 func TestListOrder(t *testing.T) {
+	t.Parallel()
 	_, parts, log := newRecorded("catalog", "fleet", "web")
 	l := NewList(parts...)
 	if err := l.Start(context.Background()); err != nil {
@@ -85,6 +86,7 @@ func TestListOrder(t *testing.T) {
 // TestListStartRefused: a part that refuses to start stops those started
 // before it, in reverse, and its error is Start's, named.
 func TestListStartRefused(t *testing.T) {
+	t.Parallel()
 	rs, parts, log := newRecorded("catalog", "fleet", "web")
 	refused := errors.New("address in use")
 	rs[2].refuse = refused
@@ -102,6 +104,7 @@ func TestListStartRefused(t *testing.T) {
 // error, named, and leaves the others running until the owner's Stop,
 // which still stops them in reverse.
 func TestListPartDies(t *testing.T) {
+	t.Parallel()
 	rs, parts, log := newRecorded("catalog", "fleet", "web")
 	l := NewList(parts...)
 	if err := l.Start(context.Background()); err != nil {

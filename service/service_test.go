@@ -12,6 +12,7 @@ import (
 // more work), then the cancel, then the wait for every goroutine, even
 // one that takes its time to wind down.
 func TestStopWaits(t *testing.T) {
+	t.Parallel()
 	var b Base
 	var ended atomic.Int32
 	slow := func(ctx context.Context) error {
@@ -44,6 +45,7 @@ func TestStopWaits(t *testing.T) {
 // TestDerivesContext checks the service's context is its owner's: the
 // owner's values reach it and the owner's cancel ends the service.
 func TestDerivesContext(t *testing.T) {
+	t.Parallel()
 	type key struct{}
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "owner"))
 	var b Base
@@ -71,6 +73,7 @@ func TestDerivesContext(t *testing.T) {
 // TestErrorEnds checks a goroutine's error ends the service, stops its
 // other goroutines and is its Err.
 func TestErrorEnds(t *testing.T) {
+	t.Parallel()
 	var b Base
 	boom := errors.New("boom")
 	b.Begin(context.Background(),
@@ -93,6 +96,7 @@ func TestErrorEnds(t *testing.T) {
 // TestStopBeforeStart checks Stop without Start returns, a second Start
 // is refused, and a service stopped starts again.
 func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
 	var b Base
 	b.Stop()
 	var runs atomic.Int32

@@ -12,6 +12,7 @@ import (
 )
 
 func TestArticleDeterministic(t *testing.T) {
+	t.Parallel()
 	a, okA := synthetic.Article("alt.test", 42)
 	b, okB := synthetic.Article("alt.test", 42)
 	if a != b || okA != okB {
@@ -34,6 +35,7 @@ func TestArticleDeterministic(t *testing.T) {
 }
 
 func TestWindowIdempotent(t *testing.T) {
+	t.Parallel()
 	want := synthetic.Uninterrupted("alt.test", 1, 3000)
 	got := synthetic.NewWindow("alt.test")
 	for id := int64(1); id <= 2000; id++ {
@@ -52,6 +54,7 @@ func TestWindowIdempotent(t *testing.T) {
 }
 
 func TestWindowOrderFree(t *testing.T) {
+	t.Parallel()
 	want := synthetic.Uninterrupted("alt.test", 1, 5000)
 	ids := make([]int64, 5000)
 	for i := range ids {
@@ -71,6 +74,7 @@ func TestWindowOrderFree(t *testing.T) {
 }
 
 func TestWindowDiffers(t *testing.T) {
+	t.Parallel()
 	full := synthetic.Uninterrupted("alt.test", 1, 1000)
 	tests := []struct {
 		name string
@@ -98,6 +102,7 @@ func TestWindowDiffers(t *testing.T) {
 }
 
 func TestWindowSaveLoad(t *testing.T) {
+	t.Parallel()
 	w := synthetic.NewWindow("alt.test")
 	for _, r := range [][2]int64{{1, 100}, {201, 300}, {150, 160}} {
 		for id := r[0]; id <= r[1]; id++ {
@@ -129,6 +134,7 @@ func TestWindowSaveLoad(t *testing.T) {
 }
 
 func TestSourceIndex(t *testing.T) {
+	t.Parallel()
 	w := synthetic.NewWindow("alt.test")
 	var nexts []int64
 	var headers int64

@@ -55,6 +55,7 @@ func cleanFinal() *Final {
 }
 
 func TestCheckClean(t *testing.T) {
+	t.Parallel()
 	r := Check(cleanHistory(), nil, cleanFinal())
 	if v := r.Violations(); v != 0 {
 		var b bytes.Buffer
@@ -73,6 +74,7 @@ func TestCheckClean(t *testing.T) {
 // while lease 1 works g, node-c grants g to lease 2, then node-b comes back
 // and acknowledges lease 1's retried finish. The check must fail.
 func TestSelfTestDoubleHolding(t *testing.T) {
+	t.Parallel()
 	h := []Call{
 		call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
 		withRange(call("node-b", "wb1", "g", 1, 1, KindNext, 0.02, 0.03, 200), 1, 50),
@@ -101,6 +103,7 @@ func TestSelfTestDoubleHolding(t *testing.T) {
 // TestCheckInFlightNotCertain: calls of two leases that may have been
 // answered in either order are no certain double holding.
 func TestCheckInFlightNotCertain(t *testing.T) {
+	t.Parallel()
 	h := []Call{
 		call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
 		// In flight while lease 2 is granted: it may have been answered
@@ -118,6 +121,7 @@ func TestCheckInFlightNotCertain(t *testing.T) {
 // TestSelfTestLostFinish plants a finish acknowledged and then missing
 // from the owner's final catalog. The check must fail.
 func TestSelfTestLostFinish(t *testing.T) {
+	t.Parallel()
 	final := cleanFinal()
 	lost := GroupView{Owner: "node-c", Ranges: []RangeView{{Span{1, 50}, "done"}, {Span{51, 100}, "planned"}}}
 	final.Catalogs["node-c"]["g"] = lost
@@ -134,6 +138,7 @@ func TestSelfTestLostFinish(t *testing.T) {
 }
 
 func TestCheckUnconvergedOwner(t *testing.T) {
+	t.Parallel()
 	final := cleanFinal()
 	v := final.Catalogs["node-a"]["g"]
 	v.Owner = "node-a"
@@ -148,6 +153,7 @@ func TestCheckUnconvergedOwner(t *testing.T) {
 // node's events are still unpublished: the fleet agrees without a cut-off
 // node's plans and finishes, which is no convergence.
 func TestSelfTestUnsettled(t *testing.T) {
+	t.Parallel()
 	final := cleanFinal()
 	final.Unsettled = []string{"node-a: 3 event(s) of its not yet acknowledged by the stream"}
 	r := Check(cleanHistory(), nil, final)
@@ -165,6 +171,7 @@ func TestSelfTestUnsettled(t *testing.T) {
 // older download after a takeover across nodes, which is a figure (work
 // redone), not a violation.
 func TestSelfTestStaleWindow(t *testing.T) {
+	t.Parallel()
 	sameNode := func() []Call {
 		h := cleanHistory()
 		for i, c := range h {
@@ -235,6 +242,7 @@ func TestSelfTestStaleWindow(t *testing.T) {
 }
 
 func TestCheckWindowHoles(t *testing.T) {
+	t.Parallel()
 	final := cleanFinal()
 	final.Windows["g"] = &Window{Group: "g", Upload: "L2.1", Next: 101, Covered: []Span{{1, 20}, {31, 100}}}
 	r := Check(cleanHistory(), nil, final)
@@ -244,6 +252,7 @@ func TestCheckWindowHoles(t *testing.T) {
 }
 
 func TestWindow(t *testing.T) {
+	t.Parallel()
 	w := &Window{}
 	for _, s := range []Span{{51, 100}, {1, 20}, {21, 30}, {200, 250}} {
 		w.Add(s)
@@ -284,6 +293,7 @@ func equalSpans(a, b []Span) bool {
 // violation when takeovers are required; a grant 20 s in is neither, nor
 // is a group owned elsewhere 19 s in and granted late.
 func TestSelfTestLateTakeover(t *testing.T) {
+	t.Parallel()
 	history := func(grantAt float64) []Call {
 		return []Call{
 			call("node-b", "wb1", "g", 1, 1, KindLease, 0.0, 0.01, 200),
@@ -324,6 +334,7 @@ func TestSelfTestLateTakeover(t *testing.T) {
 // one that said its life went unrenewed just before; one shown down with
 // neither is a false down, and a violation.
 func TestCheckDowns(t *testing.T) {
+	t.Parallel()
 	faults := []Fault{{Kind: "kill", Node: "node-b", Start: at(10), End: at(20)}, {Kind: "pause", Node: "node-c", Start: at(40), End: at(50)}}
 	downs := []Down{
 		{Node: "node-a", Peer: "node-b", At: at(15)}, // b killed

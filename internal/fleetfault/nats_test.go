@@ -11,6 +11,7 @@ import (
 // embedded server, and each namespace's natsd routes to the others on
 // the token the nodes present.
 func TestExternalArgs(t *testing.T) {
+	t.Parallel()
 	cfg := ShortConfig()
 	cfg.Bin, cfg.NATSBin, cfg.Out, cfg.secretFile = "/bin/leasehold", "/bin/natsd", t.TempDir(), "/run/secret"
 	nodes := []NetNode{

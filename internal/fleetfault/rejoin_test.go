@@ -14,6 +14,7 @@ import (
 // group never taken over leaves it incomplete; the first fault, after no
 // rejoin, is not listed.
 func TestRejoinTakeovers(t *testing.T) {
+	t.Parallel()
 	history := []Call{
 		call("node-b", "wb1", "f", 1, 1, KindLease, 0.0, 0.01, 200),
 		call("node-c", "wc1", "g", 2, 1, KindLease, 1.0, 1.01, 200),

@@ -12,6 +12,7 @@ import (
 // first is not done at the end it is a lost finish of the upgrade, and
 // the run fails.
 func TestUpgradeFigures(t *testing.T) {
+	t.Parallel()
 	reps := []Replacement{{Node: "node-b", Stop: ReplaceTerm, Graceful: true, Stopped: at(0.4), Ready: at(1.2), Settled: at(0.1), End: at(1.5)}}
 	rep := Check(cleanHistory(), nil, cleanFinal())
 	u := upgradeFigures("old", "new", reps, cleanHistory(), rep)

@@ -12,6 +12,7 @@ import (
 // TestConcurrentWrites: lines written by many goroutines while another
 // reads all arrive whole (go test -race sees no race).
 func TestConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	var b syncbuf.Buffer
 	var wg sync.WaitGroup
 	for i := range 8 {
