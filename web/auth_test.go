@@ -16,7 +16,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/internal/syncbuf"
-	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -35,11 +34,9 @@ type authWorld struct {
 func newAuthWorld(t *testing.T) *authWorld {
 	lb := &syncbuf.Buffer{}
 	n := slowNode(t, web.Options{Logger: slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	// The routes the node serves, read from a server made alike.
-	srv := web.New(node.DoorsOf(n.App), web.Options{AdminToken: n.AdminToken, Logger: slog.New(slog.DiscardHandler)})
 	fn := &fuzzNode{node: n, api: n.URL + "/api/v1", admin: n.AdminToken, client: &http.Client{Timeout: fuzzAnswerTimeout}}
 	fn.view = openCatalogView(t, n.DataDir)
-	w := &authWorld{fuzzNode: fn, echo: srv.Handler().(*echo.Echo), log: lb, tokens: map[string]string{"admin": n.AdminToken}}
+	w := &authWorld{fuzzNode: fn, echo: n.Handler.(*echo.Echo), log: lb, tokens: map[string]string{"admin": n.AdminToken}}
 	fn.must(t, "PUT", "/groups/g", n.AdminToken, `{"range_size":100}`, 201)
 	fn.must(t, "POST", "/groups/g/tail", n.AdminToken, `{"high":1000}`, 200)
 	reg := func(name string) (int64, string) {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/web"
 )
 
@@ -130,7 +129,7 @@ func TestOpenAPIDocument(t *testing.T) {
 func TestOpenAPIRoutes(t *testing.T) {
 	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
-	e := web.New(node.DoorsOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
+	e := n.Handler.(*echo.Echo)
 	var spec struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -30,6 +31,10 @@ type Serving struct {
 func (s *Server) On(ln net.Listener, grace time.Duration) *Serving {
 	return &Serving{srv: s, ln: ln, grace: grace}
 }
+
+// Handler is the served server's HTTP handler (Server.Handler), for
+// tests that read its routes.
+func (v *Serving) Handler() http.Handler { return v.srv.Handler() }
 
 // Start serves ln in the background until Stop or ctx's end, either of
 // which ends the serving gracefully. A listener that fails ends the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -56,6 +57,9 @@ type Node struct {
 	// directly (the appliance keeps its own unexported).
 	DB      *store.DB
 	Metrics *web.Metrics
+	// Handler is the HTTP handler the node serves at URL (its routes),
+	// unwrapped by the API's recording.
+	Handler http.Handler
 
 	parts    *node.Parts
 	rec      *recorder // nil unless RecordEnv is set
@@ -88,7 +92,7 @@ func Start(t testing.TB, o Options) *Node {
 	if err != nil {
 		t.Fatalf("nodetest: assembling the node: %v", err)
 	}
-	n.parts, n.App, n.DB, n.Metrics = parts, parts.App, parts.DB, parts.Metrics
+	n.parts, n.App, n.DB, n.Metrics, n.Handler = parts, parts.App, parts.DB, parts.Metrics, parts.Web.Handler()
 	if err := parts.Start(context.Background()); err != nil {
 		n.closeRecorder()
 		t.Fatalf("nodetest: starting the node: %v", err)
