@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/node"
 	"github.com/leasehold/leasehold/store"
 	"github.com/leasehold/leasehold/web"
 )
@@ -366,7 +364,10 @@ func TestFleetPageAlone(t *testing.T) {
 func TestFleetPage(t *testing.T) {
 	t.Parallel()
 	clock := nodetest.NewClock() // ages and lags to the second
-	w := newWorld(t, nodetest.Options{Clock: clock.Now})
+	// The node's fleet status is the test's (peers, below), read from
+	// what the test folds into its catalog.
+	var peers func(ctx context.Context) (leasehold.FleetStatus, error)
+	w := newWorld(t, nodetest.Options{Clock: clock.Now, Web: web.Options{Peers: func(ctx context.Context) (leasehold.FleetStatus, error) { return peers(ctx) }}})
 	db := w.node.DB
 	now := w.node.App.Config.NowFunc()
 	ctx := context.Background()
@@ -395,7 +396,7 @@ func TestFleetPage(t *testing.T) {
 	var connected atomic.Bool
 	connected.Store(true)
 	var failing atomic.Bool
-	peers := func(ctx context.Context) (leasehold.FleetStatus, error) {
+	peers = func(ctx context.Context) (leasehold.FleetStatus, error) {
 		if failing.Load() {
 			return leasehold.FleetStatus{}, leasehold.Errorf(leasehold.KindUnavailable, "the fleet is not reachable")
 		}
@@ -412,14 +413,11 @@ func TestFleetPage(t *testing.T) {
 		}
 		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Unpublished: 3, Published: 977, Peers: ps}, err
 	}
-	srv := httptest.NewServer(web.New(node.DoorsOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
-	t.Cleanup(srv.Close)
-
-	anon := &browser{t: t, url: srv.URL}
+	anon := &browser{t: t, url: w.node.URL}
 	if status, loc, _ := anon.get("/fleet"); status != http.StatusSeeOther || loc != "/signin" {
 		t.Fatalf("GET /fleet without a session: %d to %q, want 303 to /signin", status, loc)
 	}
-	b := signedIn(t, srv.URL, w.admin)
+	b := signedIn(t, w.node.URL, w.admin)
 
 	t.Run("Connected", func(t *testing.T) {
 		status, _, page := b.get("/fleet")
@@ -515,7 +513,17 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }
 // the page's main), and the fleet page's badge turns red.
 func TestFleetPageInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
-	w := newWorld(t, nodetest.Options{})
+	var connected atomic.Bool
+	connected.Store(true)
+	// The node's fleet status is the test's, its peers read from what the
+	// test folds into its catalog.
+	var db *store.DB
+	peers := func(ctx context.Context) (leasehold.FleetStatus, error) {
+		ps, err := db.Peers(ctx)
+		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
+	}
+	w := newWorld(t, nodetest.Options{Web: web.Options{Peers: peers}})
+	db = w.node.DB
 	seen := w.node.App.Config.NowFunc().Add(-5 * time.Second)
 	if err := w.node.DB.Write(context.Background(), func(tx *store.Tx) error {
 		if err := tx.FoldPeer("node-b", "cat-b", 17, seen, 4242); err != nil {
@@ -525,14 +533,6 @@ func TestFleetPageInBrowser(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var connected atomic.Bool
-	connected.Store(true)
-	peers := func(ctx context.Context) (leasehold.FleetStatus, error) {
-		ps, err := w.node.DB.Peers(ctx)
-		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
-	}
-	srv := httptest.NewServer(web.New(node.DoorsOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
-	t.Cleanup(srv.Close)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, steps...); err != nil {
@@ -541,7 +541,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 	}
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	do("sign in",
-		chromedp.Navigate(srv.URL+"/signin"),
+		chromedp.Navigate(w.node.URL+"/signin"),
 		chromedp.SendKeys(css(`#token`), w.admin),
 		chromedp.Click(css(`#signin`)),
 		chromedp.WaitVisible(css(`#fleet-state.ok`)))
@@ -549,13 +549,13 @@ func TestFleetPageInBrowser(t *testing.T) {
 	if err != nil || state != "node-a · connected" {
 		t.Fatalf("nav fleet state %q (%v), want node-a · connected", state, err)
 	}
-	do("open the groups page", chromedp.Navigate(srv.URL+"/groups"), chromedp.WaitVisible(css(`tr[data-group="g"]`)),
+	do("open the groups page", chromedp.Navigate(w.node.URL+"/groups"), chromedp.WaitVisible(css(`tr[data-group="g"]`)),
 		chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
 	connected.Store(false)
 	do("see the nav say NATS is unreachable without a reload",
 		chromedp.Poll[chromedp.Void](`window.notReloaded === true && document.querySelector('#fleet-state.down') !== null &&
 			document.querySelector('#fleet-state').textContent === "node-a · NATS unreachable"`, chromedp.WithPollingTimeout(30*time.Second)))
-	do("open the fleet page", chromedp.Navigate(srv.URL+"/fleet"), chromedp.WaitVisible(css(`#fleet-connected .badge.down`)),
+	do("open the fleet page", chromedp.Navigate(w.node.URL+"/fleet"), chromedp.WaitVisible(css(`#fleet-connected .badge.down`)),
 		chromedp.WaitVisible(css(`#peers tr[data-peer="node-b"]`)), chromedp.WaitVisible(css(`#peer-nodes tr[data-node="wb1"]`)))
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
