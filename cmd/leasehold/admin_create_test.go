@@ -15,6 +15,7 @@ import (
 // refused (a conflict, exit 1) with the group unchanged; --update changes
 // it, but not its start, and not while a worker holds it.
 func TestGroupsCreateExisting(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	ctx := context.Background()
 	admin(t, n, "groups", "create", "alt.taken", "--range-size", "100")

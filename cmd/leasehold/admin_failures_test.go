@@ -17,6 +17,7 @@ import (
 // error in `groups ranges`, a quarantine in `groups show`, and lifts it
 // with `groups unquarantine` or `groups drop-snapshot`.
 func TestAdminFailures(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	ctx := context.Background()
 	admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
@@ -63,6 +64,7 @@ func TestAdminFailures(t *testing.T) {
 // delete` of a node holding a group are refused with how to go ahead;
 // with --force they are done.
 func TestAdminGuardedWrites(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	ctx := context.Background()
 	admin(t, n, "groups", "create", "alt.x", "--range-size", "100")
@@ -111,6 +113,7 @@ func TestAdminGuardedWrites(t *testing.T) {
 // range of the group again, says how many, and leaves other groups' failed
 // ranges alone.
 func TestRetryFailed(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	ctx := context.Background()
 	for _, g := range []string{"alt.x", "alt.y"} {
@@ -160,6 +163,7 @@ func TestRetryFailed(t *testing.T) {
 // TestGroupsDelete: `admin groups delete` deletes an unheld group and
 // refuses a held one, saying so.
 func TestGroupsDelete(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	heldGroup(t, n, "alt.held")
 	admin(t, n, "groups", "create", "alt.gone")

@@ -18,6 +18,7 @@ import (
 
 // TestFindingsList: `admin findings list` is `admin findings`.
 func TestFindingsList(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	if out := admin(t, n, "findings", "list"); !strings.Contains(out, "backlog:") {
 		t.Errorf("findings list: %q", out)
@@ -30,6 +31,7 @@ func TestFindingsList(t *testing.T) {
 // TestWaitStopped: a wait stopped by Ctrl-C (its context ended) says it
 // stopped, not that it gave up after its timeout.
 func TestWaitStopped(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.wait")
 	admin(t, n, "groups", "tail", "alt.wait", "100")
@@ -45,6 +47,7 @@ func TestWaitStopped(t *testing.T) {
 // TestWaitQuarantined: wait ends at once when the only open ranges left
 // are a quarantined group's, naming the group, why, and what lifts it.
 func TestWaitQuarantined(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	ctx := context.Background()
 	admin(t, n, "groups", "create", "alt.q", "--range-size", "100")
@@ -68,6 +71,7 @@ func TestWaitQuarantined(t *testing.T) {
 // empty word are refused with nothing changed, and show says a group with
 // nothing planned has none rather than an upside-down span.
 func TestGroupsBadInput(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.bad", "--range-size", "10", "--start", "10")
 	if out := admin(t, n, "groups", "show", "alt.bad"); !strings.Contains(out, "none yet (the tail starts at 10)") || strings.Contains(out, "10..9") {
@@ -93,6 +97,7 @@ func TestGroupsBadInput(t *testing.T) {
 // TestGroupsListColumns: groups list shows each group's progress (ranges
 // done of all), its holder and its quarantine.
 func TestGroupsListColumns(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	ctx := context.Background()
 	admin(t, n, "groups", "create", "alt.held", "--range-size", "100")
@@ -145,6 +150,7 @@ func TestGroupsListColumns(t *testing.T) {
 // deletes it. Without a terminal (the other tests, scripts) it asks
 // nothing.
 func TestGroupsDeleteAsksOnTerminal(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.del", "--range-size", "100")
 	admin(t, n, "groups", "tail", "alt.del", "300")
@@ -166,6 +172,7 @@ func TestGroupsDeleteAsksOnTerminal(t *testing.T) {
 // TestMissingCAHint: a command refused by a node's HTTPS certificate for
 // want of its CA says to give --ca-file.
 func TestMissingCAHint(t *testing.T) {
+	t.Parallel()
 	pki := newPKI(t)
 	pki.ca("ca")
 	cert, key := pki.leaf("ca", "node")
@@ -186,6 +193,7 @@ func TestMissingCAHint(t *testing.T) {
 // TestJSONLogDurations: --log-format json writes durations as the text
 // log does ("1.5s"), not as nanoseconds.
 func TestJSONLogDurations(t *testing.T) {
+	t.Parallel()
 	var stderr bytes.Buffer
 	m := newTestMain(t, io.Discard, &stderr)
 	m.LogFormat = "json"

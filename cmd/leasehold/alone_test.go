@@ -103,6 +103,7 @@ func adminCall(t *testing.T, url, data, method, path, body string) (int, []byte)
 // joins, and its catalog made alone reaches the peer: the peer shows its
 // group as node-a's, with its ranges.
 func TestAloneThenFleet(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a two-node fleet takes a while")
 	}
@@ -151,6 +152,7 @@ func TestAloneThenFleet(t *testing.T) {
 // server (on 127.0.0.1:4222 unless --nats-listen says otherwise); --nats
 // off and external URLs are kept as given.
 func TestSettleNATS(t *testing.T) {
+	t.Parallel()
 	secret := filepath.Join(t.TempDir(), "nats.secret")
 	if err := os.WriteFile(secret, []byte("settle-nats-secret-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // --allow-older restores it. The restored node's next backup goes on
 // from the restored sequence.
 func TestRestoreRefusesRollback(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	seedCatalog(t, n, 1)
 	key := writeKey(t, "backup-signing-key-0123456789")

@@ -20,6 +20,7 @@ import (
 // TestHelpEverywhere asks every command, admin noun and admin verb for -h:
 // each prints its usage and exits 0.
 func TestHelpEverywhere(t *testing.T) {
+	t.Parallel()
 	var cases [][]string
 	for _, c := range commands {
 		cases = append(cases, []string{c.name, "-h"})
@@ -45,6 +46,7 @@ func TestHelpEverywhere(t *testing.T) {
 }
 
 func TestServeHelpNamesEveryVariable(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	m := NewMain(&out, &out)
 	if err := m.ParseFlags([]string{"-h"}); exitCode(err, &out) != 0 {
@@ -79,6 +81,7 @@ func TestHealthcheck(t *testing.T) {
 }
 
 func TestListenURL(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]string{
 		"0.0.0.0:8080":   "http://127.0.0.1:8080",
 		"[::]:8080":      "http://127.0.0.1:8080",
@@ -97,6 +100,7 @@ func TestListenURL(t *testing.T) {
 }
 
 func TestOutputFlag(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.out")
 	if out := admin(t, n, "groups", "list", "--output", "json"); !strings.HasPrefix(strings.TrimSpace(out), "[") {
@@ -113,6 +117,7 @@ func TestOutputFlag(t *testing.T) {
 // TestInterruptExitCode runs the real binary's admin wait and stops it
 // with SIGINT, as Ctrl-C does: exit code 130.
 func TestInterruptExitCode(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "leasehold")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -29,6 +29,7 @@ func init() {
 // the node named on the line; flags are still completed from the script,
 // and a node that does not answer leaves the script's words.
 func TestCompletionNames(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.one")
 	admin(t, n, "groups", "create", "alt.two", "--kind", "nntp")
@@ -93,6 +94,7 @@ func TestCompletionNames(t *testing.T) {
 // succeeds when the node cannot be reached, does not answer within its
 // timeout, or refuses the token, so that a Tab never shows an error.
 func TestCompleteSilentOnFailure(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.one")
 	// A listener that takes connections and never answers.

@@ -15,6 +15,7 @@ import (
 // TestCompletion checks the scripts name every command, noun and verb.
 // The tests below ask real shells what they complete.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	for _, sh := range shells {
 		script := completionScript(t, sh)
 		for _, c := range commands {
@@ -161,6 +162,7 @@ func completionLines() []string {
 // TestCompletionBash sources the bash script and calls its function as
 // bash's programmable completion does, with COMP_WORDS and COMP_CWORD.
 func TestCompletionBash(t *testing.T) {
+	t.Parallel()
 	checkCompletions(t, "bash", bashCompletions(t, nil, completionLines()))
 }
 
@@ -234,6 +236,7 @@ done`
 // installed as the usage says (as _leasehold in $fpath, autoloaded on the
 // first Tab) and sourced.
 func TestCompletionZsh(t *testing.T) {
+	t.Parallel()
 	autoloaded, sourced := zshCompletions(t, nil, completionLines())
 	checkCompletions(t, "zsh (autoloaded)", autoloaded)
 	checkCompletions(t, "zsh (sourced)", sourced)
@@ -267,6 +270,7 @@ func zshCompletions(t *testing.T, env, lines []string) (autoloaded, sourced map[
 // the usage says (~/.config/fish/completions/leasehold.fish), which fish
 // loads when it first completes leasehold, found on $PATH.
 func TestCompletionFish(t *testing.T) {
+	t.Parallel()
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "leasehold"), []byte("#!/bin/sh\n"), 0o700); err != nil {
 		t.Fatal(err)

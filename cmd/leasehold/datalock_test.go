@@ -23,6 +23,7 @@ import (
 // the dir and the first's pid, the first keeps serving writes, and after
 // the first is killed with -9 the next serve starts on the dir at once.
 func TestOneProcessADataDir(t *testing.T) {
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "leasehold")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

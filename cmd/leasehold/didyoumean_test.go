@@ -10,6 +10,7 @@ import (
 // TestAdminSlips: a singular noun is answered with the plural command, and
 // a bad flag value's error is printed once, after the usage.
 func TestAdminSlips(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -27,6 +27,7 @@ import (
 // group is finished, and the survivors' timelines show b down and its
 // groups adopted.
 func TestWorkerFleetFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}

@@ -30,6 +30,7 @@ import (
 // closed to make room; a silent connection is closed after the short
 // unauthenticated idle timeout while the worker's stays.
 func TestUnauthenticatedFloodLocksNoWorkerOut(t *testing.T) {
+	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
 	n := serveNode(t, "--data", data, "--nats", "off", "--max-connections", "64", "--max-connections-per-remote", "8",
 		"--unauthenticated-idle-timeout", "2s")
@@ -197,6 +198,7 @@ func frontdoorBinary(t *testing.T) string {
 // says there is nothing to reload, and goes on serving; SIGTERM still
 // stops it cleanly.
 func TestSIGHUPNeverStopsANode(t *testing.T) {
+	t.Parallel()
 	bin := frontdoorBinary(t)
 	p := startServe(t, bin, filepath.Join(t.TempDir(), "data"))
 	if err := p.proc.Signal(syscall.SIGHUP); err != nil {
@@ -236,6 +238,7 @@ func TestSIGHUPNeverStopsANode(t *testing.T) {
 // serves plain HTTP on a non-loopback address, or runs fleet routes in
 // clear on one; on loopback, or under TLS, it says neither.
 func TestWarnsOfClearTraffic(t *testing.T) {
+	t.Parallel()
 	const plainHTTP, clearNATS = "serving plain HTTP on a non-loopback address", "fleet NATS in clear on a non-loopback address"
 	warns := func(n *servedNode, what string) int {
 		return strings.Count(n.log.String(), "level=WARN msg=\""+what)

@@ -25,6 +25,7 @@ import (
 // is in the fleet's object store. The window is 8 MiB of random bytes, so
 // its replication takes long enough for a kill to land before it ends.
 func TestWindowAcknowledgedIsKept(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet of processes takes a while")
 	}

@@ -16,6 +16,7 @@ import (
 // nntp (admin nodes kinds) the same worker starts. The groups listing
 // shows each group's kind.
 func TestUsenetWorkerNeedsNNTP(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.binaries.k", "--kind", "nntp")
 	admin(t, n, "groups", "create", "alt.counted.k")

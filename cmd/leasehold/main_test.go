@@ -31,6 +31,7 @@ func newTestMain(t *testing.T, stdout, stderr io.Writer) *Main {
 // TestServe runs the real Main on :0, talks to it, and stops it the way
 // SIGTERM does (its context ends).
 func TestServe(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var stderr bytes.Buffer
 	m := newTestMain(t, io.Discard, &stderr) // read only after Run returns
@@ -236,6 +237,7 @@ func TestCommandLine(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int64{"0": 0, "1048576": 1 << 20, "64GiB": 64 << 30, "512MiB": 512 << 20, "1GB": 1e9, "2K": 2048} {
 		got, err := parseBytes(in)
 		if err != nil || got != want {

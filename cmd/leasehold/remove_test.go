@@ -62,6 +62,7 @@ func serveFleet(t *testing.T, secret string, names ...string) []*fleetNode {
 // not made again by the events of it still in the stream; a group made
 // anew under the same name afterwards is a group again at both.
 func TestDeleteTravels(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a two-node fleet takes a while")
 	}
@@ -137,6 +138,7 @@ func TestDeleteTravels(t *testing.T) {
 // not found), and node-c started again is a member again, its worker let
 // in at node-a once more.
 func TestFleetRemove(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}

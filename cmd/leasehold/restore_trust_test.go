@@ -70,6 +70,7 @@ func writeKey(t *testing.T, key string) string {
 // signed at all when a verify key is given; each refusal leaves the
 // target empty. A signed backup restores under its key.
 func TestRestoreTrustsNothing(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	seedCatalog(t, n, 2)
 	key := writeKey(t, "backup-signing-key-0123456789")

@@ -56,6 +56,7 @@ func TestServeAdminTokenRefused(t *testing.T) {
 // TestAdminRotateToken: `admin nodes rotate-token NAME` and `admin
 // rotate-token` print the new tokens; the old ones are refused at once.
 func TestAdminRotateToken(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	old := strings.TrimSpace(admin(t, n, "nodes", "register", "w1", "-q"))
 	fresh := strings.TrimSpace(admin(t, n, "nodes", "rotate-token", "w1", "-q"))

@@ -23,6 +23,7 @@ import (
 // node-a: refused at node-b, and what it held there released. A name
 // registered at both nodes keeps node-a's node of it out at node-b.
 func TestTokenTravels(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a two-node fleet takes a while")
 	}

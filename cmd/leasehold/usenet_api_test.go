@@ -21,6 +21,7 @@ import (
 // TestUsenetAPIArgs: bad command lines of `usenet api` are usage errors
 // (exit code 2) that touch no database.
 func TestUsenetAPIArgs(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"usenet", "api"},
 		{"usenet", "api", "--index", "postgres://x@127.0.0.1:1/i", "extra"},
@@ -44,6 +45,7 @@ func TestUsenetAPIArgs(t *testing.T) {
 // key, the API serves t=caps to anyone and t=search to that key only,
 // keys list shows it, and once revoked it is refused.
 func TestUsenetAPI(t *testing.T) {
+	t.Parallel()
 	if _, err := pgtest.Binaries(); err != nil {
 		t.Skip(err)
 	}

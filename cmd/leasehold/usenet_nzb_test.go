@@ -25,6 +25,7 @@ import (
 // what was posted. The file missing a part has an NZB too, listing the
 // parts there are.
 func TestUsenetWorkerNZBGet(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -107,6 +108,7 @@ func TestUsenetWorkerNZBGet(t *testing.T) {
 // TestUsenetWorkerNZBDirRefused: an --nzb directory that cannot be
 // written stops the worker before it leases anything.
 func TestUsenetWorkerNZBDirRefused(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
 	admin(t, n, "groups", "create", "alt.binaries.lh.rec.refused", "--kind", "nntp", "--range-size", "4")
 	admin(t, n, "groups", "tail", "alt.binaries.lh.rec.refused", "8")

@@ -18,6 +18,7 @@ import (
 // no --out file and no --nzb directory behind, while an output and an NZB
 // directory that were there before are kept as they were.
 func TestUsenetWorkerRefusedLeavesNothing(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "-q"))
 	for _, c := range []struct{ name, token, out, want string }{

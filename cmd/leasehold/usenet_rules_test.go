@@ -23,6 +23,7 @@ import (
 // expression does not compile, and a --release-window under a second,
 // are usage errors (exit 2) before anything is sent or opened.
 func TestUsenetWorkerRules(t *testing.T) {
+	t.Parallel()
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(bad, []byte(`{"usenet":{"groups":{"alt.binaries.x":{"release":"(?P<release>["}}}}`), 0o644)
 	var stderr bytes.Buffer

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -22,6 +23,7 @@ import (
 // the node plans each from there. A bad --start is a usage error (exit
 // 2) that says what is wanted, before anything is opened.
 func TestUsenetWorkerStart(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{"days:0", "last:-1", "30d", "last:x", "days:99999"} {
 		out := filepath.Join(t.TempDir(), "out.jsonl")
 		var stderr bytes.Buffer
@@ -57,18 +59,15 @@ func TestUsenetWorkerStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
+	poll.Until(t, time.Minute, "group "+days+" holding its posts", func() error {
 		fresh := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+		defer fresh.Close()
 		gi, err := fresh.Group(ctx, days)
-		fresh.Close()
-		if err == nil && gi.High == int64(len(ago)) {
-			break
+		if err == nil && gi.High != int64(len(ago)) {
+			err = fmt.Errorf("high %d, want %d", gi.High, len(ago))
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("group %s: %+v, %v", days, gi, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 
 	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
 	token := strings.TrimSpace(admin(t, n, "nodes", "register", "news1", "--kinds", "nntp", "-q"))

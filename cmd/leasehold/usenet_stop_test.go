@@ -26,6 +26,7 @@ import (
 // a clean stop is no attempt, however often the worker is stopped and
 // started again (twice here).
 func TestUsenetWorkerStopped(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

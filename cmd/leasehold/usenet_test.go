@@ -19,6 +19,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/binaries"
 	"github.com/leasehold/leasehold/source/nntp"
@@ -89,6 +90,7 @@ func startWorkerProcess(t *testing.T, log string, args ...string) *exec.Cmd {
 // written once, incomplete; a group the server does not carry fails its
 // range with the server's answer.
 func TestUsenetWorkerKilled(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -148,22 +150,18 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	startWorkerProcess(t, log, args...)
 
 	wantHigh := map[string]int64{a: 15 + 600, b: 3}
-	for {
-		done := true
+	deadline, _ := ctx.Deadline()
+	if err := poll.Wait(time.Until(deadline), poll.Every, func() error {
 		for g, high := range wantHigh {
 			d := group(g)
 			if d.TailEnd != high || d.Ranges[leasehold.StatusDone] == 0 || d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] > 0 {
-				done = false
+				return fmt.Errorf("group %s: tail end %d, ranges %v", g, d.TailEnd, d.Ranges)
 			}
 		}
-		if done {
-			break
-		}
-		if ctx.Err() != nil {
-			logs, _ := os.ReadFile(log)
-			t.Fatalf("groups not done: %v, %v\n%s", group(a).Ranges, group(b).Ranges, logs)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		logs, _ := os.ReadFile(log)
+		t.Fatalf("groups not done: %v\n%s", err, logs)
 	}
 	for g, high := range wantHigh {
 		if d := group(g); d.High == nil || *d.High != high || d.Ranges[leasehold.StatusFailed] != 0 {
@@ -475,6 +473,7 @@ func TestUsenetWorkerStartTLS(t *testing.T) {
 // planned is done. A group given --start 1 is planned from 1, the
 // expired articles' ranges finishing empty.
 func TestUsenetWorkerStartsAtLowMark(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -116,6 +116,7 @@ func startMetricsWorker(t *testing.T, args ...string) (string, *syncbuf.Buffer) 
 // ranges and ids it read are counted. An address that cannot be bound
 // is one line and exit 2, before anything else.
 func TestWorkerMetricsLag(t *testing.T) {
+	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
 	const g = "metrics.lag"
 	admin(t, n, "groups", "create", g, "--range-size", "100", "--start", "1")
@@ -278,6 +279,7 @@ func workerPanelNames(t *testing.T) map[string]bool {
 // errors and the redials count; bytes, headers and ranges count what
 // was read, and the lag's series is gone once the group is let go.
 func TestWorkerContribMetricsExist(t *testing.T) {
+	t.Parallel()
 	s := usenettest.Find(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
