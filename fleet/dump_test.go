@@ -265,15 +265,13 @@ func timeSame(a, b *time.Time) bool {
 func foldConverge(t testing.TB, origin, b *dumpNode, withNodeActivity bool, within time.Duration) {
 	t.Helper()
 	var diffs []string
-	deadline := time.Now().Add(within)
-	for {
-		if diffs = foldDiff(t, origin, b, withNodeActivity); len(diffs) == 0 {
-			return
+	if poll.Wait(within, 50*time.Millisecond, func() error {
+		if diffs = foldDiff(t, origin, b, withNodeActivity); len(diffs) > 0 {
+			return errors.New("differs")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's copy of %s differs after %s, %d differences, the first:\n%v", b.name, origin.name, within, len(diffs), diffs[:min(5, len(diffs))])
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}) != nil {
+		t.Fatalf("%s's copy of %s differs after %s, %d differences, the first:\n%v", b.name, origin.name, within, len(diffs), diffs[:min(5, len(diffs))])
 	}
 }
 

@@ -45,14 +45,23 @@ type fleetNode struct {
 func fleetStart(t *testing.T, name, dir string, cluster int, routes []string) *fleetNode {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", name)
-	app, db, f, err := joinNode(context.Background(), appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log}, Config{
+	return fleetUp(t, dir, appliance.Config{DataDir: dir, LeaseTTL: 2 * time.Second, Logger: log}, Config{
 		Name: name, Listen: "127.0.0.1:0", ClusterListen: fmt.Sprintf("127.0.0.1:%d", cluster), Routes: routes,
 		Dir: dir + "/nats", ClaimTTL: fleetTTL, Logger: log,
 	})
+}
+
+// fleetUp is the fleet tests' one node: assembled as cmd/leasehold
+// assembles one (joinNode), joined, stopped with the test (or by its
+// stop, once), with a worker registered at it (the one its catalog in
+// dir holds already, when restarted on it).
+func fleetUp(t *testing.T, dir string, appCfg appliance.Config, cfg Config) *fleetNode {
+	t.Helper()
+	app, db, f, err := joinNode(context.Background(), appCfg, cfg)
 	if err != nil {
-		t.Fatalf("%s joining: %v", name, err)
+		t.Fatalf("%s joining: %v", cfg.Name, err)
 	}
-	n := &fleetNode{name: name, dir: dir, app: app, db: db, fleet: f}
+	n := &fleetNode{name: cfg.Name, dir: dir, app: app, db: db, fleet: f}
 	var once sync.Once
 	n.stop = func() {
 		once.Do(func() {
@@ -68,7 +77,7 @@ func fleetStart(t *testing.T, name, dir string, cluster int, routes []string) *f
 	if len(nodes) > 0 {
 		n.worker = nodes[0].ID
 	} else {
-		w, err := app.Coordinator.RegisterNode(context.Background(), appliance.NodeSpec{Name: "w-" + name})
+		w, err := app.Coordinator.RegisterNode(context.Background(), appliance.NodeSpec{Name: "w-" + cfg.Name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,26 +411,13 @@ func fleetJoin(t *testing.T, url, name string, logs ...io.Writer) *fleetNode {
 // fleetJoinWith is fleetJoin with the node's fleet config as given.
 func fleetJoinWith(t *testing.T, cfg Config, logs ...io.Writer) *fleetNode {
 	t.Helper()
-	ctx := context.Background()
-	name := cfg.Name
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	if len(logs) > 0 {
 		h = slog.NewJSONHandler(io.MultiWriter(logs...), &slog.HandlerOptions{Level: slog.LevelInfo})
 	}
-	log := slog.New(h).With("node", name)
-	cfg.Logger = log
-	app, db, f, err := joinNode(ctx, appliance.Config{DataDir: t.TempDir(), LeaseTTL: time.Minute, Logger: log}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop := func() { once.Do(func() { f.Stop(); app.Close() }) }
-	t.Cleanup(stop)
-	w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "w-" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fleetNode{name: name, app: app, db: db, fleet: f, worker: w.ID, stop: stop}
+	cfg.Logger = slog.New(h).With("node", cfg.Name)
+	dir := t.TempDir()
+	return fleetUp(t, dir, appliance.Config{DataDir: dir, LeaseTTL: time.Minute, Logger: cfg.Logger}, cfg)
 }
 
 // TestFleetStatusOutbox: a node's fleet status says how many of its events
