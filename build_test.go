@@ -8,6 +8,7 @@ import (
 // TestBuildRead: what the release build sets wins; what nobody set reads
 // "dev" and "unknown", never empty (a label or a column always has one).
 func TestBuildRead(t *testing.T) {
+	t.Parallel()
 	i := readBuild("v1.2.3", "0123456789abcdef0123", "2026-12-06T12:00:00Z")
 	if i.Version != "v1.2.3" || i.Revision != "0123456789abcdef0123" || i.Date != "2026-12-06T12:00:00Z" || i.GoVersion != runtime.Version() {
 		t.Fatalf("readBuild(set) = %+v", i)

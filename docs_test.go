@@ -25,6 +25,7 @@ var docsChecked = []string{"docs/ARCHITECTURE.md"}
 // `store.Tx.OwnGroup`) says where the name must be: in that package, not
 // merely somewhere. A name ending in * is a prefix.
 func TestDocNamesExist(t *testing.T) {
+	t.Parallel()
 	repo := readRepo(t)
 	for _, doc := range docsChecked {
 		text, err := os.ReadFile(doc)

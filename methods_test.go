@@ -36,6 +36,7 @@ var methodsAllowed = map[string]string{
 // methods that methodsAllowed does not name, and on an allowed name no
 // longer over.
 func TestMethodCounts(t *testing.T) {
+	t.Parallel()
 	problems, err := methodProblems(".", methodsAllowed)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func TestMethodCounts(t *testing.T) {
 // maxMethods+1 methods is reported, one of maxMethods is not, and so is
 // an allowed type that is gone.
 func TestMethodCountsPlanted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var src strings.Builder
 	src.WriteString("package many\n\ntype Big struct{}\n\ntype Fits[T any] struct{}\n\n")

@@ -17,6 +17,7 @@ var readmeOutput = regexp.MustCompile(`(?:\s-o |\s--out (?:sqlite:|jsonl:)?|\s--
 // into the checkout (run from the repository's directory, as it says) is
 // one git ignores, so following it leaves `git status` clean.
 func TestReadmeLeavesNoUntrackedFiles(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}

@@ -44,6 +44,7 @@ var sizeAllowed = map[string]string{
 // function over maxFuncLines that sizeAllowed does not name, and on an
 // allowed name no longer over the limit.
 func TestProductSizes(t *testing.T) {
+	t.Parallel()
 	over := map[string]int{}
 	fset := token.NewFileSet()
 	err := walkProduct(".", fset, func(path string, f *ast.File) {
