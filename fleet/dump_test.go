@@ -23,7 +23,8 @@ import (
 	"github.com/leasehold/leasehold/store"
 )
 
-// dumpNode is one node of a dump or fold test: its catalog in dir.
+// dumpNode is one node of a dump, fold, ownership or snapshot test: its
+// appliance and catalog in dir, assembled as cmd/leasehold assembles one.
 type dumpNode struct {
 	name string
 	dir  string
@@ -34,7 +35,15 @@ type dumpNode struct {
 // dumpOpen opens a node's appliance in dir, closed with the test.
 func dumpOpen(t testing.TB, name, dir string) *dumpNode {
 	t.Helper()
-	app, db, err := openApp(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet})
+	return dumpOpenIn(t, name, dir, nil)
+}
+
+// dumpOpenIn is dumpOpen with the appliance's Fleet (nil: alone): the
+// node the fleet's parts are tested over, each part's fixture (foldPeer,
+// ownNode, snapNode) adding that part.
+func dumpOpenIn(t testing.TB, name, dir string, fleet appliance.Fleet) *dumpNode {
+	t.Helper()
+	app, db, err := openApp(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
 	if err != nil {
 		t.Fatal(err)
 	}

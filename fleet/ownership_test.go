@@ -17,8 +17,7 @@ import (
 // ownNode is one node of an ownership test: its own catalog holding group
 // "g", its claims on a shared NATS, and a registered worker.
 type ownNode struct {
-	app    *appliance.Appliance
-	db     *store.DB
+	*dumpNode
 	claims *Claims
 	own    *Ownership
 	worker int64
@@ -29,12 +28,8 @@ func ownStart(t *testing.T, url, name, dir string) *ownNode {
 	t.Helper()
 	ctx := context.Background()
 	fleet := &ownFleet{}
-	app, db, err := openApp(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
-	n := &ownNode{app: app, db: db}
+	n := &ownNode{dumpNode: dumpOpenIn(t, name, dir, fleet)}
+	app, db := n.app, n.db
 	// The catalog is set up before claims are wired (as each node's own).
 	if nodes, _ := app.Coordinator.Nodes(ctx); len(nodes) == 0 {
 		w, err := app.Coordinator.RegisterNode(ctx, appliance.NodeSpec{Name: "worker"})

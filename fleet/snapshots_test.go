@@ -26,8 +26,7 @@ import (
 // snapNode is one node of a snapshot test: its own catalog in a temp dir
 // holding group "g" (and "h"), and its replicator on a shared NATS.
 type snapNode struct {
-	app *appliance.Appliance
-	db  *store.DB
+	*dumpNode
 	rep *Replicator
 	js  jetstream.JetStream
 }
@@ -48,11 +47,8 @@ func snapStartPeers(t *testing.T, url, name string, peers func() bool) *snapNode
 func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appliance.Fleet) *snapNode {
 	t.Helper()
 	ctx := context.Background()
-	app, db, err := openApp(appliance.Config{DataDir: t.TempDir(), HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
+	n := dumpOpenIn(t, name, t.TempDir(), fleet)
+	app, db := n.app, n.db
 	for _, g := range []string{"g", "h"} {
 		if _, _, err := app.Coordinator.PutGroup(ctx, g, store.GroupSpec{}); err != nil {
 			t.Fatal(err)
@@ -65,7 +61,7 @@ func snapStartWith(t *testing.T, url, name string, peers func() bool, fleet appl
 	}
 	rep.Start(context.Background())
 	t.Cleanup(rep.Stop)
-	return &snapNode{app: app, db: db, rep: rep, js: js}
+	return &snapNode{dumpNode: n, rep: rep, js: js}
 }
 
 // put stores body as group's snapshot, as an operator's upload.
