@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
-	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestSnapshotGzipBomb: a gzip upload that expands past
@@ -97,27 +96,17 @@ func trickle(t *testing.T, nodeURL, path, token string, tick <-chan time.Time) <
 // keep the group's upload slot: the operator's upload takes it at once.
 func TestSnapshotTrickleFreed(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nodetest.Options{})
+	storing := nodetest.NewSignal()
+	w := newWorld(t, nodetest.Options{UploadStoring: storing.Fire})
 	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	answer := trickle(t, w.node.URL, put+"101", w.w1, tick.C)
-	// The trickle holds the slot once a second upload of the holder's is
-	// refused as a conflict.
-	poll.Until(t, 10*time.Second, "the trickled upload to take the slot", func() error {
-		a := w.do("PUT", put+"101", w.w1, strings.NewReader("probe"))
-		if a.status == http.StatusConflict {
-			return nil
-		}
-		select {
-		case <-answer:
-			// A probe held the slot when the trickle's request came
-			// (a loaded machine): the trickle was refused; start it again.
-			answer = trickle(t, w.node.URL, put+"101", w.w1, tick.C)
-		default:
-		}
-		return fmt.Errorf("the probe got %d %s", a.status, a.body)
-	})
+	// The trickle holds the slot once its body begins to be stored.
+	storing.Wait(t, "the trickled upload stored")
+	if a := w.do("PUT", put+"101", w.w1, strings.NewReader("probe")); a.status != http.StatusConflict {
+		t.Fatalf("a second upload of the holder's while the trickle is stored: %d %s, want 409", a.status, a.body)
+	}
 	if a := w.j("POST", fmt.Sprintf("/leases/%d/release", w.gid), w.w1, fmt.Sprintf(`{"fence":%d}`, w.fence)); a.status != 200 {
 		t.Fatalf("release: %d %s", a.status, a.body)
 	}
