@@ -20,6 +20,8 @@
 #   BENCH_RANGE     the group's range size (default 10000)
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
 #   BENCH_SINKS     0 skips the sinks' rows (JSON lines, SQLite, PostgreSQL)
+#   BENCH_KEEP      set: the scratch directory is kept (its path is
+#                   printed), with each round's worker log
 #   BENCH_USENET_TARGET  headers/s the last line holds the default worker
 #                   to (default 10413: issue 35's 1.5x of 6,942)
 #   BENCH_NZB=1     instead, the cost of --nzb: each round runs the worker
@@ -57,6 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT
 say() { echo "bench-usenet: $*" >&2; }
+[ -z "${BENCH_KEEP:-}" ] || say "keeping $tmp"
 
 if [ -z "${LEASEHOLD_TEST_NNTP:-}" ]; then
 	eval "$(bash scripts/inn.sh start)"
@@ -129,6 +132,8 @@ worker() {
 	wchar=$(awk '$1 == "wchar:" { print $2 }' "/proc/$w/io")
 	kill "$w" "$node" 2>/dev/null || true
 	wait "$w" "$node" 2>/dev/null || true
+	# Kept whole with BENCH_KEEP: each round's log beside the last.
+	[ -z "${BENCH_KEEP:-}" ] || cp "$tmp/worker-$name.log" "$tmp/worker-$name.round-${r:-0}.log"
 	local out log nzbfinal=0
 	out=$(stat -c %s "$tmp/out-$name.jsonl" 2>/dev/null || echo 0) # 0: --out named another sink
 	log=$(stat -c %s "$tmp/worker-$name.log")
