@@ -154,14 +154,18 @@ worker() {
 			t1=$(date -d "$released" +%s.%N)
 		fi
 	fi
-	echo "$headers $t0 $t1 $ticks $(getconf CLK_TCK) $wchar $out $log $nzbfinal ${exact:--1}" | awk -v n="$name" -v nzb="${nzb_run:-0}" '{
+	# The machine's load when the run ended (1, 5, 15 minutes): these
+	# figures mean little without it on a shared machine.
+	local load
+	load=$(cut -d' ' -f1-3 /proc/loadavg)
+	echo "$headers $t0 $t1 $ticks $(getconf CLK_TCK) $wchar $out $log $nzbfinal ${exact:--1}" | awk -v n="$name" -v nzb="${nzb_run:-0}" -v load="$load" '{
 		secs = $3 - $2; cpu = $4 / $5
 		printf "%s: %d headers in %.2f s: %.0f headers/s, %.1f us CPU/header", n, $1, secs, $1 / secs, cpu * 1e6 / $1
 		# other: what it handed write(2) besides its records and log
 		# (NZBs, window uploads, heartbeats)
 		printf ", other writes %.0f", $6 - $7 - $8
 		if (nzb) { printf ", final NZBs %.0f", $9; if ($10 >= 0) printf ", NZB bytes written (its count) %.0f (%.2fx)", $10, $10 / $9 }
-		printf "\n" }'
+		printf ", load %s\n", load }'
 }
 
 if [ "${BENCH_NZB:-}" = 1 ]; then
