@@ -192,6 +192,12 @@ if [ "${BENCH_NZB:-}" = 1 ]; then
 	for v in $versions; do
 		grep -E " $v(-nzb)?: " "$tmp/rounds" | sed 's/^round \([0-9]*\): \([a-z-]*\): .*: \([0-9]*\) headers\/s.*/\1 \2 \3/' |
 			awk -v n="$v" '$2 == n { base[$1] = $3 } $2 == n"-nzb" && base[$1] > 0 { printf "%s, round %s: --nzb at %.0f%% of the headers/s without\n", n, $1, 100 * $3 / base[$1] }'
+	done | tee "$tmp/ratios"
+	# One pair swings with the machine's load; the median of the pairs
+	# moves less.
+	for v in $versions; do
+		grep "^$v, round" "$tmp/ratios" | sed 's/.* at \([0-9]*\)%.*/\1/' | sort -n |
+			awk -v n="$v" '{ r[NR] = $1 } END { if (NR == 0) exit; printf "%s: median pair --nzb at %d%% of the headers/s without (%d pairs, %d%%-%d%%)\n", n, r[int((NR + 1) / 2)], NR, r[1], r[NR] }'
 	done
 	# NZB bytes written by each binary: its other writes with --nzb less
 	# those of the same round without (window uploads and heartbeats
