@@ -487,3 +487,7 @@ func (tx *Tx) stagedStates(a string, seqs []int64) ([]PeerGroupState, error) {
 		})
 	return out, err
 }
+
+// StageDir is the directory beside the catalog that staged files are
+// kept in while a dump is sent or folded.
+func (db *DB) StageDir() string { return db.path + ".staged" }
