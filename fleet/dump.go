@@ -264,13 +264,12 @@ func (d *Dumper) dump(ctx context.Context, reply string, staged bool) (int, erro
 // write adds the node's own groups with all their ranges (as staged
 // files when staged), then its worker nodes.
 func (d *Dumper) write(ctx context.Context, w *dumpWriter, staged bool) error {
-	var after int64
-	for staged {
+	if staged {
 		if err := d.writeStaged(ctx, w); err != nil {
 			return err
 		}
-		break
 	}
+	var after int64
 	for !staged {
 		stop := w.keepAlive()
 		page, err := d.db.OwnStates(ctx, after, dumpPage)
