@@ -473,7 +473,9 @@ func (w *dumpWriter) awaitAck(ctx context.Context) error {
 // their ranges, its worker nodes; at the end, the origin's nodes the dump
 // did not name are removed and the peer is recorded and its rebuild
 // counted. A chunk's groups are folded before its arrival is answered,
-// which is what paces the origin. Errors: unavailable when origin serves
+// which is what paces the origin. It asks for the groups as staged files
+// (dumpstage.go); an origin of a build before sends JSON chunks, folded
+// as above. Errors: unavailable when origin serves
 // no dump (no responders), a chunk is missing or does not come within
 // 10 s, or the origin reports a failure; the store's errors otherwise.
 func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64) error {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
-	"github.com/leasehold/leasehold/internal/proccpu"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/internal/poll"
+	"github.com/leasehold/leasehold/internal/proccpu"
 	"github.com/leasehold/leasehold/store"
 )
 
