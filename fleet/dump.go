@@ -628,7 +628,7 @@ func (b *chunkBatches) check(ctx context.Context, a arrived) error {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q serves no dump (it is not connected)", origin)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q sent no dump chunk for %s", origin, dumpWait)
-	case leasehold.ErrorKind(err) == leasehold.KindUnprocessable:
+	case leasehold.KindOf(err) == leasehold.KindUnprocessable:
 		return stageError(origin, err) // a staged file of a newer format
 	case errors.Is(err, errNotChunk):
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q's dump chunk %d is not a dump chunk", origin, b.want)

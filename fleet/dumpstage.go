@@ -327,7 +327,7 @@ func foldStaged(ctx context.Context, db *store.DB, origin string, f *stagedFile,
 
 // stageError is the error a staged file's failure makes of a rebuild.
 func stageError(origin string, err error) error {
-	if k := leasehold.ErrorKind(err); k == leasehold.KindUnprocessable || k == leasehold.KindInvalid {
+	if k := leasehold.KindOf(err); k == leasehold.KindUnprocessable || k == leasehold.KindInvalid {
 		return leasehold.Wrap(k, err, "peer %q's staged dump: %v", origin, err)
 	}
 	if strings.HasPrefix(err.Error(), "peer ") {

@@ -73,7 +73,7 @@ const stageGroupSelect = `SELECT g.id, g.name, g.priority, g.active, g.range_siz
 	iif(g.marks_low IS NULL OR g.marks_high IS NULL OR g.marks_at IS NULL, NULL, g.marks_low),
 	iif(g.marks_low IS NULL OR g.marks_high IS NULL OR g.marks_at IS NULL, NULL, g.marks_high),
 	iif(g.marks_low IS NULL OR g.marks_high IS NULL OR g.marks_at IS NULL, NULL, g.marks_at),
-	coalesce(nullif(g.kind, ''), '` + leasehold.DefaultKind + `'),
+	coalesce(nullif(g.kind, ''), '` + leasehold.DefaultSourceKind + `'),
 	iif(g.source_error_at IS NULL, NULL, coalesce(g.source_error, '')), iif(g.source_error_at IS NULL, NULL, coalesce(g.source_error_node, '')), g.source_error_at
 	FROM main.groups g JOIN main.group_leases l ON l.group_id = g.id LEFT JOIN main.nodes n ON n.id = l.node_id
 	WHERE g.id > ?1 AND g.id <= ?2 AND NOT EXISTS (SELECT 1 FROM main.peer_groups p WHERE p.group_id = g.id) ORDER BY g.id`
@@ -270,7 +270,7 @@ func CheckStage(ctx context.Context, path string) (StageInfo, error) {
 		if err := rows.Scan(&name, &kind, &size); err != nil {
 			return info, bad(err)
 		}
-		if !leasehold.ValidGroupName(name) || size < 1 || !leasehold.ValidKind(kind) {
+		if !leasehold.ValidGroupName(name) || size < 1 || !leasehold.ValidSourceKind(kind) {
 			return info, leasehold.Errorf(leasehold.KindInvalid, "staged dump: group %q (kind %q, range size %d) is not valid", name, kind, size)
 		}
 	}
