@@ -381,12 +381,59 @@ func (tx *Tx) foldStagedNew(a, origin string, lo, hi int64, known []int64) error
 		 FROM ` + a + `.dump_ranges d WHERE d.group_seq BETWEEN ?2 AND ?3 AND d.group_seq NOT IN (SELECT value FROM json_each(?4))
 		 ORDER BY d.group_seq, d.start_id`,
 	}
+	// The tally triggers would run an UPDATE for every group and range
+	// copied, a fifth of the fold; for this write they are set aside and
+	// the copied rows counted in one statement a table instead. They are
+	// made again from their own stored text before the write ends, in its
+	// transaction, so no other write or reader sees the catalog without
+	// them, and a failed write takes the change back with the rest.
+	made, err := tx.stagedTriggersAside()
+	if err != nil {
+		return err
+	}
+	qs = append(qs,
+		`UPDATE main.tallies SET n = tallies.n + c.n FROM (
+			SELECT CASE WHEN g.quarantine_at IS NOT NULL THEN 'quarantined' WHEN g.held = 1 THEN 'held' WHEN g.active = 0 THEN 'inactive'
+				WHEN g.urgent_tail IS NOT NULL OR g.urgent_hist IS NOT NULL THEN 'waiting' ELSE 'idle' END || iif(g.owned = 1, '/owned', '/unowned') AS state,
+				count(*) AS n
+			FROM main.groups g WHERE g.id BETWEEN ?1 + ?2 AND ?1 + ?3 GROUP BY 1) c
+		 WHERE tallies.kind = 'groups' AND tallies.state = c.state`,
+		`UPDATE main.tallies SET n = tallies.n + c.n FROM (
+			SELECT d.status || iif(d.priority < 0, '/tail', '/history') AS state, count(*) AS n
+			FROM `+a+`.dump_ranges d WHERE d.group_seq BETWEEN ?2 AND ?3 AND d.group_seq NOT IN (SELECT value FROM json_each(?4)) GROUP BY 1) c
+		 WHERE tallies.kind = 'ranges' AND tallies.state = c.state`)
 	for _, q := range qs {
 		if _, err := tx.execSQL(q, next-lo, lo, hi, string(skip), ms(tx.now), origin); err != nil {
 			return err
 		}
 	}
+	for _, q := range made {
+		if _, err := tx.execSQL(q); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// stagedTallyTriggers are the tally triggers a staged fold sets aside:
+// those that fire on the rows it inserts.
+var stagedTallyTriggers = []string{"groups_tally_insert", "ranges_tally_insert"}
+
+// stagedTriggersAside drops the tally triggers of the rows a staged fold
+// inserts and returns the statements that make them again, as stored.
+func (tx *Tx) stagedTriggersAside() ([]string, error) {
+	var made []string
+	for _, name := range stagedTallyTriggers {
+		var q string
+		if err := tx.queryRowSQL(`SELECT sql FROM main.sqlite_schema WHERE type = 'trigger' AND name = ?`, name).Scan(&q); err != nil {
+			return nil, fmt.Errorf("the catalog's trigger %s: %w", name, err)
+		}
+		if _, err := tx.execSQL(`DROP TRIGGER main.` + name); err != nil {
+			return nil, err
+		}
+		made = append(made, q)
+	}
+	return made, nil
 }
 
 // stagedSeqs runs a query of seqs.

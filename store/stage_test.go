@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -178,6 +179,7 @@ func TestStagedFoldAsJSON(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("staged fold differs from the JSON fold:\n%s", diffRows(want, got))
 	}
+	stagedTallied(t, viaStage, "after the staged fold")
 	// Folded again: every group is known, under the same claim.
 	foldAsJSON(t, origin, viaJSON, 7)
 	if n := foldStaged(t, origin, viaStage, 1000, 30, 8); n != 4 {
@@ -186,6 +188,23 @@ func TestStagedFoldAsJSON(t *testing.T) {
 	want, got = peerPart(t, viaJSON), peerPart(t, viaStage)
 	if !slices.Equal(got, want) {
 		t.Fatalf("staged fold again differs from the JSON fold again:\n%s", diffRows(want, got))
+	}
+	stagedTallied(t, viaStage, "after the staged fold again")
+}
+
+// stagedTallied fails t unless db's tallies are its rows' counts: the
+// staged fold counts what it copies itself, its triggers set aside.
+func stagedTallied(t *testing.T, db *DB, when string) {
+	t.Helper()
+	wantRanges, wantGroups := trueCounts(t, db)
+	ranges, groups := talliedCounts(t, db)
+	if !maps.Equal(ranges, wantRanges) || !maps.Equal(groups, wantGroups) {
+		t.Fatalf("%s: tallies ranges %v groups %v, the rows' counts %v and %v", when, ranges, groups, wantRanges, wantGroups)
+	}
+	var triggers int
+	must(t, db.r.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name IN ('groups_tally_insert', 'ranges_tally_insert')`).Scan(&triggers))
+	if triggers != 2 {
+		t.Fatalf("%s: %d of the two tally triggers the staged fold sets aside are in the catalog", when, triggers)
 	}
 }
 
