@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/store"
 )
@@ -365,4 +366,36 @@ func TestStagedJoinerChild(t *testing.T) {
 	}
 	err := Rebuild(context.Background(), dumpConn(t, url), b.db, "node-a", 5)
 	t.Fatalf("the rebuild ended (%v) before the copy was killed", err)
+}
+
+// TestStagedFilesLeftRemovedAtJoin: staged files a process ended mid-dump
+// or mid-copy left beside the catalog, among them one of an origin no
+// rebuild asks for again, are gone once the node has joined its fleet.
+func TestStagedFilesLeftRemovedAtJoin(t *testing.T) {
+	s := natstest.Server(t)
+	dir := t.TempDir()
+	acfg := appliance.Config{DataDir: dir, LeaseTTL: time.Minute, Logger: discard}
+	db, err := appliance.OpenCatalog(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := db.StageDir()
+	db.Close()
+	if err := os.MkdirAll(stage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dump-0123456789abcdef.db", "node-gone-0123456789abcdef-1.db"} {
+		if err := os.WriteFile(filepath.Join(stage, name), []byte("part of a staged file"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, _, f, err := joinNode(context.Background(), acfg, Config{Name: "node-a", NATS: s.ClientURL(), ClaimTTL: fleetTTL, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	defer f.Stop()
+	if left, _ := filepath.Glob(filepath.Join(stage, "*")); len(left) > 0 {
+		t.Fatalf("staged files left once joined: %v", left)
+	}
 }
