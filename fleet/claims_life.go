@@ -223,7 +223,14 @@ func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (lea
 // liveLocked reports whether this node's life is held at now: begun,
 // renewed within TTL − Margin, and Claims not stopped. c.mu is held.
 func (c *Claims) liveLocked(now time.Time) bool {
-	return c.life != "" && !c.Stopped() && now.Before(c.lifeFrom.Add(c.ttl-c.margin))
+	return c.life != "" && !c.Stopped() && !c.pastMarginLocked(now)
+}
+
+// pastMarginLocked reports whether this node's life went unrenewed past
+// its margin at now: its last write started TTL − Margin ago or more.
+// c.mu is held.
+func (c *Claims) pastMarginLocked(now time.Time) bool {
+	return !now.Before(c.lifeFrom.Add(c.ttl - c.margin))
 }
 
 // Renew writes this node's life again, so every claim it holds stands a
@@ -267,11 +274,21 @@ func (c *Claims) Renew(ctx context.Context) error {
 		c.renewalFailures.Inc()
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "renewing node %q's life in the fleet: %v", c.node, err)
 	}
+	// A renewal that lands only after the life went past its margin (sent
+	// before, held up while NATS was away) revives nothing: Held has said
+	// no since the margin, so a holder was told its lease is lost, and its
+	// group must be disowned, not left owned with the lease recorded. The
+	// life ends as tellLapsed would have ended it at its next tick, and a
+	// new one begins at the next renewal.
 	c.mu.Lock()
-	if c.life == life {
+	late := c.life == life && c.pastMarginLocked(c.now())
+	if c.life == life && !late {
 		c.lifeRev, c.lifeFrom = next, from
 	}
 	c.mu.Unlock()
+	if late {
+		c.loseAll(life, "this node's life went unrenewed past its margin; a renewal landed only after it")
+	}
 	return nil
 }
 
@@ -343,7 +360,7 @@ func (c *Claims) tellLapsed() {
 	now := c.now()
 	c.mu.Lock()
 	life := c.life
-	lapsed := life != "" && !now.Before(c.lifeFrom.Add(c.ttl-c.margin))
+	lapsed := life != "" && c.pastMarginLocked(now)
 	c.mu.Unlock()
 	if lapsed {
 		c.loseAll(life, "this node's life went unrenewed past its margin")

@@ -514,6 +514,62 @@ func TestClaimPastMargin(t *testing.T) {
 	}
 }
 
+// TestClaimRenewalLandsPastMargin: a renewal sent before the life's
+// margin that lands only after it (held up while NATS was away) revives
+// nothing: Held said no from the margin on, so a holder was told its lease
+// was lost, and the claims are given up as at the margin; the next renewal
+// begins a new life and the group is claimed again at a higher fence.
+func TestClaimRenewalLandsPastMargin(t *testing.T) {
+	s := natstest.Server(t)
+	ctx := context.Background()
+	const group = "misc.late-renewal"
+	var clockMu sync.Mutex
+	clock := time.Now()
+	var jump time.Time // when set, the clock moves there once it is read
+	now := func() time.Time {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		t := clock
+		if !jump.IsZero() {
+			clock, jump = jump, time.Time{}
+		}
+		return t
+	}
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a", NowFunc: now})
+	lost := make(chan string, 1)
+	claimOnLost(t, a, func(g string) { lost <- g })
+	fa, err := a.Claim(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The renewal starts just before the margin and lands just after it.
+	margin := clock.Add(claimTestTTL - a.margin)
+	clockMu.Lock()
+	clock, jump = margin.Add(-time.Millisecond), margin.Add(time.Millisecond)
+	clockMu.Unlock()
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Held(group) || claimTracked(a, group) {
+		t.Fatalf("held %v, tracked %v after a renewal that landed past the margin; want the claim given up", a.Held(group), claimTracked(a, group))
+	}
+	select {
+	case g := <-lost:
+		if g != group {
+			t.Fatalf("lost %q, want %q", g, group)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the claim given up was not told as lost")
+	}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatalf("beginning a new life over this node's last: %v", err)
+	}
+	fa2, err := a.Claim(ctx, group)
+	if err != nil || fa2 <= fa {
+		t.Fatalf("claim in the new life: fence %d (%v), want above %d", fa2, err, fa)
+	}
+}
+
 // TestClaimUnreachable: an owner cut off from NATS holds its group until
 // just before its life lapses, and lets go before any other node of the
 // cluster can claim it; reconnected, it finds the group taken.

@@ -61,12 +61,17 @@ func workOneRange(t *testing.T, app *appliance.Appliance, group string) {
 		t.Fatal(err)
 	}
 	rs := int64(10)
-	if _, _, err := c.PutGroup(ctx, group, store.GroupSpec{RangeSize: &rs}); err != nil {
-		t.Fatalf("PUT /groups/%s: %v", group, err)
-	}
-	if _, err := c.PlanTail(ctx, group, 100); err != nil {
-		t.Fatalf("POST /groups/%s/tail: %v", group, err)
-	}
+	// A node just made ready may find its life not renewed yet while the
+	// streams' copies are raised (their leaders elected again): the write
+	// is refused as unavailable, as a client is told to try again.
+	untilAvailable(t, "PUT /groups/"+group, func() error {
+		_, _, err := c.PutGroup(ctx, group, store.GroupSpec{RangeSize: &rs})
+		return err
+	})
+	untilAvailable(t, "POST /groups/"+group+"/tail", func() error {
+		_, err := c.PlanTail(ctx, group, 100)
+		return err
+	})
 	var g *leasehold.Grant
 	poll.Eventually(t, 20*time.Second, "a lease of "+group, func() bool {
 		if g, err = c.Lease(ctx, w.ID); err != nil {
@@ -84,6 +89,20 @@ func workOneRange(t *testing.T, app *appliance.Appliance, group string) {
 	if err := c.Release(ctx, leasehold.GroupHolder{NodeID: w.ID, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
 		t.Fatalf("release %s: %v", group, err)
 	}
+}
+
+// untilAvailable calls write until it is not refused as unavailable, for
+// 20 s at most; any other error fails the test.
+func untilAvailable(t *testing.T, what string, write func() error) {
+	t.Helper()
+	var last error
+	poll.Eventually(t, 20*time.Second, what+" not refused as unavailable", func() bool {
+		last = write()
+		if last != nil && leasehold.KindOf(last) != leasehold.KindUnavailable {
+			t.Fatalf("%s: %v", what, last)
+		}
+		return last == nil
+	})
 }
 
 // TestFleetMajority: of a fleet of three embedded nodes, one started

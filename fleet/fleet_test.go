@@ -388,9 +388,6 @@ func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 	return g
 }
 
-// TestFleetNATSUnreachable: a node cut off from NATS keeps serving the
-// group it owns until just before its claim could lapse, then stops;
-// reconnected, it sends what it did meanwhile and owns the group again.
 // fleetJoin joins node name, on a data dir of its own, to the fleet of the
 // NATS server at url, and registers a worker there. Its warnings go to
 // stderr, and everything it logs to logs when given.
@@ -523,6 +520,11 @@ func TestFleetTakeoverLogLine(t *testing.T) {
 	}
 }
 
+// TestFleetNATSUnreachable: a node cut off from NATS keeps serving the
+// group it owns until just before its claim could lapse, then stops;
+// reconnected, it sends what it did meanwhile and owns the group again.
+// The nodes' logs are shown when it fails: whether each reconnected,
+// lost its claims and began a new life.
 func TestFleetNATSUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a claim TTL")
@@ -532,7 +534,13 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	opts.Port = natstest.FreePort(t)
 	s := natstest.Start(t, opts)
 	url := s.ClientURL()
-	a, b := fleetJoin(t, url, "node-a"), fleetJoin(t, url, "node-b")
+	var logs syncbuf.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the nodes' logs:\n%s", logs.String())
+		}
+	})
+	a, b := fleetJoin(t, url, "node-a", &logs), fleetJoin(t, url, "node-b", &logs)
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.cut", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
 	}
@@ -598,15 +606,37 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	}
 	s2 := natstest.Start(t, opts)
 	t.Cleanup(func() { s2.Shutdown(); s2.WaitForShutdown() })
-	poll.Eventually(t, 20*time.Second, "b folds what a did while cut off", func() bool {
-		_, err := b.db.GroupByName(ctx, "alt.while-cut")
-		return err == nil
+	poll.Until(t, 20*time.Second, "b folds what a did while cut off", func() error {
+		if _, err := b.db.GroupByName(ctx, "alt.while-cut"); err == nil {
+			return nil
+		}
+		sa, err := a.fleet.Peers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := b.fleet.Peers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var folded uint64
+		for _, p := range sb.Peers {
+			if p.Name == "node-a" {
+				folded = p.Folded
+			}
+		}
+		return fmt.Errorf("a connected %v, %d event(s) unpublished, published through %d; b connected %v, folded a's through %d",
+			sa.Connected, sa.Unpublished, sa.Published, sb.Connected, folded)
 	})
-	poll.Eventually(t, 20*time.Second, "a leases its group again", func() bool {
+	// A worker told its lease was lost leases again: its group is a's once
+	// a's claims were given up and claimed again in a new life.
+	poll.Until(t, 20*time.Second, "a leases its group again", func() error {
 		g, err := a.app.Coordinator.Lease(ctx, a.worker)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g != nil
+		if g != nil {
+			return nil
+		}
+		return fmt.Errorf("the group's claim held by a: %v, by b: %v", a.fleet.claims.Held("alt.cut"), b.fleet.claims.Held("alt.cut"))
 	})
 }

@@ -539,7 +539,10 @@ func (cn *conn) run(ctx context.Context, timeout time.Duration, f func(*conn) er
 		deadline = d
 	}
 	cn.nc.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Unix(1, 0)) })
+	// The connection as it is now: f may replace cn.nc (STARTTLS), and a
+	// TLS connection's deadline is its network connection's anyway.
+	nc := cn.nc
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	return f(cn)
 }
