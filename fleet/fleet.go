@@ -227,6 +227,9 @@ func (f *Fleet) run(ctx context.Context) error {
 		f.mu.Unlock()
 		return nil
 	}
+	// Staged dump files a process ended mid-dump or mid-copy left: no
+	// dump or rebuild runs before the parts start.
+	removeStaged(f.node.DB.StageDir(), "")
 	err := f.parts.Start(ctx)
 	f.mu.Unlock()
 	if err != nil {
