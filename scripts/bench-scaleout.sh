@@ -29,7 +29,8 @@
 # SCALEOUT_PAIRS > 1 runs the lone row and the fleet rows again, interleaved, as
 # the way to compare figures on a machine that drifts.
 # SCALEOUT_PROFILE=DIR writes a CPU profile of the first node of each
-# fleet of two or more under the load (DIR/cpu-N.pprof).
+# row under the load (DIR/cpu-N.pprof, N=0 the lone node) and, for a
+# fleet, over the idle seconds before it (DIR/cpu-idle-N.pprof).
 # SCALEOUT_BIN=PATH runs that leasehold binary as the nodes (another
 # revision's build, to compare two revisions in interleaved runs).
 # Needs Go, curl, jq, python3. KEEP=1 keeps the temp dir (logs).
@@ -120,7 +121,13 @@ run_size() {
 	# What the nodes spend idle: a fleet's background work (renewals,
 	# heartbeats, polls) is paid whatever the load.
 	for p in "${npids[@]}"; do i0=$((i0 + $(cpu_ticks "$p"))); done
-	sleep "$idle_secs"
+	if [ -n "${SCALEOUT_PROFILE:-}" ] && [ "$n" -ge 1 ]; then
+		# The first node's profile over the idle seconds (instead of a sleep).
+		curl -fs -H "Authorization: Bearer $(cat "${datas[0]}/admin.token")" -o "$SCALEOUT_PROFILE/cpu-idle-$n.pprof" \
+			"${urls[0]}/debug/pprof/profile?seconds=$idle_secs" || sleep "$idle_secs"
+	else
+		sleep "$idle_secs"
+	fi
 	for p in "${npids[@]}"; do c0=$((c0 + $(cpu_ticks "$p"))); done
 	local idle
 	idle=$(awk -v t=$((c0 - i0)) -v hz="$hz" -v s="$idle_secs" 'BEGIN { printf "%.0f ms/s", 1000 * t / hz / s }')
