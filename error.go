@@ -5,27 +5,29 @@ import (
 	"fmt"
 )
 
-// Kind is a class of error with a fixed code in the HTTP API.
-type Kind string
+// ErrorKind is a class of error with a fixed code in the HTTP API: its
+// constants are the root package's Kind* names, the one use of a bare
+// "Kind" in Go identifiers (a group's source is a SourceKind).
+type ErrorKind string
 
 // The error kinds. Their string is the API's error code.
 const (
-	KindInvalid       Kind = "bad_request"
-	KindUnauthorized  Kind = "unauthorized"
-	KindForbidden     Kind = "forbidden"
-	KindNotFound      Kind = "not_found"
-	KindLeaseLost     Kind = "lease_lost"
-	KindConflict      Kind = "conflict"
-	KindTooLarge      Kind = "too_large"
-	KindUnprocessable Kind = "unprocessable"
-	KindNoSpace       Kind = "no_space"
-	KindUnavailable   Kind = "unavailable"
-	KindInternal      Kind = "internal"
+	KindInvalid       ErrorKind = "bad_request"
+	KindUnauthorized  ErrorKind = "unauthorized"
+	KindForbidden     ErrorKind = "forbidden"
+	KindNotFound      ErrorKind = "not_found"
+	KindLeaseLost     ErrorKind = "lease_lost"
+	KindConflict      ErrorKind = "conflict"
+	KindTooLarge      ErrorKind = "too_large"
+	KindUnprocessable ErrorKind = "unprocessable"
+	KindNoSpace       ErrorKind = "no_space"
+	KindUnavailable   ErrorKind = "unavailable"
+	KindInternal      ErrorKind = "internal"
 )
 
-// Error is an error of a Kind with a message meant for the user.
+// Error is an error of an ErrorKind with a message meant for the user.
 type Error struct {
-	Kind    Kind
+	Kind    ErrorKind
 	Message string
 	// Err is the cause, kept for logs and errors.Is; never shown to users.
 	Err error
@@ -62,17 +64,17 @@ var (
 )
 
 // Errorf returns an error of kind k with a formatted message.
-func Errorf(k Kind, format string, args ...any) error {
+func Errorf(k ErrorKind, format string, args ...any) error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
 }
 
 // Wrap returns an error of kind k with a message, keeping cause for logs.
-func Wrap(k Kind, cause error, format string, args ...any) error {
+func Wrap(k ErrorKind, cause error, format string, args ...any) error {
 	return &Error{Kind: k, Message: fmt.Sprintf(format, args...), Err: cause}
 }
 
-// ErrorKind is the kind of err: its own when it is an *Error, else internal.
-func ErrorKind(err error) Kind {
+// KindOf is the ErrorKind of err: its own when it is an *Error, else internal.
+func KindOf(err error) ErrorKind {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Kind

@@ -24,7 +24,9 @@ type RangeHolder struct {
 
 // FinishedRange is a range its holder reports done with the headers it
 // counted, in the call that asks for the next one (rule 4): a range costs
-// one call. On the wire it is Finished.
+// one call. On the wire it is Finished. Headers counts the items indexed,
+// whatever the source: the word is the API's and the catalog's, from the
+// first source, Usenet (see the glossary in docs/ARCHITECTURE.md).
 type FinishedRange struct {
 	Range   int64
 	Headers int64

@@ -25,20 +25,26 @@ func ValidNodeName(name string) bool {
 	return len(name) <= 128 && ValidGroupName(name)
 }
 
-// DefaultKind is the kind of a group made without one, and the one kind of
-// a node registered without any: the synthetic and example workers' kind.
-const DefaultKind = "default"
+// SourceKind is the kind of source a group is read from and a node's
+// worker reads (rule 12): "default", "nntp" or an operator's own. It is
+// what the API, the CLI and the docs mean by a bare "kind". An alias, so
+// the catalog, the wire and the flags carry it as the string it is.
+type SourceKind = string
 
-// KindNNTP is the kind of the Usenet worker's groups: they are read from a
+// DefaultSourceKind is the kind of a group made without one, and the one kind of
+// a node registered without any: the synthetic and example workers' kind.
+const DefaultSourceKind SourceKind = "default"
+
+// SourceKindNNTP is the kind of the Usenet worker's groups: they are read from a
 // news server.
-const KindNNTP = "nntp"
+const SourceKindNNTP SourceKind = "nntp"
 
 // MaxNodeKinds is the most kinds one node reads.
 const MaxNodeKinds = 16
 
-// ValidKind reports whether kind names a source kind (rule 12): 1–32
+// ValidSourceKind reports whether kind names a source kind (rule 12): 1–32
 // bytes of a-z0-9-.
-func ValidKind(kind string) bool {
+func ValidSourceKind(kind SourceKind) bool {
 	if len(kind) == 0 || len(kind) > 32 {
 		return false
 	}
@@ -51,8 +57,8 @@ func ValidKind(kind string) bool {
 	return true
 }
 
-// HasKind reports whether kinds holds kind.
-func HasKind(kinds []string, kind string) bool {
+// HasSourceKind reports whether kinds holds kind.
+func HasSourceKind(kinds []SourceKind, kind SourceKind) bool {
 	for _, k := range kinds {
 		if k == kind {
 			return true

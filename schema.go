@@ -60,7 +60,7 @@ type Node struct {
 	Held        int64      `json:"held"`
 	LastSeenAt  *time.Time `json:"last_seen_at"`
 	// Kinds are the kinds of group the node's worker can read (rule 12).
-	Kinds []string `json:"kinds"`
+	Kinds []SourceKind `json:"kinds"`
 	// CreatedAt is when the node was registered (nil for a peer's node).
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	// State is what the node is doing, as NodeState tells it at the
@@ -118,7 +118,7 @@ type Group struct {
 	MarksAt *time.Time `json:"marks_at"`
 	// Kind is the source the group is read from (rule 12): only nodes
 	// of that kind lease it or report its water marks.
-	Kind string `json:"kind"`
+	Kind SourceKind `json:"kind"`
 	// SourceError is set while the group's source last said it cannot be
 	// read (rule 13); nil after a report with water marks.
 	SourceError *SourceError `json:"source_error"`
@@ -256,38 +256,42 @@ type Grant struct {
 
 // Finding is something the watchman reports as stuck, with its age.
 type Finding struct {
-	Kind   string    `json:"kind"`
-	Group  string    `json:"group"`
-	Range  *int64    `json:"range"`
-	Node   string    `json:"node"`
-	Since  time.Time `json:"since"`
-	AgeS   float64   `json:"age_s"`
-	Detail string    `json:"detail"`
+	Kind   FindingKind `json:"kind"`
+	Group  string      `json:"group"`
+	Range  *int64      `json:"range"`
+	Node   string      `json:"node"`
+	Since  time.Time   `json:"since"`
+	AgeS   float64     `json:"age_s"`
+	Detail string      `json:"detail"`
 }
+
+// FindingKind is what a finding reports as stuck: one of the Finding*
+// constants, sent as the finding's "kind".
+type FindingKind string
 
 // Finding kinds.
 const (
-	FindingRangeStale  = "range_stale"
-	FindingLeaseQuiet  = "lease_quiet"
-	FindingRangeFailed = "range_failed"
-	FindingNodeUnseen  = "node_unseen"
-	FindingSnapshotOld = "snapshot_old"
+	FindingRangeStale  FindingKind = "range_stale"
+	FindingLeaseQuiet  FindingKind = "lease_quiet"
+	FindingRangeFailed FindingKind = "range_failed"
+	FindingNodeUnseen  FindingKind = "node_unseen"
+	FindingSnapshotOld FindingKind = "snapshot_old"
 	// FindingWindowUnreadable is a quarantined group: its holder could
 	// not load its window. Node and Detail say who and why.
-	FindingWindowUnreadable = "window_unreadable"
+	FindingWindowUnreadable FindingKind = "window_unreadable"
 	// FindingFlapping is a group released or taken over FlapsFinding
 	// times in a row with no range progressing under any of the leases.
-	FindingFlapping = "flapping"
+	FindingFlapping FindingKind = "flapping"
 	// FindingNoWorkerForKind is a kind with planned work and no live
 	// node of that kind to lease it (rule 12); Group names the kind.
-	FindingNoWorkerForKind = "no_worker_for_kind"
+	FindingNoWorkerForKind FindingKind = "no_worker_for_kind"
 	// FindingSourceUnreadable is a group whose last two reports from its
 	// source were errors (rule 13); Detail carries the error.
-	FindingSourceUnreadable = "source_unreadable"
+	FindingSourceUnreadable FindingKind = "source_unreadable"
 	// FindingPeerSyncStuck is a node whose outbox could not be published
 	// to the fleet's stream for longer than a minute: its changes reach no
 	// peer. Node names it; Detail carries the last error.
-	FindingPeerSyncStuck = "peer_sync_stuck"
+	FindingPeerSyncStuck FindingKind = "peer_sync_stuck"
 )
 
 // FlapsFinding is how many lease ends in a row with no progress make a
@@ -304,11 +308,16 @@ type Backlog struct {
 	HistOldestS float64 `json:"history_oldest_age_s"`
 }
 
+// EventKind is what an outbox event records: one of the store's Event*
+// constants. An alias, as the outbox and the fleet's messages carry it as
+// the string it is.
+type EventKind = string
+
 // Event is one row of the outbox.
 type Event struct {
 	ID      int64     `json:"id"`
 	At      time.Time `json:"at"`
-	Kind    string    `json:"kind"`
+	Kind    EventKind `json:"kind"`
 	GroupID *int64    `json:"group_id"`
 	RangeID *int64    `json:"range_id"`
 	NodeID  *int64    `json:"node_id"`

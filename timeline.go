@@ -10,13 +10,18 @@ package leasehold
 // shows.
 const TimelineAttr = "timeline"
 
+// TimelineKind is what a line of the operator's timeline tells: a
+// takeover, a failed range, a peer down and so on. The fleet's are below;
+// the web server's own lines have theirs beside the timeline.
+type TimelineKind string
+
 // Timeline kinds of the fleet's lines.
 const (
 	// TimelinePeerDown is a fleet member found down (its life lapsed).
-	TimelinePeerDown = "peer_down"
+	TimelinePeerDown TimelineKind = "peer_down"
 	// TimelinePeerUp is a fleet member up again after it was down, or
 	// seen in the fleet for the first time.
-	TimelinePeerUp = "peer_up"
+	TimelinePeerUp TimelineKind = "peer_up"
 	// TimelineAdoption is a group this node took over from a peer.
-	TimelineAdoption = "adoption"
+	TimelineAdoption TimelineKind = "adoption"
 )

@@ -166,18 +166,18 @@ type ReleaseAnswer struct {
 // (rule 12), none is [default]. The one type of the request from the
 // wire to the rules (appliance).
 type NodeSpec struct {
-	Name        string   `json:"name"`
-	PriorityMin *int64   `json:"priority_min,omitempty"`
-	PriorityMax *int64   `json:"priority_max,omitempty"`
-	Capacity    *int64   `json:"capacity,omitempty"`
-	Kinds       []string `json:"kinds,omitempty"`
+	Name        string       `json:"name"`
+	PriorityMin *int64       `json:"priority_min,omitempty"`
+	PriorityMax *int64       `json:"priority_max,omitempty"`
+	Capacity    *int64       `json:"capacity,omitempty"`
+	Kinds       []SourceKind `json:"kinds,omitempty"`
 }
 
 // NodeChange is what PATCH /nodes/{id} sets on a node; nil fields stay.
 // The one type of the request from the wire to the catalog.
 type NodeChange struct {
-	Kinds    []string `json:"kinds,omitempty"`
-	Capacity *int64   `json:"capacity,omitempty"`
+	Kinds    []SourceKind `json:"kinds,omitempty"`
+	Capacity *int64       `json:"capacity,omitempty"`
 }
 
 // GroupSpec creates or updates a group (PUT /groups/{name}). Nil fields
@@ -187,11 +187,11 @@ type NodeChange struct {
 // one type of the request from the wire (web, client) to the catalog
 // (appliance, store).
 type GroupSpec struct {
-	Priority  *int64  `json:"priority,omitempty"`
-	Active    *bool   `json:"active,omitempty"`
-	RangeSize *int64  `json:"range_size,omitempty"`
-	Start     *int64  `json:"start,omitempty"`
-	Kind      *string `json:"kind,omitempty"`
+	Priority  *int64      `json:"priority,omitempty"`
+	Active    *bool       `json:"active,omitempty"`
+	RangeSize *int64      `json:"range_size,omitempty"`
+	Start     *int64      `json:"start,omitempty"`
+	Kind      *SourceKind `json:"kind,omitempty"`
 }
 
 // GroupPage is one page of groups (GET /groups); Next is the cursor of the
@@ -213,7 +213,7 @@ type RangePage struct {
 // caller's, rule 12).
 type WatermarksAnswer struct {
 	Groups []Watermarks `json:"groups"`
-	Kinds  []string     `json:"kinds"`
+	Kinds  []SourceKind `json:"kinds"`
 }
 
 // Findings is the watchman's report (GET /findings): what is stuck, with

@@ -314,7 +314,7 @@ func (a *Appliance) WithDiskCause(err error) error {
 	if errors.As(derr, &errno) && errors.Is(err, errno) {
 		return err
 	}
-	return leasehold.Wrap(leasehold.ErrorKind(err), err, "%s; %s", leasehold.ErrorMessage(err), leasehold.ErrorMessage(derr))
+	return leasehold.Wrap(leasehold.KindOf(err), err, "%s; %s", leasehold.ErrorMessage(err), leasehold.ErrorMessage(derr))
 }
 
 // historyCapped reports whether the data disk is short of space, so only

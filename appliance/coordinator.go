@@ -74,7 +74,7 @@ func (c *Coordinator) Disown(ctx context.Context, groups []string, unless func(g
 			if unless != nil && unless(g) {
 				continue
 			}
-			if err := tx.DisownGroup(g, c.maxAttempts); err != nil && leasehold.ErrorKind(err) != leasehold.KindNotFound {
+			if err := tx.DisownGroup(g, c.maxAttempts); err != nil && leasehold.KindOf(err) != leasehold.KindNotFound {
 				return err
 			}
 		}

@@ -393,7 +393,7 @@ func TestProgressAndFinish(t *testing.T) {
 	cases := []struct {
 		name string
 		next int64
-		kind leasehold.Kind
+		kind leasehold.ErrorKind
 	}{
 		{"Forward", 1050, ""},
 		{"Same", 1050, ""},
@@ -406,7 +406,7 @@ func TestProgressAndFinish(t *testing.T) {
 			before := f.dump()
 			got, err := f.c.Progress(f.ctx, leasehold.RangeHolder{NodeID: w.ID, RangeID: r.ID, Fence: g.Fence}, tc.next)
 			if tc.kind != "" {
-				if leasehold.ErrorKind(err) != tc.kind {
+				if leasehold.KindOf(err) != tc.kind {
 					t.Fatalf("got %v, want %s", err, tc.kind)
 				}
 				if f.dump() != before {
@@ -588,7 +588,7 @@ func TestPlanner(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		err  error
-		kind leasehold.Kind
+		kind leasehold.ErrorKind
 	}{
 		{"MissingGroup", func() error { _, err := f.c.PlanTail(f.ctx, "nope", 10); return err }(), leasehold.KindNotFound},
 		{"NegativeHigh", func() error { _, err := f.c.PlanTail(f.ctx, "g", -1); return err }(), leasehold.KindInvalid},
@@ -596,7 +596,7 @@ func TestPlanner(t *testing.T) {
 		{"StartChanged", func() error { _, _, err := f.c.PutGroup(f.ctx, "g", store.GroupSpec{Start: ptr(int64(5))}); return err }(), leasehold.KindConflict},
 		{"BadName", func() error { _, _, err := f.c.PutGroup(f.ctx, ".bad", store.GroupSpec{}); return err }(), leasehold.KindInvalid},
 	} {
-		if leasehold.ErrorKind(tc.err) != tc.kind {
+		if leasehold.KindOf(tc.err) != tc.kind {
 			t.Errorf("%s: got %v, want %s", tc.name, tc.err, tc.kind)
 		}
 	}

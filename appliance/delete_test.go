@@ -46,10 +46,10 @@ func TestDeleteGroupRemovesWindow(t *testing.T) {
 	if f := files(); len(f) != 0 {
 		t.Errorf("snapshot files after the deletion: %v, want none", f)
 	}
-	if _, err := app.Coordinator.Group(ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if _, err := app.Coordinator.Group(ctx, "g"); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("g after its deletion: %v, want not found", err)
 	}
-	if err := app.DeleteGroup(ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if err := app.DeleteGroup(ctx, "g"); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("g deleted twice: %v, want not found", err)
 	}
 }
@@ -62,7 +62,7 @@ func TestDeleteGroupRemovesWindow(t *testing.T) {
 func TestDeleteGroupInFleet(t *testing.T) {
 	t.Parallel()
 	w := newFleetWorld(t)
-	if err := w.app.DeleteGroup(w.ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "held") {
+	if err := w.app.DeleteGroup(w.ctx, "g"); leasehold.KindOf(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "held") {
 		t.Fatalf("deleting g while held: %v, want a conflict saying it is held", err)
 	}
 	if err := w.app.Coordinator.Release(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}); err != nil {
@@ -71,7 +71,7 @@ func TestDeleteGroupInFleet(t *testing.T) {
 	if err := w.app.DeleteGroup(w.ctx, "g"); err != nil {
 		t.Fatalf("deleting g once released: %v", err)
 	}
-	if _, err := w.app.Coordinator.Group(w.ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if _, err := w.app.Coordinator.Group(w.ctx, "g"); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("g after its deletion: %v, want not found", err)
 	}
 	if m, _ := filepath.Glob(filepath.Join(w.dir, "snapshots", "*.gz")); len(m) != 0 {

@@ -286,7 +286,7 @@ func TestFleetFencing(t *testing.T) {
 					before := w.catalog()
 					err := call.do(w)
 					if !errors.Is(err, leasehold.ErrLeaseLost) {
-						t.Fatalf("%s: got %v (kind %q), want lease lost", call.name, err, leasehold.ErrorKind(err))
+						t.Fatalf("%s: got %v (kind %q), want lease lost", call.name, err, leasehold.KindOf(err))
 					}
 					if tc.lapse {
 						// The write may stand (the answer says so); what

@@ -79,7 +79,7 @@ func (c *Coordinator) originOf(ctx context.Context, group string) (string, Forwa
 		return "", nil, err
 	}
 	g, err := c.db.GroupByName(ctx, group)
-	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+	if leasehold.KindOf(err) == leasehold.KindNotFound {
 		return "", nil, nil
 	}
 	if err != nil {
@@ -97,7 +97,7 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 		return c.applyNodeOp(ctx, op)
 	}
 	g, err := c.db.GroupByName(ctx, op.Group)
-	if err != nil && !(op.Op == "put_group" && leasehold.ErrorKind(err) == leasehold.KindNotFound) {
+	if err != nil && !(op.Op == "put_group" && leasehold.KindOf(err) == leasehold.KindNotFound) {
 		return AdminResult{}, err
 	}
 	if err == nil {

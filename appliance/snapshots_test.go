@@ -24,7 +24,7 @@ func TestUploadGroup(t *testing.T) {
 	}
 	cases := []struct {
 		name, group string
-		want        leasehold.Kind
+		want        leasehold.ErrorKind
 		wantID      int64
 	}{
 		{"Own", "own.g", "", own.ID},
@@ -34,9 +34,9 @@ func TestUploadGroup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := f.app.Snapshots.UploadGroup(f.ctx, tc.group)
-			var got leasehold.Kind
+			var got leasehold.ErrorKind
 			if err != nil {
-				got = leasehold.ErrorKind(err)
+				got = leasehold.KindOf(err)
 			}
 			if got != tc.want {
 				t.Fatalf("UploadGroup(%q): kind %q (%v), want %q", tc.group, got, err, tc.want)

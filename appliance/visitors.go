@@ -40,7 +40,7 @@ func (c *Coordinator) visitorHome(ctx context.Context, id int64) (name, home str
 func (c *Coordinator) carryToHome(ctx context.Context, id int64, name, home string, op AdminOp) (leasehold.Node, error) {
 	op.Node = name
 	res, err := c.fleet.Forward(ctx, home, op)
-	if leasehold.ErrorKind(err) == leasehold.KindUnavailable {
+	if leasehold.KindOf(err) == leasehold.KindUnavailable {
 		return leasehold.Node{}, leasehold.Errorf(leasehold.KindUnavailable,
 			"node %s is registered at %s, which cannot be reached now to revoke it there: %s", name, home, leasehold.ErrorMessage(err))
 	}

@@ -39,7 +39,7 @@ func (w *Watchman) Now() time.Time { return w.now() }
 type Report = leasehold.Findings
 
 // FindingKinds are every kind of finding, in the order they are shown.
-var FindingKinds = []string{
+var FindingKinds = []leasehold.FindingKind{
 	leasehold.FindingRangeStale, leasehold.FindingLeaseQuiet, leasehold.FindingRangeFailed,
 	leasehold.FindingNodeUnseen, leasehold.FindingSnapshotOld, leasehold.FindingWindowUnreadable, leasehold.FindingFlapping,
 	leasehold.FindingNoWorkerForKind, leasehold.FindingSourceUnreadable, leasehold.FindingPeerSyncStuck,
@@ -99,7 +99,7 @@ func (w *Watchman) RecentReport(ctx context.Context, maxAge time.Duration) (Repo
 // (every kind present, uncapped), the backlog, the catalog's tallies
 // (ranges by status, groups by state) and the worker nodes by state.
 type Gauges struct {
-	Findings map[string]int64
+	Findings map[leasehold.FindingKind]int64
 	Backlog  leasehold.Backlog
 	Tallies  leasehold.Tallies
 	Nodes    map[string]int64

@@ -9,20 +9,20 @@ import (
 
 // report reads the watchman's report and the kinds of its findings in the
 // order given.
-func (f *fixture) report() (Report, []string) {
+func (f *fixture) report() (Report, []leasehold.FindingKind) {
 	f.t.Helper()
 	rep, err := f.app.Watchman.Report(f.ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	kinds := []string{}
+	kinds := []leasehold.FindingKind{}
 	for _, s := range rep.Stuck {
 		kinds = append(kinds, s.Kind)
 	}
 	return rep, kinds
 }
 
-func has(kinds []string, k string) bool {
+func has(kinds []leasehold.FindingKind, k leasehold.FindingKind) bool {
 	for _, x := range kinds {
 		if x == k {
 			return true
@@ -229,7 +229,7 @@ func TestFindingsNewestFirst(t *testing.T) {
 	f.next(w, g) // slow's range and lease go quiet from t0+4m
 	f.clock.Advance(2 * time.Minute)
 	rep, kinds := f.report()
-	want := []string{leasehold.FindingRangeStale, leasehold.FindingLeaseQuiet, leasehold.FindingRangeFailed, leasehold.FindingNodeUnseen}
+	want := []leasehold.FindingKind{leasehold.FindingRangeStale, leasehold.FindingLeaseQuiet, leasehold.FindingRangeFailed, leasehold.FindingNodeUnseen}
 	if len(kinds) != len(want) {
 		t.Fatalf("findings %v, want %v", kinds, want)
 	}

@@ -96,7 +96,7 @@ func (c *Coordinator) readsKind(ctx context.Context, nodeID int64, name string) 
 	if err != nil {
 		return "", err
 	}
-	if !leasehold.HasKind(n.Kinds, g.Kind) {
+	if !leasehold.HasSourceKind(n.Kinds, g.Kind) {
 		return "", leasehold.Errorf(leasehold.KindForbidden,
 			"group %s is of kind %s and node %s reads %v: only a worker of kind %s reports its source", name, g.Kind, n.Name, n.Kinds, g.Kind)
 	}

@@ -86,7 +86,7 @@ func (e *HTTPError) Error() string {
 }
 
 // kindByStatus is the kind of an error answer whose body names no code.
-var kindByStatus = map[int]leasehold.Kind{
+var kindByStatus = map[int]leasehold.ErrorKind{
 	http.StatusBadRequest:                   leasehold.KindInvalid,
 	http.StatusUnauthorized:                 leasehold.KindUnauthorized,
 	http.StatusForbidden:                    leasehold.KindForbidden,
@@ -105,7 +105,7 @@ func decodeError(req *http.Request, resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var wire leasehold.ErrorBody
 	_ = json.Unmarshal(body, &wire)
-	kind := leasehold.Kind(wire.Error.Code)
+	kind := leasehold.ErrorKind(wire.Error.Code)
 	if kind == "" {
 		var ok bool
 		if kind, ok = kindByStatus[resp.StatusCode]; !ok {

@@ -69,7 +69,7 @@ func TestErrorDecoding(t *testing.T) {
 			srv := canned(t, tt.status, tt.body)
 			_, err := newClient(srv.URL).Heartbeat(context.Background(), 7, 12)
 			if !errors.Is(err, tt.want) {
-				t.Fatalf("got %v (kind %s), want kind %s", err, leasehold.ErrorKind(err), tt.want.Kind)
+				t.Fatalf("got %v (kind %s), want kind %s", err, leasehold.KindOf(err), tt.want.Kind)
 			}
 			var herr *client.HTTPError
 			if !errors.As(err, &herr) || herr.StatusCode != tt.status || herr.Path != "/api/v1/leases/7/heartbeat" {

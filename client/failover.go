@@ -83,7 +83,7 @@ func Unreachable(err error) bool {
 		}
 		return false
 	}
-	return leasehold.ErrorKind(err) == leasehold.KindUnavailable
+	return leasehold.KindOf(err) == leasehold.KindUnavailable
 }
 
 // fleetNode is one node a worker leases at, and until when it is passed

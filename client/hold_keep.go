@@ -132,7 +132,7 @@ func (h *hold) upload(ctx context.Context) error {
 			h.log.Info("window uploaded", "next", s.Next, "bytes", s.Size)
 			return nil
 		}
-		k := leasehold.ErrorKind(err)
+		k := leasehold.KindOf(err)
 		retry := k == leasehold.KindUnavailable || k == leasehold.KindInternal
 		if !retry || attempt+1 >= attempts || ctx.Err() != nil {
 			return err

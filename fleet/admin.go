@@ -23,7 +23,7 @@ const adminTimeout = 30 * time.Second
 // adminAnswer is an owner's answer to a carried admin write.
 type adminAnswer struct {
 	Result appliance.AdminResult `json:"result"`
-	Kind   leasehold.Kind        `json:"kind,omitempty"`
+	Kind   leasehold.ErrorKind   `json:"kind,omitempty"`
 	Error  string                `json:"error,omitempty"`
 }
 
@@ -153,7 +153,7 @@ func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 			cancel()
 		}
 		if err != nil {
-			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+			ans.Kind, ans.Error = leasehold.KindOf(err), leasehold.ErrorMessage(err)
 			a.log.Debug("ownership: a group kept from a peer that asked for it", "group", op.Group, "peer", op.Node, "why", ans.Error)
 		}
 		b, _ := json.Marshal(ans)
@@ -167,7 +167,7 @@ func (a *Admin) answer(ctx context.Context, m *nats.Msg) {
 		cancel()
 		ans.Result = res
 		if err != nil {
-			ans.Kind, ans.Error = leasehold.ErrorKind(err), leasehold.ErrorMessage(err)
+			ans.Kind, ans.Error = leasehold.KindOf(err), leasehold.ErrorMessage(err)
 		}
 	}
 	a.audit(m, op, ans)

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,14 +46,23 @@ func (f *adoption) Adopt(ctx context.Context, group string) error {
 		return err
 	}
 	origin, err := f.db.GroupOrigin(ctx, g.ID)
-	if err != nil || origin == "" {
+	if err != nil {
 		return err
+	}
+	if origin == "" {
+		// The catalog has the group as this node's own, but it may only
+		// not have folded yet what happened to it since: handed to a peer
+		// and on from there while this node's fold was behind (a
+		// partition's heal), its newest window is a peer's in the bucket.
+		if origin, err = f.movedOn(ctx, g); err != nil || origin == "" {
+			return err
+		}
 	}
 	if err := f.caughtUp(ctx, origin); err != nil {
 		return err
 	}
 	snap, err := f.snapshots.Import(ctx, group)
-	switch k := leasehold.ErrorKind(err); {
+	switch k := leasehold.KindOf(err); {
 	case err == nil:
 	case k == leasehold.KindUnprocessable || k == leasehold.KindTooLarge:
 		// A replicated window that can never be read: adopted without it.
@@ -115,4 +125,49 @@ func (f *adoption) caughtUp(ctx context.Context, origin string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// movedOn names the node whose window of group, this node's own in its
+// catalog, is in the bucket and newer than this node's (ahead of it, or
+// stored no earlier): the group went on there after this node had it,
+// and a worker there may have been answered that window is kept, so the
+// group is adopted from that node as from its owner. "" when the bucket
+// holds no window, this node's own, one not newer, or one stored before
+// the group was made here (a group of that name deleted before); a window
+// not signed by a node of the fleet names no one (Import would refuse it).
+// Errors: ErrBehind when the bucket cannot be read (owning the group
+// without looking could resume it from an older window).
+func (f *adoption) movedOn(ctx context.Context, g leasehold.Group) (string, error) {
+	info, err := f.snapshots.obs.GetInfo(ctx, g.Name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: its replicated window could not be looked up: %v", ErrBehind, err)
+	}
+	origin := info.Metadata[SnapshotMetaOrigin]
+	if origin == "" || origin == f.snapshots.node {
+		return "", nil
+	}
+	next, digest, err := f.snapshots.windowMeta(info)
+	if err != nil {
+		return "", nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, info.Metadata[SnapshotMetaAt])
+	if err != nil || at.Before(g.CreatedAt) {
+		return "", nil // of a group of that name deleted before this one was made
+	}
+	local, err := f.db.Snapshot(ctx, g.ID)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case local == nil:
+		return origin, nil
+	case local.SHA256 == hex.EncodeToString(digest):
+		return "", nil
+	case next > local.Next || !at.Before(local.At):
+		return origin, nil
+	}
+	return "", nil
 }

@@ -233,7 +233,7 @@ func NewClaims(ctx context.Context, js jetstream.JetStream, cfg ClaimsConfig) (*
 			Name: "leasehold_claim_renewal_failures_total", Help: "Renewals of this node's life that did not reach NATS or got no answer.",
 		}),
 	}
-	if err := c.begin(ctx, true); err != nil && leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if err := c.begin(ctx, true); err != nil && leasehold.KindOf(err) != leasehold.KindConflict {
 		return nil, err
 	}
 	c.heldGauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -376,7 +376,7 @@ func (c *Claims) Claim(ctx context.Context, group string) (uint64, error) {
 	// A claim read between two writes of others can vanish or change under
 	// us; a few rounds settle it.
 	for range 3 {
-		rev, err := c.kv.Create(ctx, key, val)
+		rev, err := createOnly(ctx, c.kv, key, val)
 		if err == nil {
 			return c.record(group, life, rev)
 		}
@@ -509,14 +509,16 @@ func (c *Claims) Owner(ctx context.Context, group string) (Claim, uint64, error)
 	if !leasehold.ValidGroupName(group) {
 		return Claim{}, 0, leasehold.Errorf(leasehold.KindInvalid, "group name %q is not valid", group)
 	}
-	e, err := c.kv.Get(ctx, ClaimKey(group))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Claim{}, 0, leasehold.Errorf(leasehold.KindNotFound, "group %q has no owner", group)
-	}
+	// From the leader, as Claim reads it: a replica's direct get may be
+	// taken by a lagging or cut-off replica (see lastOnLeader).
+	e, err := c.lastOnLeader(ctx, ClaimsBucket, ClaimKey(group))
 	if err != nil {
 		return Claim{}, 0, leasehold.Wrap(leasehold.KindUnavailable, err, "owner of group %q: %v", group, err)
 	}
-	cl, err := c.claimOf(e.Key(), e.Value())
+	if !e.found || e.deleted {
+		return Claim{}, 0, leasehold.Errorf(leasehold.KindNotFound, "group %q has no owner", group)
+	}
+	cl, err := c.claimOf(ClaimKey(group), e.data)
 	if err != nil {
 		// A claim not signed by the node it names stands for no one.
 		return Claim{}, 0, leasehold.Wrap(leasehold.KindNotFound, err, "group %q has no owner (its claim is not believed: %v)", group, err)
@@ -528,7 +530,7 @@ func (c *Claims) Owner(ctx context.Context, group string) (Claim, uint64, error)
 	if !alive {
 		return Claim{}, 0, leasehold.Errorf(leasehold.KindNotFound, "group %q has no owner (the life of node %q that claimed it is over)", group, cl.Node)
 	}
-	return cl, e.Revision(), nil
+	return cl, e.seq, nil
 }
 
 // ClaimFree claims, in order, up to max of candidates that no other node
@@ -546,7 +548,7 @@ func (c *Claims) ClaimFree(ctx context.Context, candidates []string, max int) ([
 			continue
 		}
 		_, err := c.Claim(ctx, g)
-		switch leasehold.ErrorKind(err) {
+		switch leasehold.KindOf(err) {
 		case leasehold.KindConflict, leasehold.KindInvalid:
 			c.log.Debug("claims: not free", "group", g, "why", err)
 			continue

@@ -52,7 +52,7 @@ func (c *Claims) run(ctx context.Context) error {
 					err := c.Renew(rctx)
 					switch {
 					case err == nil || ctx.Err() != nil:
-					case leasehold.ErrorKind(err) == leasehold.KindConflict:
+					case leasehold.KindOf(err) == leasehold.KindConflict:
 						// Said once at start; the earlier life lapses by itself.
 						c.log.Debug("claims: waiting to begin this node's life", "err", err)
 					default:

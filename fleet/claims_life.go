@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leasehold/leasehold"
@@ -43,14 +44,15 @@ func (c *Claims) begin(ctx context.Context, first bool) error {
 	c.mu.Lock()
 	c.minted[life] = true
 	c.mu.Unlock()
-	rev, err := c.lives.Create(ctx, key, val)
+	rev, err := createOnly(ctx, c.lives, key, val)
 	if err != nil && claimAnswered(err) {
 		var st lifeRead
 		st, err = c.readLife(ctx, c.node)
 		switch {
 		case err != nil:
 		case !st.found:
-			rev, err = c.lives.Create(ctx, key, val)
+			// None, or removed: written over the removal's marker, if any.
+			rev, err = c.lives.Update(ctx, key, val, st.rev)
 		case c.mintedLife(st.life.Life) || c.lapsedAt(st.at) || st.forged:
 			// This process's own (given up past its margin, or a write
 			// whose answer was lost), or past its TTL by the server's
@@ -92,7 +94,7 @@ func (c *Claims) lapsedAt(at time.Time) bool {
 type lifeRead struct {
 	found bool
 	life  Life
-	rev   uint64    // the key's revision
+	rev   uint64    // the key's revision (a delete's, when not found)
 	at    time.Time // the server's timestamp of the write
 	// forged is a value not signed by the node it names (or not by the
 	// node whose key it is): it stands for no life, and the node whose
@@ -108,7 +110,9 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 		return lifeRead{}, fmt.Errorf("reading the life of node %q: %w", node, err)
 	}
 	if !m.found || m.deleted {
-		return lifeRead{}, nil // none, deleted or purged: no life stands
+		// None, deleted or purged: no life stands (rev is the marker's,
+		// for a write over it).
+		return lifeRead{rev: m.seq}, nil
 	}
 	st := lifeRead{found: true, rev: m.seq, at: m.at}
 	subject := kvSubject(LivesBucket, ClaimKey(node))
@@ -126,6 +130,20 @@ func (c *Claims) readLife(ctx context.Context, node string) (lifeRead, error) {
 		}
 	}
 	return st, nil
+}
+
+// createOnly writes key in kv only if it holds no write (none, or
+// removed by the bucket's TTL): the server's answer to a key that exists
+// is a JetStream API error (claimAnswered), and the caller reads the key
+// from the leader (lastOnLeader). KeyValue.Create is not used: on a key
+// that exists it first reads the key by a direct get, which any replica
+// may take, and a replica cut off without a FIN (a paused or partitioned
+// node's server, its route not yet found dead) takes it and never
+// answers: the read waited its whole timeout, 5 s, and Create gave the
+// same answer after it. A fault run on a loaded machine showed a
+// takeover's claims stalled 5 s each so.
+func createOnly(ctx context.Context, kv jetstream.KeyValue, key string, val []byte) (uint64, error) {
+	return kv.Update(ctx, key, val, 0)
 }
 
 // leaderEntry is a key's last write as a bucket's stream leader holds it.
@@ -152,13 +170,20 @@ type leaderEntry struct {
 // of disowned groups, for good, and the node would never take a group on
 // again.
 func (c *Claims) lastOnLeader(ctx context.Context, bucket, key string) (leaderEntry, error) {
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	return leaderLast(ctx, c.nc, "KV_"+bucket, "$KV."+bucket+"."+key)
+}
+
+// leaderLast reads the last message on subject in stream from the
+// stream's leader (see Claims.lastOnLeader), waiting at most
+// lifeReadTimeout.
+func leaderLast(ctx context.Context, nc *nats.Conn, stream, subject string) (leaderEntry, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return leaderEntry{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, lifeReadTimeout)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return leaderEntry{}, err
 	}

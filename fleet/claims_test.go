@@ -290,7 +290,7 @@ func TestClaimRace(t *testing.T) {
 		if errs[0] != nil {
 			win, lose = 1, 0
 		}
-		if k := leasehold.ErrorKind(errs[lose]); k != leasehold.KindConflict {
+		if k := leasehold.KindOf(errs[lose]); k != leasehold.KindConflict {
 			t.Fatalf("loser's error %v is %s, want conflict", errs[lose], k)
 		}
 		w, l := nodes[win], nodes[lose]
@@ -314,7 +314,7 @@ func TestClaimRace(t *testing.T) {
 		if _, rev, err := l.Owner(ctx, group); err != nil || rev != f3 {
 			t.Fatalf("owner's fence after a renewal: %d (%v), want %d", rev, err, f3)
 		}
-		if _, err := l.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		if _, err := l.Claim(ctx, group); leasehold.KindOf(err) != leasehold.KindConflict {
 			t.Fatalf("loser's second claim: %v, want conflict", err)
 		}
 		if g := w.Owned(); len(g) != 1 || g[0] != group {
@@ -332,7 +332,7 @@ func TestClaimRace(t *testing.T) {
 			t.Fatalf("claim after release: fence %d (%v), want above %d", f4, err, f3)
 		}
 		// The former owner finds the group taken.
-		if _, err := w.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		if _, err := w.Claim(ctx, group); leasehold.KindOf(err) != leasehold.KindConflict {
 			t.Fatalf("claim after release and a peer's claim: %v, want conflict", err)
 		}
 		nodes[0].Stop()
@@ -403,7 +403,7 @@ func TestClaimLapse(t *testing.T) {
 	if a2.Held(group) || len(a2.Owned()) != 0 {
 		t.Fatalf("restarted node holds %v", a2.Owned())
 	}
-	if _, err := a2.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if _, err := a2.Claim(ctx, group); leasehold.KindOf(err) != leasehold.KindConflict {
 		t.Fatalf("restarted node's claim: %v, want conflict", err)
 	}
 	// b keeps renewing: over a TTL's window (several renewals), not only
@@ -450,10 +450,10 @@ func TestClaimRestart(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := a2.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+	if _, err := a2.Claim(ctx, group); leasehold.KindOf(err) != leasehold.KindUnavailable {
 		t.Fatalf("the later run's claim while the earlier renews: %v, want unavailable (no life)", err)
 	}
-	if _, err := b.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if _, err := b.Claim(ctx, group); leasehold.KindOf(err) != leasehold.KindConflict {
 		t.Fatalf("b's claim on a's group: %v, want conflict", err)
 	}
 	if !a.Held(group) || a2.Held(group) {
@@ -616,7 +616,7 @@ func TestClaimUnreachable(t *testing.T) {
 	if a.Held(group) {
 		t.Fatal("a holds the group again")
 	}
-	if _, err := a.Claim(ctx, group); leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if _, err := a.Claim(ctx, group); leasehold.KindOf(err) != leasehold.KindConflict {
 		t.Fatalf("a's claim after reconnecting: %v, want conflict", err)
 	}
 	own, _, err := a.Owner(ctx, group)
@@ -708,7 +708,7 @@ func TestClaimServerLapse(t *testing.T) {
 		if _, err := c.kv.Get(ctx, ClaimKey(group)); err != nil {
 			t.Fatalf("the claim left the bucket with its life: %v", err)
 		}
-		if _, _, err := other.Owner(ctx, group); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		if _, _, err := other.Owner(ctx, group); leasehold.KindOf(err) != leasehold.KindNotFound {
 			t.Fatalf("owner of a group whose owner's life lapsed: %v, want not found", err)
 		}
 		if _, err := other.Claim(ctx, group); err != nil {

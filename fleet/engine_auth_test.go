@@ -156,8 +156,8 @@ func TestFleetExternalAuth(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("a node with wrong credentials went on trying for %s: %v", time.Since(began).Round(time.Millisecond), err)
 			}
-			if tc.refusedFlag != "" && (leasehold.ErrorKind(err) != leasehold.KindInvalid || !strings.Contains(err.Error(), tc.refusedFlag)) {
-				t.Fatalf("refused: %v (kind %s); want invalid, naming %s", err, leasehold.ErrorKind(err), tc.refusedFlag)
+			if tc.refusedFlag != "" && (leasehold.KindOf(err) != leasehold.KindInvalid || !strings.Contains(err.Error(), tc.refusedFlag)) {
+				t.Fatalf("refused: %v (kind %s); want invalid, naming %s", err, leasehold.KindOf(err), tc.refusedFlag)
 			}
 			t.Logf("refused in %s: %v", time.Since(began).Round(time.Millisecond), err)
 		})
@@ -177,7 +177,7 @@ func TestFleetExternalAuthInvalid(t *testing.T) {
 		"CertWithoutKey":   {NATS: "nats://127.0.0.1:4222", TLS: &TLS{CertFile: "/dev/null", CAFile: "/dev/null"}},
 	} {
 		cfg.Name = "node-a"
-		if _, err := NewGate(cfg); leasehold.ErrorKind(err) != leasehold.KindInvalid {
+		if _, err := NewGate(cfg); leasehold.KindOf(err) != leasehold.KindInvalid {
 			t.Errorf("%s: NewGate = %v; want invalid", name, err)
 		}
 	}

@@ -124,7 +124,7 @@ func TestFleetExternalCluster(t *testing.T) {
 		st, perr := a.fleet.Peers(ctx)
 		err = a.app.Ready(ctx)
 		return perr == nil && strings.Contains(st.Offline, StreamName) &&
-			leasehold.ErrorKind(err) == leasehold.KindUnavailable && strings.Contains(err.Error(), StreamName)
+			leasehold.KindOf(err) == leasehold.KindUnavailable && strings.Contains(err.Error(), StreamName)
 	})
 	t.Logf("with two NATS servers of three lost: %v", err)
 	for _, i := range []int{first, second} {

@@ -84,10 +84,10 @@ type Config struct {
 	AcceptUnsigned bool
 }
 
-// Node is the node a fleet serves, given at New: its catalog, which the
-// fleet publishes from and folds into, and the parts of its behaviour the
-// fleet calls on.
-type Node struct {
+// Local is this node as the fleet serves it, given at New: its catalog,
+// which the fleet publishes from and folds into, and the parts of its
+// behaviour the fleet calls on.
+type Local struct {
 	// DB is the node's catalog (appliance.OpenCatalog).
 	DB *store.DB
 	// Coordinator owns and disowns groups as their claims are won and
@@ -114,7 +114,7 @@ type Node struct {
 type Fleet struct {
 	cfg  Config
 	gate *Gate
-	node Node
+	node Local
 	log  *slog.Logger
 	srv  *server.Server
 	nc   *nats.Conn
@@ -173,7 +173,7 @@ const (
 // New is this node's part in the fleet of gate (NewGate), over node, not
 // started: give gate to the appliance first (appliance.Config.Fleet),
 // then node's parts from it here. Errors: invalid config.
-func New(gate *Gate, node Node) (*Fleet, error) {
+func New(gate *Gate, node Local) (*Fleet, error) {
 	if node.DB == nil || node.Coordinator == nil || node.Snapshots == nil {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "fleet: the node's catalog, coordinator and snapshots are needed")
 	}
@@ -279,7 +279,7 @@ func (f *Fleet) startNATS() error {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = min(3, 1+PeerRoutes(cfg.ClusterListen, cfg.Routes))
 	}
-	f.gate.wait("the embedded NATS server to start")
+	f.gate.waitingOn("the embedded NATS server to start")
 	srv, opts, err := startServer(ServerConfig{Name: cfg.Name, Dir: cfg.Dir, Listen: cfg.Listen,
 		ClusterListen: cfg.ClusterListen, Routes: cfg.Routes, Secret: f.present(), ClientToken: cfg.ClientToken,
 		Secrets: f.secrets, TLS: cfg.TLS, Logger: cfg.Logger})
@@ -303,7 +303,7 @@ func (f *Fleet) startNATS() error {
 func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
-	f.gate.wait(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	f.gate.waitingOn(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
 	if cfg.Replicas == 0 {
 		cfg.Replicas = f.externalReplicas()
 	}
@@ -356,7 +356,7 @@ func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 // the claims use.
 func (f *Fleet) placeBuckets(ctx context.Context, records jetstream.KeyValue) (keeper *Keeper, adopt *adoption, err error) {
 	cfg, node := f.cfg, f.node
-	f.gate.wait("the fleet's claims and snapshot buckets")
+	f.gate.waitingOn("the fleet's claims and snapshot buckets")
 	err = f.retry(ctx, func(ctx context.Context) error {
 		var err error
 		if f.snapshots == nil {
@@ -395,7 +395,7 @@ func (f *Fleet) placeBuckets(ctx context.Context, records jetstream.KeyValue) (k
 				Identity: f.gate.id, Keyring: f.gate.ring})
 			return err
 		})
-		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+		if leasehold.KindOf(err) == leasehold.KindInvalid {
 			return backoffStop{err}
 		}
 		if err != nil {
@@ -418,6 +418,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.members.ring = f.gate.ring
 	f.members.gone = f.removals.Removed
 	f.removals.keys = ringWithdrawer{f.gate.ring, f.log}
+	f.removals.id, f.removals.ring = f.gate.id, f.gate.ring
 	f.records = records
 	carrier := NewCarrier(f.nc, cfg.Name, f.claims.Life)
 	carrier.id = f.gate.id
@@ -517,7 +518,7 @@ func (f *Fleet) connect(ctx context.Context) error {
 		}
 		opts = append(opts, nats.Secure(f.tlsCert.reloadable(tc)))
 	}
-	f.gate.wait("NATS at " + f.url)
+	f.gate.waitingOn("NATS at " + f.url)
 	err = f.retry(ctx, func(context.Context) error {
 		var err error
 		f.nc, err = nats.Connect(f.url, opts...)

@@ -277,7 +277,7 @@ func TestFleet(t *testing.T) {
 	if n, err := b.app.Coordinator.PlanTail(ctx, "alt.fleet", size+50); err != nil || n != 5 {
 		t.Fatalf("planning a's group at b: %d ranges, %v; want 5 planned at a", n, err)
 	}
-	if _, err := c.app.Coordinator.PlanTail(ctx, "alt.fleet", -1); leasehold.ErrorKind(err) != leasehold.KindInvalid {
+	if _, err := c.app.Coordinator.PlanTail(ctx, "alt.fleet", -1); leasehold.KindOf(err) != leasehold.KindInvalid {
 		t.Fatalf("a bad plan carried to the owner: %v; want invalid", err)
 	}
 	poll.Eventually(t, 10*time.Second, "b sees the ranges a planned for it", func() bool {
@@ -567,7 +567,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	var stopped time.Time
 	for time.Since(cut) < 2*fleetTTL {
 		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
-			if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+			if leasehold.KindOf(err) != leasehold.KindLeaseLost {
 				t.Fatalf("heartbeat while cut off: %v; want lease lost", err)
 			}
 			stopped = time.Now()

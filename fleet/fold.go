@@ -395,7 +395,7 @@ func (f *Folder) foldItems(ctx context.Context, inc string, items []foldItem, pr
 		}
 		return mark(tx)
 	})
-	if leasehold.ErrorKind(err) != leasehold.KindInvalid {
+	if leasehold.KindOf(err) != leasehold.KindInvalid {
 		if err == nil {
 			f.folded.Add(float64(len(items)))
 		}
@@ -404,7 +404,7 @@ func (f *Folder) foldItems(ctx context.Context, inc string, items []foldItem, pr
 	// One bad message in the batch: fold them one by one, passing it over.
 	for _, it := range items {
 		err := f.db.Write(ctx, func(tx *store.Tx) error { return f.apply(tx, it) })
-		if leasehold.ErrorKind(err) == leasehold.KindInvalid {
+		if leasehold.KindOf(err) == leasehold.KindInvalid {
 			f.log.Warn("peers: passing over an event that cannot be folded", "origin", it.m.Origin, "event", it.m.Event, "err", err)
 			continue
 		}

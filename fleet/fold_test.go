@@ -917,8 +917,8 @@ func TestFoldNewerFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = Rebuild(ctx, b.nc, b.db, "node-x", b.app.Config.MaxAttempts)
-	if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "newer than this build reads") {
-		t.Fatalf("a dump of a newer format: %v (%s); want unprocessable", err, leasehold.ErrorKind(err))
+	if leasehold.KindOf(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "newer than this build reads") {
+		t.Fatalf("a dump of a newer format: %v (%s); want unprocessable", err, leasehold.KindOf(err))
 	}
 }
 

@@ -72,7 +72,7 @@ func NewGate(cfg Config) (*Gate, error) {
 		cfg.Logger.Warn("this node's key is not on the fleet roster under its name: its peers refuse what it publishes until the roster lists it",
 			"roster", cfg.Roster, "name", cfg.Name, "key", g.id.PublicKey())
 	}
-	g.wait("starting")
+	g.waitingOn("starting")
 	return g, nil
 }
 
@@ -117,8 +117,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// wait records what the fleet waits for.
-func (g *Gate) wait(what string) { g.waiting.Store(&what) }
+// waitingOn records what the fleet's join is now waiting on, for the
+// readiness answer (Ready) and the still-waiting log line to name; it
+// blocks nothing.
+func (g *Gate) waitingOn(what string) { g.waiting.Store(&what) }
 
 // waitingFor is what the fleet waits for.
 func (g *Gate) waitingFor() string { return *g.waiting.Load() }

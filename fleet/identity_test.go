@@ -281,7 +281,7 @@ func TestForgedLifeAndClaimRefused(t *testing.T) {
 	if err == nil && cl.Node == "intruder" {
 		t.Fatalf("b takes the made-up node for alt.taken's owner")
 	}
-	if _, err := b.fleet.claims.Claim(ctx, "alt.taken"); leasehold.ErrorKind(err) == leasehold.KindConflict && strings.Contains(err.Error(), "intruder") {
+	if _, err := b.fleet.claims.Claim(ctx, "alt.taken"); leasehold.KindOf(err) == leasehold.KindConflict && strings.Contains(err.Error(), "intruder") {
 		t.Fatalf("b cannot claim alt.taken: %v", err)
 	}
 	poll.Eventually(t, 10*time.Second, "a writes its own life over the forged one", func() bool {

@@ -45,7 +45,7 @@ func joinNode(ctx context.Context, appCfg appliance.Config, cfg Config) (*applia
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+	f, err := New(gate, Local{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
 	if err == nil {
 		err = f.Start(ctx)
 	}
@@ -139,7 +139,7 @@ func TestFleetStopWhileJoining(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+	f, err := New(gate, Local{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(gate, Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
+	f, err := New(gate, Local{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +207,8 @@ func startReady(t *testing.T, name string, cluster int, routes []string, logs ..
 		}},
 		{"POST /groups/{name}/tail", func() error { _, err := app.Coordinator.PlanTail(context.Background(), "alt.joining", 10); return err }},
 	} {
-		if err := write.err(); leasehold.ErrorKind(err) != leasehold.KindUnavailable {
-			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.ErrorKind(err))
+		if err := write.err(); leasehold.KindOf(err) != leasehold.KindUnavailable {
+			t.Errorf("%s: %s while joining: %v (%s); want unavailable (503)", name, write.what, err, leasehold.KindOf(err))
 		}
 	}
 	n := &readyNode{name: name, app: app, gate: gate, fleet: f}

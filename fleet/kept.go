@@ -96,6 +96,13 @@ func (r *Replicator) Kept(ctx context.Context, group string, snap leasehold.Snap
 	defer tick.Stop()
 	for {
 		ok, changed := r.keep.at(group, snap.File)
+		if ok && holds != nil && !holds() {
+			// In the bucket, but perhaps only after the claim was lost and
+			// a peer took the group over from the window before it: kept
+			// is said only while the claim stands, so a takeover never
+			// misses a window answered kept.
+			return appliance.WindowKept{Why: "this node lost the group's claim as the window was replicated"}
+		}
 		if ok {
 			return appliance.WindowKept{Replicated: true}
 		}

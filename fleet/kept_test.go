@@ -42,6 +42,12 @@ func TestReplicatorKept(t *testing.T) {
 		t.Fatalf("the older window, with a newer one replicated, is said %+v", kept)
 	}
 
+	// Nor is a window in the bucket said kept once the claim is gone: a
+	// peer may have taken the group over from the bucket before it came.
+	if kept := a.rep.Kept(ctx, "g", newer, time.Millisecond, func() bool { return false }); kept.Replicated || kept.Why == "" {
+		t.Fatalf("a window replicated with its group's claim gone is said %+v, want not kept", kept)
+	}
+
 	// A group whose claim is gone is not waited for.
 	lost := a.put(t, "h", 5, snapBytes(3, 1<<10))
 	if kept := a.rep.Kept(ctx, "h", lost, time.Minute, func() bool { return false }); kept.Replicated || kept.Why == "" {

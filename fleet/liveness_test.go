@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
@@ -60,5 +63,54 @@ func TestMemberLiveness(t *testing.T) {
 	})
 	if groups, _ := a.fleet.members.Orphans(100); len(groups) != 0 {
 		t.Fatalf("orphans of an unknown member: %v, want none", groups)
+	}
+}
+
+// TestClaimsReadNoReplica: taking over a lapsed node's claim, beginning a
+// life beside one that stands, and asking a group's owner read no key by
+// a direct get, which any replica may take: a replica cut off without a
+// FIN (a paused or partitioned node's server) takes it and never answers,
+// and each such read held a takeover's claim for 5 s. Every read goes to
+// the bucket's leader.
+func TestClaimsReadNoReplica(t *testing.T) {
+	s := natstest.Server(t)
+	ctx := context.Background()
+	const group = "alt.liveness.direct"
+	watcher := natstest.Connect(t, s.ClientURL()).Conn()
+	var direct atomic.Int64
+	sub, err := watcher.Subscribe("$JS.API.DIRECT.GET.>", func(m *nats.Msg) { direct.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	claimRun(t, a)
+	if _, err := a.Claim(ctx, group); err != nil {
+		t.Fatal(err)
+	}
+	// A second run of a while its life stands: its life's key exists.
+	claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b"})
+	claimRun(t, b)
+	if own, _, err := b.Owner(ctx, group); err != nil || own.Node != "a" {
+		t.Fatalf("owner %v (%v), want a", own, err)
+	}
+	a.Stop() // killed: its claim stands until its life lapses
+	poll.Eventually(t, 4*claimTestTTL, "b takes the lapsed group over", func() bool {
+		_, err := b.Claim(ctx, group)
+		return err == nil
+	})
+	if own, _, err := b.Owner(ctx, group); err != nil || own.Node != "b" {
+		t.Fatalf("owner %v (%v), want b", own, err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := direct.Load(); n != 0 {
+		t.Fatalf("%d direct gets, want every read from the leader", n)
 	}
 }

@@ -203,7 +203,8 @@ func (o *Ownership) ClaimNow(ctx context.Context, groups []string) bool {
 // Ensure is the fleet's Ensure: an admin write on a group of
 // this node's own is made under its claim, so its events carry the claim
 // and no peer adopts the group with an older state. Errors: conflict when
-// another node owns the group, unavailable when NATS cannot be reached.
+// another node owns the group, unavailable when NATS cannot be reached
+// or this node has not caught up yet with a peer the group went on at.
 func (o *Ownership) Ensure(ctx context.Context, group string) error {
 	if o.claims.Held(group) {
 		return nil
@@ -211,6 +212,11 @@ func (o *Ownership) Ensure(ctx context.Context, group string) error {
 	rev, err := o.claims.Claim(ctx, group)
 	if err != nil {
 		return err
+	}
+	// Adopted like any group won: the claim taken may have been a peer's
+	// that had the group after this node (see adoption.movedOn).
+	if err := o.adopt(ctx, group); err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "group %q: %v; try again shortly", group, err)
 	}
 	if err := o.owner.Own(ctx, group, rev); err != nil {
 		return err
@@ -338,32 +344,19 @@ func (o *Ownership) run(ctx context.Context) error {
 			}
 		})
 	}
-	var offered time.Time
-	var downs <-chan struct{}
 	if o.orphans != nil {
-		downs = o.orphans.Downs()
+		wg.Go(func() { o.takeOvers(ctx) })
 	}
-	// The next takeover pass, while a member found down has groups left.
-	var again <-chan time.Time
-	var wait time.Duration
+	var offered time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-downs:
-			wait, again = 0, time.After(0)
-		case <-again:
-			again = nil
-			tried, took, later := o.takeOver(ctx)
-			var ok bool
-			if wait, ok = takeoverWait(wait, tried, took, later, 3*o.every); ok {
-				again = time.After(wait)
-			}
 		case <-o.idle:
 			// Only a node whose workers find nothing takes groups on, and
 			// not more often than every o.every (at most a second): a node with no workers, or
 			// busy ones, leaves its live peers' groups where they are (a
-			// peer found down has its groups taken over above).
+			// peer found down has its groups taken over by takeOvers).
 			if time.Since(offered) >= min(o.every, ownershipOfferMax) {
 				offered = time.Now()
 				o.offer(ctx)
@@ -372,11 +365,49 @@ func (o *Ownership) run(ctx context.Context) error {
 	}
 }
 
+// takeOvers takes over the groups of members found down (takeOver), a
+// pass when one is found and again while some are left, until ctx ends.
+// It runs beside the idle offers, never behind one: an offer waits on
+// peers (a yield asked of an owner cut off waits spreadAskTimeout, a
+// claim or an adoption on a stream electing its leader), and a fault run
+// on a loaded machine had a member found down wait 6 s so before its
+// groups were tried.
+func (o *Ownership) takeOvers(ctx context.Context) {
+	downs := o.orphans.Downs()
+	// The next takeover pass, while a member found down has groups left.
+	var again <-chan time.Time
+	var wait time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-downs:
+			wait, again = 0, time.After(0)
+		case <-again:
+			again = nil
+			tried, took, later := o.takeOver(ctx)
+			var ok bool
+			if wait, ok = takeoverWait(wait, tried, took, later, min(3*o.every, takeoverWaitMax)); ok {
+				again = time.After(wait)
+			}
+		}
+	}
+}
+
+// takeoverWaitMax bounds the wait between takeover passes that take
+// nothing (most often: the fold not caught up with the dead member's
+// last events yet, just after a member rejoined). Three offers' periods,
+// the bound before, is the claim TTL itself: at the default, passes
+// 1, 2, 4, 8 and 16 s apart let a takeover run 15 s past the fold's
+// catching up, far past the claim TTL + 5 s. A pass costs a catalog read
+// and a claim a group.
+const takeoverWaitMax = 2 * time.Second
+
 // claim tries group's claim and owns the group when it is won.
 func (o *Ownership) claim(ctx context.Context, group string) bool {
 	rev, err := o.claims.Claim(ctx, group)
 	if err != nil {
-		if k := leasehold.ErrorKind(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
+		if k := leasehold.KindOf(err); k != leasehold.KindConflict && k != leasehold.KindInvalid {
 			o.log.Warn("ownership: claiming a group", "group", group, "err", err)
 		}
 		return false
@@ -386,16 +417,8 @@ func (o *Ownership) claim(ctx context.Context, group string) bool {
 
 // own makes a won group this node's, adopting it first.
 func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
-	if o.adoption != nil {
-		if err := o.adoption.Adopt(ctx, group); errors.Is(err, ErrBehind) {
-			o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
-			if err := o.claims.Release(ctx, group); err != nil {
-				o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
-			}
-			return false
-		} else if err != nil {
-			o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
-		}
+	if o.adopt(ctx, group) != nil {
+		return false
 	}
 	// Whose state the group held before, for the ownership line: a
 	// group of this node's own claimed again is no change of owner.
@@ -410,6 +433,27 @@ func (o *Ownership) own(ctx context.Context, group string, rev uint64) bool {
 	}
 	o.keeper.wonNow(group)
 	return true
+}
+
+// adopt adopts a won group before it is owned: ErrBehind lets its claim
+// go (tried again later) and is returned; another error is logged and
+// the group owned all the same.
+func (o *Ownership) adopt(ctx context.Context, group string) error {
+	if o.adoption == nil {
+		return nil
+	}
+	err := o.adoption.Adopt(ctx, group)
+	if errors.Is(err, ErrBehind) {
+		o.log.Info("ownership: not adopting a group yet; its claim is let go and tried again later", "group", group, "why", err)
+		if err := o.claims.Release(ctx, group); err != nil {
+			o.log.Warn("ownership: releasing a claim", "group", group, "err", err)
+		}
+		return err
+	}
+	if err != nil {
+		o.log.Warn("ownership: adopting a group without its snapshot", "group", group, "err", err)
+	}
+	return nil
 }
 
 // ownershipOfferMax bounds the time between an idle node's offers of

@@ -194,7 +194,7 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 	// the claim leaves the bucket.
 	poll.Eventually(t, 5*time.Second, "the released claim gone from the bucket", func() bool {
 		_, _, err := claims.Owner(ctx, "g")
-		return leasehold.ErrorKind(err) == leasehold.KindNotFound
+		return leasehold.KindOf(err) == leasehold.KindNotFound
 	})
 	// Released, it is disowned here: an idle worker's lease offers it and
 	// claims it back.
@@ -240,7 +240,7 @@ func TestOwnershipRestartRefusesOldFences(t *testing.T) {
 	oldFenceRefused := func(when string) {
 		t.Helper()
 		err := a2.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a2.worker, GroupID: held.Group.ID, Fence: held.Fence})
-		if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+		if leasehold.KindOf(err) != leasehold.KindLeaseLost {
 			t.Fatalf("%s: the old holder's heartbeat at fence %d answered %v, want lease lost", when, held.Fence, err)
 		}
 	}

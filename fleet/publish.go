@@ -327,7 +327,7 @@ func (p *Publisher) messages(ctx context.Context, events []leasehold.Event) ([]M
 		if e.GroupID != nil && last[*e.GroupID] == i {
 			g, rs, mirrored, err := p.db.OwnState(ctx, *e.GroupID, first[*e.GroupID])
 			switch {
-			case leasehold.ErrorKind(err) == leasehold.KindNotFound:
+			case leasehold.KindOf(err) == leasehold.KindNotFound:
 			case err != nil:
 				return nil, nil, err
 			case !mirrored:
@@ -409,7 +409,7 @@ func (p *Publisher) nodeState(ctx context.Context, m *Message, e leasehold.Event
 	}
 	n, _, err := p.db.FleetNode(ctx, *e.NodeID)
 	switch {
-	case leasehold.ErrorKind(err) == leasehold.KindNotFound:
+	case leasehold.KindOf(err) == leasehold.KindNotFound:
 	case err != nil:
 		return err
 	default:
@@ -504,7 +504,7 @@ func (p *Publisher) replayOwnPlans(ctx context.Context, events []leasehold.Event
 			return err
 		})
 		switch {
-		case leasehold.ErrorKind(err) == leasehold.KindInvalid:
+		case leasehold.KindOf(err) == leasehold.KindInvalid:
 			p.log.Warn("peers: a plan this node made under an earlier claim cannot be planned again", "group_id", *e.GroupID, "event", e.ID, "err", err)
 		case err != nil:
 			return err

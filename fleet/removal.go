@@ -35,11 +35,16 @@ import (
 // value: Removal).
 const RemovedBucket = "leasehold_removed"
 
-// Removal is the value of a removed member's key in RemovedBucket.
+// Removal is the value of a removed member's key in RemovedBucket,
+// signed by the node it was made at (removal_signed.go).
 type Removal struct {
 	Node string    `json:"node"`
 	By   string    `json:"by"` // the node the operator removed it at
 	At   time.Time `json:"at"`
+	// Approved undoes the removal: the member was approved again at By.
+	Approved bool `json:"approved,omitempty"`
+	// Key is By's public key, which signed the value.
+	Key string `json:"key,omitempty"`
 }
 
 // ErrRemoved is the end of the fleet part of a node that was removed
@@ -66,6 +71,10 @@ type Removals struct {
 	log         *slog.Logger
 	// keys, if set, withdraws a removed member's key (see KeyWithdrawer).
 	keys KeyWithdrawer
+	// id signs the removals and approvals made here; ring checks those
+	// followed (nil: believed unsigned, for tests of the catalog's part).
+	id   *Identity
+	ring *Keyring
 	// rebuilder rebuilds an approved member's part from its dump: what it
 	// published while removed was passed over here.
 	rebuilder Rebuilder
@@ -126,29 +135,49 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 		return nil
 	}
 	if e.Operation() != jetstream.KeyValuePut {
-		r.mu.Lock()
-		_, was := r.removed[node]
-		delete(r.removed, node)
-		r.mu.Unlock()
-		err := r.write(ctx, func(tx *store.Tx) error {
-			if err := tx.ApproveMember(node); leasehold.ErrorKind(err) != leasehold.KindNotFound {
-				return err
-			}
+		if r.ring != nil {
+			// An approval is a signed write: a delete signs nothing, and
+			// the removal stands.
+			r.refuseRemoval(node, refused(refusedUnsigned, "", "a removal deleted, not approved by a signed write"))
 			return nil
-		})
-		if was && err == nil {
-			r.log.Info("peers: member approved again", "peer", node)
-			if r.keys != nil {
-				r.keys.Restore(node)
-			}
-			r.Go(func(ctx context.Context) error { r.rebuildApproved(ctx, node); return nil })
 		}
-		return err
+		return r.approved(ctx, node)
 	}
-	var rm Removal
-	if json.Unmarshal(e.Value(), &rm) != nil {
-		rm = Removal{Node: node}
+	rm, err := r.openRemoval(node, e.Value())
+	if err != nil {
+		r.refuseRemoval(node, err)
+		return nil
 	}
+	if rm.Approved {
+		return r.approved(ctx, node)
+	}
+	return r.removedSeen(ctx, node, rm, e.Revision())
+}
+
+// approved folds node's approval into the catalog.
+func (r *Removals) approved(ctx context.Context, node string) error {
+	r.mu.Lock()
+	_, was := r.removed[node]
+	delete(r.removed, node)
+	r.mu.Unlock()
+	err := r.write(ctx, func(tx *store.Tx) error {
+		if err := tx.ApproveMember(node); leasehold.KindOf(err) != leasehold.KindNotFound {
+			return err
+		}
+		return nil
+	})
+	if was && err == nil {
+		r.log.Info("peers: member approved again", "peer", node)
+		if r.keys != nil {
+			r.keys.Restore(node)
+		}
+		r.Go(func(ctx context.Context) error { r.rebuildApproved(ctx, node); return nil })
+	}
+	return err
+}
+
+// removedSeen folds node's removal rm (at revision rev) into the catalog.
+func (r *Removals) removedSeen(ctx context.Context, node string, rm Removal, rev uint64) error {
 	r.mu.Lock()
 	r.removed[node] = rm
 	r.mu.Unlock()
@@ -160,7 +189,7 @@ func (r *Removals) seen(ctx context.Context, e jetstream.KeyValueEntry) error {
 			r.mu.Lock()
 			delete(r.removed, node)
 			r.mu.Unlock()
-			r.log.Info("peers: a removal of this node undone since was seen; staying", "by", rm.By, "rev", e.Revision())
+			r.log.Info("peers: a removal of this node undone since was seen; staying", "by", rm.By, "rev", rev)
 			return nil
 		}
 		r.log.Error("peers: this node was removed from the fleet: it leaves it (an operator at another node approves it again with: leasehold admin fleet approve "+node+")",
@@ -230,8 +259,13 @@ func (r *Removals) undone(ctx context.Context, node string) bool {
 			sleep(ctx, time.Second)
 		}
 		last, err := r.claims.lastOnLeader(ctx, RemovedBucket, node)
-		if err != nil || (last.found && !last.deleted) {
+		if err != nil {
 			return false
+		}
+		if last.found && !last.deleted {
+			if rm, err := r.openRemoval(node, last.data); err != nil || !rm.Approved {
+				return false
+			}
 		}
 	}
 	return ctx.Err() == nil
@@ -298,7 +332,10 @@ func (r *Removals) Remove(ctx context.Context, node string, force bool) error {
 			"node %s is running: its life in the fleet was renewed %s ago; stop it first, or force the removal (it then leaves the fleet, and its groups are taken over)",
 			node, time.Since(st.at).Round(time.Second))
 	}
-	b, _ := json.Marshal(Removal{Node: node, By: r.self, At: time.Now().UTC()})
+	b, err := r.removalNow(node, false)
+	if err != nil {
+		return err
+	}
 	if _, err := r.kv.Put(ctx, node, b); err != nil {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "removing node %s: %v", node, err)
 	}
@@ -336,12 +373,28 @@ func (r *Removals) Approve(ctx context.Context, node string) error {
 	if !leasehold.ValidNodeName(node) {
 		return leasehold.Errorf(leasehold.KindInvalid, "%q is not a node name", node)
 	}
-	if _, err := r.kv.Get(ctx, node); errors.Is(err, jetstream.ErrKeyNotFound) {
-		return leasehold.Errorf(leasehold.KindNotFound, "node %s is not removed from the fleet", node)
-	} else if err != nil {
+	e, err := r.kv.Get(ctx, node)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "approving node %s: %v", node, err)
 	}
-	if err := r.kv.Delete(ctx, node); err != nil {
+	// Removed as followed here, unless the bucket's value, believed, says
+	// otherwise: a value written over the removal that is not believed
+	// (or a delete) undid nothing.
+	standing := r.Removed(node)
+	if err == nil {
+		if rm, oerr := r.openRemoval(node, e.Value()); oerr == nil {
+			standing = !rm.Approved
+		}
+	}
+	if !standing {
+		return leasehold.Errorf(leasehold.KindNotFound, "node %s is not removed from the fleet", node)
+	}
+	// Signed, as the removal was: a delete would carry no signature.
+	b, err := r.removalNow(node, true)
+	if err != nil {
+		return err
+	}
+	if _, err := r.kv.Put(ctx, node, b); err != nil {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "approving node %s: %v", node, err)
 	}
 	return nil

@@ -91,7 +91,7 @@ func TestServerRefused(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  ServerConfig
-		kind leasehold.Kind
+		kind leasehold.ErrorKind
 		msg  string
 	}{
 		{"ClientAddressInUse", ServerConfig{Listen: busy}, leasehold.KindUnavailable, "--nats-listen " + busy},
@@ -117,7 +117,7 @@ func TestServerRefused(t *testing.T) {
 				s.Shutdown()
 				t.Fatal("started; want a refusal")
 			}
-			if got := leasehold.ErrorKind(err); got != tc.kind {
+			if got := leasehold.KindOf(err); got != tc.kind {
 				t.Fatalf("kind %s, want %s (%v)", got, tc.kind, err)
 			}
 			if !strings.Contains(err.Error(), tc.msg) {

@@ -51,18 +51,27 @@ func (k *Keyring) openValue(subject string, data []byte, v any) error {
 	if err := json.Unmarshal(data, &nv); err != nil {
 		return err
 	}
-	i := bytes.LastIndex(data, sigField)
-	if i < 0 || !bytes.HasSuffix(data, []byte(`"}`)) || len(data) < i+len(sigField)+2 {
+	body, sig, ok := splitSigned(data)
+	if !ok {
 		if nv.Key == "" && k.unsignedBelieved(nv.Node) {
 			return json.Unmarshal(data, v) // an earlier release's (AcceptUnsigned)
 		}
 		return refused(refusedUnsigned, nv.Node, "unsigned")
 	}
-	sig := string(data[i+len(sigField) : len(data)-2])
-	body := make([]byte, 0, i+1)
-	body = append(append(body, data[:i]...), '}')
 	if err := k.verify(subject, nv.Node, nv.Key, sig, body); err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// splitSigned parts a value signValue signed into what the signature
+// covers and the signature; ok is false for a value with none.
+func splitSigned(data []byte) (body []byte, sig string, ok bool) {
+	i := bytes.LastIndex(data, sigField)
+	if i < 0 || !bytes.HasSuffix(data, []byte(`"}`)) || len(data) < i+len(sigField)+2 {
+		return nil, "", false
+	}
+	body = make([]byte, 0, i+1)
+	body = append(append(body, data[:i]...), '}')
+	return body, string(data[i+len(sigField) : len(data)-2]), true
 }

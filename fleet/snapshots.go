@@ -411,7 +411,7 @@ func (r *Replicator) queueMissing(ctx context.Context) error {
 // or has no snapshot has nothing to upload: unchanged.
 func (r *Replicator) replicate(ctx context.Context, group string) (string, error) {
 	g, err := r.db.GroupByName(ctx, group)
-	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+	if leasehold.KindOf(err) == leasehold.KindNotFound {
 		return "unchanged", nil
 	}
 	if err != nil {
@@ -704,7 +704,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	if err != nil {
 		return nil, "failed", err
 	}
-	info, err := r.obs.GetInfo(ctx, group)
+	info, err := r.leaderInfo(ctx, group)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, "none", nil
 	}
@@ -738,11 +738,9 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 	}
 	defer obj.Close()
 	if got, _ := obj.Info(); got != nil && got.NUID != info.NUID {
-		// Replaced between the two reads: the metadata read first does not
-		// describe these bytes.
-		if next, digest, err = r.windowMeta(got); err != nil {
-			return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "replicated snapshot of group %q: %v", group, err)
-		}
+		// Not the window the leader has: replaced between the two reads,
+		// or read from a replica behind (leaderInfo). Tried again later.
+		return nil, "failed", leasehold.Errorf(leasehold.KindUnavailable, "downloading the snapshot of group %q: the replica read is not at the stream leader's window yet", group)
 	}
 	snap, err := r.snaps.Put(ctx, appliance.Upload{
 		GroupID: g.ID, NodeID: 0, Next: next,
@@ -753,7 +751,7 @@ func (r *Replicator) importGroup(ctx context.Context, group string) (*leasehold.
 		return &snap, "ok", nil
 	case errors.Is(err, jetstream.ErrDigestMismatch):
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnprocessable, err, "the replicated snapshot of group %q does not match the object store's digest", group)
-	case leasehold.ErrorKind(err) == leasehold.KindInvalid:
+	case leasehold.KindOf(err) == leasehold.KindInvalid:
 		// The body that broke off is the download.
 		return nil, "failed", leasehold.Wrap(leasehold.KindUnavailable, err, "downloading the snapshot of group %q broke off (allowed %s): %v", group, dl, err)
 	}

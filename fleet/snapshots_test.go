@@ -294,7 +294,7 @@ func TestReplicatorImportRefusesCorrupt(t *testing.T) {
 				c.tamper(info)
 			}
 			got, err := b.rep.Import(ctx, "g")
-			if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || got != nil {
+			if leasehold.KindOf(err) != leasehold.KindUnprocessable || got != nil {
 				t.Fatalf("Import gave %+v, %v; want an unprocessable error", got, err)
 			}
 			if c.downloaded != errors.Is(err, jetstream.ErrDigestMismatch) {
@@ -340,7 +340,7 @@ func TestReplicatorImportNothing(t *testing.T) {
 	if rec, _ := b.stored(t, "h"); rec == nil || *rec != local {
 		t.Errorf("h's snapshot is %+v after importing nothing, want %+v", rec, local)
 	}
-	if _, err := b.rep.Import(ctx, "nosuch"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if _, err := b.rep.Import(ctx, "nosuch"); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("Import of an unknown group: %v, want not found", err)
 	}
 
@@ -377,7 +377,7 @@ func TestReplicatorImportWhileHeld(t *testing.T) {
 		t.Fatalf("lease: %+v, %v", lease, err)
 	}
 	got, err := b.rep.Import(ctx, "g")
-	if leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if leasehold.KindOf(err) != leasehold.KindConflict {
 		t.Fatalf("Import while held here: %+v, %v; want a conflict", got, err)
 	}
 	if rec, _ := b.stored(t, "g"); rec != nil {

@@ -64,7 +64,7 @@ func (o *Ownership) spread(ctx context.Context) {
 	for _, node := range nodes {
 		groups, err := o.db.DisownedGroupsFor(ctx, node, spreadAsks)
 		if err != nil {
-			if leasehold.ErrorKind(err) != leasehold.KindNotFound {
+			if leasehold.KindOf(err) != leasehold.KindNotFound {
 				o.log.Warn("ownership: listing groups an idle worker could lease", "node_id", node, "err", err)
 			}
 			continue

@@ -33,13 +33,13 @@ func TestFleetWorkSpread(t *testing.T) {
 		// unrenewed a moment: the write is refused then, and made again.
 		poll.Eventually(t, 20*time.Second, "a makes and plans "+name, func() bool {
 			if _, _, err := a.app.Coordinator.PutGroup(ctx, name, store.GroupSpec{RangeSize: &rs}); err != nil {
-				if leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+				if leasehold.KindOf(err) != leasehold.KindUnavailable {
 					t.Fatal(err)
 				}
 				return false
 			}
 			_, err := a.app.Coordinator.PlanTail(ctx, name, 200)
-			if err != nil && leasehold.ErrorKind(err) != leasehold.KindUnavailable {
+			if err != nil && leasehold.KindOf(err) != leasehold.KindUnavailable {
 				t.Fatal(err)
 			}
 			return err == nil

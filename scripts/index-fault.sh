@@ -47,11 +47,22 @@ if ! $planted_only; then
 	grep '^index fault run' "$log"
 fi
 echo "index-fault: the planted run (workers without the fence check): it must fail"
-if LEASEHOLD_INDEXFAULT_ARTICLES=$articles LEASEHOLD_INDEXFAULT_PLANT=unfenced go test -count=1 -timeout 10m -run '^TestIndexFaultRun$' -v ./cmd/leasehold >"$log" 2>&1; then
+# A pause that lands inside a write's transaction has its session ended by
+# the index (its idle-in-transaction timeout): no late write lands, fenced or
+# not, so that run says nothing of the fence. It is run again, up to three
+# times in all; a planted run that passes otherwise is a failure.
+for try in 1 2 3; do
+	if ! LEASEHOLD_INDEXFAULT_ARTICLES=$articles LEASEHOLD_INDEXFAULT_PLANT=unfenced go test -count=1 -timeout 10m -run '^TestIndexFaultRun$' -v ./cmd/leasehold >"$log" 2>&1; then
+		break
+	fi
+	if [ $try -lt 3 ] && grep -q 'the pause landed inside a transaction' "$log"; then
+		echo "index-fault: planted run $try: the pause landed inside a transaction (the session ended, no late write): run again"
+		continue
+	fi
 	cat "$log"
 	echo "index-fault: the planted run passed: the fence check is not what keeps stale writes out" >&2
 	exit 1
-fi
+done
 grep '^index fault run' "$log" || { cat "$log"; echo "index-fault: the planted run failed before its figures" >&2; exit 1; }
 grep -c 'usenet_index_fault_test.go.*release .* by ' "$log" | sed 's/^/index-fault: planted run: records differing from one pass: /'
 echo "index-fault: ok (fenced: equal to one pass with late writes refused; unfenced: differs)"

@@ -27,7 +27,7 @@ func TestBackup(t *testing.T) {
 	if err != nil || cf.CatalogID != db.CatalogID() || cf.SchemaVersion != leasehold.SchemaVersion {
 		t.Fatalf("the copy: %+v, %v; want catalog %s at schema %d", cf, err, db.CatalogID(), leasehold.SchemaVersion)
 	}
-	if err := db.Backup(ctx, out); leasehold.ErrorKind(err) != leasehold.KindInvalid {
+	if err := db.Backup(ctx, out); leasehold.KindOf(err) != leasehold.KindInvalid {
 		t.Errorf("a backup onto an existing file: %v", err)
 	}
 	if _, err := db.r.ExecContext(ctx, `CREATE TABLE x (a INTEGER)`); err == nil {

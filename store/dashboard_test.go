@@ -147,7 +147,7 @@ func TestGroupRowsIn(t *testing.T) {
 	if all, err := w.db.GroupRows(ctx, "", 0, 50); err != nil || names(all) != "a:held b:quarantined c:waiting e:idle f:idle" {
 		t.Fatalf("all groups: %q, %v", names(all), err)
 	}
-	if _, _, err := w.db.GroupRowsIn(ctx, "weird", 0, 50); leasehold.ErrorKind(err) != leasehold.KindInvalid {
+	if _, _, err := w.db.GroupRowsIn(ctx, "weird", 0, 50); leasehold.KindOf(err) != leasehold.KindInvalid {
 		t.Fatalf("an unknown filter: %v, want invalid", err)
 	}
 

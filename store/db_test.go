@@ -205,7 +205,7 @@ func TestPanicInWrite(t *testing.T) {
 		tx.PutGroup("a", GroupSpec{})
 		panic("boom")
 	})
-	if leasehold.ErrorKind(err) != leasehold.KindInternal {
+	if leasehold.KindOf(err) != leasehold.KindInternal {
 		t.Fatalf("got %v, want an internal error", err)
 	}
 	if _, err := db.GroupByName(ctx, "a"); !errors.Is(err, leasehold.ErrNotFound) {

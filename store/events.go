@@ -10,7 +10,7 @@ import (
 	"github.com/leasehold/leasehold"
 )
 
-// Event kinds written to the outbox.
+// Event kinds (leasehold.EventKind) written to the outbox.
 const (
 	EventNodeRegistered = "node_registered"
 	EventNodePaused     = "node_paused"

@@ -159,7 +159,7 @@ func TestFailRange(t *testing.T) {
 			name  string
 			fence int64
 			text  string
-			kind  leasehold.Kind
+			kind  leasehold.ErrorKind
 		}{
 			{"Empty", g.Fence, "", leasehold.KindUnprocessable},
 			{"TooLong", g.Fence, strings.Repeat("x", leasehold.MaxErrorBytes+1), leasehold.KindUnprocessable},
@@ -167,7 +167,7 @@ func TestFailRange(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				_, err := w.fail(r.ID, c.fence, c.text, true)
-				if leasehold.ErrorKind(err) != c.kind {
+				if leasehold.KindOf(err) != c.kind {
 					t.Errorf("got %v, want kind %v", err, c.kind)
 				}
 				stored, _ := w.db.Range(context.Background(), r.ID)
@@ -201,7 +201,7 @@ func TestQuarantine(t *testing.T) {
 	r := w.next(g.Group.ID, g.Fence)
 	if err := w.write(func(tx *Tx) error {
 		return tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence}, failMaxAttempts, "")
-	}); leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
+	}); leasehold.KindOf(err) != leasehold.KindUnprocessable {
 		t.Fatalf("an empty window_error: %v, want unprocessable", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
@@ -279,7 +279,7 @@ func TestQuarantineLeaseChoiceSeeks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for q, index := range map[*query]string{qChooseFreeTail: "groups_free_tail", qChooseFreeHist: "groups_free_hist"} {
-		p := plan(t, db, q.sql, -10, 10, leasehold.DefaultKind)
+		p := plan(t, db, q.sql, -10, 10, leasehold.DefaultSourceKind)
 		if len(p) != 1 || !strings.Contains(p[0], "USING INDEX "+index) {
 			t.Errorf("plan of %q: %q, want one walk of %s", q.sql, p, index)
 		}
@@ -488,10 +488,10 @@ func TestDeleteGroup(t *testing.T) {
 		})
 		return old, err
 	}
-	if _, err := del("a"); leasehold.ErrorKind(err) != leasehold.KindConflict {
+	if _, err := del("a"); leasehold.KindOf(err) != leasehold.KindConflict {
 		t.Fatalf("deleting held a: %v, want a conflict", err)
 	}
-	if _, err := del("nope"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if _, err := del("nope"); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Fatalf("deleting an unknown group: %v, want not found", err)
 	}
 	must(t, w.write(func(tx *Tx) error {
@@ -501,7 +501,7 @@ func TestDeleteGroup(t *testing.T) {
 	if err != nil || old == nil || old.File != 7 {
 		t.Fatalf("deleting a: %+v, %v; want its snapshot (file 7) back", old, err)
 	}
-	if _, err := w.db.GroupByName(ctx, "a"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if _, err := w.db.GroupByName(ctx, "a"); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("a after its deletion: %v, want not found", err)
 	}
 	if rs, err := w.db.Ranges(ctx, w.gids["a"], "", 0, 100); err != nil || len(rs) != 0 {

@@ -99,7 +99,7 @@ func (db *DB) Findings(ctx context.Context, now time.Time, b FindingBounds) ([]l
 // older than bound (a kind without a bound is always asked), and detail
 // says each in words from its age, a number and a text the query gives.
 type findingQuery struct {
-	kind   string
+	kind   leasehold.FindingKind
 	q      string
 	bound  time.Duration
 	detail func(age time.Duration, extra int64, text string) string
@@ -244,17 +244,17 @@ func (db *DB) Backlog(ctx context.Context, now time.Time) (leasehold.Backlog, er
 // ranges and quarantined groups are tallies; the other kinds count what
 // is held or registered past a bound (at most the fleet's leases and
 // workers), never the catalog.
-func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds) (map[string]int64, error) {
+func (db *DB) FindingCounts(ctx context.Context, now time.Time, b FindingBounds) (map[leasehold.FindingKind]int64, error) {
 	t, err := db.Tallies(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{
+	out := map[leasehold.FindingKind]int64{
 		leasehold.FindingRangeFailed:      t.Ranges[leasehold.StatusFailed],
 		leasehold.FindingWindowUnreadable: t.Owned[leasehold.GroupQuarantined] + t.Unowned[leasehold.GroupQuarantined],
 	}
 	for _, c := range []struct {
-		kind  string
+		kind  leasehold.FindingKind
 		q     string
 		bound time.Duration
 	}{

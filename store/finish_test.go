@@ -164,7 +164,7 @@ func finishNextRun(t *testing.T, seed uint64, steps int) {
 				}
 				return leasehold.Errorf(leasehold.KindConflict, "counting the usual case only")
 			})
-			if leasehold.ErrorKind(err) != leasehold.KindConflict {
+			if leasehold.KindOf(err) != leasehold.KindConflict {
 				t.Fatalf("step %d: the usual case's probe: %v", step, err)
 			}
 			err = db.Write(ctx, func(tx *Tx) error {
@@ -256,7 +256,7 @@ func TestFinishNextRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name                           string
 		group, node, fence, rng, heads int64
-		want                           leasehold.Kind
+		want                           leasehold.ErrorKind
 	}{
 		{"LeaseLost", a.Group.ID, node, a.Fence + 1, ra.ID, 5, leasehold.KindLeaseLost},
 		{"AnotherNode", a.Group.ID, other, a.Fence, ra.ID, 5, leasehold.KindLeaseLost},
@@ -268,7 +268,7 @@ func TestFinishNextRefusals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := catalogState(t, db)
 			err := steady(c.group, c.node, c.fence, c.rng, c.heads)
-			if leasehold.ErrorKind(err) != c.want {
+			if leasehold.KindOf(err) != c.want {
 				t.Fatalf("err = %v, want %s", err, c.want)
 			}
 			if after := catalogState(t, db); after != before {

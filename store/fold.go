@@ -187,9 +187,9 @@ func carriedColumns(origin string, g PeerGroup) ([]any, error) {
 	// a takeover; a peer from before kinds sends none: the default.
 	kind := g.Kind
 	if kind == "" {
-		kind = leasehold.DefaultKind
+		kind = leasehold.DefaultSourceKind
 	}
-	if !leasehold.ValidKind(kind) {
+	if !leasehold.ValidSourceKind(kind) {
 		return nil, leasehold.Errorf(leasehold.KindInvalid, "peer %q: group %q has an invalid kind %q", origin, g.Name, kind)
 	}
 	// And what its source last said (rule 13); the count in a row is not
@@ -258,12 +258,12 @@ func (tx *Tx) replayPlans(groupID, tailEnd, floor int64) error {
 		return err
 	}
 	if tailEnd > g.TailEnd {
-		if _, err := tx.PlanTail(groupID, tailEnd); err != nil && leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
+		if _, err := tx.PlanTail(groupID, tailEnd); err != nil && leasehold.KindOf(err) != leasehold.KindUnprocessable {
 			return unreplayable(g.Name, err)
 		}
 	}
 	if floor < g.HistoryFloor {
-		if _, err := tx.PlanHistory(groupID, floor); err != nil && leasehold.ErrorKind(err) != leasehold.KindUnprocessable {
+		if _, err := tx.PlanHistory(groupID, floor); err != nil && leasehold.KindOf(err) != leasehold.KindUnprocessable {
 			return unreplayable(g.Name, err)
 		}
 	}
@@ -275,7 +275,7 @@ func (tx *Tx) replayPlans(groupID, tailEnd, floor int64) error {
 // missing here is found by the fleet's convergence checks, while an error
 // the folder retries would stop it folding anything, from every peer.
 func unreplayable(group string, err error) error {
-	if leasehold.ErrorKind(err) == leasehold.KindUnavailable || leasehold.ErrorKind(err) == leasehold.KindNoSpace {
+	if leasehold.KindOf(err) == leasehold.KindUnavailable || leasehold.KindOf(err) == leasehold.KindNoSpace {
 		return err // the catalog cannot write now: tried again
 	}
 	return leasehold.Wrap(leasehold.KindInvalid, err, "replaying an earlier owner's plan of group %s: %v", group, err)
@@ -318,7 +318,7 @@ func planBeyond(tail, floor int64, high, low *int64) bool {
 // planned; the same checks as OwnPlanLost, made again inside the write.
 func (tx *Tx) ReplayOwnPlan(groupID int64, high, low *int64) (bool, error) {
 	g, err := tx.Group(groupID)
-	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+	if leasehold.KindOf(err) == leasehold.KindNotFound {
 		return false, nil
 	}
 	if err != nil {
@@ -350,7 +350,7 @@ func (tx *Tx) ReplayOwnPlan(groupID int64, high, low *int64) (bool, error) {
 // bounds the earlier owner gave them. A group unknown here is passed over.
 func (tx *Tx) ReplayLatePlan(name string, high, low *int64) error {
 	g, err := tx.GroupByName(name)
-	if leasehold.ErrorKind(err) == leasehold.KindNotFound {
+	if leasehold.KindOf(err) == leasehold.KindNotFound {
 		return nil
 	}
 	if err != nil {

@@ -118,7 +118,7 @@ func TestFoldGroup(t *testing.T) {
 		must(t, err)
 		want := foldGroup("g", 3).Group
 		want.ID = id
-		want.Kind = leasehold.DefaultKind // a peer's group sent without a kind
+		want.Kind = leasehold.DefaultSourceKind // a peer's group sent without a kind
 		if g != want {
 			t.Fatalf("group = %+v, want %+v", g, want)
 		}

@@ -71,7 +71,7 @@ var (
 // creation; a different start on an existing group is a conflict. It
 // reports whether the group was created.
 func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) {
-	if s.Kind != nil && !leasehold.ValidKind(*s.Kind) {
+	if s.Kind != nil && !leasehold.ValidSourceKind(*s.Kind) {
 		return leasehold.Group{}, false, leasehold.Errorf(leasehold.KindInvalid, "kind %q is not valid: 1-32 bytes of a-z, 0-9 and -", *s.Kind)
 	}
 	g, err := tx.GroupByName(name)
@@ -90,7 +90,7 @@ func (tx *Tx) PutGroup(name string, s GroupSpec) (leasehold.Group, bool, error) 
 		if s.Start != nil {
 			start = *s.Start
 		}
-		kind := leasehold.DefaultKind
+		kind := leasehold.DefaultSourceKind
 		if s.Kind != nil {
 			kind = *s.Kind
 		}

@@ -19,7 +19,7 @@ func TestLeaseKinds(t *testing.T) {
 	ctx := context.Background()
 	var nntpNode, both int64
 	must(t, w.write(func(tx *Tx) error {
-		g, _, err := tx.PutGroup("alt.binaries.x", GroupSpec{RangeSize: ptr(int64(1000)), Kind: ptr(leasehold.KindNNTP)})
+		g, _, err := tx.PutGroup("alt.binaries.x", GroupSpec{RangeSize: ptr(int64(1000)), Kind: ptr(leasehold.SourceKindNNTP)})
 		if err != nil {
 			return err
 		}
@@ -27,12 +27,12 @@ func TestLeaseKinds(t *testing.T) {
 		if _, err := tx.PlanTail(g.ID, 3000); err != nil {
 			return err
 		}
-		n, err := tx.CreateNode(NewNode{Name: "usenet", TokenHash: []byte("u"), PriorityMin: -10, PriorityMax: 10, Capacity: 8, Kinds: []string{leasehold.KindNNTP}})
+		n, err := tx.CreateNode(NewNode{Name: "usenet", TokenHash: []byte("u"), PriorityMin: -10, PriorityMax: 10, Capacity: 8, Kinds: []string{leasehold.SourceKindNNTP}})
 		nntpNode = n.ID
 		if err != nil {
 			return err
 		}
-		n, err = tx.CreateNode(NewNode{Name: "both", TokenHash: []byte("b"), PriorityMin: -10, PriorityMax: 10, Capacity: 8, Kinds: []string{"default", leasehold.KindNNTP}})
+		n, err = tx.CreateNode(NewNode{Name: "both", TokenHash: []byte("b"), PriorityMin: -10, PriorityMax: 10, Capacity: 8, Kinds: []string{"default", leasehold.SourceKindNNTP}})
 		both = n.ID
 		return err
 	}))
@@ -48,7 +48,7 @@ func TestLeaseKinds(t *testing.T) {
 	}
 	// The default node (w) gets its own group, then nothing: never the
 	// nntp one.
-	if g := lease(w.node); g == nil || g.Group.Name != "alt.counted" || g.Group.Kind != leasehold.DefaultKind {
+	if g := lease(w.node); g == nil || g.Group.Name != "alt.counted" || g.Group.Kind != leasehold.DefaultSourceKind {
 		t.Fatalf("default node's first lease = %+v, want alt.counted", g)
 	}
 	if g := lease(w.node); g != nil {
@@ -74,7 +74,7 @@ func TestLeaseKinds(t *testing.T) {
 	if !errors.Is(err, leasehold.ErrConflict) {
 		t.Fatalf("kind change of a held group: %v, want a conflict", err)
 	}
-	if g, _ := w.db.GroupByName(ctx, "alt.binaries.x"); g.Kind != leasehold.KindNNTP {
+	if g, _ := w.db.GroupByName(ctx, "alt.binaries.x"); g.Kind != leasehold.SourceKindNNTP {
 		t.Fatalf("kind after the refused change = %q", g.Kind)
 	}
 	// Bad kinds are refused with nothing written.
@@ -97,7 +97,7 @@ func TestLeaseKindsSeek(t *testing.T) {
 		t.Fatal(err)
 	}
 	for q, index := range map[*query]string{qChooseFreeTail: "groups_free_tail", qChooseFreeHist: "groups_free_hist"} {
-		p := plan(t, db, q.sql, -10, 10, leasehold.KindNNTP)
+		p := plan(t, db, q.sql, -10, 10, leasehold.SourceKindNNTP)
 		if len(p) != 1 || !strings.Contains(p[0], "USING INDEX "+index+" (kind=? AND") {
 			t.Errorf("plan of %q: %q, want one seek of %s by kind", q.sql, p, index)
 		}
@@ -118,18 +118,18 @@ func TestKindsTravel(t *testing.T) {
 	db := openTest(t, "", Options{NowFunc: func() time.Time { return foldStart }})
 	ctx := context.Background()
 	pg := foldGroup("alt.binaries.far", 3)
-	pg.Kind = leasehold.KindNNTP
+	pg.Kind = leasehold.SourceKindNNTP
 	pg.SourceError = &leasehold.SourceError{Error: "411 No such group", Node: "wa", At: foldStart}
 	foldIn(t, db, "a", pg, foldRanges())
 	g, err := db.GroupByName(ctx, "alt.binaries.far")
 	must(t, err)
-	if g.Kind != leasehold.KindNNTP || g.SourceError == nil || g.SourceError.Error != "411 No such group" {
+	if g.Kind != leasehold.SourceKindNNTP || g.SourceError == nil || g.SourceError.Error != "411 No such group" {
 		t.Fatalf("a peer's group here: kind %q, source error %+v", g.Kind, g.SourceError)
 	}
 	// What this node publishes of its own group carries both too.
 	var own int64
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		g, _, err := tx.PutGroup("alt.binaries.own", GroupSpec{Kind: ptr(leasehold.KindNNTP)})
+		g, _, err := tx.PutGroup("alt.binaries.own", GroupSpec{Kind: ptr(leasehold.SourceKindNNTP)})
 		own = g.ID
 		if err == nil {
 			_, err = tx.ReportSourceError(own, "usenet", "481 refused")
@@ -141,16 +141,16 @@ func TestKindsTravel(t *testing.T) {
 	}
 	st, _, _, err := db.OwnState(ctx, own, time.Time{})
 	must(t, err)
-	if st.Kind != leasehold.KindNNTP || st.SourceError == nil || st.SourceError.Error != "481 refused" {
+	if st.Kind != leasehold.SourceKindNNTP || st.SourceError == nil || st.SourceError.Error != "481 refused" {
 		t.Fatalf("an own group as published: kind %q, source error %+v", st.Kind, st.SourceError)
 	}
 	seen := foldStart
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		return tx.FoldNode("a", FleetNode{Node: leasehold.Node{Name: "usenet", Capacity: 1, LastSeenAt: &seen, Kinds: []string{leasehold.KindNNTP}}}, 3)
+		return tx.FoldNode("a", FleetNode{Node: leasehold.Node{Name: "usenet", Capacity: 1, LastSeenAt: &seen, Kinds: []string{leasehold.SourceKindNNTP}}}, 3)
 	}))
 	ns, err := db.PeerNodes(ctx)
 	must(t, err)
-	if len(ns) != 1 || len(ns[0].Kinds) != 1 || ns[0].Kinds[0] != leasehold.KindNNTP {
+	if len(ns) != 1 || len(ns[0].Kinds) != 1 || ns[0].Kinds[0] != leasehold.SourceKindNNTP {
 		t.Fatalf("a peer's node here: %+v", ns)
 	}
 	// Owned here with open work: the peer's live nntp node counts.
@@ -166,7 +166,7 @@ func TestKindsTravel(t *testing.T) {
 	must(t, err)
 	found := false
 	for _, f := range fs {
-		found = found || f.Kind == leasehold.FindingNoWorkerForKind && f.Group == leasehold.KindNNTP
+		found = found || f.Kind == leasehold.FindingNoWorkerForKind && f.Group == leasehold.SourceKindNNTP
 	}
 	if !found {
 		t.Fatalf("findings with the only nntp node unseen: %+v, want no_worker_for_kind nntp", fs)

@@ -129,16 +129,16 @@ func (tx *Tx) ChangeNode(id int64, c NodeChange) (leasehold.Node, error) {
 // names; none is [default]) and encodes them for the kinds column.
 func kindsJSON(kinds []string) (string, error) {
 	if len(kinds) == 0 {
-		kinds = []string{leasehold.DefaultKind}
+		kinds = []string{leasehold.DefaultSourceKind}
 	}
 	if len(kinds) > leasehold.MaxNodeKinds {
 		return "", leasehold.Errorf(leasehold.KindInvalid, "a node reads at most %d kinds, not %d", leasehold.MaxNodeKinds, len(kinds))
 	}
 	for i, k := range kinds {
-		if !leasehold.ValidKind(k) {
+		if !leasehold.ValidSourceKind(k) {
 			return "", leasehold.Errorf(leasehold.KindInvalid, "kind %q is not valid: 1-32 bytes of a-z, 0-9 and -", k)
 		}
-		if leasehold.HasKind(kinds[:i], k) {
+		if leasehold.HasSourceKind(kinds[:i], k) {
 			return "", leasehold.Errorf(leasehold.KindInvalid, "kind %q is given twice", k)
 		}
 	}
@@ -151,7 +151,7 @@ func kindsJSON(kinds []string) (string, error) {
 func parseKinds(s string) []string {
 	var kinds []string
 	if json.Unmarshal([]byte(s), &kinds) != nil || len(kinds) == 0 {
-		return []string{leasehold.DefaultKind}
+		return []string{leasehold.DefaultSourceKind}
 	}
 	return kinds
 }

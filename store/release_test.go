@@ -67,7 +67,7 @@ func TestReleaseStopped(t *testing.T) {
 		err := w.write(func(tx *Tx) error {
 			return tx.ReleaseStopped(leasehold.GroupHolder{GroupID: g.Group.ID, NodeID: w.node, Fence: g.Fence - 1}, failMaxAttempts)
 		})
-		if leasehold.ErrorKind(err) != leasehold.KindLeaseLost {
+		if leasehold.KindOf(err) != leasehold.KindLeaseLost {
 			t.Errorf("a stopped release at a stale fence: %v, want lease lost", err)
 		}
 		if after := catalogState(t, w.db); after != before {

@@ -62,7 +62,7 @@ func TestInspectCatalogSchema(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := InspectCatalog(ctx, backupWith(t, c.ddl))
-			if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), c.says) {
+			if leasehold.KindOf(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("got %v, want unprocessable naming %q", err, c.says)
 			}
 		})
@@ -81,7 +81,7 @@ func TestCheckSchemaMigrated(t *testing.T) {
 	}
 	evil := migrateFrom(t, "testdata/schema-v1.sql", 1,
 		`CREATE TRIGGER keep_evil AFTER DELETE ON nodes BEGIN SELECT 1; END`)
-	if err := CheckSchema(ctx, evil); leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "keep_evil") {
+	if err := CheckSchema(ctx, evil); leasehold.KindOf(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "keep_evil") {
 		t.Fatalf("a version 1 catalog with a trigger: %v, want unprocessable naming it", err)
 	}
 	// The live catalog a node migrated is the one its next backup copies:

@@ -333,7 +333,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 				tx.ReleaseUnreadable(leasehold.GroupHolder{GroupID: g.group, NodeID: g.node, Fence: g.fence}, maxAttempts, "boom")
 				return leasehold.Errorf(leasehold.KindConflict, "planted")
 			})
-			if leasehold.ErrorKind(err) != leasehold.KindConflict {
+			if leasehold.KindOf(err) != leasehold.KindConflict {
 				return fmt.Errorf("the failing write: %v", err)
 			}
 			return nil
@@ -341,7 +341,7 @@ func tallyRun(t *testing.T, seed uint64, steps int) {
 	}
 	for step := range steps {
 		op := ops[rng.IntN(len(ops))]
-		if err := op.do(); err != nil && leasehold.ErrorKind(err) == leasehold.KindInternal && !errors.Is(err, context.Canceled) {
+		if err := op.do(); err != nil && leasehold.KindOf(err) == leasehold.KindInternal && !errors.Is(err, context.Canceled) {
 			t.Fatalf("seed %d step %d %s: %v", seed, step, op.name, err)
 		}
 		if step%20 == 19 || step == steps-1 {

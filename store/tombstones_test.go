@@ -21,7 +21,7 @@ func TestGroupTombstone(t *testing.T) {
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.FoldGroupGone("b", "g", 5) }))
 	gone := func(why string) {
 		t.Helper()
-		if _, err := db.GroupByName(ctx, "g"); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+		if _, err := db.GroupByName(ctx, "g"); leasehold.KindOf(err) != leasehold.KindNotFound {
 			t.Fatalf("g %s: %v, want not found", why, err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestRemoveMember(t *testing.T) {
 	hash := make([]byte, 32)
 	hash[0] = 7
 	must(t, db.Write(ctx, func(tx *Tx) error {
-		n := FleetNode{Node: leasehold.Node{Name: "wc", Capacity: 1, Kinds: []string{leasehold.DefaultKind}}, TokenHash: hash}
+		n := FleetNode{Node: leasehold.Node{Name: "wc", Capacity: 1, Kinds: []string{leasehold.DefaultSourceKind}}, TokenHash: hash}
 		if err := tx.FoldNode("c", n, 5); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func TestRemoveMember(t *testing.T) {
 		t.Fatalf("c's worker let in: %v", err)
 	}
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.RemoveMember("c", "a", 5) }))
-	if _, err := db.Visit(ctx, hash); leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if _, err := db.Visit(ctx, hash); leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("c's worker after c's removal: %v, want not found", err)
 	}
 	if _, err := db.NodeByTokenHash(ctx, hash); err == nil {
@@ -82,7 +82,7 @@ func TestRemoveMember(t *testing.T) {
 	}
 	must(t, db.Write(ctx, func(tx *Tx) error { return tx.ApproveMember("c") }))
 	err := db.Write(ctx, func(tx *Tx) error { return tx.ApproveMember("c") })
-	if leasehold.ErrorKind(err) != leasehold.KindNotFound {
+	if leasehold.KindOf(err) != leasehold.KindNotFound {
 		t.Errorf("approving c twice: %v, want not found", err)
 	}
 }

@@ -81,7 +81,7 @@ func TestVisitor(t *testing.T) {
 		"token":  func(tx *Tx) error { return tx.SetNodeToken(a.ID, h2[:]) },
 		"delete": func(tx *Tx) error { return tx.DeleteNode(a.ID, failMaxAttempts, true) },
 	} {
-		if err := w.write(change); leasehold.ErrorKind(err) != leasehold.KindConflict {
+		if err := w.write(change); leasehold.KindOf(err) != leasehold.KindConflict {
 			t.Errorf("%s here: %v; want a conflict", what, err)
 		}
 	}

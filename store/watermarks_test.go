@@ -63,7 +63,7 @@ func TestWatermarksSeek(t *testing.T) {
 	if err := db.BulkGroups(context.Background(), "g.", 100, 100, 10); err != nil {
 		t.Fatal(err)
 	}
-	p := plan(t, db, qMarksOldest, leasehold.KindNNTP, 10)
+	p := plan(t, db, qMarksOldest, leasehold.SourceKindNNTP, 10)
 	if len(p) != 1 || !strings.Contains(p[0], "USING INDEX groups_marks (kind=?)") {
 		t.Errorf("plan of the watermarks listing: %q, want one walk of groups_marks", p)
 	}

@@ -34,12 +34,12 @@ func who(c echo.Context) string {
 }
 
 // note puts a log line's entry on the dashboard's timeline.
-func (s *Server) note(c echo.Context, kind, group, detail string, bad bool) {
+func (s *Server) note(c echo.Context, kind leasehold.TimelineKind, group, detail string, bad bool) {
 	s.noteBy(who(c), c.Request().RemoteAddr, kind, group, detail, bad)
 }
 
 // noteBy is note for an entry that may have no request behind it.
-func (s *Server) noteBy(who, remote, kind, group, detail string, bad bool) {
+func (s *Server) noteBy(who, remote string, kind leasehold.TimelineKind, group, detail string, bad bool) {
 	s.timeline.add(timelineEntry{At: s.node.Watchman.Now(), Kind: kind, Group: group, Who: who,
 		Remote: remote, Detail: detail, Bad: bad})
 }
@@ -232,7 +232,7 @@ type refusals struct {
 type refusalSum struct {
 	logged time.Time // when the last line was written
 	count  int       // refused since, not logged yet
-	codes  map[leasehold.Kind]int
+	codes  map[leasehold.ErrorKind]int
 }
 
 // noteRefusals counts and logs holder calls refused: a lease lost, a
@@ -245,7 +245,7 @@ func (s *Server) noteRefusals(next echo.HandlerFunc) echo.HandlerFunc {
 		if err == nil {
 			return nil
 		}
-		kind := leasehold.ErrorKind(err)
+		kind := leasehold.KindOf(err)
 		if kind != leasehold.KindLeaseLost && kind != leasehold.KindConflict && kind != leasehold.KindNotFound {
 			return err
 		}
@@ -255,7 +255,7 @@ func (s *Server) noteRefusals(next echo.HandlerFunc) echo.HandlerFunc {
 		s.refused.mu.Lock()
 		sum := s.refused.nodes[node.ID]
 		if sum == nil {
-			sum = &refusalSum{codes: map[leasehold.Kind]int{}}
+			sum = &refusalSum{codes: map[leasehold.ErrorKind]int{}}
 			s.refused.nodes[node.ID] = sum
 		}
 		sum.count++
@@ -268,7 +268,7 @@ func (s *Server) noteRefusals(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			line = []any{"refused", sum.count, "codes", codes, "since_s", sinceSeconds(sum.logged, now),
 				"route", c.Request().Method + " " + c.Path(), "error", leasehold.ErrorMessage(err)}
-			sum.logged, sum.count, sum.codes = now, 0, map[leasehold.Kind]int{}
+			sum.logged, sum.count, sum.codes = now, 0, map[leasehold.ErrorKind]int{}
 		}
 		s.refused.mu.Unlock()
 		if line != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
@@ -16,7 +17,7 @@ const atLimitLine = "range failed at the attempt limit"
 
 // timelineRows are the overview's timeline rows of kind, newest first,
 // as text (the row's cells, tags dropped).
-func timelineRows(t *testing.T, url, admin, kind string) []string {
+func timelineRows(t *testing.T, url, admin string, kind leasehold.TimelineKind) []string {
 	t.Helper()
 	status, _, page := signedIn(t, url, admin).get("/")
 	if status != 200 {

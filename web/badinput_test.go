@@ -295,7 +295,7 @@ func slowNode(t *testing.T, o web.Options) (*nodetest.Node, *web.Server) {
 		t.Fatal(err)
 	}
 	o.AdminToken, o.Logger = token, log
-	srv := web.New(web.NodeOf(app), o)
+	srv := web.New(web.DoorsOf(app), o)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	t.Cleanup(func() {

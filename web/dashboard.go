@@ -609,7 +609,7 @@ func (d *dashboard) dropWindow(c echo.Context) error {
 // clears says what clears a finding the dashboard has no button for.
 // Retry (range_failed) and keep or drop the window (window_unreadable)
 // are buttons in the template.
-func clears(kind string) string {
+func clears(kind leasehold.FindingKind) string {
 	switch kind {
 	case leasehold.FindingLeaseQuiet:
 		return "Awaits a takeover: the next worker that asks for a lease takes the group over from its window snapshot. Nothing to do unless no worker is free."

@@ -411,7 +411,7 @@ func TestFleetPage(t *testing.T) {
 		}
 		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Unpublished: 3, Published: 977, Peers: ps}, err
 	}
-	srv := httptest.NewServer(web.New(web.NodeOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
+	srv := httptest.NewServer(web.New(web.DoorsOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
 	t.Cleanup(srv.Close)
 
 	anon := &browser{t: t, url: srv.URL}
@@ -530,7 +530,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 		ps, err := w.node.DB.Peers(ctx)
 		return leasehold.FleetStatus{Name: "node-a", Enabled: true, Connected: connected.Load(), Owned: 1, Peers: ps}, err
 	}
-	srv := httptest.NewServer(web.New(web.NodeOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
+	srv := httptest.NewServer(web.New(web.DoorsOf(w.node.App), web.Options{AdminToken: w.admin, Peers: peers}).Handler())
 	t.Cleanup(srv.Close)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()

@@ -10,9 +10,9 @@ import (
 	"github.com/leasehold/leasehold/appliance"
 )
 
-// Node is the node web serves, as the doors it calls through, each given
+// Doors are the node web serves, as the doors it calls through, each given
 // at New. web holds no appliance: these are all it can reach.
-type Node struct {
+type Doors struct {
 	Holders   Holders   // the workers' calls: *appliance.Coordinator
 	Admin     Admin     // the operator's reads and writes: *appliance.Coordinator
 	Snapshots Snapshots // window snapshots: *appliance.Snapshots
@@ -101,8 +101,8 @@ type Watchman interface {
 	Gauges(ctx context.Context, maxAge time.Duration) (appliance.Gauges, error)
 }
 
-// NodeOf is the doors of app: what a node's Main (and a test's node)
+// DoorsOf is the doors of app: what a node's Main (and a test's node)
 // gives New.
-func NodeOf(app *appliance.Appliance) Node {
-	return Node{Holders: app.Coordinator, Admin: app.Coordinator, Snapshots: app.Snapshots, Reads: app, Watchman: app.Watchman, Config: app.Config}
+func DoorsOf(app *appliance.Appliance) Doors {
+	return Doors{Holders: app.Coordinator, Admin: app.Coordinator, Snapshots: app.Snapshots, Reads: app, Watchman: app.Watchman, Config: app.Config}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // statusOf is the one table from error kinds to HTTP statuses.
-var statusOf = map[leasehold.Kind]int{
+var statusOf = map[leasehold.ErrorKind]int{
 	leasehold.KindInvalid:       http.StatusBadRequest,
 	leasehold.KindUnauthorized:  http.StatusUnauthorized,
 	leasehold.KindForbidden:     http.StatusForbidden,
@@ -40,10 +40,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		err = leasehold.Wrap(leasehold.KindInvalid, err, "the request ended before it was answered")
 	}
 	var he *echo.HTTPError
-	if errors.As(err, &he) && leasehold.ErrorKind(err) == leasehold.KindInternal {
+	if errors.As(err, &he) && leasehold.KindOf(err) == leasehold.KindInternal {
 		err = fromEchoError(he)
 	}
-	kind := leasehold.ErrorKind(err)
+	kind := leasehold.KindOf(err)
 	if kind == leasehold.KindUnavailable {
 		err = s.node.Reads.WithDiskCause(err)
 	}

@@ -56,7 +56,7 @@ type Metrics struct {
 // refusedCodes are the answers that refuse a holder call (a lease lost,
 // a range not in the caller's hands, a group or range gone), counted by
 // leasehold_holder_calls_refused_total.
-var refusedCodes = []leasehold.Kind{leasehold.KindLeaseLost, leasehold.KindConflict, leasehold.KindNotFound}
+var refusedCodes = []leasehold.ErrorKind{leasehold.KindLeaseLost, leasehold.KindConflict, leasehold.KindNotFound}
 
 // NewMetrics registers the node's metrics on a registry of their own.
 func NewMetrics() *Metrics {
@@ -180,7 +180,7 @@ func (m *Metrics) snapshotBytes(direction string, n int64) {
 }
 
 // holderCallRefused counts a refused holder call by its error code.
-func (m *Metrics) holderCallRefused(code leasehold.Kind) {
+func (m *Metrics) holderCallRefused(code leasehold.ErrorKind) {
 	m.refused.WithLabelValues(string(code)).Inc()
 }
 
@@ -318,7 +318,7 @@ func (w *watchCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for _, k := range appliance.FindingKinds {
-		gauge(w.findings, float64(g.Findings[k]), k)
+		gauge(w.findings, float64(g.Findings[k]), string(k))
 	}
 	b := g.Backlog
 	gauge(w.backlog, float64(b.Tail), "tail")

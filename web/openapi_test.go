@@ -86,7 +86,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	codes := spec.Components.Schemas.Error.Properties.Error.Properties.Code.Enum
-	for _, k := range []leasehold.Kind{leasehold.KindInvalid, leasehold.KindUnauthorized, leasehold.KindForbidden,
+	for _, k := range []leasehold.ErrorKind{leasehold.KindInvalid, leasehold.KindUnauthorized, leasehold.KindForbidden,
 		leasehold.KindNotFound, leasehold.KindLeaseLost, leasehold.KindConflict, leasehold.KindTooLarge,
 		leasehold.KindUnprocessable, leasehold.KindNoSpace, leasehold.KindUnavailable, leasehold.KindInternal} {
 		if !slices.Contains(codes, string(k)) {
@@ -129,7 +129,7 @@ func TestOpenAPIDocument(t *testing.T) {
 func TestOpenAPIRoutes(t *testing.T) {
 	t.Parallel()
 	n := nodetest.Start(t, nodetest.Options{})
-	e := web.New(web.NodeOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
+	e := web.New(web.DoorsOf(n.App), web.Options{AdminToken: n.AdminToken}).Handler().(*echo.Echo)
 	var spec struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}

@@ -55,9 +55,9 @@ type Options struct {
 }
 
 // Server serves the API over one node, through the doors it declares
-// (Node).
+// (Doors).
 type Server struct {
-	node    Node
+	node    Doors
 	echo    *echo.Echo
 	http    *http.Server
 	admin   *adminToken
@@ -94,8 +94,8 @@ const (
 	DefaultSnapshotUploadTimeout = time.Hour
 )
 
-// New builds the server and its routes over node's doors (NodeOf).
-func New(node Node, o Options) *Server {
+// New builds the server and its routes over node's doors (DoorsOf).
+func New(node Doors, o Options) *Server {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
 	}
@@ -243,7 +243,7 @@ func (s *Server) readyz(c echo.Context) error {
 	// Trouble outside the node's own API (peer sync stuck) is told, not
 	// made a 503: the node still serves its workers.
 	if ts := s.node.Reads.Troubles(); len(ts) > 0 {
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": ts[0].Kind + ": " + ts[0].Detail})
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": string(ts[0].Kind) + ": " + ts[0].Detail})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

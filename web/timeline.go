@@ -45,11 +45,11 @@ const (
 
 // Entry kinds, one a kind of line in the operator's log.
 const (
-	entryTakeover    = "takeover"
-	entryRangeFailed = "range_failed"
-	entryRangeRetry  = "range_retried"
-	entryQuarantine  = "quarantine"
-	entryAdminWrite  = "admin_write"
+	entryTakeover    leasehold.TimelineKind = "takeover"
+	entryRangeFailed leasehold.TimelineKind = "range_failed"
+	entryRangeRetry  leasehold.TimelineKind = "range_retried"
+	entryQuarantine  leasehold.TimelineKind = "quarantine"
+	entryAdminWrite  leasehold.TimelineKind = "admin_write"
 )
 
 // timelineEntry is one line of the operator's log as the dashboard shows
@@ -57,7 +57,7 @@ const (
 // or the worker node's name) and from where, and what happened.
 type timelineEntry struct {
 	At     time.Time
-	Kind   string
+	Kind   leasehold.TimelineKind
 	Group  string
 	Who    string
 	Remote string
@@ -193,7 +193,7 @@ func (f *TimelineFeed) entry(r slog.Record) (timelineEntry, bool) {
 	see := func(a slog.Attr) bool {
 		switch a.Key {
 		case leasehold.TimelineAttr:
-			e.Kind = a.Value.String()
+			e.Kind = leasehold.TimelineKind(a.Value.String())
 		case "group":
 			e.Group = a.Value.String()
 		case "peer":

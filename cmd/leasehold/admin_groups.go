@@ -47,7 +47,7 @@ func (a *adminCmd) groupsUpdate(fs *flag.FlagSet) verbFunc {
 func (spec *groupSpecFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&spec.rangeSize, "range-size", 0, "ids per range (0: the node's default)")
 	fs.Int64Var(&spec.priority, "priority", 0, "the group's priority, lower first")
-	fs.StringVar(&spec.kind, "kind", leasehold.DefaultKind, "the source it is read from (nntp: the Usenet worker's); only nodes of this kind lease it")
+	fs.StringVar(&spec.kind, "kind", leasehold.DefaultSourceKind, "the source it is read from (nntp: the Usenet worker's); only nodes of this kind lease it")
 }
 
 // putGroup creates or updates a group with the flags given on fs; those

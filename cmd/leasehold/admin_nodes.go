@@ -24,7 +24,7 @@ func (a *adminCmd) nodesRegister(fs *flag.FlagSet) verbFunc {
 	fs.Int64Var(&pmin, "priority-min", 0, "lowest range priority it works on")
 	fs.Int64Var(&pmax, "priority-max", 0, "highest range priority it works on")
 	quiet := fs.Bool("q", false, "print only the token")
-	kinds := fs.String("kinds", leasehold.DefaultKind, "the kinds of group its worker reads, comma-separated (nntp: the Usenet worker)")
+	kinds := fs.String("kinds", leasehold.DefaultSourceKind, "the kinds of group its worker reads, comma-separated (nntp: the Usenet worker)")
 	return func(ctx context.Context, args []string) error {
 		if err := wantArgs(args, "NAME"); err != nil {
 			return err

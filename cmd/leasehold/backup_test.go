@@ -168,7 +168,7 @@ func TestBackupRestore(t *testing.T) {
 
 	t.Run("NotEmpty", func(t *testing.T) {
 		err := runRestore(context.Background(), []string{"--data", data, dir}, &so, &se)
-		if leasehold.ErrorKind(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "not empty") {
+		if leasehold.KindOf(err) != leasehold.KindConflict || !strings.Contains(err.Error(), "not empty") {
 			t.Fatalf("restore onto a node's data dir: %v", err)
 		}
 	})
@@ -180,7 +180,7 @@ func TestBackupRestore(t *testing.T) {
 		os.WriteFile(f, b, 0o600)
 		target := filepath.Join(t.TempDir(), "d")
 		err := runRestore(context.Background(), []string{"--data", target, bad}, &so, &se)
-		if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "damaged") {
+		if leasehold.KindOf(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), "damaged") {
 			t.Fatalf("restore of a damaged backup: %v", err)
 		}
 		if _, err := os.Stat(target); err == nil {
@@ -197,7 +197,7 @@ func TestBackupRestore(t *testing.T) {
 	})
 	t.Run("BackupIntoNonEmpty", func(t *testing.T) {
 		_, err := operatorRun(t, r, runBackup, dir, "--quiet")
-		if leasehold.ErrorKind(err) != leasehold.KindConflict {
+		if leasehold.KindOf(err) != leasehold.KindConflict {
 			t.Fatalf("backup into a backup: %v", err)
 		}
 		if m := mustManifest(t, dir); m.CatalogID == "" {

@@ -202,7 +202,7 @@ func nodeNames(ctx context.Context, o *operator, what string) ([]string, error) 
 		}
 	}
 	if what == namesKinds {
-		add(leasehold.DefaultKind)
+		add(leasehold.DefaultSourceKind)
 	}
 	slices.Sort(names)
 	return names, nil

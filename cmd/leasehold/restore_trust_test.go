@@ -90,7 +90,7 @@ func TestRestoreTrustsNothing(t *testing.T) {
 	}
 	refused := func(t *testing.T, target string, err error, says string) {
 		t.Helper()
-		if leasehold.ErrorKind(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), says) {
+		if leasehold.KindOf(err) != leasehold.KindUnprocessable || !strings.Contains(err.Error(), says) {
 			t.Fatalf("restore: %v, want unprocessable naming %q", err, says)
 		}
 		entries, _ := os.ReadDir(target)

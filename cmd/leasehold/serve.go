@@ -531,7 +531,7 @@ func (m *Main) assemble(ctx context.Context, log *slog.Logger, certs *web.Certif
 	parts := []service.Part{{Name: "appliance", Service: app}}
 	var peers *fleet.Fleet
 	if gate != nil {
-		if peers, err = fleet.New(gate, fleet.Node{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts}); err != nil {
+		if peers, err = fleet.New(gate, fleet.Local{DB: db, Coordinator: app.Coordinator, Snapshots: app.Snapshots, MaxAttempts: app.Config.MaxAttempts}); err != nil {
 			app.Close()
 			return nil, usageError(err)
 		}
@@ -582,7 +582,7 @@ func (m *Main) newWeb(ctx context.Context, log *slog.Logger, certs *web.Certific
 	if peers != nil {
 		opts.Peers, opts.Members = peers.Peers, peers
 	}
-	srv := web.New(web.NodeOf(app), opts)
+	srv := web.New(web.DoorsOf(app), opts)
 	m.mu.Lock()
 	m.addr = ln.Addr()
 	m.mu.Unlock()

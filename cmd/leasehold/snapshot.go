@@ -153,7 +153,7 @@ func getInto(ctx context.Context, c *client.Client, group, part string, bar bool
 		return err
 	}
 	sr, err := c.GetGroupSnapshot(ctx, group, have)
-	if have > 0 && leasehold.ErrorKind(err) == leasehold.KindInvalid {
+	if have > 0 && leasehold.KindOf(err) == leasehold.KindInvalid {
 		// 416: the part is as long as the snapshot, or longer (another
 		// one): ask for the whole again.
 		if err := f.Truncate(0); err != nil {

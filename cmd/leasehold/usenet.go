@@ -314,7 +314,7 @@ func checkNNTPKind(ctx context.Context, c *client.Client) error {
 	if err != nil {
 		return fmt.Errorf("worker: asking the node which kinds this worker's node reads: %w", err)
 	}
-	if !leasehold.HasKind(kinds, leasehold.KindNNTP) {
+	if !leasehold.HasSourceKind(kinds, leasehold.SourceKindNNTP) {
 		return usageError(fmt.Errorf("worker: this token's node reads kinds %s, not nntp, so it is never handed a Usenet group: "+
 			"register the worker's node with `leasehold admin nodes register NAME --kinds nntp`, or add the kind to it with "+
 			"`leasehold admin nodes kinds ID nntp`", strings.Join(kinds, ",")))

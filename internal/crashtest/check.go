@@ -272,7 +272,7 @@ func (s *session) check(ctx context.Context) error {
 // priority of the open ranges in each lane.
 func urgency(g *groupState) (tail, hist sql.NullInt64) {
 	for _, r := range g.Ranges {
-		if r.Status != "planned" && r.Status != "leased" {
+		if r.Status != leasehold.StatusPlanned && r.Status != leasehold.StatusLeased {
 			continue
 		}
 		lane := &hist

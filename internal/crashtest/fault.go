@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/leasehold/leasehold"
 )
 
 // faults are what the self-test does to a crashed node's data before the
@@ -49,7 +51,7 @@ func (s *session) injectFault(ctx context.Context) error {
 		for i := range g.Ranges {
 			r := &g.Ranges[i]
 			switch {
-			case s.cfg.fault == "drop-range" && r.Status == "done",
+			case s.cfg.fault == "drop-range" && r.Status == leasehold.StatusDone,
 				s.cfg.fault == "revert-progress" && r.Next > r.Start:
 				target, rng = g, r
 			}

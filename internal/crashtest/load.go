@@ -84,7 +84,7 @@ func (c *worker) step(ctx context.Context) {
 		h := c.rnd.Int64N(w.End - w.Start + 2) // at most one header an id
 		c.call(ctx, &op{kind: "finish", group: g, rangeID: w.ID, arg: h}, func() error {
 			r, err := c.api.Finish(ctx, w.ID, v.fence, h)
-			if err == nil && (r.Status != "done" || r.Headers != h) {
+			if err == nil && (r.Status != leasehold.StatusDone || r.Headers != h) {
 				c.s.violate("answer", "finish of range %d answered %+v", w.ID, r)
 			}
 			return err

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
 // The model is what the clients know from acknowledged answers: every
@@ -16,7 +18,7 @@ import (
 // rangeState is one range as the catalog keeps it.
 type rangeState struct {
 	ID, Start, End, Next int64
-	Status               string
+	Status               leasehold.RangeStatus
 	Priority             int64
 	Node                 int64 // 0: NULL
 	Attempts             int64
@@ -74,12 +76,12 @@ func (r rules) lease(g *groupState, node int64) {
 		s := g.Snap.Next
 		for i := range g.Ranges {
 			x := &g.Ranges[i]
-			if (x.Status == "leased" || x.Status == "done") && x.End >= s {
-				wasDone := x.Status == "done"
-				if x.Status == "leased" && x.Attempts >= r.maxAttempts {
-					x.Status = "failed"
+			if (x.Status == leasehold.StatusLeased || x.Status == leasehold.StatusDone) && x.End >= s {
+				wasDone := x.Status == leasehold.StatusDone
+				if x.Status == leasehold.StatusLeased && x.Attempts >= r.maxAttempts {
+					x.Status = leasehold.StatusFailed
 				} else {
-					x.Status, x.Next = "planned", max(x.Start, s)
+					x.Status, x.Next = leasehold.StatusPlanned, max(x.Start, s)
 				}
 				if wasDone {
 					x.Attempts = 0
@@ -89,7 +91,7 @@ func (r rules) lease(g *groupState, node int64) {
 		}
 		for i := range g.Ranges {
 			x := &g.Ranges[i]
-			if x.Status == "planned" && x.Next > x.Start && x.Next > s && x.End >= s {
+			if x.Status == leasehold.StatusPlanned && x.Next > x.Start && x.Next > s && x.End >= s {
 				x.Next = max(x.Start, s)
 			}
 		}
@@ -104,13 +106,13 @@ func (r rules) lease(g *groupState, node int64) {
 func (r rules) replanLeased(g *groupState) {
 	for i := range g.Ranges {
 		x := &g.Ranges[i]
-		if x.Status != "leased" {
+		if x.Status != leasehold.StatusLeased {
 			continue
 		}
 		if x.Attempts >= r.maxAttempts {
-			x.Status = "failed"
+			x.Status = leasehold.StatusFailed
 		} else {
-			x.Status, x.Node = "planned", 0
+			x.Status, x.Node = leasehold.StatusPlanned, 0
 		}
 	}
 }
@@ -124,14 +126,14 @@ func (r rules) release(g *groupState) {
 // next is rule 3: the range in work, or the lowest planned range by start
 // leased to the holder; nil when caught up.
 func (r rules) next(g *groupState) *rangeState {
-	if x := g.rangeByID(g.RangeID); g.RangeID != 0 && x != nil && x.Status == "leased" && x.Node == g.Holder {
+	if x := g.rangeByID(g.RangeID); g.RangeID != 0 && x != nil && x.Status == leasehold.StatusLeased && x.Node == g.Holder {
 		return x
 	}
 	for {
 		var low *rangeState
 		for i := range g.Ranges {
 			x := &g.Ranges[i]
-			if x.Status == "planned" && (low == nil || x.Start < low.Start) {
+			if x.Status == leasehold.StatusPlanned && (low == nil || x.Start < low.Start) {
 				low = x
 			}
 		}
@@ -140,10 +142,10 @@ func (r rules) next(g *groupState) *rangeState {
 			return nil
 		}
 		if low.Attempts >= r.maxAttempts {
-			low.Status = "failed"
+			low.Status = leasehold.StatusFailed
 			continue
 		}
-		low.Status, low.Node = "leased", g.Holder
+		low.Status, low.Node = leasehold.StatusLeased, g.Holder
 		low.Attempts++
 		g.RangeID = low.ID
 		return low
@@ -158,10 +160,10 @@ func (r rules) progress(g *groupState, id, next int64) {
 
 func (r rules) finish(g *groupState, id, headers int64) {
 	x := g.rangeByID(id)
-	if x == nil || x.Status == "done" && x.Node == g.Holder {
+	if x == nil || x.Status == leasehold.StatusDone && x.Node == g.Holder {
 		return
 	}
-	x.Status, x.Next, x.Headers = "done", x.End+1, headers
+	x.Status, x.Next, x.Headers = leasehold.StatusDone, x.End+1, headers
 	g.RangesDone++
 	g.Headers += headers
 	if g.RangeID == id {
@@ -174,7 +176,7 @@ func (r rules) finish(g *groupState, id, headers int64) {
 func (g *groupState) frontier() int64 {
 	f := g.TailEnd + 1
 	for _, x := range g.Ranges {
-		if x.Status != "done" {
+		if x.Status != leasehold.StatusDone {
 			f = min(f, x.Next)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -184,10 +185,10 @@ func (s *session) learnRanges(ctx context.Context, g *groupState) error {
 		if g.rangeByID(r.ID) != nil {
 			continue
 		}
-		if r.Status != "planned" || r.Next != r.Start || r.Attempts != 0 {
+		if r.Status != leasehold.StatusPlanned || r.Next != r.Start || r.Attempts != 0 {
 			s.violate("answer", "group %d: new range %d is %+v, not freshly planned", g.ID, r.ID, r)
 		}
-		g.Ranges = append(g.Ranges, rangeState{ID: r.ID, Start: r.Start, End: r.End, Next: r.Next, Status: string(r.Status), Priority: r.Priority})
+		g.Ranges = append(g.Ranges, rangeState{ID: r.ID, Start: r.Start, End: r.End, Next: r.Next, Status: r.Status, Priority: r.Priority})
 	}
 	slices.SortFunc(g.Ranges, func(a, b rangeState) int { return int(a.ID - b.ID) })
 	return nil
@@ -299,7 +300,7 @@ func (s *session) topUp(ctx context.Context) error {
 		g := s.model.groups[id]
 		open := 0
 		for _, r := range g.Ranges {
-			if r.Status == "planned" || r.Status == "leased" {
+			if r.Status == leasehold.StatusPlanned || r.Status == leasehold.StatusLeased {
 				open++
 			}
 		}

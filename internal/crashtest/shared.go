@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 )
 
@@ -73,7 +74,7 @@ func (m *model) view(id int64) groupView {
 		s := *g.Snap
 		v.snap = &s
 	}
-	if w := g.rangeByID(g.RangeID); g.RangeID != 0 && w != nil && w.Status == "leased" {
+	if w := g.rangeByID(g.RangeID); g.RangeID != 0 && w != nil && w.Status == leasehold.StatusLeased {
 		c := *w
 		v.work = &c
 	}

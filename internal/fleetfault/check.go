@@ -821,6 +821,7 @@ func (r *Report) Print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "liveness (reported, not counted as violations): of %d faults longer than %s with groups in work, %d left some not taken over within it\n", r.long, b, len(r.Late))
 	}
+	r.printRejoins(w, r.TakeoverBound)
 	if r.Upgrade != nil {
 		r.Upgrade.Print(w)
 	}

@@ -104,7 +104,7 @@ func Start(t testing.TB, o Options) *Node {
 		}
 		wo.WrapFunc = rec.wrap
 	}
-	srv := web.New(web.NodeOf(app), wo)
+	srv := web.New(web.DoorsOf(app), wo)
 	go srv.Serve(ln)
 	n := &Node{URL: "http://" + ln.Addr().String(), AdminToken: token, DataDir: dir, App: app, DB: db, Metrics: metrics, srv: srv, rec: rec}
 	t.Cleanup(n.Stop)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/source/binaries"
 )
@@ -288,4 +289,124 @@ func asJSON(r RSS) jsonRSS {
 		j.Channel.Item = append(j.Channel.Item, ji)
 	}
 	return j
+}
+
+// feedXML is xml.Marshal(feed), byte for byte, written without
+// reflection: a page of 100 items is several ms of encoding/xml's time
+// on a busy machine, more than the index takes to find them.
+func feedXML(feed RSS) []byte {
+	w := &xmlWriter{b: make([]byte, 0, 1024+len(feed.Channel.Items)*1536)}
+	c := &feed.Channel
+	w.open("rss", "version", feed.Version, "xmlns:atom", feed.Atom, "xmlns:newznab", feed.Newznab)
+	w.raw("<channel>")
+	w.open("atom:link", "href", c.AtomLink.Href, "rel", c.AtomLink.Rel, "type", c.AtomLink.Type)
+	w.raw("</atom:link>")
+	w.text("title", c.Title)
+	w.text("description", c.Description)
+	w.text("link", c.Link)
+	w.text("language", c.Language)
+	w.open("newznab:response", "offset", strconv.Itoa(c.Response.Offset), "total", strconv.Itoa(c.Response.Total))
+	w.raw("</newznab:response>")
+	for i := range c.Items {
+		it := &c.Items[i]
+		w.raw("<item>")
+		w.text("title", it.Title)
+		w.open("guid", "isPermaLink", strconv.FormatBool(it.GUID.IsPermaLink))
+		w.escape(it.GUID.URL)
+		w.raw("</guid>")
+		w.text("link", it.Link)
+		w.text("comments", it.Comments)
+		w.text("pubDate", it.PubDate)
+		w.text("category", it.Category)
+		w.text("description", it.Description)
+		w.open("enclosure", "url", it.Enclosure.URL, "length", strconv.FormatInt(it.Enclosure.Length, 10), "type", it.Enclosure.Type)
+		w.raw("</enclosure>")
+		for _, a := range it.Attrs {
+			w.open("newznab:attr", "name", a.Name, "value", a.Value)
+			w.raw("</newznab:attr>")
+		}
+		w.raw("</item>")
+	}
+	w.raw("</channel></rss>")
+	return w.b
+}
+
+// xmlWriter appends XML as encoding/xml writes it: no indentation, every
+// element closed by its end tag, text and attributes escaped as
+// xml.EscapeText escapes.
+type xmlWriter struct{ b []byte }
+
+func (w *xmlWriter) raw(s string) { w.b = append(w.b, s...) }
+
+// open writes a start tag with attributes given as name, value pairs.
+func (w *xmlWriter) open(name string, attrs ...string) {
+	w.b = append(w.b, '<')
+	w.b = append(w.b, name...)
+	for i := 0; i+1 < len(attrs); i += 2 {
+		w.b = append(w.b, ' ')
+		w.b = append(w.b, attrs[i]...)
+		w.b = append(w.b, `="`...)
+		w.escape(attrs[i+1])
+		w.b = append(w.b, '"')
+	}
+	w.b = append(w.b, '>')
+}
+
+// text writes an element of text.
+func (w *xmlWriter) text(name, s string) {
+	w.open(name)
+	w.escape(s)
+	w.b = append(w.b, "</"...)
+	w.b = append(w.b, name...)
+	w.b = append(w.b, '>')
+}
+
+// escape writes s escaped as encoding/xml escapes text and attribute
+// values: the five special characters and tab, line feed and carriage
+// return as references, a rune XML has no place for (or a byte that is
+// not UTF-8) as U+FFFD.
+func (w *xmlWriter) escape(s string) {
+	last := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\'' && c != '&' && c != '<' && c != '>' {
+			i++ // most of a feed: printable ASCII, as it is
+			continue
+		}
+		r, width := utf8.DecodeRuneInString(s[i:])
+		i += width
+		var esc string
+		switch r {
+		case '"':
+			esc = "&#34;"
+		case '\'':
+			esc = "&#39;"
+		case '&':
+			esc = "&amp;"
+		case '<':
+			esc = "&lt;"
+		case '>':
+			esc = "&gt;"
+		case '\t':
+			esc = "&#x9;"
+		case '\n':
+			esc = "&#xA;"
+		case '\r':
+			esc = "&#xD;"
+		default:
+			if !xmlChar(r) || (r == utf8.RuneError && width == 1) {
+				esc = "\uFFFD"
+				break
+			}
+			continue
+		}
+		w.b = append(w.b, s[last:i-width]...)
+		w.b = append(w.b, esc...)
+		last = i
+	}
+	w.b = append(w.b, s[last:]...)
+}
+
+// xmlChar is whether XML 1.0 has a place for r in a document.
+func xmlChar(r rune) bool {
+	return r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
 }

@@ -55,6 +55,16 @@ func OpenIndex(ctx context.Context, url string, maxConns int32, timeout time.Dur
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	// A new connection's first search plans with caches of nothing
+	// (the tables', the indexes' and the operators' catalog rows: tens
+	// of ms on a busy machine, the slowest call of its hundred): warm
+	// them as the connection opens, and keep a few open, so that no
+	// call waits for a connection to be made or warmed.
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		warmConnection(ctx, c)
+		return nil
+	}
+	cfg.MinConns = min(cfg.MaxConns, 4)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("newznab: --index: %w", err)
@@ -74,6 +84,20 @@ func OpenIndex(ctx context.Context, url string, maxConns int32, timeout time.Dur
 		return nil, err
 	}
 	return pool, nil
+}
+
+// warmConnection plans the searches on a new connection, without running
+// them, and prepares the key's statement, so that the catalog rows they
+// need are cached before its first call. An index without the table of
+// days (a schema before version 2) fails the second plan: warming is
+// best effort, and OpenIndex takes no error of it as the connection's.
+func warmConnection(ctx context.Context, c *pgx.Conn) error {
+	q, args := searchSQL(search{Words: []string{"leasehold"}, Categories: []int{2000}, Group: "g", MaxAge: time.Hour, Limit: 1}, time.Now(), allDays)
+	_, err1 := c.Exec(ctx, "EXPLAIN "+q, args...)
+	q, args = searchSQL(search{Words: []string{"leasehold"}, Limit: 1}, time.Now(), 0)
+	_, err2 := c.Exec(ctx, "EXPLAIN "+q, args...)
+	_, err3 := c.Exec(ctx, keySQL, keyHash(""))
+	return errors.Join(err1, err2, err3)
 }
 
 // release is a row of releases as the API shows it.
@@ -97,6 +121,22 @@ type search struct {
 	// OneQuery asks the index once over every release, as searches by
 	// words ran before newest (the benchmark compares the two).
 	OneQuery bool
+	// Key is the hash of the API key the call came with, checked in
+	// the round trip of the search's first statement (keyed), which
+	// answers errBadKey when it is no good key; nil checks none.
+	Key []byte
+	// asBefore asks much as searches were asked before (the benchmark's
+	// comparison): newest's first statement asks its first slice and
+	// not the next, an episode's pattern is asked of the index, and no
+	// slice is asked matches first.
+	asBefore bool
+	// matchesFirst asks a slice's matches before their order (newest's
+	// slices after its first): see searchSQL.
+	matchesFirst bool
+	// upToPage asks the page and every match before it (LIMIT offset +
+	// limit + 1, no OFFSET), so that their count is the matches' up to
+	// the page's end.
+	upToPage bool
 }
 
 // listed is the condition of a release a downloader may take: complete,
@@ -123,6 +163,9 @@ func find(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, now 
 	} else {
 		out, err = findSince(ctx, db, s, now, allDays)
 	}
+	if errors.Is(err, errBadKey) {
+		return nil, 0, err
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("newznab: searching: %w", err)
 	}
@@ -138,8 +181,56 @@ func find(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, now 
 // release. It answers the page and one release past it.
 func findSince(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from int) ([]release, error) {
 	q, args := searchSQL(s, now, from)
-	rows, _ := db.Query(ctx, q, args...)
-	return pgx.CollectRows(rows, scanRelease)
+	var out []release
+	err := keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
+		x, err := scanRelease(rows)
+		out = append(out, x)
+		return err
+	})
+	return out, err
+}
+
+// errBadKey is a search's answer when its key is no good key.
+var errBadKey = errors.New("newznab: no such API key")
+
+// keySQL is whether $1 is the hash of a key not revoked.
+const keySQL = `SELECT EXISTS (SELECT 1 FROM api_keys WHERE hash = $1 AND revoked IS NULL)`
+
+// keyed runs query q, each row to each. With a key (a hash), it asks in
+// the same round trip whether that is a good key (a pipeline of two
+// statements: on a busy machine each round trip is a wait for the
+// scheduler at both ends, much of a search's time), and q only runs
+// when it is: q's rows are asked behind that condition, PostgreSQL's
+// one-time filter, so a wrong key costs no search. errBadKey then.
+func keyed(ctx context.Context, db *pgxpool.Pool, key []byte, q string, args []any, each func(pgx.Rows) error) error {
+	read := func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := each(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	if key == nil {
+		rows, err := db.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return read(rows)
+	}
+	var good bool
+	b := &pgx.Batch{}
+	b.Queue(keySQL, key).QueryRow(func(r pgx.Row) error { return r.Scan(&good) })
+	args = append(args[:len(args):len(args)], key)
+	b.Queue(`SELECT * FROM (`+q+`) page WHERE EXISTS (SELECT 1 FROM api_keys WHERE hash = $`+strconv.Itoa(len(args))+` AND revoked IS NULL)`, args...).Query(read)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if !good {
+		return errBadKey
+	}
+	return nil
 }
 
 // allDays is findSince's bound for every release.
@@ -170,7 +261,12 @@ const (
 // before the newest release's), then of as many days back as should
 // hold the page sliceMargin times over at the rate found so far, and
 // when that would be most of the index, or the words seem rare (all
-// their matches are few rows to read), of every release.
+// their matches are few rows to read), of every release. The first
+// statement asks the first slice (its every match up to the page's
+// end, so their count is exact), and behind its answer (PostgreSQL's
+// one-time filters) the next slice when it is short but the words not
+// rare, and every release when they are: one round trip for most
+// searches, whatever their words and however deep their page.
 //
 // Every query asks for the same page (offset, limit and one more) of
 // the releases posted since its day: when it is full, no older release
@@ -198,34 +294,48 @@ func newest(ctx context.Context, db *pgxpool.Pool, dates *dateSpan, s search, no
 	}
 	whole := top.Sub(oldest)
 	need := s.Offset + s.Limit + 1
+	// covered is how long before top slice from begins; few is how many
+	// matches fewer than make its words rare: at that rate, fewer than
+	// three pages' worth in all, every match cheap to read, so the
+	// search over every release answers.
+	covered := func(from int) time.Duration { return top.Sub(time.Unix(int64(from)*86400, 0)) }
+	few := func(from int) float64 { return 3 * float64(need) * covered(from).Seconds() / whole.Seconds() }
 	from := day(top.Add(-24 * time.Hour))
-	for slice := range maxSlices {
+	for slice := 0; slice < maxSlices; slice++ {
 		if from <= day(oldest) {
 			break
 		}
-		// Fewer matches than few since from (at that rate, fewer than
-		// three pages' worth in all) are rare words: every match is
-		// cheap to read, so the search over every release answers.
-		covered := top.Sub(time.Unix(int64(from)*86400, 0))
-		few := 3 * float64(need) * covered.Seconds() / whole.Seconds()
-		var out, every []release
+		var out []release
+		var found int
 		var err error
 		if slice == 0 {
-			out, every, err = findSinceOrEvery(ctx, db, s, now, from, few)
+			first := firstSlice{from: from, few: few(from), top: top, covered: covered(from), whole: whole, oldest: day(oldest), wider: !s.asBefore}
+			var next firstAnswer
+			next, err = findFirst(ctx, db, s, now, first)
+			s.Key = nil                  // checked
+			s.matchesFirst = !s.asBefore // the slices after the first
+			if err != nil || len(next.page) > s.Limit {
+				return next.page, from, err
+			}
+			if float64(next.found) < few(from) {
+				return next.every, allDays, nil
+			}
+			out, found = next.page, next.found
+			if next.widerFrom != allDays {
+				slice, from, out = 1, next.widerFrom, next.wider
+				found = matchedSince(s, out)
+			}
 		} else {
 			out, err = findSince(ctx, db, s, now, from)
+			found = matchedSince(s, out)
 		}
 		if err != nil || len(out) > s.Limit {
 			return out, from, err
 		}
-		found := matchedSince(s, out)
-		if float64(found) < few {
-			if slice == 0 {
-				return every, allDays, nil
-			}
+		if float64(found) < few(from) {
 			break
 		}
-		want := max(covered.Seconds()*sliceMargin*float64(need)/float64(max(found, 1)), 2*covered.Seconds())
+		want := max(covered(from).Seconds()*sliceMargin*float64(need)/float64(max(found, 1)), 2*covered(from).Seconds())
 		if want >= whole.Seconds()/2 {
 			break
 		}
@@ -245,50 +355,119 @@ func matchedSince(s search, out []release) int {
 	return s.Offset / 2
 }
 
-// findSinceOrEvery is findSince, and in the same statement (one round
-// trip, which on a busy machine is much of a rare word's time) the
-// search over every release when the page since from is short and
-// matchedSince it is under few, as newest would ask next.
-func findSinceOrEvery(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, from int, few float64) (since, every []release, err error) {
-	recent, args := searchSQL(s, now, from)
+// firstSlice is what newest's first statement asks: the slice since
+// day from, and what decides the next (see newest).
+type firstSlice struct {
+	from           int
+	few            float64
+	top            time.Time
+	covered, whole time.Duration
+	oldest         int  // the day of the oldest release searched
+	wider          bool // ask the next slice too, when wanted
+}
+
+// firstAnswer is its answer.
+type firstAnswer struct {
+	page, wider, every []release
+	// found is how many releases since from matched, up to the page's
+	// end (exact: the statement asks every match up to it);
+	// widerFrom is the day the next slice was asked since, allDays
+	// when it was not.
+	found, widerFrom int
+}
+
+// findFirst asks newest's first slice, and in the same statement (one
+// round trip, which on a busy machine is much of a search's time) what
+// newest would ask next when its page is short: the search over every
+// release when the words are rare (fewer than few matches), else (with
+// f.wider) the slice since the day newest would take next from the
+// matches found, worked out in the statement as newest does. Each is
+// asked only when wanted: behind a condition on the first slice's count
+// that PostgreSQL checks before running it.
+func findFirst(ctx context.Context, db *pgxpool.Pool, s search, now time.Time, f firstSlice) (firstAnswer, error) {
+	upTo := s
+	upTo.upToPage = true
+	recent, args := searchSQL(upTo, now, f.from)
+	fromArg := len(args) // the day bound's: the last
 	all, _ := searchSQL(s, now, allDays)
 	const columns = `key, name, poster, grp, files, bytes, posted, category`
-	q := `WITH recent AS MATERIALIZED (` + recent + `)
-		SELECT ` + columns + `, false FROM recent
+	// The page's bounds are arguments of searchSQL's (limit + 1 and
+	// offset, just before from); the next slice's are after.
+	limit, offset := "$"+strconv.Itoa(len(args)-2), "$"+strconv.Itoa(len(args)-1)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	need := `(` + limit + `::bigint + ` + offset + `::bigint)`
+	few, covered, whole, top := arg(f.few), arg(f.covered.Seconds()), arg(f.whole.Seconds()), arg(float64(f.top.UnixNano())/1e9)
+	oldest := arg(f.oldest)
+	q := `WITH recent AS MATERIALIZED (` + recent + `),
+		found AS MATERIALIZED (SELECT count(*) AS found FROM recent),
+		want AS MATERIALIZED (SELECT found, GREATEST(` + covered + `::float8 * ` + strconv.FormatFloat(sliceMargin, 'g', -1, 64) + ` * ` + need + ` / GREATEST(found, 1), 2 * ` + covered + `::float8) AS want FROM found),
+		next AS MATERIALIZED (SELECT found, found < ` + need + ` AND found::float8 < ` + few + `::float8 AS rare,
+			found < ` + need + ` AND found::float8 >= ` + few + `::float8 AND want < ` + whole + `::float8 / 2
+				AND floor((` + top + `::float8 - want) / 86400)::integer > ` + oldest + `::integer AS wider,
+			floor((` + top + `::float8 - want) / 86400)::integer AS wider_from FROM want)
+		SELECT ` + columns + `, 0, 0::bigint, 0 FROM (SELECT * FROM recent ORDER BY posted DESC, key OFFSET ` + offset + `) page
 		UNION ALL
-		SELECT ` + columns + `, true FROM (` + all + `) every
-		WHERE (SELECT count(*) <= ` + strconv.Itoa(s.Limit) + ` AND
-			(CASE WHEN count(*) > 0 THEN ` + strconv.Itoa(s.Offset) + ` + count(*) ELSE ` + strconv.Itoa(s.Offset/2) + ` END)::float8 < ` +
-		strconv.FormatFloat(few, 'g', -1, 64) + ` FROM recent)`
-	rows, err := db.Query(ctx, q, args...)
-	if err != nil {
-		return nil, nil, err
+		SELECT ` + columns + `, 2, 0, 0 FROM (` + all + `) every WHERE (SELECT rare FROM next)
+		UNION ALL
+		SELECT '', '', '', '', 0, 0, 'epoch', 0, 3, found, CASE WHEN wider THEN wider_from END FROM next`
+	if f.wider {
+		// The next slice: the query of a slice after the first (matches
+		// first), since the day worked out above.
+		second := s
+		second.matchesFirst = true
+		wider, _ := searchSQL(second, now, f.from)
+		q += `
+		UNION ALL
+		SELECT ` + columns + `, 1, 0, 0 FROM (` + strings.Replace(wider, sinceDay(fromArg), `leasehold_posted_day(posted) >= (SELECT wider_from FROM next)`, 1) + `) wider
+		WHERE (SELECT wider FROM next)`
 	}
-	defer rows.Close()
-	for rows.Next() {
+	var a firstAnswer
+	a.widerFrom = allDays
+	err := keyed(ctx, db, s.Key, q, args, func(rows pgx.Rows) error {
 		var x release
-		var isEvery bool
-		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &isEvery); err != nil {
-			return nil, nil, err
+		var part int
+		var found int64
+		var widerFrom *int32
+		if err := rows.Scan(&x.Key, &x.Name, &x.Poster, &x.Group, &x.Files, &x.Bytes, &x.Posted, &x.Category, &part, &found, &widerFrom); err != nil {
+			return err
 		}
-		if isEvery {
-			every = append(every, x)
-		} else {
-			since = append(since, x)
+		switch part {
+		case 0:
+			a.page = append(a.page, x)
+		case 1:
+			a.wider = append(a.wider, x)
+		case 2:
+			a.every = append(a.every, x)
+		default:
+			a.found = int(found)
+			if widerFrom != nil && f.wider {
+				a.widerFrom = int(*widerFrom)
+			}
 		}
-	}
-	return since, every, rows.Err()
+		return nil
+	})
+	return a, err
 }
 
 // dateSpan is what newest needs to know of the index: its first and
 // last posting dates and whether it has releases_day_name, read again
-// at most every dateSpanAge. A span read before the newest releases came
-// in is still right for newest: every slice holds every release posted
-// since its day, so a release posted later is in each.
+// when a reading is dateSpanAge old. A span read before the newest
+// releases came in is still right for newest: every slice holds every
+// release posted since its day, so a release posted later is in each;
+// one read before older releases came in (a backfill) makes newest ask
+// every release sooner, which is right too. So a call never waits for
+// a new reading but the first: the reading it finds old is used once
+// more while one is made in the background (a round trip every
+// dateSpanAge is otherwise the slowest call of a hundred).
 type dateSpan struct {
-	mu   sync.Mutex
-	at   time.Time
-	span indexDates
+	mu      sync.Mutex
+	at      time.Time
+	span    indexDates
+	reading bool // a background reading is under way
+	inCall  bool // an old reading is read again in the call (the benchmark's comparison)
 }
 
 // indexDates is a reading of dateSpan.
@@ -303,9 +482,36 @@ const dateSpanAge = 10 * time.Second
 func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.at.IsZero() && time.Since(d.at) < dateSpanAge {
-		return d.span, nil
+	if d.at.IsZero() || d.inCall && time.Since(d.at) >= dateSpanAge {
+		// The first reading (or an old one read again, as before: the
+		// benchmark's comparison): calls meanwhile wait for it (the
+		// lock).
+		x, err := readDates(ctx, db)
+		if err != nil {
+			return indexDates{}, err
+		}
+		d.span, d.at = x, time.Now()
+		return x, nil
 	}
+	if time.Since(d.at) >= dateSpanAge && !d.reading {
+		d.reading = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultStatementTimeout)
+			defer cancel()
+			x, err := readDates(ctx, db)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.reading = false
+			if err == nil { // else the old reading serves until the next try
+				d.span, d.at = x, time.Now()
+			}
+		}()
+	}
+	return d.span, nil
+}
+
+// readDates reads the index's dates.
+func readDates(ctx context.Context, db *pgxpool.Pool) (indexDates, error) {
 	var first, last *time.Time
 	var x indexDates
 	err := db.QueryRow(ctx, `SELECT (SELECT min(posted) FROM releases), (SELECT max(posted) FROM releases),
@@ -316,9 +522,11 @@ func (d *dateSpan) read(ctx context.Context, db *pgxpool.Pool) (indexDates, erro
 	if first != nil && last != nil {
 		x.first, x.last, x.any = *first, *last, true
 	}
-	d.span, d.at = x, time.Now()
 	return x, nil
 }
+
+// sinceDay is the condition of a release posted on day $n or later.
+func sinceDay(n int) string { return "leasehold_posted_day(posted) >= $" + strconv.Itoa(n) }
 
 // searchSQL is a search's query and its arguments, over the releases
 // posted on day from or later (allDays for every release). The query
@@ -336,7 +544,14 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 		// from the trigrams of releases_day_name.
 		where = append(where, "name ILIKE "+arg("%"+likeEscape(w)+"%"))
 	}
-	if s.Pattern != "" {
+	switch {
+	case s.Pattern != "" && len(s.Words) > 0 && !s.asBefore:
+		// The words find few rows; the pattern (an episode's, whose
+		// trigrams are short and many alternatives) costs more to plan
+		// and to look up in the index than to ask of each of them: an
+		// expression the index is not on.
+		where = append(where, "(name || '') ~* "+arg(s.Pattern))
+	case s.Pattern != "":
 		where = append(where, "name ~* "+arg(s.Pattern))
 	}
 	if len(s.Categories) > 0 {
@@ -358,18 +573,37 @@ func searchSQL(s search, now time.Time, from int) (string, []any) {
 	if s.MaxAge > 0 {
 		where = append(where, "posted >= "+arg(now.Add(-s.MaxAge)))
 	}
+	// The page's bounds are arguments too, so that the statement's
+	// text is the same for every page and every search of its shape
+	// (one prepared statement on each connection, not one a page).
+	limit, offset := arg(int64(s.Limit+1)), arg(int64(s.Offset))
+	page := ` ORDER BY posted DESC, key LIMIT ` + limit + ` OFFSET ` + offset
+	if s.upToPage {
+		page = ` ORDER BY posted DESC, key LIMIT ` + limit + `::bigint + ` + offset + `::bigint`
+	}
 	if from != allDays {
 		// Answered from the same index as the name, releases_day_name.
 		// (Not also as posted >= the day's start: that bound makes a
 		// walk of the date index look cheap to the planner for words
 		// too rare to stop it early.) Last, so that the arguments of
 		// the search over every release are the first of these.
-		where = append(where, "leasehold_posted_day(posted) >= "+arg(from))
+		args = append(args, from)
+		where = append(where, sinceDay(len(args)))
 	}
 	cond := strings.Join(where, " AND ")
-	q := `SELECT key, name, poster, grp, files, bytes, posted, category FROM releases WHERE ` + cond +
-		` ORDER BY posted DESC, key LIMIT ` + strconv.Itoa(s.Limit+1) + ` OFFSET ` + strconv.Itoa(s.Offset)
-	return q, args
+	const columns = `key, name, poster, grp, files, bytes, posted, category`
+	if s.matchesFirst && from != allDays {
+		// A slice after newest's first is asked only when the first held
+		// fewer matches than the page: its words are too sparse for a
+		// walk of the dates, whatever PostgreSQL guesses of them (it
+		// takes a title word for three times as common as it is, and
+		// then walks a week of dates, 40,000 rows, for 600 matches). The
+		// matches are found first (OFFSET 0 keeps the page's LIMIT out
+		// of their plan: PostgreSQL plans finding all of them, from the
+		// days' and trigrams' index), then ordered.
+		return `SELECT * FROM (SELECT ` + columns + ` FROM releases WHERE ` + cond + ` OFFSET 0) matches` + page, args
+	}
+	return `SELECT ` + columns + ` FROM releases WHERE ` + cond + page, args
 }
 
 func scanRelease(r pgx.CollectableRow) (release, error) {

@@ -387,3 +387,52 @@ func TestKeys(t *testing.T) {
 		t.Errorf("the good key a minute later: %d %s", status, body)
 	}
 }
+
+// TestKeyedSearch: a search's key is checked in its first statement's
+// round trip: a wrong or revoked key is refused (and counted) for a
+// search by words, an episode and the feed, a wrong key is the answer
+// before a wrong parameter, and behind a wrong key no search is run
+// (its rows are never read).
+func TestKeyedSearch(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.api.fails.mu.Lock()
+	w.api.fails.max = 10 // six wrong keys below, all answered as such
+	w.api.fails.mu.Unlock()
+	ctx := context.Background()
+	radarr, err := AddKey(ctx, w.db, "radarr", testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body, _ := w.call(t, "t=search&q=film&apikey="+radarr); status != 200 || !strings.Contains(string(body), "A.Film.2019") {
+		t.Fatalf("a good key: %d %s", status, body)
+	}
+	if err := RevokeKey(ctx, w.db, "radarr", testNow); err != nil {
+		t.Fatal(err)
+	}
+	for _, params := range []string{
+		"t=search&q=film&apikey=" + radarr,
+		"t=search&q=show&apikey=wrong",
+		"t=search&q=show+hdtv&offset=3&apikey=wrong",
+		"t=tvsearch&q=some+show&season=1&ep=2&apikey=wrong",
+		"t=search&cat=5000&apikey=wrong",
+		"t=search&q=show&limit=ten&apikey=wrong",
+	} {
+		status, body, _ := w.call(t, params)
+		var e ErrorAnswer
+		if err := xml.Unmarshal(body, &e); status != 401 || err != nil || e.Code != CodeBadKey {
+			t.Errorf("%s: %d %s, want error %d", params, status, body, CodeBadKey)
+		}
+	}
+	if got := w.api.Failures(); got != 6 {
+		t.Errorf("%d failures counted, want 6", got)
+	}
+	read := 0
+	each := func(pgx.Rows) error { read++; return nil }
+	if err := keyed(ctx, w.pool, keyHash("wrong"), `SELECT 1 FROM generate_series(1, 5)`, nil, each); !errors.Is(err, errBadKey) || read != 0 {
+		t.Errorf("a wrong key: %v, %d rows read, want %v and none", err, read, errBadKey)
+	}
+	if err := keyed(ctx, w.pool, keyHash(w.key), `SELECT $1::int FROM generate_series(1, 5)`, []any{7}, each); err != nil || read != 5 {
+		t.Errorf("a good key: %v, %d rows read, want 5", err, read)
+	}
+}
