@@ -161,10 +161,12 @@ const publishIdle = 50 * time.Millisecond
 // compare-and-set of the publish record, whatever its size; and a range
 // leased and finished inside one batch goes out once, finished, where two
 // batches send it twice. At 20 ms a fleet of three paid 3.5x a lone
-// node's CPU a range, at 50 ms 3.4x (scripts/bench-scaleout.sh). Peers
-// see events at most this much later, as late as an idle publisher's
-// look (publishIdle).
-const publishLinger = 50 * time.Millisecond
+// node's CPU a range, at 50 ms 3.4x (scripts/bench-scaleout.sh); at
+// 200 ms a group's state goes out about once for every four times it did,
+// and the fold upserts its ranges as seldom (BENCHMARKS.md, issue 45).
+// Peers see events at most this much later under load; an idle
+// publisher still looks every publishIdle.
+const publishLinger = 200 * time.Millisecond
 
 // SnapshotQueue takes the groups whose newest snapshots are to be
 // replicated: *Replicator is one.

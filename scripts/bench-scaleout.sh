@@ -172,6 +172,7 @@ run_size() {
 	ranges=$(cat "$tmp"/r-*.json | jq -s 'map(.ranges) | add')
 	secsum=$(cat "$tmp"/r-*.json | jq -s 'map(.seconds) | max')
 	errs=$(cat "$tmp"/r-*.json | jq -s 'map(.errors) | add')
+	first_err=$(cat "$tmp"/r-*.json | jq -rs 'map(.first_error // empty) | first // ""')
 	rm -f "$tmp"/r-*.json
 	for p in "${npids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${npids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -183,7 +184,7 @@ run_size() {
 	local price="-"
 	[ "$n" != 0 ] && [ -s "$tmp/lone-us" ] && price=$(awk -v a="$us" -v b="$(cat "$tmp/lone-us")" 'BEGIN { printf "%.2fx", a / b }')
 	printf '%-26s %10.0f %9s µs %8s %10s %10s %12s %6s\n' "$label" "$(awk -v r="$ranges" -v s="$secsum" 'BEGIN { print r / s }')" "$us" "$price" "$idle" "$lag" "$conv" "$(cut -d' ' -f1 /proc/loadavg)"
-	[ "$errs" = 0 ] || echo "  ($errs failed cycles)"
+	[ "$errs" = 0 ] || echo "  ($errs failed cycles, the first: ${first_err:0:300})"
 	if [ "$n" = 3 ] && [ "$price" != "-" ]; then
 		awk -v p="${price%x}" 'BEGIN { printf "  (target for three, issue 45: at most 2x the lone node'"'"'s CPU a range: %s)\n", p <= 2 ? "met" : "not met" }'
 	fi
