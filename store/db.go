@@ -117,6 +117,9 @@ type write struct {
 	atLimit []leasehold.Range
 	// bare runs fn alone, outside any transaction (writeBare).
 	bare bool
+	// outbox are the outbox rows fn made, inserted as the batch commits
+	// (Tx.event).
+	outbox []outboxRow
 }
 
 // ownerOnly makes the catalog a file only its owner reads (0600) before
@@ -523,6 +526,8 @@ func (db *DB) commit(wc *wconn, batch []*write) {
 	var err error
 	if ran == 0 {
 		_, err = wc.exec(ctx, qRollback)
+	} else if err = tx.insertOutbox(batch, results); err != nil {
+		wc.exec(ctx, qRollback)
 	} else if _, err = wc.exec(ctx, qCommit); err != nil {
 		// A failed COMMIT may leave the transaction open (busy) or have
 		// rolled it back (I/O error, full disk); either way end it, so the
@@ -559,7 +564,7 @@ func (db *DB) runOne(tx *Tx, w *write) (err error) {
 			err = leasehold.Wrap(leasehold.KindInternal, fmt.Errorf("panic in write: %v\n%s", p, debug.Stack()), "internal error")
 		}
 		if err != nil {
-			w.after, w.atLimit = nil, nil
+			w.after, w.atLimit, w.outbox = nil, nil, nil
 			if _, rerr := tx.exec(qRollbackTo); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
