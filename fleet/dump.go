@@ -36,6 +36,10 @@ import (
 type DumpRequest struct {
 	// Catalog is the asking node's catalog id, for the origin's logs.
 	Catalog string `json:"catalog"`
+	// Stage is the newest staged dump format the asker reads (0: none);
+	// an origin that writes that format sends its groups staged
+	// (dumpstage.go).
+	Stage int `json:"stage,omitempty"`
 }
 
 // DumpChunk is one message of a dump. Seq counts chunks from 0; the last
@@ -56,6 +60,8 @@ type DumpChunk struct {
 	// least that new.
 	At  time.Time `json:"at"`
 	Err string    `json:"err,omitempty"`
+	// Stage names the staged file sent as the pieces before this chunk.
+	Stage *DumpStage `json:"stage,omitempty"`
 }
 
 // DumpGroup is a group of a dump and some (or all) of its ranges.
@@ -130,6 +136,7 @@ func (d *Dumper) Start(ctx context.Context) error {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "serving dumps of %q: %v", d.node, err)
 	}
 	d.sub = sub
+	removeStaged(d.db.StageDir(), "dump-") // left by a dump that did not end
 	// The subscription reaches the server now if it can; if not, the
 	// client sends it again when it reconnects.
 	_ = d.nc.FlushTimeout(5 * time.Second)
@@ -170,7 +177,7 @@ func (d *Dumper) serve(m *nats.Msg) {
 	served := d.Go(func(ctx context.Context) error {
 		defer func() { <-d.slots }()
 		start := time.Now()
-		chunks, err := d.dump(ctx, m.Reply)
+		chunks, err := d.dump(ctx, m.Reply, req.Stage >= store.StageFormat)
 		if err != nil {
 			d.log.Warn("peers: serving a state dump", "to", req.Catalog, "chunks", chunks, "err", err)
 			return nil // logged; the dumper goes on serving
@@ -208,6 +215,7 @@ type dumpWriter struct {
 	size   int
 	groups []wireGroup
 	nodes  []json.RawMessage
+	stage  *DumpStage
 }
 
 // wireChunk and wireGroup are DumpChunk and DumpGroup with their rows
@@ -221,6 +229,7 @@ type wireChunk struct {
 	Catalog string            `json:"catalog"`
 	At      time.Time         `json:"at"`
 	Err     string            `json:"err,omitempty"`
+	Stage   *DumpStage        `json:"stage,omitempty"`
 }
 
 type wireGroup struct {
@@ -231,7 +240,7 @@ type wireGroup struct {
 // chunkOverhead is room for a chunk's own fields.
 const chunkOverhead = 256
 
-func (d *Dumper) dump(ctx context.Context, reply string) (int, error) {
+func (d *Dumper) dump(ctx context.Context, reply string, staged bool) (int, error) {
 	acks, err := d.nc.SubscribeSync(d.nc.NewInbox())
 	if err != nil {
 		return 0, err
@@ -242,7 +251,7 @@ func (d *Dumper) dump(ctx context.Context, reply string) (int, error) {
 	if half := int(d.nc.MaxPayload()) / 2; half > 0 && half < w.limit {
 		w.limit = half // a server configured for smaller messages
 	}
-	if err := d.write(ctx, w); err != nil {
+	if err := d.write(ctx, w, staged); err != nil {
 		// Tell the receiver, so it need not wait out its timeout.
 		w.groups, w.nodes = nil, nil
 		_ = w.send(ctx, true, err.Error())
@@ -252,11 +261,16 @@ func (d *Dumper) dump(ctx context.Context, reply string) (int, error) {
 	return w.seq, err
 }
 
-// write adds the node's own groups with all their ranges, then its
-// worker nodes.
-func (d *Dumper) write(ctx context.Context, w *dumpWriter) error {
+// write adds the node's own groups with all their ranges (as staged
+// files when staged), then its worker nodes.
+func (d *Dumper) write(ctx context.Context, w *dumpWriter, staged bool) error {
+	if staged {
+		if err := d.writeStaged(ctx, w); err != nil {
+			return err
+		}
+	}
 	var after int64
-	for {
+	for !staged {
 		stop := w.keepAlive()
 		page, err := d.db.OwnStates(ctx, after, dumpPage)
 		stop()
@@ -389,7 +403,7 @@ func (w *dumpWriter) send(ctx context.Context, last bool, failed string) error {
 // check and compact every one of them again, a third of the dumper's
 // cost.
 func (w *dumpWriter) body(last bool, failed string) ([]byte, error) {
-	head, err := json.Marshal(wireChunk{Format: FormatVersion, Seq: w.seq, Last: last, Catalog: w.catalog, At: w.at, Err: failed})
+	head, err := json.Marshal(wireChunk{Format: FormatVersion, Seq: w.seq, Last: last, Catalog: w.catalog, At: w.at, Err: failed, Stage: w.stage})
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +473,9 @@ func (w *dumpWriter) awaitAck(ctx context.Context) error {
 // their ranges, its worker nodes; at the end, the origin's nodes the dump
 // did not name are removed and the peer is recorded and its rebuild
 // counted. A chunk's groups are folded before its arrival is answered,
-// which is what paces the origin. Errors: unavailable when origin serves
+// which is what paces the origin. It asks for the groups as staged files
+// (dumpstage.go); an origin of a build before sends JSON chunks, folded
+// as above. Errors: unavailable when origin serves
 // no dump (no responders), a chunk is missing or does not come within
 // 10 s, or the origin reports a failure; the store's errors otherwise.
 func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64) error {
@@ -469,6 +485,12 @@ func Rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 // rebuild is Rebuild believing only chunks signed by origin with the key
 // ring knows for it; others are passed over (counted and logged).
 func rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64, ring *Keyring) error {
+	return rebuildAsking(ctx, nc, db, origin, maxAttempts, ring, store.StageFormat)
+}
+
+// rebuildAsking is rebuild asking for a staged dump of format stage (0:
+// JSON chunks only, as a build before staged dumps asks).
+func rebuildAsking(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, maxAttempts int64, ring *Keyring, stage int) error {
 	if !leasehold.ValidNodeName(origin) {
 		return leasehold.Errorf(leasehold.KindInvalid, "peer %q is not a node name", origin)
 	}
@@ -480,7 +502,11 @@ func rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 	// Chunks are paced by the answers, so the defaults are never reached;
 	// no limit keeps a burst from being dropped as a slow consumer.
 	_ = inbox.SetPendingLimits(-1, -1)
-	body, _ := json.Marshal(DumpRequest{Catalog: db.CatalogID()})
+	files, err := newStageReceiver(db, origin)
+	if err != nil {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "receiving %q's dump: %v", origin, err)
+	}
+	body, _ := json.Marshal(DumpRequest{Catalog: db.CatalogID(), Stage: stage})
 	if err := nc.PublishMsg(&nats.Msg{Subject: DumpSubjectPrefix + origin, Reply: inbox.Subject, Data: body}); err != nil {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "asking %q for its dump: %v", origin, err)
 	}
@@ -490,13 +516,25 @@ func rebuild(ctx context.Context, nc *nats.Conn, db *store.DB, origin string, ma
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	chunks := make(chan arrived, dumpWindow)
-	go receiveChunks(ctx, inbox, chunks, origin, ring)
+	received := make(chan struct{})
+	go func() { defer close(received); receiveChunks(ctx, inbox, chunks, origin, ring, files) }()
+	defer func() { cancel(); <-received; files.close() }()
 	in := &chunkBatches{chunks: chunks, origin: origin}
 	var names []string
+	var folded int64
 	for {
 		batch, err := in.next(ctx)
 		if err != nil {
 			return err
+		}
+		if a := batch[0]; a.stage != nil {
+			err := foldStaged(ctx, db, origin, a.stage, a.msg, a.chunk.Seq, maxAttempts, &folded)
+			files.done(a.stage)
+			if err != nil {
+				return stageError(origin, err)
+			}
+			_ = a.msg.Respond([]byte(strconv.Itoa(a.chunk.Seq)))
+			continue
 		}
 		for _, a := range batch {
 			for _, n := range a.chunk.Nodes {
@@ -563,7 +601,9 @@ func (b *chunkBatches) next(ctx context.Context) ([]arrived, error) {
 				return batch, nil // no more arrived yet
 			}
 		}
-		if err := b.check(ctx, *a); err != nil {
+		b.want += a.skip // the pieces of a staged file before it
+		a.skip = 0
+		if err := b.check(ctx, *a); err != nil || (a.stage != nil && len(batch) > 0) {
 			if len(batch) > 0 {
 				b.held = a
 				return batch, nil
@@ -572,8 +612,8 @@ func (b *chunkBatches) next(ctx context.Context) ([]arrived, error) {
 		}
 		b.want++
 		batch = append(batch, *a)
-		if a.chunk.Last {
-			break
+		if a.chunk.Last || a.stage != nil {
+			break // a staged file is folded alone
 		}
 	}
 	return batch, nil
@@ -588,6 +628,8 @@ func (b *chunkBatches) check(ctx context.Context, a arrived) error {
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q serves no dump (it is not connected)", origin)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q sent no dump chunk for %s", origin, dumpWait)
+	case leasehold.KindOf(err) == leasehold.KindUnprocessable:
+		return stageError(origin, err) // a staged file of a newer format
 	case errors.Is(err, errNotChunk):
 		return leasehold.Wrap(leasehold.KindUnavailable, err, "peer %q's dump chunk %d is not a dump chunk", origin, b.want)
 	case err != nil:
@@ -595,6 +637,9 @@ func (b *chunkBatches) check(ctx context.Context, a arrived) error {
 	}
 	if formatNewer(c.Format) {
 		return leasehold.Errorf(leasehold.KindUnprocessable, "peer %q's dump is of format %d, newer than this build reads (%d): upgrade this node", origin, c.Format, FormatVersion)
+	}
+	if c.Stage != nil && c.Stage.Format > store.StageFormat {
+		return leasehold.Errorf(leasehold.KindUnprocessable, "peer %q's staged dump is of format %d, newer than this build reads (%d): upgrade this node", origin, c.Stage.Format, store.StageFormat)
 	}
 	if c.Err != "" {
 		return leasehold.Errorf(leasehold.KindUnavailable, "peer %q could not dump its state: %s", origin, c.Err)
@@ -637,6 +682,8 @@ type arrived struct {
 	msg   *nats.Msg
 	chunk DumpChunk
 	err   error
+	stage *stagedFile // the staged file the chunk names, received
+	skip  int         // the pieces received before it
 }
 
 var errNotChunk = errors.New("not a dump chunk")
@@ -645,7 +692,8 @@ var errNotChunk = errors.New("not a dump chunk")
 // an error (passed on, then it stops) or ctx ends. The origin sends at
 // most dumpWindow chunks ahead of the answers, so what waits here is
 // bounded.
-func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arrived, origin string, ring *Keyring) {
+func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arrived, origin string, ring *Keyring, stage *stageReceiver) {
+	skip := 0
 	for {
 		var a arrived
 		a.msg, a.err = nextChunk(ctx, inbox)
@@ -661,11 +709,25 @@ func receiveChunks(ctx context.Context, inbox *nats.Subscription, out chan<- arr
 				continue
 			}
 		}
+		if a.err == nil && a.msg.Header.Get(headerDumpPiece) != "" {
+			if a.err = stage.piece(ctx, a.msg); a.err == nil {
+				_ = a.msg.Respond([]byte(strconv.Itoa(stage.next - 1)))
+				skip++
+				continue
+			}
+		}
 		if a.err == nil {
 			if err := json.Unmarshal(a.msg.Data, &a.chunk); err != nil {
 				a.err = fmt.Errorf("%w: %v", errNotChunk, err)
 			}
 		}
+		if a.err == nil && a.chunk.Stage != nil {
+			a.stage, a.err = stage.finish(ctx, a.chunk)
+		}
+		if a.err == nil {
+			stage.next = a.chunk.Seq + 1
+		}
+		a.skip, skip = skip, 0
 		select {
 		case out <- a:
 		case <-ctx.Done():

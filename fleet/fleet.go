@@ -227,6 +227,9 @@ func (f *Fleet) run(ctx context.Context) error {
 		f.mu.Unlock()
 		return nil
 	}
+	// Staged dump files a process ended mid-dump or mid-copy left: no
+	// dump or rebuild runs before the parts start.
+	removeStaged(f.node.DB.StageDir(), "")
 	err := f.parts.Start(ctx)
 	f.mu.Unlock()
 	if err != nil {
@@ -417,6 +420,7 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.members.readLife = f.claims.readLife
 	f.members.ring = f.gate.ring
 	f.members.gone = f.removals.Removed
+	f.members.signed = f.claims.Signed
 	f.removals.keys = ringWithdrawer{f.gate.ring, f.log}
 	f.removals.id, f.removals.ring = f.gate.id, f.gate.ring
 	f.records = records

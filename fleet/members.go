@@ -81,6 +81,9 @@ type Members struct {
 	// listed, not counted (their lives are still followed, for the
 	// takeover of their groups).
 	gone func(string) bool
+	// signed, when set, says whether a claim's value is one this node
+	// signed and wrote (Claims.Signed): its own, believed unchecked.
+	signed func(key string, val []byte) bool
 
 	service.Base
 }
@@ -185,6 +188,13 @@ func (m *Members) claim(e jetstream.KeyValueEntry) {
 	defer m.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(m.owners, group)
+		return
+	}
+	if m.signed != nil && m.signed(e.Key(), e.Value()) {
+		// This node's own claim, as it signed it: named without a check.
+		if _, ok := m.owners[group]; ok || len(m.owners) < ownersMax {
+			m.owners[group] = m.self
+		}
 		return
 	}
 	var cl Claim

@@ -161,10 +161,21 @@ const publishIdle = 50 * time.Millisecond
 // compare-and-set of the publish record, whatever its size; and a range
 // leased and finished inside one batch goes out once, finished, where two
 // batches send it twice. At 20 ms a fleet of three paid 3.5x a lone
-// node's CPU a range, at 50 ms 3.4x (scripts/bench-scaleout.sh). Peers
-// see events at most this much later, as late as an idle publisher's
-// look (publishIdle).
-const publishLinger = 50 * time.Millisecond
+// node's CPU a range, at 50 ms 3.4x (scripts/bench-scaleout.sh); at
+// 200 ms a group's state goes out about once for every four times it did,
+// and the fold upserts its ranges as seldom (BENCHMARKS.md, issue 45).
+// Peers see events at most this much later under load (and a node that
+// stops leaves as much unpublished until it starts again); a trickle of
+// events (a batch under publishLingerFrom) waits only publishIdle, as it
+// did at 50 ms.
+const publishLinger = 200 * time.Millisecond
+
+// publishLingerFrom is the batch from which the publisher lingers
+// publishLinger: 32 events in the idle look's 50 ms is 640 a second, a
+// node under load (a fleet node of the scale-out bench publishes about
+// 1,300 a second), while a few events at a time go out as quickly as
+// before.
+const publishLingerFrom = 32
 
 // SnapshotQueue takes the groups whose newest snapshots are to be
 // replicated: *Replicator is one.
@@ -222,7 +233,7 @@ func (p *Publisher) run(ctx context.Context) error {
 		backoff = 100 * time.Millisecond
 		p.publishedAgain(time.Now())
 		switch {
-		case n == 0:
+		case n < publishLingerFrom:
 			sleep(ctx, publishIdle)
 		case n < publishBatch:
 			sleep(ctx, publishLinger)

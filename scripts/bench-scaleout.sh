@@ -29,7 +29,8 @@
 # SCALEOUT_PAIRS > 1 runs the lone row and the fleet rows again, interleaved, as
 # the way to compare figures on a machine that drifts.
 # SCALEOUT_PROFILE=DIR writes a CPU profile of the first node of each
-# fleet of two or more under the load (DIR/cpu-N.pprof).
+# row under the load (DIR/cpu-N.pprof, N=0 the lone node) and, for a
+# fleet, over the idle seconds before it (DIR/cpu-idle-N.pprof).
 # SCALEOUT_BIN=PATH runs that leasehold binary as the nodes (another
 # revision's build, to compare two revisions in interleaved runs).
 # Needs Go, curl, jq, python3. KEEP=1 keeps the temp dir (logs).
@@ -120,7 +121,13 @@ run_size() {
 	# What the nodes spend idle: a fleet's background work (renewals,
 	# heartbeats, polls) is paid whatever the load.
 	for p in "${npids[@]}"; do i0=$((i0 + $(cpu_ticks "$p"))); done
-	sleep "$idle_secs"
+	if [ -n "${SCALEOUT_PROFILE:-}" ] && [ "$n" -ge 1 ]; then
+		# The first node's profile over the idle seconds (instead of a sleep).
+		curl -fs -H "Authorization: Bearer $(cat "${datas[0]}/admin.token")" -o "$SCALEOUT_PROFILE/cpu-idle-$n.pprof" \
+			"${urls[0]}/debug/pprof/profile?seconds=$idle_secs" || sleep "$idle_secs"
+	else
+		sleep "$idle_secs"
+	fi
 	for p in "${npids[@]}"; do c0=$((c0 + $(cpu_ticks "$p"))); done
 	local idle
 	idle=$(awk -v t=$((c0 - i0)) -v hz="$hz" -v s="$idle_secs" 'BEGIN { printf "%.0f ms/s", 1000 * t / hz / s }')
@@ -165,6 +172,7 @@ run_size() {
 	ranges=$(cat "$tmp"/r-*.json | jq -s 'map(.ranges) | add')
 	secsum=$(cat "$tmp"/r-*.json | jq -s 'map(.seconds) | max')
 	errs=$(cat "$tmp"/r-*.json | jq -s 'map(.errors) | add')
+	first_err=$(cat "$tmp"/r-*.json | jq -rs 'map(.first_error // empty) | first // ""')
 	rm -f "$tmp"/r-*.json
 	for p in "${npids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${npids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -176,7 +184,7 @@ run_size() {
 	local price="-"
 	[ "$n" != 0 ] && [ -s "$tmp/lone-us" ] && price=$(awk -v a="$us" -v b="$(cat "$tmp/lone-us")" 'BEGIN { printf "%.2fx", a / b }')
 	printf '%-26s %10.0f %9s µs %8s %10s %10s %12s %6s\n' "$label" "$(awk -v r="$ranges" -v s="$secsum" 'BEGIN { print r / s }')" "$us" "$price" "$idle" "$lag" "$conv" "$(cut -d' ' -f1 /proc/loadavg)"
-	[ "$errs" = 0 ] || echo "  ($errs failed cycles)"
+	[ "$errs" = 0 ] || echo "  ($errs failed cycles, the first: ${first_err:0:300})"
 	if [ "$n" = 3 ] && [ "$price" != "-" ]; then
 		awk -v p="${price%x}" 'BEGIN { printf "  (target for three, issue 45: at most 2x the lone node'"'"'s CPU a range: %s)\n", p <= 2 ? "met" : "not met" }'
 	fi

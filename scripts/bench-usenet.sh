@@ -20,6 +20,8 @@
 #   BENCH_RANGE     the group's range size (default 10000)
 #   BENCH_BATCH     article numbers an OVER asks for (default 1000)
 #   BENCH_SINKS     0 skips the sinks' rows (JSON lines, SQLite, PostgreSQL)
+#   BENCH_KEEP      set: the scratch directory is kept (its path is
+#                   printed), with each round's worker log
 #   BENCH_USENET_TARGET  headers/s the last line holds the default worker
 #                   to (default 10413: issue 35's 1.5x of 6,942)
 #   BENCH_NZB=1     instead, the cost of --nzb: each round runs the worker
@@ -57,6 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT
 say() { echo "bench-usenet: $*" >&2; }
+[ -z "${BENCH_KEEP:-}" ] || say "keeping $tmp"
 
 if [ -z "${LEASEHOLD_TEST_NNTP:-}" ]; then
 	eval "$(bash scripts/inn.sh start)"
@@ -129,6 +132,8 @@ worker() {
 	wchar=$(awk '$1 == "wchar:" { print $2 }' "/proc/$w/io")
 	kill "$w" "$node" 2>/dev/null || true
 	wait "$w" "$node" 2>/dev/null || true
+	# Kept whole with BENCH_KEEP: each round's log beside the last.
+	[ -z "${BENCH_KEEP:-}" ] || cp "$tmp/worker-$name.log" "$tmp/worker-$name.round-${r:-0}.log"
 	local out log nzbfinal=0
 	out=$(stat -c %s "$tmp/out-$name.jsonl" 2>/dev/null || echo 0) # 0: --out named another sink
 	log=$(stat -c %s "$tmp/worker-$name.log")
@@ -149,14 +154,18 @@ worker() {
 			t1=$(date -d "$released" +%s.%N)
 		fi
 	fi
-	echo "$headers $t0 $t1 $ticks $(getconf CLK_TCK) $wchar $out $log $nzbfinal ${exact:--1}" | awk -v n="$name" -v nzb="${nzb_run:-0}" '{
+	# The machine's load when the run ended (1, 5, 15 minutes): these
+	# figures mean little without it on a shared machine.
+	local load
+	load=$(cut -d' ' -f1-3 /proc/loadavg)
+	echo "$headers $t0 $t1 $ticks $(getconf CLK_TCK) $wchar $out $log $nzbfinal ${exact:--1}" | awk -v n="$name" -v nzb="${nzb_run:-0}" -v load="$load" '{
 		secs = $3 - $2; cpu = $4 / $5
 		printf "%s: %d headers in %.2f s: %.0f headers/s, %.1f us CPU/header", n, $1, secs, $1 / secs, cpu * 1e6 / $1
 		# other: what it handed write(2) besides its records and log
 		# (NZBs, window uploads, heartbeats)
 		printf ", other writes %.0f", $6 - $7 - $8
 		if (nzb) { printf ", final NZBs %.0f", $9; if ($10 >= 0) printf ", NZB bytes written (its count) %.0f (%.2fx)", $10, $10 / $9 }
-		printf "\n" }'
+		printf ", load %s\n", load }'
 }
 
 if [ "${BENCH_NZB:-}" = 1 ]; then
@@ -183,6 +192,12 @@ if [ "${BENCH_NZB:-}" = 1 ]; then
 	for v in $versions; do
 		grep -E " $v(-nzb)?: " "$tmp/rounds" | sed 's/^round \([0-9]*\): \([a-z-]*\): .*: \([0-9]*\) headers\/s.*/\1 \2 \3/' |
 			awk -v n="$v" '$2 == n { base[$1] = $3 } $2 == n"-nzb" && base[$1] > 0 { printf "%s, round %s: --nzb at %.0f%% of the headers/s without\n", n, $1, 100 * $3 / base[$1] }'
+	done | tee "$tmp/ratios"
+	# One pair swings with the machine's load; the median of the pairs
+	# moves less.
+	for v in $versions; do
+		grep "^$v, round" "$tmp/ratios" | sed 's/.* at \([0-9]*\)%.*/\1/' | sort -n |
+			awk -v n="$v" '{ r[NR] = $1 } END { if (NR == 0) exit; printf "%s: median pair --nzb at %d%% of the headers/s without (%d pairs, %d%%-%d%%)\n", n, r[int((NR + 1) / 2)], NR, r[1], r[NR] }'
 	done
 	# NZB bytes written by each binary: its other writes with --nzb less
 	# those of the same round without (window uploads and heartbeats

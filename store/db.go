@@ -115,6 +115,11 @@ type write struct {
 	// atLimit are the ranges fn failed at the attempt limit, for
 	// Options.AttemptLimitFunc.
 	atLimit []leasehold.Range
+	// bare runs fn alone, outside any transaction (writeBare).
+	bare bool
+	// outbox are the outbox rows fn made, inserted as the batch commits
+	// (Tx.event).
+	outbox []outboxRow
 }
 
 // ownerOnly makes the catalog a file only its owner reads (0600) before
@@ -412,26 +417,42 @@ func (db *DB) run(conn *sql.Conn, ready chan<- error) {
 
 func (db *DB) loop(wc *wconn) {
 	batch := make([]*write, 0, db.opts.MaxBatch)
+	var next *write // a bare write that ended the batch before it
 	for {
-		var first *write
-		select {
-		case first = <-db.queue:
-		case <-db.closing:
-			// Drain what was queued before Close took the lock.
-			for {
-				select {
-				case w := <-db.queue:
-					db.commit(wc, append(batch[:0], w))
-				default:
-					return
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-db.queue:
+			case <-db.closing:
+				// Drain what was queued before Close took the lock.
+				for {
+					select {
+					case w := <-db.queue:
+						if w.bare {
+							db.runBare(wc, w)
+						} else {
+							db.commit(wc, append(batch[:0], w))
+						}
+					default:
+						return
+					}
 				}
 			}
+		}
+		if first.bare {
+			db.runBare(wc, first)
+			continue
 		}
 		batch = append(batch[:0], first)
 	fill:
 		for len(batch) < db.opts.MaxBatch {
 			select {
 			case w := <-db.queue:
+				if w.bare {
+					next = w
+					break fill
+				}
 				batch = append(batch, w)
 			default:
 				break fill
@@ -439,6 +460,43 @@ func (db *DB) loop(wc *wconn) {
 		}
 		db.commit(wc, batch)
 	}
+}
+
+// writeBare is Write for fn run alone on the writer's connection outside
+// any transaction, for what SQLite refuses inside one (ATTACH, DETACH).
+func (db *DB) writeBare(ctx context.Context, fn func(tx *Tx) error) error {
+	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1), bare: true}
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return leasehold.Errorf(leasehold.KindUnavailable, "the catalog is closing")
+	}
+	select {
+	case db.queue <- w:
+	case <-ctx.Done():
+		db.mu.RUnlock()
+		return ctx.Err()
+	}
+	db.mu.RUnlock()
+	return <-w.done
+}
+
+// runBare runs a bare write.
+func (db *DB) runBare(wc *wconn, w *write) {
+	if err := w.ctx.Err(); err != nil {
+		w.done <- err
+		return
+	}
+	tx := &Tx{w: wc, db: db, ctx: context.Background(), now: db.now(), cur: w}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				w.done <- leasehold.Wrap(leasehold.KindInternal, fmt.Errorf("panic in write: %v\n%s", p, debug.Stack()), "internal error")
+			}
+		}()
+		w.done <- w.fn(tx)
+	}()
+	db.writes.Add(1)
 }
 
 // commit runs one batch in one transaction.
@@ -468,6 +526,8 @@ func (db *DB) commit(wc *wconn, batch []*write) {
 	var err error
 	if ran == 0 {
 		_, err = wc.exec(ctx, qRollback)
+	} else if err = tx.insertOutbox(batch, results); err != nil {
+		wc.exec(ctx, qRollback)
 	} else if _, err = wc.exec(ctx, qCommit); err != nil {
 		// A failed COMMIT may leave the transaction open (busy) or have
 		// rolled it back (I/O error, full disk); either way end it, so the
@@ -504,7 +564,7 @@ func (db *DB) runOne(tx *Tx, w *write) (err error) {
 			err = leasehold.Wrap(leasehold.KindInternal, fmt.Errorf("panic in write: %v\n%s", p, debug.Stack()), "internal error")
 		}
 		if err != nil {
-			w.after, w.atLimit = nil, nil
+			w.after, w.atLimit, w.outbox = nil, nil, nil
 			if _, rerr := tx.exec(qRollbackTo); rerr != nil {
 				err = errors.Join(err, rerr)
 			}

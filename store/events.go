@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"slices"
+	"strconv"
 
 	"github.com/leasehold/leasehold"
 )
@@ -36,8 +38,26 @@ const (
 
 var qEventInsert = wq(`INSERT INTO events (at, kind, group_id, range_id, node_id, body) VALUES (?, ?, ?, ?, ?, ?)`)
 
+// outboxRow is an outbox row a write made, inserted when its batch
+// commits (insertOutbox).
+type outboxRow struct {
+	at                       int64
+	kind                     string
+	groupID, rangeID, nodeID any
+	body                     string
+}
+
 // event writes one outbox row in the current transaction. Zero ids are
 // stored as NULL.
+//
+// The row is kept with the write and inserted with the rest of its
+// batch's rows just before the batch commits (insertOutbox), outside the
+// writes' savepoints: every write of a batch appends to the same last
+// pages of the outbox (its table, its unsent index, the AUTOINCREMENT
+// counter), and a page changed again under a later write's savepoint is
+// copied whole to the savepoint's journal first, about three 4 KiB pages
+// a holder call in a fleet. A write rolled back to its savepoint drops
+// its rows with it.
 func (tx *Tx) event(kind string, groupID, rangeID, nodeID int64, body map[string]any) error {
 	if tx.db.opts.NoOutbox {
 		// Alone, the throughput chart counts finishes in memory instead,
@@ -48,15 +68,34 @@ func (tx *Tx) event(kind string, groupID, rangeID, nodeID int64, body map[string
 		}
 		return nil
 	}
-	b := []byte("{}")
-	if len(body) > 0 {
-		var err error
-		if b, err = json.Marshal(body); err != nil {
-			return err
+	b, err := eventBody(body)
+	if err != nil {
+		return err
+	}
+	row := outboxRow{at: ms(tx.now), kind: kind, groupID: zeroNull(groupID), rangeID: zeroNull(rangeID), nodeID: zeroNull(nodeID), body: b}
+	if tx.cur == nil {
+		_, err := tx.exec(qEventInsert, row.at, row.kind, row.groupID, row.rangeID, row.nodeID, row.body)
+		return err
+	}
+	tx.cur.outbox = append(tx.cur.outbox, row)
+	return nil
+}
+
+// insertOutbox inserts the outbox rows of the batch's writes that stand
+// (their results nil), in the order the writes ran, in the batch's
+// transaction with no savepoint open. An error fails the whole batch.
+func (tx *Tx) insertOutbox(batch []*write, results []error) error {
+	for i, w := range batch {
+		if results[i] != nil {
+			continue
+		}
+		for _, r := range w.outbox {
+			if _, err := tx.exec(qEventInsert, r.at, r.kind, r.groupID, r.rangeID, r.nodeID, r.body); err != nil {
+				return mapError(err, "writing the outbox")
+			}
 		}
 	}
-	_, err := tx.exec(qEventInsert, ms(tx.now), kind, zeroNull(groupID), zeroNull(rangeID), zeroNull(nodeID), string(b))
-	return err
+	return nil
 }
 
 func zeroNull(v int64) any {
@@ -121,4 +160,69 @@ func (db *DB) events(ctx context.Context, q string, args ...any) ([]leasehold.Ev
 		out = append(out, e)
 	}
 	return out, mapError(rows.Err(), "reading events")
+}
+
+// eventBody is body as its outbox row holds it: "{}" when empty, else
+// the JSON json.Marshal writes (keys sorted). The bodies of the holder
+// calls (ids, counts, flags, a reason) are written here without
+// reflection, three or four a range; any other value takes json.Marshal.
+func eventBody(body map[string]any) (string, error) {
+	if len(body) == 0 {
+		return "{}", nil
+	}
+	var keys [8]string
+	ks := keys[:0]
+	for k := range body {
+		if !plainJSON(k) || len(ks) == len(keys) {
+			return marshalBody(body)
+		}
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	b := make([]byte, 0, 64)
+	b = append(b, '{')
+	for i, k := range ks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, '"', ':')
+		switch v := body[k].(type) {
+		case int64:
+			b = strconv.AppendInt(b, v, 10)
+		case int:
+			b = strconv.AppendInt(b, int64(v), 10)
+		case bool:
+			b = strconv.AppendBool(b, v)
+		case string:
+			if !plainJSON(v) {
+				return marshalBody(body)
+			}
+			b = append(b, '"')
+			b = append(b, v...)
+			b = append(b, '"')
+		default:
+			return marshalBody(body)
+		}
+	}
+	return string(append(b, '}')), nil
+}
+
+// marshalBody is eventBody's way for any value.
+func marshalBody(body map[string]any) (string, error) {
+	b, err := json.Marshal(body)
+	return string(b), err
+}
+
+// plainJSON reports whether s is written as itself inside JSON quotes:
+// printable ASCII that json.Marshal escapes none of.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }

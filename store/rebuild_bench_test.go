@@ -190,3 +190,78 @@ func reportFold(b *testing.B, n int, spent, cpu time.Duration) {
 	b.ReportMetric(float64(spent.Microseconds())/groups, "µs/group")
 	b.ReportMetric(float64(cpu.Microseconds())/groups, "cpu-µs/group")
 }
+
+// BenchmarkFoldStaged is the staged dump's way, as Rebuild takes it from
+// an origin that stages: the same groups staged by the origin in files
+// of stageBenchGroups (StageOwnGroups, its cost reported apart as
+// stage-cpu-µs/group) and copied from each by FoldStaged,
+// stageBenchBatch groups a write, into a catalog with peer sync's
+// indexes.
+func BenchmarkFoldStaged(b *testing.B) {
+	n := foldBenchGroups(b)
+	ctx := context.Background()
+	var spent, cpu, staged time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		origin := openTest(b, filepath.Join(dir, "origin.db"), Options{})
+		if err := origin.BulkGroups(ctx, "g.", int64(n), 100, 2); err != nil {
+			b.Fatal(err)
+		}
+		db := openTest(b, filepath.Join(dir, "catalog.db"), Options{})
+		if _, err := db.PeerIndexes(ctx, true); err != nil {
+			b.Fatal(err)
+		}
+		var paths []string
+		cpu0 := proccpu.Used()
+		for after := int64(0); ; {
+			path := filepath.Join(dir, fmt.Sprintf("stage-%d.db", len(paths)))
+			part, err := origin.StageOwnGroups(ctx, path, after, stageBenchGroups, 4*stageBenchGroups)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if part.Groups == 0 {
+				break
+			}
+			paths, after = append(paths, path), part.Last
+		}
+		staged += proccpu.Used() - cpu0
+		b.StartTimer()
+		start, cpu0 := time.Now(), proccpu.Used()
+		for _, path := range paths {
+			info, err := CheckStage(ctx, path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := db.AttachStage(ctx, path, info)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for lo := int64(1); lo <= s.Groups(); lo += stageBenchBatch {
+				err := db.Write(ctx, func(tx *Tx) error {
+					return tx.FoldStaged(s, "node-a", lo, min(lo+stageBenchBatch-1, s.Groups()), 5)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.Detach(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		spent, cpu = spent+time.Since(start), cpu+proccpu.Used()-cpu0
+	}
+	reportFold(b, n, spent, cpu)
+	b.ReportMetric(float64(staged.Microseconds())/float64(n*b.N), "stage-cpu-µs/group")
+}
+
+// stageBenchGroups and stageBenchBatch are a staged file's groups and the
+// groups a write folds from it.
+var stageBenchGroups, stageBenchBatch = envInt("LEASEHOLD_BENCH_STAGE_GROUPS", 20000), int64(envInt("LEASEHOLD_BENCH_STAGE_BATCH", 4000))
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

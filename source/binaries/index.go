@@ -308,7 +308,8 @@ func (ix *Indexer) Index(ctx context.Context, w *Window, next, end int64, progre
 
 // endNZBs ends a range's NZBs: they are written while the reading goes
 // on, and a range ends with every NZB its records name on disk, synced
-// when a flush is due (or the range failed). Its error, if the range had
+// when a flush is due (or the range failed), else syncing in the
+// background while the next range is read. Its error, if the range had
 // none, becomes *err.
 func (ix *Indexer) endNZBs(group string, err *error) {
 	flush := ix.NZB.Wait

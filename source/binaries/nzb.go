@@ -46,18 +46,20 @@ import (
 // processes that are gone, and never one another worker sharing the
 // directory is writing.
 //
-// An NZB costs four system calls (create, write, link or rename, close)
-// and a new name one more (its line appended to the names file, kept open):
-// a group's directory is made, listed and swept once, when its names are
-// first read.
+// An NZB costs four system calls (create, write, link or rename, close),
+// and the new names of one Write one more (their lines appended to the
+// names file, kept open): a group's directory is made, listed and swept
+// once, when its names are first read.
 //
-// The NZBs themselves are rendered and written by a goroutine of the
-// writer's, in the order Write and Flush hand them over, while the
-// reading goes on: making a file can cost far more than reading the
-// release (a file system without a journal looks over every inode
-// deleted in the last minutes before it gives one out). Write decides
-// the names and sets each record's nzb at once; Wait waits until every
-// NZB handed over is written, and Flush waits, then syncs. At most
+// The NZBs themselves, and the names' lines before them, are written by
+// a goroutine of the writer's, in the order Write and Flush hand them
+// over, while the reading goes on: making a file can cost far more than
+// reading the release (a file system without a journal looks over every
+// inode deleted in the last minutes before it gives one out). Write
+// decides the names and sets each record's nzb at once; Wait waits until
+// every NZB handed over is written and starts syncing them in the
+// background, and Flush waits, then syncs what that sync did not cover.
+// At most
 // maxQueued NZBs wait; Write waits for room beyond that. An NZB that
 // fails to write fails the next Write, Wait or Flush of the group that
 // read it, and every one after until the group's Reset, so its window
@@ -70,8 +72,6 @@ type NZBWriter struct {
 	reading map[string]*nzbReadings // by the group whose window changed them
 	bytes   atomic.Int64
 	files   atomic.Int64
-	// unsynced are the group directories written since the last sync.
-	unsynced map[string]bool
 	// temps numbers this process's temporary NZBs.
 	temps atomic.Uint64
 
@@ -89,6 +89,17 @@ type NZBWriter struct {
 	// noTmpfile is set once a file without a name (O_TMPFILE) could not
 	// be made or linked in: every NZB goes by a temporary name after.
 	noTmpfile atomic.Bool
+
+	// What is written and not yet known durable. Lock order: mu, then
+	// smu; qmu and smu are never held together.
+	smu   sync.Mutex
+	scond *sync.Cond // a background sync ended
+	// unsynced are the group directories written since their last
+	// sync, each with the count of dirtied when it was last written.
+	unsynced map[string]uint64
+	dirtied  uint64
+	// syncing is set while a background sync runs (Wait starts one).
+	syncing bool
 }
 
 // maxQueued bounds the NZBs waiting for the writing goroutine: the
@@ -96,11 +107,14 @@ type NZBWriter struct {
 const maxQueued = 512
 
 // nzbJob is one NZB for the writing goroutine: rendered and written to
-// path, or, when remove is set, path removed.
+// path, or, when remove is set, path removed; or, when names is set,
+// claims appended to that names file.
 type nzbJob struct {
 	group  string // the group whose reading made it
 	path   string
 	remove bool
+	names  *os.File
+	claims []byte
 	// fresh is an NZB whose name no file had when it was handed over.
 	fresh bool
 	rel   Release
@@ -118,6 +132,9 @@ type nzbNames struct {
 	// file is the names file, open for appending, made at the first
 	// claim.
 	file *os.File
+	// claims are the lines claimed by the Write under way, appended to
+	// the file by the writing goroutine before the NZBs that bear them.
+	claims []byte
 }
 
 // nzbReadings is what the reading of one group left to write.
@@ -208,6 +225,21 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 		return err
 	}
 	rd := n.readingOf(group)
+	// What this Write makes is handed over at its end, even when it
+	// fails part way (what it told the sink before is on disk alike):
+	// each names file's new claims first, in one write(2), then the
+	// NZBs that bear them.
+	var jobs []nzbJob
+	var claimed []*nzbNames
+	defer func() {
+		for _, nm := range claimed {
+			n.enqueue(nzbJob{group: group, path: nm.file.Name(), names: nm.file, claims: nm.claims})
+			nm.claims = nil
+		}
+		for _, job := range jobs {
+			n.enqueue(job)
+		}
+	}()
 	for i := range updates {
 		u := &updates[i]
 		if u.FilesOnly {
@@ -228,15 +260,19 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 		if !due || len(u.Files) == 0 {
 			if name, ok := names.byKey[u.Release.Key]; ok {
 				delete(rd.pending, dir+"/"+name)
-				n.remove(group, names, dir, name)
+				jobs = append(jobs, n.remove(group, names, dir, name))
 			}
 			delete(rd.written, u.Release.Key)
 			continue
 		}
 		old := names.byKey[u.Release.Key]
+		had := len(names.claims)
 		name, err := n.claim(dir, names, u.Release.Key, u.Release.Name)
 		if err != nil {
 			return err
+		}
+		if had == 0 && len(names.claims) > 0 {
+			claimed = append(claimed, names)
 		}
 		rel := dir + "/" + name
 		u.Release.NZB = &rel
@@ -244,7 +280,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			rd.pending[rel] = *u
 			continue
 		}
-		n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), rel: u.Release, files: u.Files, fresh: !names.present[name]})
+		jobs = append(jobs, nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), rel: u.Release, files: u.Files, fresh: !names.present[name]})
 		names.present[name] = true
 		rd.written[u.Release.Key] = true
 		delete(rd.pending, rel)
@@ -252,7 +288,7 @@ func (n *NZBWriter) Write(group string, updates []Update) error {
 			// Renamed (its name changed with a file that came later):
 			// the old file goes, so each release has one NZB.
 			delete(rd.pending, dir+"/"+old)
-			n.remove(group, names, dir, old)
+			jobs = append(jobs, n.remove(group, names, dir, old))
 		}
 	}
 	return nil
@@ -279,13 +315,22 @@ func (n *NZBWriter) Flush(group string) error {
 	return n.sync()
 }
 
-// Wait waits until every NZB handed over is written (not synced), and
-// returns the error of group's first NZB that failed since its Reset.
+// Wait waits until every NZB handed over is written, and returns the
+// error of group's first NZB that failed since its Reset. It does not
+// wait for them to be durable, but starts syncing them in the
+// background (unless a sync runs already), so that the next Flush, on
+// the reading's path, has only what was written since to wait for: a
+// sync writes back every file of the file system changed meanwhile,
+// other processes' too, and on a busy machine that takes a second.
 func (n *NZBWriter) Wait(group string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.drain()
-	return n.failure(group)
+	if err := n.failure(group); err != nil {
+		return err
+	}
+	n.syncBehind()
+	return nil
 }
 
 // Close waits until every NZB handed over is written and closes the
@@ -294,6 +339,9 @@ func (n *NZBWriter) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.drain()
+	n.smu.Lock()
+	n.waitSync()
+	n.smu.Unlock()
 	for dir, nm := range n.names {
 		if nm.file != nil {
 			nm.file.Close()
@@ -343,6 +391,10 @@ func (n *NZBWriter) writeQueued() {
 		var err error
 		switch {
 		case failed:
+		case job.names != nil:
+			if _, err = job.names.Write(job.claims); err != nil {
+				err = fmt.Errorf("binaries: claiming NZB names in %s: %w", job.path, err)
+			}
 		case job.remove:
 			if err = os.Remove(job.path); errors.Is(err, fs.ErrNotExist) {
 				err = nil
@@ -483,13 +535,10 @@ func (n *NZBWriter) claim(dir string, nm *nzbNames, key, name string) (string, e
 		}
 		nm.file = f
 	}
-	// One write(2) a claim, appended whole (O_APPEND): a kill cuts at
-	// most this line short, and reading skips a line without its tab.
-	_, err := nm.file.WriteString(key + "\t" + file + "\n")
-	n.dirty(filepath.Join(n.Dir, dir))
-	if err != nil {
-		return "", fmt.Errorf("binaries: claiming NZB name %s: %w", file, err)
-	}
+	// Appended by the writing goroutine, a Write's claims in one
+	// write(2) (O_APPEND): a kill cuts at most the last line short, and
+	// reading skips a line without its tab.
+	nm.claims = append(append(append(append(nm.claims, key...), '\t'), file...), '\n')
 	if old, ok := nm.byKey[key]; ok {
 		delete(nm.byName, old)
 	}
@@ -541,11 +590,12 @@ func safeName(name string) string {
 	return s
 }
 
-// remove has the writing goroutine remove a group directory's NZB file
-// name, gone or not, after what it was handed before.
-func (n *NZBWriter) remove(group string, nm *nzbNames, dir, name string) {
+// remove is the job that has the writing goroutine remove a group
+// directory's NZB file name, gone or not, after what it was handed
+// before.
+func (n *NZBWriter) remove(group string, nm *nzbNames, dir, name string) nzbJob {
 	delete(nm.present, name)
-	n.enqueue(nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), remove: true})
+	return nzbJob{group: group, path: filepath.Join(n.Dir, dir, name), remove: true}
 }
 
 // write writes body to path through a temporary file renamed over it, in
@@ -638,35 +688,93 @@ func writeAll(fd int, body []byte) error {
 
 // dirty notes a directory written since the last sync.
 func (n *NZBWriter) dirty(dir string) {
+	n.smu.Lock()
+	defer n.smu.Unlock()
 	if n.unsynced == nil {
-		n.unsynced = map[string]bool{}
+		n.unsynced = map[string]uint64{}
 	}
-	n.unsynced[dir] = true
+	n.dirtied++
+	n.unsynced[dir] = n.dirtied
 }
 
 // sync makes what was written since the last sync durable: one syncfs a
 // file system written (a directory each, in practice one), not an fsync
-// an NZB, which cost a release's NZB more than all its reading.
+// an NZB, which cost a release's NZB more than all its reading. A sync
+// Wait started is waited for first, so that this one has less left to
+// write back. The caller holds n.mu and has drained the queue.
 func (n *NZBWriter) sync() error {
-	for dir := range n.unsynced {
-		d, err := os.Open(dir)
+	n.smu.Lock()
+	n.waitSync()
+	dirs := maps.Clone(n.unsynced)
+	n.smu.Unlock()
+	return n.syncDirs(dirs)
+}
+
+// syncBehind starts syncing in the background what was written so far,
+// unless a sync runs already. Its failure leaves the directories
+// unsynced: the next Flush syncs them again, and says so. The caller
+// holds n.mu and has drained the queue.
+func (n *NZBWriter) syncBehind() {
+	n.smu.Lock()
+	defer n.smu.Unlock()
+	if n.syncing || len(n.unsynced) == 0 {
+		return
+	}
+	if n.scond == nil {
+		n.scond = sync.NewCond(&n.smu)
+	}
+	n.syncing = true
+	dirs := maps.Clone(n.unsynced)
+	go func() {
+		n.syncDirs(dirs)
+		n.smu.Lock()
+		n.syncing = false
+		n.scond.Broadcast()
+		n.smu.Unlock()
+	}()
+}
+
+// waitSync waits until no background sync runs. The caller holds n.smu.
+func (n *NZBWriter) waitSync() {
+	if n.scond == nil {
+		n.scond = sync.NewCond(&n.smu)
+	}
+	for n.syncing {
+		n.scond.Wait()
+	}
+}
+
+// syncDirs syncs the file system of each directory of dirs (taken from
+// unsynced) and forgets those not written again since: what they had
+// then is durable.
+func (n *NZBWriter) syncDirs(dirs map[string]uint64) error {
+	for _, dir := range slices.Sorted(maps.Keys(dirs)) {
+		err := syncfs(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			// Gone with its NZBs: the NZB that failed there fails
 			// its own group, not the others.
-			delete(n.unsynced, dir)
-			continue
+			err = nil
 		}
-		if err != nil {
-			return err
-		}
-		err = unix.Syncfs(int(d.Fd()))
-		d.Close()
 		if err != nil {
 			return fmt.Errorf("binaries: syncing the NZBs of %s: %w", dir, err)
 		}
-		delete(n.unsynced, dir)
+		n.smu.Lock()
+		if n.unsynced[dir] == dirs[dir] {
+			delete(n.unsynced, dir)
+		}
+		n.smu.Unlock()
 	}
 	return nil
+}
+
+// syncfs syncs the file system dir is on.
+func syncfs(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
 }
 
 // nzbTempPrefix starts the name of an NZB being written, before the

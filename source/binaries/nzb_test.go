@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/source/nntp"
 	"golang.org/x/sys/unix"
 )
@@ -358,4 +360,107 @@ func TestNZBGroupsSpread(t *testing.T) {
 	if f := flags(n.Dir); f&topDirFlag == 0 {
 		t.Errorf("the NZB directory's flags are %#x: not marked the top of a hierarchy", f)
 	}
+}
+
+// TestNZBSyncBehind: a range's end (Wait) starts syncing what was
+// written in the background, so the Flush before a window upload has
+// less to wait for; a directory written again while that sync ran is
+// still synced by the next Flush, not taken for synced.
+func TestNZBSyncBehind(t *testing.T) {
+	t.Parallel()
+	n, err := NewNZBWriter(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	const group = "alt.binaries.lh.rec.behind"
+	dir := filepath.Join(n.Dir, group)
+	unsynced := func() (uint64, bool) {
+		n.smu.Lock()
+		defer n.smu.Unlock()
+		c, ok := n.unsynced[dir]
+		return c, ok
+	}
+	if err := n.Write(group, oneRelease(group, "first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Wait(group); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 30*time.Second, "the background sync of the range's NZBs", func() bool {
+		_, ok := unsynced()
+		return !ok
+	})
+
+	if err := n.Write(group, oneRelease(group, "second")); err != nil {
+		t.Fatal(err)
+	}
+	// A sync that began after "second" was written and ends after
+	// "third" was: the directory stays unsynced.
+	began, _ := unsynced()
+	if err := n.Write(group, oneRelease(group, "third")); err != nil {
+		t.Fatal(err)
+	}
+	n.mu.Lock()
+	n.drain()
+	n.mu.Unlock()
+	if err := n.syncDirs(map[string]uint64{dir: began}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := unsynced(); !ok {
+		t.Fatal("a directory written during a sync is taken for synced")
+	}
+	if err := n.Flush(group); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := unsynced(); ok {
+		t.Errorf("after Flush the group's directory is unsynced (written %d)", c)
+	}
+}
+
+// TestNZBClaimsFirst: a Write's claims go to the names file before any
+// NZB that bears them: when the claims cannot be written, neither is the
+// NZB (a restart would take it for another's file and name the release
+// apart), and the group's next Wait fails.
+func TestNZBClaimsFirst(t *testing.T) {
+	t.Parallel()
+	n, err := NewNZBWriter(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	const group = "alt.binaries.lh.rec.claims"
+	if err := n.Write(group, oneRelease(group, "first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Wait(group); err != nil {
+		t.Fatal(err)
+	}
+	// The names file, open for appending, swapped for one open only for
+	// reading: the next claim's write fails.
+	nm := n.names[group]
+	ro, err := os.Open(nm.file.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm.file.Close()
+	nm.file = ro
+	if err := n.Write(group, oneRelease(group, "second")); err != nil {
+		t.Fatalf("handing over failed at once: %v", err)
+	}
+	if err := n.Wait(group); err == nil {
+		t.Error("Wait succeeded though the claims were not written")
+	}
+	if _, err := os.Stat(filepath.Join(n.Dir, group, "second.nzb")); err == nil {
+		t.Error("the NZB was written though its name's claim was not")
+	}
+}
+
+// oneRelease is the update of a complete release of one file, key its
+// key and name.
+func oneRelease(group, key string) []Update {
+	r := Release{Key: key, Name: key, Poster: "p", Group: group, Groups: []string{group}, Complete: true}
+	f := File{Key: key + "f", Release: key, Group: group, Groups: []string{group}, Poster: "p", Complete: true,
+		Segments: []Segment{{Number: 1, MessageID: "<" + key + "@lh>", Bytes: 1}}}
+	return []Update{{Release: r, Files: []File{f}, Changed: []bool{true}}}
 }
