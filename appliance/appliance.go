@@ -130,6 +130,11 @@ type Appliance struct {
 	freeMu    sync.Mutex
 	freeAt    time.Time
 	freeBytes int64
+
+	// backupMu lets one backup of the node run at a time: each one costs
+	// a catalog's size of disk while it runs. It is the node's, not the
+	// process's, so nodes in one test process back up apart.
+	backupMu sync.Mutex
 }
 
 // Open opens the node's data directory (creating it), its catalog and its

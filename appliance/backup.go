@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold"
@@ -41,20 +40,16 @@ type Backup struct {
 // dir; Open removes what a crash left of one.
 const backupPrefix = "backup-"
 
-// backupOne lets one backup run at a time: each one costs a catalog's
-// size of disk while it runs.
-var backupMu sync.Mutex
-
 // Backup copies the catalog (store.DB.Backup, beside it in the data dir)
 // and pins the snapshot files that copy records. The copy is taken after
 // the pin, so every file it records is still on disk: a file a newer
 // upload replaces meanwhile waits until Close. Close it. Errors: conflict
 // (a backup is under way), no space, unavailable, internal.
 func (a *Appliance) Backup(ctx context.Context) (*Backup, error) {
-	if !backupMu.TryLock() {
+	if !a.backupMu.TryLock() {
 		return nil, leasehold.Errorf(leasehold.KindConflict, "a backup of this node is under way already; wait for it to finish")
 	}
-	b := &Backup{done: backupMu.Unlock, unpin: a.Snapshots.pin()}
+	b := &Backup{done: a.backupMu.Unlock, unpin: a.Snapshots.pin()}
 	b.catalog = filepath.Join(a.Config.DataDir, backupPrefix+strconv.FormatInt(time.Now().UnixNano(), 10)+".db")
 	taken := a.Config.NowFunc().UTC().Truncate(time.Millisecond)
 	if err := a.db.Backup(ctx, b.catalog); err != nil {
