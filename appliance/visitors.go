@@ -42,7 +42,8 @@ func (c *Coordinator) carryToHome(ctx context.Context, id int64, name, home stri
 	res, err := c.fleet.Forward(ctx, home, op)
 	if leasehold.KindOf(err) == leasehold.KindUnavailable {
 		return leasehold.Node{}, leasehold.Errorf(leasehold.KindUnavailable,
-			"node %s is registered at %s, which cannot be reached now to revoke it there: %s", name, home, leasehold.ErrorMessage(err))
+			"node %s is registered at %s, which cannot be reached now to revoke it there: %s; if %s is gone for good, remove it from the fleet (leasehold admin fleet remove %s): the nodes registered at it are then refused at every node",
+			name, home, leasehold.ErrorMessage(err), home, home)
 	}
 	if err != nil {
 		return leasehold.Node{}, err

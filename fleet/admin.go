@@ -251,6 +251,10 @@ func (a Carrier) Forward(ctx context.Context, origin string, op appliance.AdminO
 	a.id.SignMsg(req)
 	m, err := a.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) && op.Group == "" {
+			// A write on a worker node (carried to its home) names no group.
+			return appliance.AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "node %q cannot be reached now", origin)
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			return appliance.AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "group %q is owned by node %q, which cannot be reached now", op.Group, origin)
 		}

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
 	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
@@ -54,5 +58,25 @@ func TestAdminCarriedWriteLogged(t *testing.T) {
 	}
 	if line["life"] == "" {
 		t.Error("the carried write names no life")
+	}
+}
+
+// TestCarrierNamesUnreachableNode: a write on a worker node carried to a
+// home that answers no more names that node, not an empty group, so an
+// operator revoking a visitor of a lost home learns which node is gone.
+func TestCarrierNamesUnreachableNode(t *testing.T) {
+	t.Parallel()
+	s := natstest.Server(t)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, err = NewCarrier(nc, "node-a", nil).Forward(context.Background(), "node-gone", appliance.AdminOp{Op: "delete_node", Node: "w1"})
+	if leasehold.KindOf(err) != leasehold.KindUnavailable {
+		t.Fatalf("carrying to a home no one answers for: %v; want unavailable", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `node "node-gone" cannot be reached now`) || strings.Contains(msg, `group ""`) {
+		t.Errorf("carrying to a home no one answers for: %q; want it to name node-gone and no group", msg)
 	}
 }

@@ -28,17 +28,30 @@ var statusOf = map[leasehold.ErrorKind]int{
 	leasehold.KindInternal:      http.StatusInternalServerError,
 }
 
+// timedOut classes a context's end in err: the request's own (the client
+// went away or gave up, requestEnded) is the client's doing, not logged
+// as internal; a step inside the node that timed out with no kind of its
+// own (NATS electing a leader, say) is unavailable for now: try again.
+func timedOut(err error, requestEnded bool) error {
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if requestEnded {
+		return leasehold.Wrap(leasehold.KindInvalid, err, "the request ended before it was answered")
+	}
+	if leasehold.KindOf(err) == leasehold.KindInternal {
+		return leasehold.Wrap(leasehold.KindUnavailable, err, "a step of the answer timed out inside the node; try again")
+	}
+	return err
+}
+
 // handleError answers every error a handler returns: the kind's status and
 // the error body. Only internal errors are logged with their cause.
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// The client went away (or gave up) before the answer; nothing of
-		// the node's is wrong, so it is not logged as internal.
-		err = leasehold.Wrap(leasehold.KindInvalid, err, "the request ended before it was answered")
-	}
+	err = timedOut(err, c.Request().Context().Err() != nil)
 	var he *echo.HTTPError
 	if errors.As(err, &he) && leasehold.KindOf(err) == leasehold.KindInternal {
 		err = fromEchoError(he)
