@@ -55,7 +55,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(nodetest.RunRecorded(m))
+	code := nodetest.RunRecorded(m)
+	if builtBinary.path != "" {
+		os.RemoveAll(filepath.Dir(builtBinary.path)) // the front door's build
+	}
+	os.Exit(code)
 }
 
 // startWorkerProcess runs `leasehold worker args…` as a child process
