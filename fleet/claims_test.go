@@ -798,6 +798,26 @@ func claimNodeOf(who string) string {
 	return node
 }
 
+// claimHandovers counts the handovers in the hold intervals of each
+// group, those between nodes, and the closest gap of one.
+func claimHandovers(byGroup map[string][]*claimInterval) (handovers, crossNode int, minGap time.Duration) {
+	minGap = time.Duration(1<<63 - 1)
+	for _, ivs := range byGroup {
+		for i := 1; i < len(ivs); i++ {
+			if ivs[i].who != ivs[i-1].who {
+				handovers++
+				if claimNodeOf(ivs[i].who) != claimNodeOf(ivs[i-1].who) {
+					crossNode++
+				}
+				if gap := ivs[i].from.Sub(ivs[i-1].till); gap < minGap {
+					minGap = gap
+				}
+			}
+		}
+	}
+	return handovers, crossNode, minGap
+}
+
 // TestClaimHistory: several nodes claim free groups, renew, release and
 // are killed and restarted; every Held is recorded, and no two
 // incarnations ever hold a group at overlapping times.
@@ -830,8 +850,13 @@ func TestClaimHistory(t *testing.T) {
 		return l
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	// At least 8 s, and on until the history has handovers enough to
+	// prove something (a node's groups moving to another), 30 s at most:
+	// the random kills and releases may hand over little in 8 s on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	enoughAt := time.Now().Add(8 * time.Second)
 	var wg sync.WaitGroup
 	var kills, releases int
 	var countMu sync.Mutex
@@ -892,12 +917,15 @@ func TestClaimHistory(t *testing.T) {
 				}
 			}
 		}
+		if time.Now().After(enoughAt) {
+			if h, x, _ := claimHandovers(byGroup); h >= 3 && x >= 1 {
+				cancel()
+			}
+		}
 		time.Sleep(time.Millisecond)
 	}
 	wg.Wait()
 
-	handovers, crossNode := 0, 0
-	minGap := time.Duration(1<<63 - 1)
 	for g, ivs := range byGroup {
 		for i, x := range ivs {
 			for _, y := range ivs[i+1:] {
@@ -911,18 +939,8 @@ func TestClaimHistory(t *testing.T) {
 				}
 			}
 		}
-		for i := 1; i < len(ivs); i++ {
-			if ivs[i].who != ivs[i-1].who {
-				handovers++
-				if claimNodeOf(ivs[i].who) != claimNodeOf(ivs[i-1].who) {
-					crossNode++
-				}
-				if gap := ivs[i].from.Sub(ivs[i-1].till); gap < minGap {
-					minGap = gap
-				}
-			}
-		}
 	}
+	handovers, crossNode, minGap := claimHandovers(byGroup)
 	countMu.Lock()
 	t.Logf("%d hold intervals, %d handovers between incarnations (%d between nodes; closest %s apart), %d kills, %d releases",
 		len(done)+len(open), handovers, crossNode, minGap, kills, releases)
