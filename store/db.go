@@ -354,18 +354,9 @@ func (db *DB) Ping(ctx context.Context) error {
 // not keep tx past its return.
 func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	db.mu.RLock()
-	if db.closed {
-		db.mu.RUnlock()
-		return leasehold.Errorf(leasehold.KindUnavailable, "the catalog is closing")
+	if err := db.enqueue(ctx, w); err != nil {
+		return err
 	}
-	select {
-	case db.queue <- w:
-	case <-ctx.Done():
-		db.mu.RUnlock()
-		return ctx.Err()
-	}
-	db.mu.RUnlock()
 	// Once queued, wait for the answer even if ctx ends: the write may be
 	// committing, and the caller must not be told it did not happen.
 	err := <-w.done
@@ -466,6 +457,15 @@ func (db *DB) loop(wc *wconn) {
 // any transaction, for what SQLite refuses inside one (ATTACH, DETACH).
 func (db *DB) writeBare(ctx context.Context, fn func(tx *Tx) error) error {
 	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1), bare: true}
+	if err := db.enqueue(ctx, w); err != nil {
+		return err
+	}
+	return <-w.done
+}
+
+// enqueue hands w to the writer, unless the catalog is closing or ctx
+// ends first.
+func (db *DB) enqueue(ctx context.Context, w *write) error {
 	db.mu.RLock()
 	if db.closed {
 		db.mu.RUnlock()
@@ -478,7 +478,7 @@ func (db *DB) writeBare(ctx context.Context, fn func(tx *Tx) error) error {
 		return ctx.Err()
 	}
 	db.mu.RUnlock()
-	return <-w.done
+	return nil
 }
 
 // runBare runs a bare write.
