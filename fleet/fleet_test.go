@@ -397,6 +397,25 @@ func mustGroup(t *testing.T, n *fleetNode, name string) leasehold.Group {
 	return g
 }
 
+// publishedAndFolded is a's and b's fleet status and how far b folded
+// node-a's stream.
+func publishedAndFolded(t *testing.T, ctx context.Context, a, b *fleetNode) (sa, sb leasehold.FleetStatus, folded uint64) {
+	t.Helper()
+	sa, err := a.fleet.Peers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb, err = b.fleet.Peers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sb.Peers {
+		if p.Name == "node-a" {
+			folded = p.Folded
+		}
+	}
+	return sa, sb, folded
+}
+
 // fleetJoin joins node name, on a data dir of its own, to the fleet of the
 // NATS server at url, and registers a worker there. Its warnings go to
 // stderr, and everything it logs to logs when given.
@@ -433,20 +452,7 @@ func TestFleetStatusOutbox(t *testing.T) {
 	}
 	var last string
 	poll.Eventually(t, 20*time.Second, "a's changes published and folded at b", func() bool {
-		sa, err := a.fleet.Peers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb, err := b.fleet.Peers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var folded uint64
-		for _, p := range sb.Peers {
-			if p.Name == "node-a" {
-				folded = p.Folded
-			}
-		}
+		sa, _, folded := publishedAndFolded(t, ctx, a, b)
 		last = fmt.Sprintf("a: unpublished %d, published %d; b folded a's to %d", sa.Unpublished, sa.Published, folded)
 		return sa.Unpublished == 0 && sa.Published > 0 && folded == sa.Published
 	})
@@ -606,20 +612,7 @@ func TestFleetNATSUnreachable(t *testing.T) {
 		if _, err := b.db.GroupByName(ctx, "alt.while-cut"); err == nil {
 			return nil
 		}
-		sa, err := a.fleet.Peers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb, err := b.fleet.Peers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var folded uint64
-		for _, p := range sb.Peers {
-			if p.Name == "node-a" {
-				folded = p.Folded
-			}
-		}
+		sa, sb, folded := publishedAndFolded(t, ctx, a, b)
 		return fmt.Errorf("a connected %v, %d event(s) unpublished, published through %d; b connected %v, folded a's through %d",
 			sa.Connected, sa.Unpublished, sa.Published, sb.Connected, folded)
 	})
