@@ -39,8 +39,29 @@ func (f *adoption) Settled(ctx context.Context, group string) bool {
 }
 
 // Adopt brings in the newest replicated snapshot of a peer's group this
-// node just won, before it is owned here.
+// node just won, before it is owned here. Its only error that lets the
+// group be owned all the same is a replicated window that can never be
+// read; every other one (a publish record or the catalog not read now,
+// the fold behind) is ErrBehind: the claim is let go and tried again. A
+// short fault run once had a group owned with no window at all because
+// the last owner's publish record could not be read in time (NATS
+// electing leaders after a kill), though a worker had been answered its
+// window kept (check 4).
 func (f *adoption) Adopt(ctx context.Context, group string) error {
+	err := f.adopt(ctx, group)
+	if err == nil || errors.Is(err, ErrBehind) || errors.Is(err, errWindowUnreadable) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrBehind, err)
+}
+
+// errWindowUnreadable marks a replicated window that can never be read
+// (not signed by the fleet, its metadata broken, over the size limit):
+// the group is adopted without it.
+var errWindowUnreadable = errors.New("its replicated window can never be read")
+
+// adopt is Adopt, any error as it came.
+func (f *adoption) adopt(ctx context.Context, group string) error {
 	g, err := f.db.GroupByName(ctx, group)
 	if err != nil {
 		return err
@@ -66,7 +87,7 @@ func (f *adoption) Adopt(ctx context.Context, group string) error {
 	case err == nil:
 	case k == leasehold.KindUnprocessable || k == leasehold.KindTooLarge:
 		// A replicated window that can never be read: adopted without it.
-		return err
+		return fmt.Errorf("%w: %w", errWindowUnreadable, err)
 	default:
 		// The window is there but cannot be read now (NATS unavailable,
 		// a slow download): adopting without it would lose every id it
@@ -135,10 +156,15 @@ func (f *adoption) caughtUp(ctx context.Context, origin string) error {
 // holds no window, this node's own, one not newer, or one stored before
 // the group was made here (a group of that name deleted before); a window
 // not signed by a node of the fleet names no one (Import would refuse it).
+// The bucket is read at its stream's leader (leaderInfo), not by the
+// object store's direct get: this node's own replica, behind after a
+// partition or a pause, showed no window or this node's own older one,
+// and the group was owned here from that older window though a peer's
+// worker had been answered a newer one kept (a short fault run, check 4).
 // Errors: ErrBehind when the bucket cannot be read (owning the group
 // without looking could resume it from an older window).
 func (f *adoption) movedOn(ctx context.Context, g leasehold.Group) (string, error) {
-	info, err := f.snapshots.obs.GetInfo(ctx, g.Name)
+	info, err := f.snapshots.leaderInfo(ctx, g.Name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return "", nil
 	}

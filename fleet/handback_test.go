@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
@@ -197,6 +199,19 @@ func TestAdoptionMovedOn(t *testing.T) {
 	if got := movedOn(g); got != "b" {
 		t.Fatalf("with b's window and none here, the group went on at %q, want b", got)
 	}
+	// A replica behind (a bucket of a's own with no window of g, as a's
+	// replica was before it caught up) does not hide b's window: the
+	// bucket is read at the stream's leader.
+	behind, err := a.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "leasehold_snapshots_behind"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := a.rep.obs
+	a.rep.obs = behind
+	if got := movedOn(g); got != "b" {
+		t.Fatalf("read through a replica behind, b's window says the group went on at %q, want b", got)
+	}
+	a.rep.obs = bucket
 	made := g
 	made.CreatedAt = theirs.At.Add(time.Second)
 	if got := movedOn(made); got != "" {
@@ -209,5 +224,38 @@ func TestAdoptionMovedOn(t *testing.T) {
 	a.put(t, "g", 30, snapBytes(9, 1<<10))
 	if got := movedOn(g); got != "" {
 		t.Fatalf("a's window, newer and ahead of b's, says the group went on at %q", got)
+	}
+}
+
+// TestAdoptBehindWhenRecordUnread: a won group whose last owner's
+// publish record cannot be read now (NATS electing leaders after a kill)
+// is not owned without its window: Adopt says ErrBehind, so the claim is
+// let go and tried again. Owned all the same, it once resumed from no
+// window though b's worker had been answered its window kept.
+func TestAdoptBehindWhenRecordUnread(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := natstest.Server(t)
+	a, b := snapStart(t, s.ClientURL(), "a"), snapStart(t, s.ClientURL(), "b")
+	theirs := b.put(t, "g", 20, snapBytes(7, 1<<10))
+	b.rep.Replicate("g")
+	snapReplicated(t, snapObjects(t, b.js), "g", theirs.SHA256)
+
+	gone := natstest.Connect(t, s.ClientURL())
+	records, err := gone.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "records_unread"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Conn().Close()
+	f := &adoption{db: a.db, js: a.js, records: records, snapshots: a.rep, log: claimQuiet}
+	if err := f.Adopt(ctx, "g"); !errors.Is(err, ErrBehind) {
+		t.Fatalf("adopting with b's publish record unread: %v; want ErrBehind", err)
+	}
+	g, err := a.db.GroupByName(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := a.db.Snapshot(ctx, g.ID); err != nil || snap != nil {
+		t.Fatalf("a's window after an adoption let go: %+v, %v; want none", snap, err)
 	}
 }
