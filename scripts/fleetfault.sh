@@ -149,6 +149,16 @@ cleanup() {
 	if [ "$status" -eq 0 ] && [ "$out" = "$tmp/run" ]; then
 		rm -rf "$tmp"
 	else
+		if [ "$status" -ne 0 ]; then
+			# A failing run's reasons, in the output itself: a CI machine's
+			# kept directory is gone with it. The nodes' warnings and errors,
+			# the last 60 of each (a run has a few hundred).
+			for log in "$out"/node-*.log; do
+				[ -f "$log" ] || continue
+				echo "fleetfault: $(basename "$log"): its last warnings and errors" >&2
+				grep -E 'level=(WARN|ERROR)' "$log" | tail -n 60 | cut -c1-400 >&2 || true
+			done
+		fi
 		echo "fleetfault: data, node logs and history.jsonl kept in $out" >&2
 		[ "$out" = "$tmp/run" ] || rm -rf "$tmp"
 	fi
