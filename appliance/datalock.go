@@ -138,8 +138,8 @@ func CheckTokenDir(path string) error {
 		return nil
 	}
 	if euid := os.Geteuid(); int(st.Uid) != euid && st.Uid != 0 {
-		return leasehold.Errorf(leasehold.KindInvalid, "the admin token's directory %s is owned by uid %d, not by this process's user (uid %d) or root: that user could replace the token file with a token of their choosing; keep it in a directory of uid %d's",
-			dir, st.Uid, euid, euid)
+		return leasehold.Errorf(leasehold.KindInvalid, "the admin token's directory %s is owned by uid %d, not by this process's user (uid %d) or root: that user could replace the token file with a token of their choosing; chown it to uid %d, or keep the token in a directory of uid %d's",
+			dir, st.Uid, euid, euid, euid)
 	}
 	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
 		return leasehold.Errorf(leasehold.KindInvalid, "the admin token's directory %s can be written by other users (mode %#o): they could replace the token file with a token of their choosing; chmod go-w it, or keep the token in a directory only its owner writes",
