@@ -17,8 +17,8 @@ const MaxWatermarks = 1000
 // Watermarks lists up to limit (1 to MaxWatermarks) active groups this
 // node owns of the kinds the calling node reads (rule 12), never reported
 // and longest unreported first, and those kinds; a group another node
-// holds is left out, since only its holder may report it (holderOnly). Errors: invalid, not found (the node),
-// unavailable.
+// holds is left out, since only its holder may report it (holderOnly).
+// Errors: invalid, not found (the node), unavailable.
 func (c *Coordinator) Watermarks(ctx context.Context, nodeID int64, limit int) ([]leasehold.Watermarks, []string, error) {
 	if limit < 1 || limit > MaxWatermarks {
 		return nil, nil, leasehold.Errorf(leasehold.KindInvalid, "limit must be 1 to %d", MaxWatermarks)

@@ -46,9 +46,9 @@ func (a *adminToken) rotate() (string, error) {
 	defer a.mu.Unlock()
 	if a.file != "" {
 		// Checked again at each rotation: the directory may have been
-		// opened to others since the start.
-		// Unavailable, as an unwritable file is: the call was right, the
-		// node cannot keep a new token safely.
+		// opened to others since the start. Unavailable, as for a file
+		// that cannot be written: the call was right, but the node
+		// cannot keep a new token safely.
 		if err := appliance.CheckTokenDir(a.file); err != nil {
 			return "", leasehold.Wrap(leasehold.KindUnavailable, err, "the admin token is not rotated: %v", err)
 		}
