@@ -103,10 +103,15 @@ const (
 	DefaultLeaseTTL         = 60 * time.Second
 	DefaultMaxAttempts      = 5
 	DefaultSnapshotMaxBytes = 64 << 30
-	// DefaultSnapshotMaxExpandedBytes is generous for a window (a worker
-	// holds its window in memory) and finite: 1 MB of gzip can say 1 GiB,
-	// and checking a snapshot costs a node CPU for every byte it expands.
-	DefaultSnapshotMaxExpandedBytes = 16 << 30
+	// DefaultSnapshotMaxExpandedBytes is twice the largest window the
+	// benchmarks upload (1 GiB, scripts/bench-kept.sh) and several times
+	// a Usenet window at its bounds (a few hundred MB: 200,000 open files,
+	// segments no further than 200,000 articles back), yet no more than a
+	// worker can hold in memory: 1 MB of gzip can say 1 GiB, checking a
+	// snapshot costs a node CPU for every byte it expands, and a worker
+	// loads a window whole. An operator with larger windows raises it
+	// (serve --snapshot-max-expanded-bytes, and the workers' own bound).
+	DefaultSnapshotMaxExpandedBytes = 2 << 30
 )
 
 // Appliance is a running node's behaviour over its catalog. It runs no

@@ -111,3 +111,39 @@ func checkDirOwner(dir string) error {
 	}
 	return nil
 }
+
+// CheckTokenDir refuses to keep a token at path (the admin token file:
+// --admin-token-file, or <data>/admin.token) when the file's directory
+// is owned by another user than this process's or root, or when users
+// other than its owner can write it (without the sticky bit, which keeps
+// them from renaming or removing this process's files). Whoever can write
+// the directory can replace the token file with one holding a token of
+// their choosing, which this node then takes as its admin token at its
+// next start, or swap it between a rotation's write and rename. The
+// rotation's <file>.tmp is opened without following links and only when
+// new (replaceFile), so a link planted there only fails the rotation;
+// this check refuses the directory itself, as LockDataDir refuses a data
+// dir another user owns. Root's directories are taken: root can read
+// and write every file anyway. Errors: invalid (the message names the
+// directory, its owner or mode, and what to do), unavailable (it cannot
+// be read).
+func CheckTokenDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return dirError(dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if euid := os.Geteuid(); int(st.Uid) != euid && st.Uid != 0 {
+		return leasehold.Errorf(leasehold.KindInvalid, "the admin token's directory %s is owned by uid %d, not by this process's user (uid %d) or root: that user could replace the token file with a token of their choosing; chown it to uid %d, or keep the token in a directory of uid %d's",
+			dir, st.Uid, euid, euid, euid)
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		return leasehold.Errorf(leasehold.KindInvalid, "the admin token's directory %s can be written by other users (mode %#o): they could replace the token file with a token of their choosing; chmod go-w it, or keep the token in a directory only its owner writes",
+			dir, fi.Mode().Perm())
+	}
+	return nil
+}

@@ -23,8 +23,8 @@ type AdminOp struct {
 	High  int64 `json:"high,omitempty"`
 	Low   int64 `json:"low,omitempty"`
 	Start int64 `json:"start,omitempty"`
-	// Error and Node (source_error) are what the source said and the
-	// node whose worker reported it.
+	// Error and Node (source_error; Node also watermarks) are what the
+	// source said and the node whose worker reported it.
 	Error string `json:"error,omitempty"`
 	Node  string `json:"node,omitempty"`
 	// Force and By are a carried deletion's force and a carried pause's
@@ -138,7 +138,7 @@ func (c *Coordinator) ApplyAdmin(ctx context.Context, op AdminOp) (AdminResult, 
 		})
 		res.Range = &r
 	case "watermarks":
-		res.Planned, err = c.reportWatermarks(ctx, op.Group, op.Low, op.High)
+		res.Planned, err = c.reportWatermarks(ctx, op.Group, op.Node, op.Low, op.High)
 	case "source_error":
 		err = c.reportSourceError(ctx, op.Group, op.Node, op.Error)
 	case "delete_group":

@@ -16,8 +16,9 @@ const MaxWatermarks = 1000
 
 // Watermarks lists up to limit (1 to MaxWatermarks) active groups this
 // node owns of the kinds the calling node reads (rule 12), never reported
-// and longest unreported first, and those kinds. Errors: invalid, not found (the node),
-// unavailable.
+// and longest unreported first, and those kinds; a group another node
+// holds is left out, since only its holder may report it (holderOnly).
+// Errors: invalid, not found (the node), unavailable.
 func (c *Coordinator) Watermarks(ctx context.Context, nodeID int64, limit int) ([]leasehold.Watermarks, []string, error) {
 	if limit < 1 || limit > MaxWatermarks {
 		return nil, nil, leasehold.Errorf(leasehold.KindInvalid, "limit must be 1 to %d", MaxWatermarks)
@@ -26,7 +27,7 @@ func (c *Coordinator) Watermarks(ctx context.Context, nodeID int64, limit int) (
 	if err != nil {
 		return nil, nil, err
 	}
-	ws, err := c.db.Watermarks(ctx, n.Kinds, limit)
+	ws, err := c.db.Watermarks(ctx, n.Kinds, limit, nodeID, c.now().Add(-c.ttl))
 	return ws, n.Kinds, err
 }
 
@@ -34,24 +35,25 @@ func (c *Coordinator) Watermarks(ctx context.Context, nodeID int64, limit int) (
 // reported them and plans its tail up to high (idempotent, never
 // shrinking); a peer's group is reported to its owner. It reports how many
 // ranges were planned. Errors: forbidden (the group is of a kind the node
-// does not read: nothing changes), not found, unprocessable (inconsistent
-// marks, 0 ≤ low ≤ high+1 is wanted), unavailable (the owner cannot be
-// reached).
+// does not read, or another node holds it: nothing changes), not found,
+// unprocessable (inconsistent marks, 0 ≤ low ≤ high+1 is wanted),
+// unavailable (the owner cannot be reached).
 func (c *Coordinator) ReportWatermarks(ctx context.Context, nodeID int64, name string, low, high int64) (int64, error) {
-	if _, err := c.readsKind(ctx, nodeID, name); err != nil {
+	node, err := c.readsKind(ctx, nodeID, name)
+	if err != nil {
 		return 0, err
 	}
 	if origin, forward, err := c.originOf(ctx, name); err != nil || origin != "" {
 		if err != nil {
 			return 0, err
 		}
-		res, err := forward(ctx, origin, AdminOp{Op: "watermarks", Group: name, Low: low, High: high})
+		res, err := forward(ctx, origin, AdminOp{Op: "watermarks", Group: name, Low: low, High: high, Node: node})
 		return res.Planned, err
 	}
 	if err := c.ensureKnown(ctx, name); err != nil {
 		return 0, err
 	}
-	return c.reportWatermarks(ctx, name, low, high)
+	return c.reportWatermarks(ctx, name, node, low, high)
 }
 
 // ReportSourceError records that the named group's source could not be
@@ -81,8 +83,35 @@ func (c *Coordinator) ReportSourceError(ctx context.Context, nodeID int64, name,
 }
 
 func (c *Coordinator) reportSourceError(ctx context.Context, name, node, text string) error {
-	_, err := c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) { return tx.ReportSourceError(id, node, text) })
+	_, err := c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) {
+		if err := c.holderOnly(tx, id, name, node); err != nil {
+			return 0, err
+		}
+		return tx.ReportSourceError(id, node, text)
+	})
 	return err
+}
+
+// holderOnly refuses a report on the group from node (its name, as
+// carried across the fleet) while another node holds it (a lease beaten
+// within the TTL). Workers report groups they do not hold: rule 11 needs
+// it, since a group with nothing planned cannot be leased and only a
+// report plans it, and every worker of a kind asks its source about the
+// groups whose marks are oldest. But a worker that does not hold a group
+// has no business with one another worker holds: its holder reports it,
+// and a report from elsewhere (a wrong or hostile worker of the kind)
+// could otherwise plan its tail past the source's real high (ranges read
+// empty and finished, their ids never read when they come), overwrite
+// its marks or raise a finding on it. Watermarks leaves such groups out,
+// so a worker is not sent to report them. Errors: forbidden.
+func (c *Coordinator) holderOnly(tx *store.Tx, id int64, name, node string) error {
+	holder, held, err := tx.LiveHolder(id, c.now().Add(-c.ttl))
+	if err != nil || !held || (node != "" && holder == node) {
+		return err
+	}
+	// The holder is not named: who holds a lease is told to that holder.
+	return leasehold.Errorf(leasehold.KindForbidden,
+		"group %s is held by another worker: while it is held, only its holder reports its source", name)
 }
 
 // readsKind checks that the node reads the named group's kind (rule 12)
@@ -103,6 +132,11 @@ func (c *Coordinator) readsKind(ctx context.Context, nodeID int64, name string) 
 	return n.Name, nil
 }
 
-func (c *Coordinator) reportWatermarks(ctx context.Context, name string, low, high int64) (int64, error) {
-	return c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) { return tx.ReportWatermarks(id, low, high) })
+func (c *Coordinator) reportWatermarks(ctx context.Context, name, node string, low, high int64) (int64, error) {
+	return c.plan(ctx, name, func(tx *store.Tx, id int64) (int64, error) {
+		if err := c.holderOnly(tx, id, name, node); err != nil {
+			return 0, err
+		}
+		return tx.ReportWatermarks(id, low, high)
+	})
 }

@@ -127,8 +127,10 @@ type Worker struct {
 }
 
 // DefaultMaxWindowBytes is as much as a node takes of a gzip snapshot
-// by default (serve --snapshot-max-expanded-bytes).
-const DefaultMaxWindowBytes = 16 << 30
+// by default (serve --snapshot-max-expanded-bytes, 2 GiB): a window the
+// node took loads, and a window of a few MB of gzip cannot make a worker
+// hold more than that.
+const DefaultMaxWindowBytes = 2 << 30
 
 func (w *Worker) maxWindowBytes() int64 {
 	if w.MaxWindowBytes > 0 {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/leasehold/leasehold"
 )
@@ -38,7 +39,14 @@ var (
 	// The index groups_marks keeps the order within a kind: never
 	// reported (NULL) first.
 	qMarksOldest = `SELECT g.id, g.name, g.marks_low, g.marks_high, g.marks_at FROM groups g
-		WHERE g.kind = ? AND g.active = 1 AND g.owned = 1 ORDER BY g.marks_at, g.id LIMIT ?`
+		WHERE g.kind = ?1 AND g.active = 1 AND g.owned = 1
+		AND NOT (g.held = 1 AND EXISTS (SELECT 1 FROM group_leases l WHERE l.group_id = g.id AND l.node_id != ?3 AND l.heartbeat_at >= ?4))
+		ORDER BY g.marks_at, g.id LIMIT ?2`
+	// The group's holder, when its lease is live (beaten since ?2): its
+	// node's name, fleet-wide, so a report carried from a peer is
+	// compared by name.
+	qLiveHolder = wq(`SELECT coalesce(n.name, '') FROM group_leases l LEFT JOIN nodes n ON n.id = l.node_id
+		WHERE l.group_id = ?1 AND l.node_id IS NOT NULL AND l.heartbeat_at >= ?2`)
 )
 
 // reportPlanRanges is the most ranges one report plans, and
@@ -129,6 +137,20 @@ func (tx *Tx) startFromLow(g leasehold.Group, low int64) (leasehold.Group, error
 	return tx.Group(g.ID)
 }
 
+// LiveHolder names the node holding the group with a lease beaten since
+// live, and held is false when nobody does: a group's holder reports its
+// own source (the appliance's fence on water-mark reports).
+func (tx *Tx) LiveHolder(groupID int64, live time.Time) (holder string, held bool, err error) {
+	err = tx.queryRow(qLiveHolder, groupID, ms(live)).Scan(&holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, mapError(err, "reading the group's holder")
+	}
+	return holder, true, nil
+}
+
 // EventGroupSourceError is a group's source said it cannot be read (rule 13).
 const EventGroupSourceError = "group_source_error"
 
@@ -158,11 +180,13 @@ func (tx *Tx) ReportSourceError(groupID int64, node, text string) (int64, error)
 // Watermarks lists up to limit active groups of the given kinds this node
 // owns, those whose marks were reported longest ago first and those never
 // reported before them: the groups a worker should ask its source about
-// next. One seek a kind.
-func (db *DB) Watermarks(ctx context.Context, kinds []string, limit int) ([]leasehold.Watermarks, error) {
+// next. Groups another node than nodeID holds with a lease beaten since
+// live are left out: their holder reports them (ReportedByHolder). One
+// seek a kind.
+func (db *DB) Watermarks(ctx context.Context, kinds []string, limit int, nodeID int64, live time.Time) ([]leasehold.Watermarks, error) {
 	out := []leasehold.Watermarks{}
 	for _, kind := range kinds {
-		rows, err := db.query(ctx, qMarksOldest, kind, limit)
+		rows, err := db.query(ctx, qMarksOldest, kind, limit, nodeID, ms(live))
 		if err != nil {
 			return nil, err
 		}

@@ -39,6 +39,9 @@ func newAuthWorld(t *testing.T) *authWorld {
 	w := &authWorld{fuzzNode: fn, echo: n.Handler.(*echo.Echo), log: lb, tokens: map[string]string{"admin": n.AdminToken}}
 	fn.must(t, "PUT", "/groups/g", n.AdminToken, `{"range_size":100}`, 201)
 	fn.must(t, "POST", "/groups/g/tail", n.AdminToken, `{"high":1000}`, 200)
+	// A group nobody holds, for water-mark reports: g is w1's, and only
+	// its holder reports it.
+	fn.must(t, "PUT", "/groups/free", n.AdminToken, `{"range_size":100}`, 201)
 	reg := func(name string) (int64, string) {
 		m := jsonOf(t, fn.must(t, "POST", "/nodes", n.AdminToken, fmt.Sprintf(`{"name":%q}`, name), 201))
 		tok := m["token"].(string)
@@ -142,7 +145,8 @@ func (w *authWorld) routes() []route {
 		{"POST", "/api/v1/ranges/:id/finish", rp("/finish"), fmt.Sprintf(`{"fence":%d,"headers":1}`, f), 403, 409, false},
 		{"POST", "/api/v1/ranges/:id/fail", rp("/fail"), fmt.Sprintf(`{"fence":%d,"error":"e"}`, f), 403, 409, false},
 		{"GET", "/api/v1/watermarks", "/api/v1/watermarks?limit=5", "", 403, 200, false},
-		{"POST", "/api/v1/groups/:name/watermark", "/api/v1/groups/g/watermark", `{"low":1,"high":10}`, 403, 200, false},
+		// An empty group's marks: nothing planned, so nothing to lease.
+		{"POST", "/api/v1/groups/:name/watermark", "/api/v1/groups/free/watermark", `{"low":1,"high":0}`, 403, 200, false},
 
 		// The dashboard takes a session cookie, never a bearer token: a page
 		// sends every credential to sign in, an action is refused.

@@ -662,7 +662,7 @@ func TestDashboardGroupWatermarks(t *testing.T) {
 	if _, _, page := b.get("/groups/g"); !strings.Contains(page, "No water marks reported yet") {
 		t.Errorf("group page before a report: want no water marks:\n%s", page)
 	}
-	if a := w.j("POST", "/groups/g/watermark", w.w2, `{"low":17,"high":1200}`); a.status != 200 {
+	if a := w.j("POST", "/groups/g/watermark", w.w1, `{"low":17,"high":1200}`); a.status != 200 {
 		t.Fatalf("report: %d %s", a.status, a.body)
 	}
 	clock.Advance(3 * time.Minute)

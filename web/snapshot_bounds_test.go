@@ -3,6 +3,7 @@ package web_test
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/appliance"
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
 
@@ -55,6 +57,66 @@ func TestSnapshotGzipBomb(t *testing.T) {
 	if a := w.do("PUT", put+"301", w.w1, bytes.NewReader(fits.Bytes()), "Content-Type", "application/gzip"); a.status != 201 {
 		t.Fatalf("a gzip of exactly the limit: %d %s, want 201", a.status, a.body)
 	}
+}
+
+// TestSnapshotGzipBombAtDefault is the second review's R-N8 at the
+// node's default bound: a few MB of gzip that say more zeros than
+// appliance.DefaultSnapshotMaxExpandedBytes are refused 413 with the
+// stored window unchanged (before the default was lowered, the bomb of
+// the review, 1 GiB of zeros, was taken, and so would be this one).
+func TestSnapshotGzipBombAtDefault(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nodetest.Options{})
+	put := fmt.Sprintf("/leases/%d/snapshot?fence=%d&next=", w.gid, w.fence)
+	window := gz(t, bytes.Repeat([]byte("window state "), 1000))
+	if a := w.do("PUT", put+"101", w.w1, bytes.NewReader(window), "Content-Type", "application/gzip"); a.status != 201 {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	bomb := zerosBomb(t, appliance.DefaultSnapshotMaxExpandedBytes+1<<20)
+	a := w.do("PUT", put+"201", w.w1, bytes.NewReader(bomb), "Content-Type", "application/gzip")
+	if a.status != http.StatusRequestEntityTooLarge || !strings.Contains(string(a.body), "expands past") {
+		t.Fatalf("a %d-byte gzip of %d bytes at the default bound: %d %s, want 413", len(bomb), appliance.DefaultSnapshotMaxExpandedBytes+1<<20, a.status, a.body)
+	}
+	d := w.do("GET", fmt.Sprintf("/leases/%d/snapshot?fence=%d", w.gid, w.fence), w.w1, nil)
+	if d.status != 200 || !bytes.Equal(d.body, window) || d.header.Get("X-Snapshot-Next") != "101" {
+		t.Fatalf("after the refused bomb the window is %d, %d bytes, next %s; want the one before",
+			d.status, len(d.body), d.header.Get("X-Snapshot-Next"))
+	}
+}
+
+// zerosBomb is a gzip stream of size zero bytes (a multiple of 1 MiB)
+// made without compressing them: one deflate block that says 1 MiB of
+// zeros after zeros, ended by a sync flush so it is byte-aligned, written
+// again and again. The trailer's checksum is not the stream's: a node
+// refuses the stream long before it, and a node that did not would fail
+// the test either way.
+func zerosBomb(t *testing.T, size int64) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	out.Write([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}) // gzip header: deflate, no name, no time
+	fw, err := flate.NewWriter(&out, flate.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, 1<<20)
+	// The first MiB, whose matches reach back into itself only.
+	fw.Write(zeros)
+	fw.Flush()
+	// The block to repeat: the second MiB, after a window of zeros.
+	mark := out.Len()
+	fw.Write(zeros)
+	fw.Flush()
+	block := bytes.Clone(out.Bytes()[mark:])
+	for n := int64(2 << 20); n < size; n += 1 << 20 {
+		out.Write(block)
+	}
+	// Close adds the final (empty) block after the repeated ones.
+	var tail bytes.Buffer
+	fw.Reset(&tail)
+	fw.Close()
+	out.Write(tail.Bytes())
+	out.Write([]byte{0, 0, 0, 0, byte(size), byte(size >> 8), byte(size >> 16), byte(size >> 24)})
+	return out.Bytes()
 }
 
 // trickle starts an upload on a raw connection that sends its headers

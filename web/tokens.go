@@ -45,6 +45,13 @@ func (a *adminToken) rotate() (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.file != "" {
+		// Checked again at each rotation: the directory may have been
+		// opened to others since the start. Unavailable, as for a file
+		// that cannot be written: the call was right, but the node
+		// cannot keep a new token safely.
+		if err := appliance.CheckTokenDir(a.file); err != nil {
+			return "", leasehold.Wrap(leasehold.KindUnavailable, err, "the admin token is not rotated: %v", err)
+		}
 		if err := appliance.WriteAdminToken(a.file, token); err != nil {
 			return "", err
 		}

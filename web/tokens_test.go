@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -137,6 +138,72 @@ func TestRotateAdminToken(t *testing.T) {
 		t.Errorf("signed in with the old token")
 	}
 	signedIn(t, w.node.URL, fresh)
+}
+
+// TestRotateAdminTokenDirOfOthers is the second review's R-N4 token
+// case: a rotation whose token file's directory another user owns (with
+// a link planted at <file>.tmp to a file of theirs), or one every user
+// can write, is refused (503) and changes nothing: the file, the link and
+// its target as they were, the old token still taken. Once the directory
+// is the node's own again the rotation goes through.
+func TestRotateAdminTokenDirOfOthers(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give a directory to another user")
+	}
+	w := newWorld(t, nodetest.Options{})
+	dir := w.node.DataDir
+	path := filepath.Join(dir, "admin.token")
+	stolen := filepath.Join(t.TempDir(), "stolen")
+	if err := os.WriteFile(stolen, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(stolen, path+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	for _, c := range []struct {
+		name       string
+		uid        int
+		mode       os.FileMode
+		wantInBody string
+	}{
+		{"OwnedByNobody", 65534, 0o700, "owned by uid 65534"},
+		{"WritableByAll", 0, 0o777, "can be written by other users"},
+	} {
+		if err := os.Chown(dir, c.uid, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		a := w.j("POST", "/admin/token", w.admin, "")
+		if a.status != http.StatusServiceUnavailable || !strings.Contains(string(a.body), c.wantInBody) {
+			t.Errorf("%s: rotation %d %s, want 503 naming %q", c.name, a.status, a.body, c.wantInBody)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, before) {
+			t.Errorf("%s: admin.token holds %q after a refused rotation, want %q", c.name, got, before)
+		}
+		if got, _ := os.ReadFile(stolen); len(got) != 0 {
+			t.Errorf("%s: the planted link's target holds %q, want it empty", c.name, got)
+		}
+		if target, err := os.Readlink(path + ".tmp"); err != nil || target != stolen {
+			t.Errorf("%s: the planted link is %q, %v; want it left as it was", c.name, target, err)
+		}
+		if a := w.j("GET", "/nodes", w.admin, ""); a.status != 200 {
+			t.Errorf("%s: the old admin token after a refused rotation: %d, want 200", c.name, a.status)
+		}
+	}
+	if err := errors.Join(os.Chown(dir, 0, -1), os.Chmod(dir, 0o700)); err != nil {
+		t.Fatal(err)
+	}
+	a := w.j("POST", "/admin/token", w.admin, "")
+	if a.status != 201 {
+		t.Fatalf("rotation in the node's own directory: %d %s, want 201", a.status, a.body)
+	}
+	if got, _ := os.ReadFile(stolen); len(got) != 0 {
+		t.Errorf("the link's target holds %q after the rotation, want it empty", got)
+	}
 }
 
 // syncBuffer is a log sink the node's goroutines may share.

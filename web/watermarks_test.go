@@ -1,7 +1,9 @@
 package web_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest"
 )
@@ -151,5 +153,78 @@ func TestWatermarkFlood(t *testing.T) {
 	// Marks the tail reaches are not capped.
 	if a := w.j("POST", "/groups/ga/watermark", w.w1, `{"low":1,"high":500}`); a.status != 200 || a.json(t)["capped"] != false {
 		t.Errorf("a report within the tail: %d %s, want capped false", a.status, a.body)
+	}
+}
+
+// TestWatermarkHolderOnly is the second review's R-N6: a worker reporting
+// water marks on a group another worker holds (a far high mark, to plan
+// its tail past the source; errors, to raise a finding) is refused 403 and
+// changes nothing; the holder's own report is taken; the listing leaves
+// the other's group out; a group nobody holds (never planned, so nobody
+// could hold it) is still reported by any worker of its kind (rule 11),
+// and so is the first group once its holder's lease has lapsed.
+func TestWatermarkHolderOnly(t *testing.T) {
+	t.Parallel()
+	clock := nodetest.NewClock()
+	n := nodetest.Start(t, nodetest.Options{Clock: clock.Now, LeaseTTL: time.Minute})
+	w := &world{api: api{t, n.URL + "/api/v1"}, node: n, admin: n.AdminToken}
+	for _, g := range []string{"ga", "gb"} {
+		if a := w.j("PUT", "/groups/"+g, w.admin, `{"range_size":100,"start":1}`); a.status != 201 {
+			t.Fatalf("create %s: %d %s", g, a.status, a.body)
+		}
+		if a := w.j("POST", "/groups/"+g+"/tail", w.admin, `{"high":1000}`); a.status != 200 {
+			t.Fatalf("plan %s: %d %s", g, a.status, a.body)
+		}
+	}
+	if a := w.j("PUT", "/groups/gnostart", w.admin, `{"range_size":100}`); a.status != 201 {
+		t.Fatalf("create gnostart: %d %s", a.status, a.body)
+	}
+	tokA := w.j("POST", "/nodes", w.admin, `{"name":"nodeA"}`).json(t)["token"].(string)
+	tokB := w.j("POST", "/nodes", w.admin, `{"name":"nodeB"}`).json(t)["token"].(string)
+	held := map[string]string{}
+	for _, tok := range []string{tokA, tokB} {
+		l := w.j("POST", "/leases", tok, "")
+		if l.status != 200 {
+			t.Fatalf("lease: %d %s", l.status, l.body)
+		}
+		held[tok] = l.json(t)["group"].(map[string]any)["name"].(string)
+	}
+	ga := held[tokA]
+	group := func(name string) map[string]any {
+		t.Helper()
+		return w.j("GET", "/groups/"+name, w.admin, "").json(t)
+	}
+	before := group(ga)
+
+	for i, body := range []string{`{"low":1,"high":4611686018427387904}`, `{"error":"no such group"}`, `{"error":"no such group"}`} {
+		a := w.j("POST", "/groups/"+ga+"/watermark", tokB, body)
+		if a.status != 403 || a.code() != "forbidden" || !strings.Contains(string(a.body), "held by another worker") {
+			t.Fatalf("report %d by nodeB on nodeA's %s: %d %s, want 403 held by another worker", i+1, ga, a.status, a.body)
+		}
+	}
+	g := group(ga)
+	if g["high"] != nil || g["source_error"] != nil || num(g, "tail_end") != num(before, "tail_end") || num(g, "ranges", "planned") != num(before, "ranges", "planned") {
+		t.Fatalf("%s after nodeB's refused reports: %v, want it as before: %v", ga, g, before)
+	}
+	if f := w.j("GET", "/findings", w.admin, ""); strings.Contains(string(f.body), "source_unreadable") {
+		t.Fatalf("findings after nodeB's refused errors: %s, want no source_unreadable", f.body)
+	}
+	listed := string(w.j("GET", "/watermarks?limit=10", tokB, "").body)
+	if strings.Contains(listed, `"`+ga+`"`) || !strings.Contains(listed, `"`+held[tokB]+`"`) || !strings.Contains(listed, `"gnostart"`) {
+		t.Fatalf("nodeB's water-mark list: %s, want its own group and gnostart, not nodeA's %s", listed, ga)
+	}
+
+	// The holder reports its own group.
+	if a := w.j("POST", "/groups/"+ga+"/watermark", tokA, `{"low":1,"high":1100}`); a.status != 200 || num(a.json(t), "planned") != 1 {
+		t.Fatalf("nodeA reporting its own %s: %d %s, want 200 planned 1", ga, a.status, a.body)
+	}
+	// A group nobody holds: any worker of its kind reports it.
+	if a := w.j("POST", "/groups/gnostart/watermark", tokB, `{"low":500,"high":700}`); a.status != 200 || num(a.json(t), "planned") != 3 {
+		t.Fatalf("nodeB reporting gnostart, held by nobody: %d %s, want 200 planned 3", a.status, a.body)
+	}
+	// A lease that lapsed holds nothing: nodeA went quiet.
+	clock.Advance(2 * time.Minute)
+	if a := w.j("POST", "/groups/"+ga+"/watermark", tokB, `{"low":1,"high":1200}`); a.status != 200 {
+		t.Fatalf("nodeB reporting %s after nodeA's lease lapsed: %d %s, want 200", ga, a.status, a.body)
 	}
 }

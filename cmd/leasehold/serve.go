@@ -140,7 +140,7 @@ func (m *Main) flagSet() *flag.FlagSet {
 	fs.StringVar(&m.Listen, "listen", m.Listen, "address to serve HTTP on")
 	fs.DurationVar(&m.LeaseTTL, "lease-ttl", m.LeaseTTL, "how long a holder may be quiet before its group is taken over")
 	fs.StringVar(&m.AdminToken, "admin-token", m.AdminToken, "admin token (default: generated into <data>/admin.token); every user on the host sees it in ps: prefer --admin-token-file")
-	fs.StringVar(&m.AdminTokenFile, "admin-token-file", m.AdminTokenFile, "a file holding the admin token (its first line, at least 16 bytes); rotation replaces it")
+	fs.StringVar(&m.AdminTokenFile, "admin-token-file", m.AdminTokenFile, "a file holding the admin token (its first line, at least 16 bytes); rotation replaces it; its directory must be the node's user's or root's, not writable by others")
 	fs.IntVar(&m.MaxConnections, "max-connections", m.MaxConnections, "most HTTP connections open at once; more are closed as soon as accepted (default: half the open-file limit, at most 4096)")
 	fs.IntVar(&m.MaxConnsPerRemote, "max-connections-per-remote", m.MaxConnsPerRemote, "most HTTP connections open at once from one IP address")
 	fs.IntVar(&m.MaxUnauthenticated, "max-unauthenticated-connections", m.MaxUnauthenticated, "most HTTP connections open at once that have shown no token or session yet; past it the oldest of them is closed to make room (default: half of --max-connections)")
@@ -647,6 +647,11 @@ func (m *Main) givenAdminToken(log *slog.Logger) error {
 	case m.AdminTokenFile != "":
 		b, err := os.ReadFile(m.AdminTokenFile)
 		if err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+		// Its directory is checked at the start, not only at a rotation:
+		// a token file another user could have replaced is not taken.
+		if err := appliance.CheckTokenDir(m.AdminTokenFile); err != nil {
 			return fmt.Errorf("--admin-token-file: %w", err)
 		}
 		line, _, _ := strings.Cut(string(b), "\n")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +15,29 @@ import (
 
 // TestServeAdminTokenRefused: an admin token under 16 bytes, however it
 // is given, stops serve at the start with one line and exit 2; so do
-// both --admin-token and --admin-token-file, and a file that is not
-// there.
+// both --admin-token and --admin-token-file, a file that is not there,
+// and a file in a directory another user owns or every user can write.
 func TestServeAdminTokenRefused(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte("lha_tooshort\n"), 0o600)
 	good := filepath.Join(dir, "good")
 	os.WriteFile(good, []byte("lha_long_enough_for_an_admin\n"), 0o600)
+	// A token file in a directory another user owns, or every user can
+	// write (the second review's N4): that user could have put a token
+	// of their choosing there.
+	tokenIn := func(mode os.FileMode, uid int) string {
+		d := filepath.Join(t.TempDir(), "tokens")
+		os.Mkdir(d, mode)
+		os.Chmod(d, mode) // past the umask
+		f := filepath.Join(d, "admin.token")
+		os.WriteFile(f, []byte("lha_long_enough_for_an_admin\n"), 0o600)
+		if err := os.Chown(d, uid, -1); err != nil && uid != os.Geteuid() {
+			return "" // giving a directory away needs root: the case is skipped
+		}
+		return f
+	}
+	othersDir, openDir := tokenIn(0o700, 65534), tokenIn(0o777, os.Geteuid())
 	for _, c := range []struct {
 		name string
 		args []string
@@ -33,8 +49,13 @@ func TestServeAdminTokenRefused(t *testing.T) {
 		{"FileShort", []string{"--admin-token-file", short}, nil, "at least 16"},
 		{"FileMissing", []string{"--admin-token-file", filepath.Join(dir, "none")}, nil, "--admin-token-file"},
 		{"Both", []string{"--admin-token-file", good, "--admin-token", "lha_long_enough_for_an_admin"}, nil, "not both"},
+		{"FileInDirOfAnother", []string{"--admin-token-file", othersDir}, nil, "owned by uid 65534"},
+		{"FileInDirOpenToAll", []string{"--admin-token-file", openDir}, nil, "can be written by other users"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if slices.Contains(c.args, "") {
+				t.Skip("needs root, to give a directory to another user")
+			}
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}

@@ -97,7 +97,7 @@ export interface WorkerOptions<W extends Window> {
   /** Bounds the uploads and releases after run's signal aborts (default 30 s). */
   stopTimeoutMs?: number;
   /**
-   * The most a downloaded window may expand to (default 16 GiB, what a node
+   * The most a downloaded window may expand to (default 2 GiB, what a node
    * takes by default): a few bytes of gzip may say gigabytes, and a window
    * past it does not load (released as window_error).
    */
@@ -143,7 +143,7 @@ interface Tenure {
 }
 
 /** What a window may expand to unless WorkerOptions.maxWindowBytes says otherwise. */
-export const DEFAULT_MAX_WINDOW_BYTES = 16 * 2 ** 30;
+export const DEFAULT_MAX_WINDOW_BYTES = 2 * 2 ** 30;
 
 type Outcome = "caughtUp" | "stopped" | "failed" | "suspect" | "lost" | "unreadable";
 
