@@ -19,6 +19,7 @@ import (
 // back they are the same messages in the same order, each named by the
 // batch's origin and catalog whatever it says itself.
 func TestBatchPackRead(t *testing.T) {
+	t.Parallel()
 	p := &Publisher{node: "node-a", catalog: "cat-a"}
 	at := time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC)
 	var msgs []Message
@@ -112,6 +113,7 @@ func TestBatchPackRead(t *testing.T) {
 // ends inside a message marks the one before, and the last write marks
 // the fetch's end.
 func TestFoldChunks(t *testing.T) {
+	t.Parallel()
 	item := func(seq uint64) foldItem { return foldItem{seq: seq} }
 	items := []foldItem{item(5), item(5), item(5), item(6), item(8), item(8)}
 	chunks, marks := foldChunks(items, 2, 9)

@@ -745,6 +745,7 @@ func TestClaimShortOutage(t *testing.T) {
 // reads a clock cached for 100 ms. The claim written in that life stays
 // in the bucket and stands for no one from then on.
 func TestClaimServerLapse(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	ctx := context.Background()
 	other := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "other"})
@@ -822,6 +823,7 @@ func claimHandovers(byGroup map[string][]*claimInterval) (handovers, crossNode i
 // are killed and restarted; every Held is recorded, and no two
 // incarnations ever hold a group at overlapping times.
 func TestClaimHistory(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	groups := []string{"h.0", "h.1", "h.2", "h.3"}

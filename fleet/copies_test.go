@@ -111,6 +111,7 @@ func untilAvailable(t *testing.T, what string, write func() error) {
 // The third started, every stream and bucket is raised to three copies,
 // a line says so, and the third is ready.
 func TestFleetMajority(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}
@@ -151,6 +152,7 @@ func TestFleetMajority(t *testing.T) {
 // does. A cluster that has run with its three and lost one places three
 // copies with one down, a quorum all the same (TestFleetExternalCluster).
 func TestFleetExternalMajority(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a NATS cluster and starts a server late")
 	}

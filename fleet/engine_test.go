@@ -53,6 +53,7 @@ func engineLeader(t *testing.T, n *fleetNode, servers []*server.Server, stream s
 // The loss of a second (no majority left) is told by Ready (/readyz) and
 // Peers (/peers), and the servers' return clears it.
 func TestFleetExternalCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills NATS servers and waits out their elections")
 	}

@@ -217,6 +217,7 @@ func (n *fleetNode) work(t *testing.T, ctx context.Context, size int64, max int,
 // finds its claim gone, leases nothing of the group and folds the new
 // owner's state. No two nodes ever held the group at once.
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}
@@ -442,6 +443,7 @@ func fleetJoinWith(t *testing.T, cfg Config, logs ...io.Writer) *fleetNode {
 // drain) can tell that every change made anywhere has been seen
 // everywhere, and that a node cut off still holds changes no peer has.
 func TestFleetStatusOutbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := natstest.Options(t)
 	opts.Port = natstest.FreePort(t)
@@ -477,6 +479,7 @@ func TestFleetStatusOutbox(t *testing.T) {
 // of an ownership change): the group, the peer it came from and the
 // claim's revision.
 func TestFleetTakeoverLogLine(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := natstest.Options(t)
 	opts.Port = natstest.FreePort(t)

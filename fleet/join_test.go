@@ -123,6 +123,7 @@ func (f *ownFleet) Ready() error { return nil }
 // address in use) ends by itself with a JoinError naming the node, its
 // gate still closed to the coordinator; Stop after that is safe.
 func TestFleetJoinRefused(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +142,7 @@ func TestFleetJoinRefused(t *testing.T) {
 // NATS (nothing listens where it connects) stops at once, with no error,
 // and its gate never opened.
 func TestFleetStopWhileJoining(t *testing.T) {
+	t.Parallel()
 	free := natstest.FreePort(t)
 	gate, err := NewGate(Config{Name: "node-a", NATS: fmt.Sprintf("nats://127.0.0.1:%d", free), Logger: claimQuiet})
 	if err != nil {
@@ -242,6 +244,7 @@ func readyRoutes(t *testing.T) ([]int, []string) {
 // machine is slower). While a node joins, writes on groups are refused
 // as unavailable, all alike.
 func TestFleetReady(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}

@@ -16,6 +16,7 @@ import (
 // estimate; queued, it is kept once uploaded. A node with no peer up says
 // at once that it is not kept, with no estimate.
 func TestReplicatorKept(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	var peers atomic.Bool
 	peers.Store(true)
@@ -65,6 +66,7 @@ func TestReplicatorKept(t *testing.T) {
 // queued (it lost the group while cut off, and its upload waited) does
 // not upload it over the newer window the group's new owner replicated.
 func TestReplicatorKeepsPeersNewer(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	a := snapStart(t, s.ClientURL(), "a")
 	b := snapStart(t, s.ClientURL(), "b")

@@ -22,6 +22,7 @@ import (
 // it can read no life, the member is unknown, never down, and nothing
 // is taken from it.
 func TestMemberLiveness(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := natstest.Options(t)
 	opts.Port = natstest.FreePort(t)
@@ -73,6 +74,7 @@ func TestMemberLiveness(t *testing.T) {
 // and each such read held a takeover's claim for 5 s. Every read goes to
 // the bucket's leader.
 func TestClaimsReadNoReplica(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	ctx := context.Background()
 	const group = "alt.liveness.direct"

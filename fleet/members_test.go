@@ -23,6 +23,7 @@ import (
 // claims name, and down once its life was not seen for the TTL, with one
 // log line for each change; this node itself is never listed.
 func TestMembers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := serverStart(t, ServerConfig{Name: "node-a", Dir: t.TempDir(), Listen: "127.0.0.1:0"})
 	js := serverJetStream(t, s)
@@ -136,6 +137,7 @@ func membersByState(t *testing.T, c prometheus.Collector) string {
 // a node killed is listed down by the survivors after the claim TTL; the
 // members gauge counts the same.
 func TestFleetMembers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}

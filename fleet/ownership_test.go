@@ -81,6 +81,7 @@ func (n *ownNode) lease(t *testing.T) bool {
 // claim lapses; restarted, the old owner finds the claim gone and leases
 // nothing.
 func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	dirA := t.TempDir()
@@ -129,6 +130,7 @@ func TestOwnershipLeasesOnlyClaimed(t *testing.T) {
 // here is released at its next renewal instead of renewed (the group
 // disowned here first), and an idle worker's leases claim it back.
 func TestOwnershipReleasesIdleClaims(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	ctx := context.Background()
 	fleet := &ownFleet{}
@@ -208,6 +210,7 @@ func TestOwnershipReleasesIdleClaims(t *testing.T) {
 // for good, whether the group's claim then goes to a peer or back to the
 // restarted node (a claim won anew ends every lease of the earlier one).
 func TestOwnershipRestartRefusesOldFences(t *testing.T) {
+	t.Parallel()
 	s := natstest.Server(t)
 	url := s.ClientURL()
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // approval, is refused: the removal stands until the operator approves
 // the member again.
 func TestFleetRemovalSigned(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := natstest.Options(t)
 	opts.Port = natstest.FreePort(t)

@@ -18,6 +18,7 @@ import (
 // holds, and b claims and adopts them. Each group stays owned by one node:
 // a no longer holds the claim of a group b granted.
 func TestFleetWorkSpread(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}

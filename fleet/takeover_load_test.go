@@ -95,6 +95,7 @@ func takeoverLoadNode(t *testing.T, adopt *stalledAdoption, every time.Duration,
 // behind them. A fault run on a loaded machine had a member found down
 // wait 6 s behind an offer so.
 func TestTakeoverBesideOffer(t *testing.T) {
+	t.Parallel()
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	adopt := &stalledAdoption{stall: "alt.offered", entered: make(chan struct{}), done: done}
@@ -119,6 +120,7 @@ func TestTakeoverBesideOffer(t *testing.T) {
 // at most takeoverWaitMax apart, whatever the claim TTL: with the offers'
 // period long (a long TTL), passes 1, 2, 4 and 8 s apart took it 15 s.
 func TestTakeoverRetriesSoon(t *testing.T) {
+	t.Parallel()
 	adopt := &stalledAdoption{behind: 4}
 	claims, _, orphans := takeoverLoadNode(t, adopt, time.Hour, nil, []string{"alt.behind"})
 	orphans.downs <- struct{}{}

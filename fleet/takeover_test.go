@@ -22,6 +22,7 @@ import (
 // ever held by both. Left to idle workers, the groups would wait for a
 // worker that never comes.
 func TestFleetTakeoverPrompt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := natstest.Options(t)
 	opts.Port = natstest.FreePort(t)
@@ -111,6 +112,7 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 // first for among itself and the members up, the others once the member
 // has been down for takeoverGrace; the groups of members up never.
 func TestMembersOrphans(t *testing.T) {
+	t.Parallel()
 	const ttl = 3 * time.Second
 	m := NewMembers(nil, nil, "node-a", ttl, slog.New(slog.DiscardHandler))
 	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -159,6 +161,7 @@ func TestMembersOrphans(t *testing.T) {
 // seen here (it died before this node began watching) is an orphan a TTL
 // after the watch began, and Downs says so once.
 func TestMembersOrphansUnseen(t *testing.T) {
+	t.Parallel()
 	const ttl = 3 * time.Second
 	m := NewMembers(nil, nil, "node-a", ttl, slog.New(slog.DiscardHandler))
 	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -216,6 +219,7 @@ func (*behindOnce) Settled(context.Context, string) bool { return true }
 // fold behind) is let go and taken again at a later pass, though its
 // claim, let go, no longer names the member found down.
 func TestTakeoverBehind(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	opts := natstest.Options(t)
 	opts.Port = natstest.FreePort(t)
