@@ -83,8 +83,9 @@ step "go test -race ./..."
 export LEASEHOLD_ARTIFACTS="${LEASEHOLD_ARTIFACTS:-$PWD/artifacts}"
 # Three test binaries at a time on two cores (go test's default is one a
 # core): the slow packages mostly wait (fleet: NATS elections and claim
-# TTLs, 150 s of CPU in 345 s), so a third keeps the cores busy. fleet,
-# the longest by far (about a third of the sum), is named first so that
+# TTLs; it runs four of its parallel tests at a time, fleet/main_test.go,
+# about 155 s alone on a quiet machine where it took 330 s), so a third
+# keeps the cores busy. fleet, still the longest, is named first so that
 # it is built and started first and runs beside the others, not after.
 go test -race -count=1 -timeout 15m -p 3 ./fleet/ ./...
 
