@@ -350,10 +350,13 @@ func (s *slowClient) waitCut(t *testing.T, what string) {
 // served meanwhile, and nothing the slow ones sent is stored.
 func TestSlowClients(t *testing.T) {
 	t.Parallel()
+	// 1 s, not less: under -race at a load of 13 a well-behaved request's
+	// JSON body once took longer than 300 ms to be read, and was answered
+	// as a slow client.
 	n := slowNode(t, web.Options{
-		ReadHeaderTimeout: 300 * time.Millisecond,
-		JSONReadTimeout:   300 * time.Millisecond,
-		StreamIdleTimeout: 300 * time.Millisecond,
+		ReadHeaderTimeout: time.Second,
+		JSONReadTimeout:   time.Second,
+		StreamIdleTimeout: time.Second,
 	})
 	fn := &fuzzNode{node: n, api: n.URL + "/api/v1", admin: n.AdminToken, client: &http.Client{Timeout: fuzzAnswerTimeout}}
 	fn.view = openCatalogView(t, n.DataDir)
