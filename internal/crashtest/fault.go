@@ -44,10 +44,24 @@ func (s *session) injectFault(ctx context.Context) error {
 	}
 	defer db.Close()
 	m := s.model
+	// A group with a call in doubt at the kill is left alone: the fault
+	// done to it can look like that call having landed (a lease cleared as
+	// a release in flight would clear it), and the check rightly takes it
+	// so. A CI run's lose-lease once broke only such a group, and nothing
+	// was reported.
+	doubted := map[int64]bool{}
+	for _, o := range m.doubts {
+		if !o.applied {
+			doubted[o.group] = true
+		}
+	}
 	var target *groupState
 	var rng *rangeState
 	for _, id := range m.order {
 		g := m.groups[id]
+		if doubted[id] {
+			continue
+		}
 		for i := range g.Ranges {
 			r := &g.Ranges[i]
 			switch {
