@@ -83,9 +83,10 @@ step "go test -race ./..."
 export LEASEHOLD_ARTIFACTS="${LEASEHOLD_ARTIFACTS:-$PWD/artifacts}"
 # Three test binaries at a time on two cores (go test's default is one a
 # core): the slow packages mostly wait (fleet: NATS elections and claim
-# TTLs; it runs four of its parallel tests at a time, fleet/main_test.go,
-# about 155 s alone on a quiet machine where it took 330 s), so a third
-# keeps the cores busy. fleet, still the longest, is named first so that
+# TTLs; most of its tests run in parallel now, about 230-300 s alone
+# where it took 330 s; four at a time, 155 s, loaded the machine so
+# that timing-bound tests of other packages missed their bounds), so a
+# third keeps the cores busy. fleet, still the longest, is named first so that
 # it is built and started first and runs beside the others, not after.
 go test -race -count=1 -timeout 15m -p 3 ./fleet/ ./...
 

@@ -158,14 +158,18 @@ func TestWorkerFleetFailover(t *testing.T) {
 		return strings.Contains(wlog.String(), "leased group")
 	})
 	t.Logf("the worker at b got work planned at a %v after starting", took.Round(time.Millisecond))
-	if took > 5*time.Second {
+	// Three claim TTLs: b must first renew its own life in the fleet
+	// before it claims anything, which on a fresh-clone run's loaded
+	// machine once took 6 s of the 8.5 the worker waited (5 s was the
+	// bound then); a worker left without the hand-over waits on.
+	if took > 12*time.Second {
 		var lines []string
 		for _, l := range strings.Split(b.log.String(), "\n") {
 			if strings.Contains(l, "ownership") {
 				lines = append(lines, l)
 			}
 		}
-		t.Errorf("the worker at b waited %v for work; want at most 5s\nb's ownership lines:\n%s\nworker:\n%s", took, strings.Join(lines, "\n"), wlog.String())
+		t.Errorf("the worker at b waited %v for work; want at most 12s (3 claim TTLs)\nb's ownership lines:\n%s\nworker:\n%s", took, strings.Join(lines, "\n"), wlog.String())
 	}
 	if strings.Contains(wlog.String(), "leasing at another node") {
 		t.Errorf("the worker left b while b could serve:\n%s", wlog.String())
