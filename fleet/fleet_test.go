@@ -216,8 +216,11 @@ func (n *fleetNode) work(t *testing.T, ctx context.Context, size int64, max int,
 // snapshot, and the final window equals an uninterrupted one. A restarted
 // finds its claim gone, leases nothing of the group and folds the new
 // owner's state. No two nodes ever held the group at once.
+//
+// Serial: in parallel, on a fresh-clone run's loaded machine, node-a's
+// life once went unrenewed as the group was made, and the write was
+// answered unavailable (try again).
 func TestFleet(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}
