@@ -93,17 +93,24 @@ func (l *DataLock) Release() error {
 	return err
 }
 
+// statDir is dir's file info and, where the system has them, its owner
+// and mode bits (nil elsewhere: nothing to check).
+func statDir(dir string) (os.FileInfo, *syscall.Stat_t, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, dirError(dir, err)
+	}
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	return fi, st, nil
+}
+
 // checkDirOwner refuses a data dir another user owns: its owner can plant
 // files and links in it for this process to write through. Only the
 // process's own user may own it (root may run on root's dirs only).
 func checkDirOwner(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return dirError(dir, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
+	_, st, err := statDir(dir)
+	if err != nil || st == nil {
+		return err
 	}
 	if euid := os.Geteuid(); int(st.Uid) != euid {
 		return leasehold.Errorf(leasehold.KindInvalid, "data dir %s is owned by uid %d, not by this process's user (uid %d): another user could plant files in it for this node to write through; chown it to uid %d, or give another --data",
@@ -129,13 +136,9 @@ func checkDirOwner(dir string) error {
 // be read).
 func CheckTokenDir(path string) error {
 	dir := filepath.Dir(path)
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return dirError(dir, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
+	fi, st, err := statDir(dir)
+	if err != nil || st == nil {
+		return err
 	}
 	if euid := os.Geteuid(); int(st.Uid) != euid && st.Uid != 0 {
 		return leasehold.Errorf(leasehold.KindInvalid, "the admin token's directory %s is owned by uid %d, not by this process's user (uid %d) or root: that user could replace the token file with a token of their choosing; chown it to uid %d, or keep the token in a directory of uid %d's",
