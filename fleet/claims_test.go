@@ -431,20 +431,26 @@ func TestClaimRestart(t *testing.T) {
 	s := natstest.Server(t)
 	ctx := context.Background()
 	const group = "misc.restart"
-	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	// A TTL longer than the other tests': the earlier run must hold the
+	// group throughout, and under -race on a loaded two-core machine a
+	// renewal of a 1.5 s life was starved past its margin once (the run's
+	// own lapse, not the later run's doing).
+	const ttl = 4 * time.Second
+	a := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a", TTL: ttl})
 	claimRun(t, a)
-	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b"})
+	b := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "b", TTL: ttl})
 	claimRun(t, b)
 	fa, err := a.Claim(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	a2 := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a"})
+	a2 := claimNew(t, natstest.Connect(t, s.ClientURL()), ClaimsConfig{Node: "a", TTL: ttl})
 	claimRun(t, a2)
-	// a renews all along: for two TTLs the earlier run holds the group and
-	// the later run does not, at every check, not only at the end.
-	claimThroughout(t, 2*claimTestTTL, 10*time.Millisecond, func() error {
+	// a renews all along: for a TTL (three renewals) the earlier run holds
+	// the group and the later run does not, at every check, not only at
+	// the end.
+	claimThroughout(t, ttl, 10*time.Millisecond, func() error {
 		if !a.Held(group) || a2.Held(group) {
 			return fmt.Errorf("held: earlier run %v, later run %v; want only the earlier", a.Held(group), a2.Held(group))
 		}
@@ -466,12 +472,12 @@ func TestClaimRestart(t *testing.T) {
 	a.Stop() // the earlier run stops: its life lapses
 	stopped := time.Now()
 	var fa2 uint64
-	poll.Eventually(t, 4*claimTestTTL, "the later run claims the group", func() bool {
+	poll.Eventually(t, 4*ttl, "the later run claims the group", func() bool {
 		var err error
 		fa2, err = a2.Claim(ctx, group)
 		return err == nil
 	})
-	if d := time.Since(stopped); d < claimTestTTL-claimTestTTL/3-claimTestTTL/12 {
+	if d := time.Since(stopped); d < ttl-ttl/3-ttl/12 {
 		t.Fatalf("the later run claimed %s after the earlier stopped, before its life could lapse", d)
 	}
 	if fa2 <= fa {
