@@ -191,7 +191,9 @@ func TestReplicatorImportStalls(t *testing.T) {
 			// Alone, b uploads none of its own windows over a's.
 			b := snapStartPeers(t, h.url(), "node-b", func() bool { return false })
 			b.rep.ring.Approve("node-a", signer.PublicKey())
-			b.rep.stall = 200 * time.Millisecond
+			// Long enough that a loaded machine's gaps between the
+			// chunks let through are not taken for the stall.
+			b.rep.stall = time.Second
 			old := b.put(t, "g", 5, snapBytes(12, 3000))
 
 			done := make(chan error, 1)
@@ -212,7 +214,7 @@ func TestReplicatorImportStalls(t *testing.T) {
 			default:
 				t.Fatalf("the import ended (%v) with nothing held back", err)
 			}
-			want := fmt.Sprintf("stalled: no bytes for 200ms after %d of %d bytes", c.read, len(body))
+			want := fmt.Sprintf("stalled: no bytes for 1s after %d of %d bytes", c.read, len(body))
 			if leasehold.KindOf(err) != leasehold.KindUnavailable || !strings.Contains(err.Error(), want) {
 				t.Fatalf("stalled import gave %v; want an unavailable error with %q", err, want)
 			}
