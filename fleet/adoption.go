@@ -90,8 +90,9 @@ func (f *adoption) adopt(ctx context.Context, group string) error {
 		return fmt.Errorf("%w: %w", errWindowUnreadable, err)
 	default:
 		// The window is there but cannot be read now (NATS unavailable,
-		// a slow download): adopting without it would lose every id it
-		// holds from the group's final window, so not now.
+		// a download past its allowance or stalled, see snapshotStall):
+		// adopting without it would lose every id it holds from the
+		// group's final window, so not now.
 		return fmt.Errorf("%w: its replicated window could not be read: %v", ErrBehind, err)
 	}
 	if snap != nil {
