@@ -18,7 +18,8 @@ import (
 var usenetStdin io.Reader = os.Stdin
 
 const usenetUsage = `Usage: leasehold usenet subject < SUBJECTS
-       leasehold usenet nzb --index postgres://… RELEASE (leasehold usenet nzb -h)
+       leasehold usenet nzb --index postgres://… [-o FILE] RELEASE (see leasehold usenet nzb -h)
+       leasehold usenet api --index postgres://… [--listen ADDR] (see leasehold usenet api -h)
 
 Reads Usenet subjects, one a line, on standard input and writes how the
 Usenet worker reads each (USENET.md rules 1-2), one JSON object a line:
@@ -49,15 +50,16 @@ type subjectLine struct {
 
 // runUsenet is `leasehold usenet subject` and `leasehold usenet nzb`.
 func runUsenet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// nzb has flags and a usage of its own: its -h is its own.
+	if len(args) > 0 && args[0] == "nzb" {
+		return runUsenetNZB(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
 		fmt.Fprint(stderr, usenetUsage)
 		if len(args) == 0 {
 			return usageError(errors.New("usenet: subject?"))
 		}
 		return errHelp
-	}
-	if args[0] == "nzb" {
-		return runUsenetNZB(ctx, args[1:], stdout, stderr)
 	}
 	if args[0] != "subject" || len(args) > 1 {
 		fmt.Fprint(stderr, usenetUsage)
