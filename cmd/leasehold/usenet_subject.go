@@ -30,11 +30,12 @@ is the subject with both counters and the name blanked; release is the
 release name (rule 3): what key_subject says besides yEnc and sizes, else
 the file name's base (without .part01.rar, .r00, .7z.001, .vol03+04.par2,
 .par2, .sfv, .nfo, ...); an obfuscating tool's [PRiVATE] tag says
-nothing ([PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc is Name). A release is one poster's files of one release
-name and file count. A subject is read up to 16 KiB; one that is not
-UTF-8 is read as Windows-1252. A line longer than 64 KiB is an error. A
-subject whose RFC 2047 words do not decode is read raw, and counted on
-standard error.
+nothing ([PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc is Name). A
+release is one poster's files of one release name and file count. A
+subject is read up to 16 KiB; one that is not UTF-8 is read as
+Windows-1252. A line longer than 64 KiB is an error. A subject whose
+RFC 2047 words do not decode is read raw, and counted on standard
+error.
 `
 
 // subjectLine is one line of `leasehold usenet subject`'s output.
