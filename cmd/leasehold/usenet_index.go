@@ -20,7 +20,9 @@ const usenetNZBUsage = `Usage: leasehold usenet nzb --index postgres://… [-o F
 Writes the NZB of a release from the shared index (the PostgreSQL
 database workers write with --out postgres://…) to standard output, or
 to FILE (atomically: a temporary name, then a rename). RELEASE is a
-release's key, or its name when one release has it. The NZB lists every
+release's key (the key column of the releases table; the guid of its
+item in the newznab API's answers), or its name when one release has
+it. The NZB lists every
 file of the release the index holds, whichever worker box read it.
 --index defaults to $LEASEHOLD_OUT when that names a PostgreSQL index.
 

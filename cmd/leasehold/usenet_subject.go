@@ -18,7 +18,8 @@ import (
 var usenetStdin io.Reader = os.Stdin
 
 const usenetUsage = `Usage: leasehold usenet subject < SUBJECTS
-       leasehold usenet nzb --index postgres://… RELEASE (leasehold usenet nzb -h)
+       leasehold usenet nzb --index postgres://… [-o FILE] RELEASE (see leasehold usenet nzb -h)
+       leasehold usenet api --index postgres://… [--listen ADDR] (see leasehold usenet api -h)
 
 Reads Usenet subjects, one a line, on standard input and writes how the
 Usenet worker reads each (USENET.md rules 1-2), one JSON object a line:
@@ -28,11 +29,13 @@ for (k/0); file and files are null without a file counter; key_subject
 is the subject with both counters and the name blanked; release is the
 release name (rule 3): what key_subject says besides yEnc and sizes, else
 the file name's base (without .part01.rar, .r00, .7z.001, .vol03+04.par2,
-.par2, .sfv, .nfo, ...). A release is one poster's files of one release
-name and file count. A subject is read up to 16 KiB; one that is not
-UTF-8 is read as Windows-1252. A line longer than 64 KiB is an error. A
-subject whose RFC 2047 words do not decode is read raw, and counted on
-standard error.
+.par2, .sfv, .nfo, ...); an obfuscating tool's [PRiVATE] tag says
+nothing ([PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc is Name). A
+release is one poster's files of one release name and file count. A
+subject is read up to 16 KiB; one that is not UTF-8 is read as
+Windows-1252. A line longer than 64 KiB is an error. A subject whose
+RFC 2047 words do not decode is read raw, and counted on standard
+error.
 `
 
 // subjectLine is one line of `leasehold usenet subject`'s output.
@@ -49,15 +52,16 @@ type subjectLine struct {
 
 // runUsenet is `leasehold usenet subject` and `leasehold usenet nzb`.
 func runUsenet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// nzb has flags and a usage of its own: its -h is its own.
+	if len(args) > 0 && args[0] == "nzb" {
+		return runUsenetNZB(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "--help" || a == "help" }) {
 		fmt.Fprint(stderr, usenetUsage)
 		if len(args) == 0 {
 			return usageError(errors.New("usenet: subject?"))
 		}
 		return errHelp
-	}
-	if args[0] == "nzb" {
-		return runUsenetNZB(ctx, args[1:], stdout, stderr)
 	}
 	if args[0] != "subject" || len(args) > 1 {
 		fmt.Fprint(stderr, usenetUsage)

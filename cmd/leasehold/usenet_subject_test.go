@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -97,4 +98,27 @@ func runUsenetSubject(t *testing.T, in *bytes.Buffer) (string, string) {
 		t.Fatalf("usenet subject: %v\n%s", err, errOut.String())
 	}
 	return out.String(), errOut.String()
+}
+
+// TestUsenetNZBHelp: `leasehold usenet nzb -h` prints the usage of usenet
+// nzb (its --index and -o, what RELEASE is), not that of usenet subject,
+// and `usenet -h` still prints the subject usage that points to it.
+func TestUsenetNZBHelp(t *testing.T) {
+	for _, h := range []string{"-h", "--help"} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), []string{"usenet", "nzb", h}, &out, &errOut)
+		if !errors.Is(err, errHelp) {
+			t.Errorf("usenet nzb %s: %v, want the help's", h, err)
+		}
+		got := errOut.String()
+		if !strings.HasPrefix(got, "Usage: leasehold usenet nzb --index") || strings.Contains(got, "usenet subject") ||
+			!strings.Contains(got, "-index") || !strings.Contains(got, "-o") || !strings.Contains(got, "RELEASE is a\nrelease's key") {
+			t.Errorf("usenet nzb %s printed:\n%s", h, got)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"usenet", "-h"}, &out, &errOut); !errors.Is(err, errHelp) ||
+		!strings.HasPrefix(errOut.String(), "Usage: leasehold usenet subject") || !strings.Contains(errOut.String(), "leasehold usenet nzb -h") {
+		t.Errorf("usenet -h: %v\n%s", err, errOut.String())
+	}
 }

@@ -297,17 +297,29 @@ var (
 )
 
 // releaseName is rule 3's release name: the text left of a subject with
-// its counters, name, yEnc and sizes blanked, when it says anything (an
-// obfuscating tag such as [PRiVATE] does not); else the base of the file
-// name.
+// its counters, name, yEnc and sizes blanked, when it says anything;
+// else the base of the file name. An obfuscating tool's tag says nothing
+// of the release: in [PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc (and
+// [N3wZ] \…\::[PRiVATE]-[EnCrYpTnZb]-…) every word outside the name is
+// the tool's, the same in every post, so such a subject is named by its
+// file's base. The tag is looked for before the trim, which takes the
+// tag's outer brackets off ("PRiVATE]-[WtFnZb" named every such post of
+// a poster alike, and merged them).
 func releaseName(keySubject, name string) string {
+	if strings.Contains(keySubject, privateTag) {
+		return ReleaseBase(name)
+	}
 	s := strings.Join(strings.Fields(clutter.ReplaceAllString(keySubject, " ")), " ")
 	s = strings.Trim(s, " -_:.,;|[](){}\"'")
-	if strings.Contains(s, "[PRiVATE]") || strings.IndexFunc(s, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) < 0 {
+	if strings.IndexFunc(s, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) < 0 {
 		return ReleaseBase(name)
 	}
 	return s
 }
+
+// privateTag is the tag of the obfuscating posting tools that put the
+// file name in brackets and leave the quoted name empty.
+const privateTag = "[PRiVATE]"
 
 // ReleaseBase is a file name without its part, volume and archive
 // suffixes (Alpha.2024.part01.rar, Alpha.2024.r00, Alpha.2024.7z.001,

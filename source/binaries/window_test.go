@@ -740,6 +740,40 @@ func TestReleaseIdentity(t *testing.T) {
 	}
 }
 
+// TestReleaseIdentityWtFnZb (rule 3): in the [PRiVATE]-[WtFnZb] shape
+// the name stands in the third bracket and the quoted name is empty, so
+// nothing outside the counters is the release's own: two one-file posts
+// of different files by one poster an hour apart are two releases, each
+// of its file's base and complete with 1 of 1 files, not one release of
+// 2 files of 1; a four-file post of .partNN.rar, .par2 and .vol par2 of
+// one base is one release, apart from another such post of the poster.
+func TestReleaseIdentityWtFnZb(t *testing.T) {
+	t.Parallel()
+	const from = "wtf <w@lh>"
+	p := &poster{group: "alt.binaries.lh.wtfnzb"}
+	p.file(from, `[PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc 9786 (%d/2)`, 2, day)
+	p.file(from, `[PRiVATE]-[WtFnZb]-[Other.Name.mkv]-[1/1] - "" yEnc 9786 (%d/2)`, 2, day.Add(time.Hour))
+	for i, base := range []string{"Kappa.2024", "Lambda.2024"} {
+		for f, name := range []string{base + ".part01.rar", base + ".part02.rar", base + ".par2", base + ".vol00+01.par2"} {
+			p.file(from, fmt.Sprintf(`[PRiVATE]-[WtFnZb]-[%s]-[%d/4] - "" yEnc (%%d/2)`, name, f+1), 2, day.Add(time.Duration(2+i)*time.Hour))
+		}
+	}
+	w := NewWindow(p.group)
+	out := newRecords()
+	readRange(t, w, p.hs, 1, p.n, 100, p.n, false, out)
+
+	rels := out.releasesOf(from)
+	for name, files := range map[string]int{"Name": 1, "Other.Name": 1, "Kappa.2024": 4, "Lambda.2024": 4} {
+		rs := rels[name]
+		if len(rs) != 1 || rs[0].Files != files || rs[0].TotalFiles == nil || *rs[0].TotalFiles != files || !rs[0].Complete {
+			t.Errorf("release %s: %+v", name, rs)
+		}
+	}
+	if len(rels) != 4 {
+		t.Errorf("%d release names, want Name, Other.Name, Kappa.2024 and Lambda.2024: %v", len(rels), rels)
+	}
+}
+
 // TestCrossPostOrder (rule 7): a 5-file release, its 3 rar files posted
 // to group a and its 2 par2 files cross-posted to a and b, read by two
 // windows writing one output, in either order or interleaved, ends with
