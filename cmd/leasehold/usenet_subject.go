@@ -30,7 +30,10 @@ is the subject with both counters and the name blanked; release is the
 release name (rule 3): what key_subject says besides yEnc and sizes, else
 the file name's base (without .part01.rar, .r00, .7z.001, .vol03+04.par2,
 .par2, .sfv, .nfo, ...); an obfuscating tool's [PRiVATE] tag says
-nothing ([PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc is Name). A
+nothing ([PRiVATE]-[WtFnZb]-[Name.mkv]-[1/1] - "" yEnc is Name), nor
+does an advertiser's: bracketed text with a web address and, in such
+a subject, every lone word standing in brackets (<TOWN><www.town.ag >
+[1/9] - "Name.rar" yEnc is Name). A
 release is one poster's files of one release name and file count. A
 subject is read up to 16 KiB; one that is not UTF-8 is read as
 Windows-1252. A line longer than 64 KiB is an error. A subject whose

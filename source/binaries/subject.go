@@ -305,16 +305,238 @@ var (
 // file's base. The tag is looked for before the trim, which takes the
 // tag's outer brackets off ("PRiVATE]-[WtFnZb" named every such post of
 // a poster alike, and merged them).
+//
+// An advertiser's tag says nothing of the release either: the text
+// between brackets that holds a web address (<www.town.ag >, [ partner
+// of www.ssl-news.info ], <<< www.nfo-underground.xxx >>>) or an IRC
+// channel ([#scnzb@efnet]) is taken out, and with it, in a subject that
+// carries such a tag, every bracketed lone word (<TOWN>, [ 1080p ],
+// [ MOVIE ], <Games-NDS >): the advertiser's name and category, the same
+// in every post of theirs. What is left is tidied (empty and unmatched
+// brackets dropped, one pair around the whole taken off).
 func releaseName(keySubject, name string) string {
 	if strings.Contains(keySubject, privateTag) {
 		return ReleaseBase(name)
 	}
-	s := strings.Join(strings.Fields(clutter.ReplaceAllString(keySubject, " ")), " ")
-	s = strings.Trim(s, " -_:.,;|[](){}\"'")
+	s := tidyRelease(dropAdvertisersTags(clutter.ReplaceAllString(keySubject, " ")))
 	if strings.IndexFunc(s, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) < 0 {
 		return ReleaseBase(name)
 	}
 	return s
+}
+
+// webAddress is what marks an advertiser's tag: a www. or http address,
+// a host of two or three labels in a top-level domain the tags use
+// (ssl-news.info, News.Info, town.ag), or an IRC channel (#chan@net).
+// A release's own words with dots are not addresses: they have more
+// labels (Dragons.Den.UK.S11E02…) or end otherwise (Alpha.2024,
+// Pro 3.21-Sebaro); .xxx is an address only after www., as XXX ends
+// release names (Site.Name.XXX).
+var webAddress = regexp.MustCompile(`(?i)(?:^|[^a-z0-9.@])(?:(?:https?://|www\.)[a-z0-9]|` +
+	`[a-z0-9][a-z0-9-]*(?:\.[a-z0-9][a-z0-9-]*)?\.(?:ag|info)(?:$|[^a-z0-9.-])|` +
+	`#[a-z0-9_.-]+@[a-z0-9])`)
+
+// dropAdvertisersTags takes the advertisers' tags out of a blanked
+// subject (see releaseName). The subject is cut into pieces at each
+// bracket, and at " - " outside brackets; a run of two or more < or >
+// is the tag's own arrow (<<< www.… >>>, with>>> www.… <<<), not a
+// bracket, so the words it points with go with the address.
+func dropAdvertisersTags(s string) string {
+	if !mayHoldAddress(s) || !webAddress.MatchString(s) {
+		return s
+	}
+	type piece struct {
+		lo, hi int
+		open   bool // a one-byte opening bracket
+		close  bool // a one-byte closing bracket
+		text   bool
+	}
+	var ps []piece
+	depth, lo := 0, 0
+	flush := func(i int) {
+		if i > lo {
+			ps = append(ps, piece{lo: lo, hi: i, text: true})
+		}
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		arrow := (c == '<' || c == '>') && (i > 0 && s[i-1] == c || i+1 < len(s) && s[i+1] == c)
+		switch {
+		case !arrow && strings.IndexByte("<[({", c) >= 0:
+			flush(i)
+			ps = append(ps, piece{lo: i, hi: i + 1, open: true})
+			depth++
+			i++
+			lo = i
+		case !arrow && strings.IndexByte(">])}", c) >= 0:
+			flush(i)
+			ps = append(ps, piece{lo: i, hi: i + 1, close: true})
+			depth = max(depth-1, 0)
+			i++
+			lo = i
+		case depth == 0 && strings.HasPrefix(s[i:], " - "):
+			flush(i)
+			ps = append(ps, piece{lo: i, hi: i + 3})
+			i += 3
+			lo = i
+		default:
+			i++
+		}
+	}
+	flush(len(s))
+
+	drop := make([]bool, len(ps))
+	for i, p := range ps {
+		drop[i] = p.text && mayHoldAddress(s[p.lo:p.hi]) && webAddress.MatchString(s[p.lo:p.hi])
+	}
+	glued := func(i int) bool {
+		return i >= 0 && i < len(s) && (isWordByte(s[i]) || s[i] == '.')
+	}
+	for i := 1; i+1 < len(ps); i++ {
+		p := ps[i]
+		if !p.text || drop[i] || !ps[i-1].open || !ps[i+1].close || glued(ps[i-1].lo-1) || glued(ps[i+1].hi) {
+			continue
+		}
+		drop[i] = tagLabel.MatchString(strings.TrimSpace(s[p.lo:p.hi]))
+	}
+	var b strings.Builder
+	for i, p := range ps {
+		if !drop[i] {
+			b.WriteString(s[p.lo:p.hi])
+		}
+	}
+	return b.String()
+}
+
+// mayHoldAddress is a quick look for what webAddress needs (www.,
+// http, @, .info, .ag in any case), so most subjects, which have none,
+// skip the regular expression: every part of every post is read.
+func mayHoldAddress(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '@':
+			return true
+		case '.':
+			if hasPrefixFold(s[i+1:], "info") || hasPrefixFold(s[i+1:], "ag") {
+				return true
+			}
+		case 'w', 'W':
+			if hasPrefixFold(s[i:], "www.") {
+				return true
+			}
+		case 'h', 'H':
+			if hasPrefixFold(s[i:], "http") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// tagLabel is a lone word without a dot: standing in brackets in a
+// subject with an advertiser's address, the advertiser's name or a
+// category (a word glued to the brackets, .(EU) or [480p].mkv, is the
+// release's).
+var tagLabel = regexp.MustCompile(`^[\p{L}\p{N}_-]+$`)
+
+// emptyBrackets is a pair of brackets with nothing but spaces inside.
+var emptyBrackets = regexp.MustCompile(`<\s*>|\[\s*\]|\(\s*\)|\{\s*\}`)
+
+// tidyRelease makes a release name of what is left of a subject: empty
+// and unmatched brackets dropped, spaces collapsed, separators trimmed
+// off both ends, and a pair of brackets around the whole taken off
+// ([140022]-[04] stays as posted, not "140022]-[04").
+func tidyRelease(s string) string {
+	for strings.ContainsAny(s, "<>[](){}") {
+		t := emptyBrackets.ReplaceAllString(s, " ")
+		if t == s {
+			break
+		}
+		s = t
+	}
+	if strings.ContainsAny(s, "<>[](){}") {
+		s = dropUnmatched(s)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	for {
+		s = strings.Trim(s, " -_:.,;|\"'")
+		if len(s) < 2 || closer(s[0]) == 0 || matching(s, 0) != len(s)-1 {
+			return s
+		}
+		s = s[1 : len(s)-1]
+	}
+}
+
+// closer is the closing bracket of an opening one, 0 for any other byte.
+func closer(c byte) byte {
+	switch c {
+	case '<':
+		return '>'
+	case '[':
+		return ']'
+	case '(':
+		return ')'
+	case '{':
+		return '}'
+	}
+	return 0
+}
+
+// matching is the index of the bracket that closes the one at i, -1
+// when none does.
+func matching(s string, i int) int {
+	var stack []byte
+	for j := i; j < len(s); j++ {
+		if c := closer(s[j]); c != 0 {
+			stack = append(stack, c)
+		} else if strings.IndexByte(">])}", s[j]) >= 0 {
+			if len(stack) == 0 || stack[len(stack)-1] != s[j] {
+				return -1
+			}
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// dropUnmatched takes out the brackets of s that no bracket of their
+// kind closes or opens.
+func dropUnmatched(s string) string {
+	keep := make([]bool, len(s))
+	for i := range keep {
+		keep[i] = true
+	}
+	var stack []int
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case closer(c) != 0:
+			stack = append(stack, i)
+		case strings.IndexByte(">])}", c) >= 0:
+			if n := len(stack); n > 0 && closer(s[stack[n-1]]) == c {
+				stack = stack[:n-1]
+			} else {
+				keep[i] = false
+			}
+		}
+	}
+	for _, i := range stack {
+		keep[i] = false
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if keep[i] {
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }
 
 // privateTag is the tag of the obfuscating posting tools that put the

@@ -774,6 +774,37 @@ func TestReleaseIdentityWtFnZb(t *testing.T) {
 	}
 }
 
+// TestReleaseIdentityTags (rule 3): an advertiser's tag is not the
+// release's words, so two town.ag posts of different files by one poster
+// with the same file count an hour apart are two releases, each of its
+// files' base and complete, not one release of 4 files of 2 named
+// "<TOWN><www.town.ag > <partner of www.ssl-news.info >".
+func TestReleaseIdentityTags(t *testing.T) {
+	t.Parallel()
+	const from = "town <t@lh>"
+	p := &poster{group: "alt.binaries.lh.tags"}
+	for i, base := range []string{"Dragons.Den.S11E02", "D.Olivier.Wer.Boeses"} {
+		for f, name := range []string{base + ".part1.rar", base + ".par2"} {
+			p.file(from, fmt.Sprintf(`<TOWN><www.town.ag > <partner of www.ssl-news.info > [%d/2] - "%s" - 288,96 MB yEnc (%%d/2)`, f+1, name),
+				2, day.Add(time.Duration(i)*time.Hour))
+		}
+	}
+	w := NewWindow(p.group)
+	out := newRecords()
+	readRange(t, w, p.hs, 1, p.n, 100, p.n, false, out)
+
+	rels := out.releasesOf(from)
+	for _, name := range []string{"Dragons.Den.S11E02", "D.Olivier.Wer.Boeses"} {
+		rs := rels[name]
+		if len(rs) != 1 || rs[0].Files != 2 || rs[0].TotalFiles == nil || *rs[0].TotalFiles != 2 || !rs[0].Complete {
+			t.Errorf("release %s: %+v", name, rs)
+		}
+	}
+	if len(rels) != 2 {
+		t.Errorf("%d release names, want Dragons.Den.S11E02 and D.Olivier.Wer.Boeses: %v", len(rels), rels)
+	}
+}
+
 // TestCrossPostOrder (rule 7): a 5-file release, its 3 rar files posted
 // to group a and its 2 par2 files cross-posted to a and b, read by two
 // windows writing one output, in either order or interleaved, ends with
