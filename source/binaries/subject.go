@@ -325,16 +325,83 @@ func releaseName(keySubject, name string) string {
 	return s
 }
 
-// webAddress is what marks an advertiser's tag: a www. or http address,
-// a host of two or three labels in a top-level domain the tags use
-// (ssl-news.info, News.Info, town.ag), or an IRC channel (#chan@net).
-// A release's own words with dots are not addresses: they have more
-// labels (Dragons.Den.UK.S11E02…) or end otherwise (Alpha.2024,
-// Pro 3.21-Sebaro); .xxx is an address only after www., as XXX ends
-// release names (Site.Name.XXX).
-var webAddress = regexp.MustCompile(`(?i)(?:^|[^a-z0-9.@])(?:(?:https?://|www\.)[a-z0-9]|` +
-	`[a-z0-9][a-z0-9-]*(?:\.[a-z0-9][a-z0-9-]*)?\.(?:ag|info)(?:$|[^a-z0-9.-])|` +
-	`#[a-z0-9_.-]+@[a-z0-9])`)
+// holdsAddress reports whether s holds what marks an advertiser's tag:
+// a www. or http address, a host of two or three labels in a top-level
+// domain the tags use (ssl-news.info, News.Info, town.ag), or an IRC
+// channel (#chan@net), each a whole word. A release's own words with
+// dots are not addresses: they have more labels (Dragons.Den.UK.S11E02…)
+// or end otherwise (Alpha.2024, Pro 3.21-Sebaro); .xxx is an address
+// only after www., as XXX ends release names (Site.Name.XXX). It is a
+// plain scan, not a regular expression: every part of every post is
+// read.
+func holdsAddress(s string) bool {
+	for i := 0; i < len(s); i++ {
+		// Only a word's start: each byte is looked at from one start at
+		// most, so a 16 KiB subject costs one pass.
+		if i > 0 && (isAlnum(s[i-1]) || s[i-1] == '.' || s[i-1] == '-' || s[i-1] == '@') {
+			continue
+		}
+		t := s[i:]
+		switch {
+		case t[0] == '#':
+			if ircChannel(t[1:]) {
+				return true
+			}
+		case !isAlnum(t[0]):
+		case afterPrefixFold(t, "www."), afterPrefixFold(t, "http://"), afterPrefixFold(t, "https://"):
+			return true
+		default:
+			j := 0
+			for j < len(t) && (isAlnum(t[j]) || t[j] == '.' || t[j] == '-') {
+				j++
+			}
+			if tagHost(t[:j]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// afterPrefixFold reports whether s starts with prefix, in any case, and
+// a letter or digit follows it.
+func afterPrefixFold(s, prefix string) bool {
+	return len(s) > len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) && isAlnum(s[len(prefix)])
+}
+
+// tagHost reports whether a word of letters, digits, dots and hyphens is
+// a host of two or three labels, each starting with a letter or digit,
+// in .ag or .info.
+func tagHost(w string) bool {
+	dot := strings.LastIndexByte(w, '.')
+	if dot < 0 || !strings.EqualFold(w[dot+1:], "ag") && !strings.EqualFold(w[dot+1:], "info") {
+		return false
+	}
+	if dot == 0 || !isAlnum(w[0]) {
+		return false
+	}
+	labels := 1
+	for i := 0; i < dot; i++ {
+		if w[i] == '.' {
+			labels++
+			if !isAlnum(w[i+1]) {
+				return false
+			}
+		}
+	}
+	return labels <= 2
+}
+
+// ircChannel reports whether s (after a #) is a channel@network.
+func ircChannel(s string) bool {
+	j := 0
+	for j < len(s) && (isAlnum(s[j]) || s[j] == '_' || s[j] == '.' || s[j] == '-') {
+		j++
+	}
+	return j > 0 && j+1 < len(s) && s[j] == '@' && isAlnum(s[j+1])
+}
+
+func isAlnum(c byte) bool { return isLetter(c) || c >= '0' && c <= '9' }
 
 // dropAdvertisersTags takes the advertisers' tags out of a blanked
 // subject (see releaseName). The subject is cut into pieces at each
@@ -342,7 +409,7 @@ var webAddress = regexp.MustCompile(`(?i)(?:^|[^a-z0-9.@])(?:(?:https?://|www\.)
 // is the tag's own arrow (<<< www.… >>>, with>>> www.… <<<), not a
 // bracket, so the words it points with go with the address.
 func dropAdvertisersTags(s string) string {
-	if !mayHoldAddress(s) || !webAddress.MatchString(s) {
+	if !holdsAddress(s) {
 		return s
 	}
 	type piece struct {
@@ -387,7 +454,7 @@ func dropAdvertisersTags(s string) string {
 
 	drop := make([]bool, len(ps))
 	for i, p := range ps {
-		drop[i] = p.text && mayHoldAddress(s[p.lo:p.hi]) && webAddress.MatchString(s[p.lo:p.hi])
+		drop[i] = p.text && holdsAddress(s[p.lo:p.hi])
 	}
 	glued := func(i int) bool {
 		return i >= 0 && i < len(s) && (isWordByte(s[i]) || s[i] == '.')
@@ -397,7 +464,7 @@ func dropAdvertisersTags(s string) string {
 		if !p.text || drop[i] || !ps[i-1].open || !ps[i+1].close || glued(ps[i-1].lo-1) || glued(ps[i+1].hi) {
 			continue
 		}
-		drop[i] = tagLabel.MatchString(strings.TrimSpace(s[p.lo:p.hi]))
+		drop[i] = tagLabel(strings.TrimSpace(s[p.lo:p.hi]))
 	}
 	var b strings.Builder
 	for i, p := range ps {
@@ -408,40 +475,18 @@ func dropAdvertisersTags(s string) string {
 	return b.String()
 }
 
-// mayHoldAddress is a quick look for what webAddress needs (www.,
-// http, @, .info, .ag in any case), so most subjects, which have none,
-// skip the regular expression: every part of every post is read.
-func mayHoldAddress(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '@':
-			return true
-		case '.':
-			if hasPrefixFold(s[i+1:], "info") || hasPrefixFold(s[i+1:], "ag") {
-				return true
-			}
-		case 'w', 'W':
-			if hasPrefixFold(s[i:], "www.") {
-				return true
-			}
-		case 'h', 'H':
-			if hasPrefixFold(s[i:], "http") {
-				return true
-			}
+// tagLabel reports whether w is a lone word without a dot: standing in
+// brackets in a subject with an advertiser's address, the advertiser's
+// name or a category (a word glued to the brackets, .(EU) or
+// [480p].mkv, is the release's).
+func tagLabel(w string) bool {
+	for _, r := range w {
+		if !unicode.IsLetter(r) && !unicode.IsNumber(r) && r != '_' && r != '-' {
+			return false
 		}
 	}
-	return false
+	return w != ""
 }
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-// tagLabel is a lone word without a dot: standing in brackets in a
-// subject with an advertiser's address, the advertiser's name or a
-// category (a word glued to the brackets, .(EU) or [480p].mkv, is the
-// release's).
-var tagLabel = regexp.MustCompile(`^[\p{L}\p{N}_-]+$`)
 
 // emptyBrackets is a pair of brackets with nothing but spaces inside.
 var emptyBrackets = regexp.MustCompile(`<\s*>|\[\s*\]|\(\s*\)|\{\s*\}`)

@@ -109,3 +109,42 @@ func TestReadSubjectLongAndNotUTF8(t *testing.T) {
 		t.Errorf("a Windows-1252 subject: %+v", r)
 	}
 }
+
+// TestHoldsAddress: what marks an advertiser's tag (rule 3) and the
+// release words with dots that do not.
+func TestHoldsAddress(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"www.town.ag":                   true,
+		" WWW.Example.org ":             true,
+		"http://nzb.example/x":          true,
+		"https://a":                     true,
+		"partner of www.ssl-news.info":  true,
+		"sponsored by ssl-news.info<<<": true,
+		"SSL - News.Info":               true,
+		"x-ssl-news.info":               true,
+		"a.town.ag":                     true,
+		"#scnzb@efnet":                  true,
+		"Dragons.Den.S01E01":            false,
+		"Dragons.Den.UK.S11E02.HDTV":    false,
+		"Alpha.2024":                    false,
+		"IP Scanner Pro 3.21-Sebaro":    false,
+		"Site.Name.XXX":                 false,
+		"Rho.XXX":                       false,
+		"Die.Doku.2024.Info":            false,
+		"a.b.c-d.e.info":                false,
+		"Information.2024":              false,
+		"Show.Agents.S01":               false,
+		"www":                           false,
+		"www.":                          false,
+		"http":                          false,
+		"mail@example":                  false,
+		"# @x":                          false,
+		".info":                         false,
+		"a..info":                       false,
+	} {
+		if got := holdsAddress(s); got != want {
+			t.Errorf("holdsAddress(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
