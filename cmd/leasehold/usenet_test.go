@@ -62,6 +62,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// midRange is how often a test looks for a worker in the middle of a
+// range, to stop it there: a range is read in well under a second, so
+// the look is more often than poll.Every.
+const midRange = 2 * time.Millisecond
+
 // startWorkerProcess runs `leasehold worker args…` as a child process
 // logging to log.
 func startWorkerProcess(t *testing.T, log string, args ...string) *exec.Cmd {
@@ -133,20 +138,20 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	}
 	// Kill it with SIGKILL while group a is half done.
 	var killedAt map[leasehold.RangeStatus]int64
-	for {
+	deadline, _ := ctx.Deadline()
+	if err := poll.Wait(time.Until(deadline), midRange, func() error {
 		d := group(a)
 		if d.Ranges[leasehold.StatusDone] >= 3 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] > 0 {
 			killedAt = d.Ranges
-			break
+			return nil
 		}
 		if d.Ranges[leasehold.StatusDone] > 0 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] == 0 {
 			t.Fatalf("group %s was done before the worker could be killed in it: %v", a, d.Ranges)
 		}
-		if ctx.Err() != nil {
-			logs, _ := os.ReadFile(log)
-			t.Fatalf("the worker never got half through %s: %v\n%s", a, d.Ranges, logs)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return fmt.Errorf("ranges %v", d.Ranges)
+	}); err != nil {
+		logs, _ := os.ReadFile(log)
+		t.Fatalf("the worker never got half through %s: %v\n%s", a, err, logs)
 	}
 	worker.Process.Signal(syscall.SIGKILL)
 	worker.Wait()
@@ -154,7 +159,6 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	startWorkerProcess(t, log, args...)
 
 	wantHigh := map[string]int64{a: 15 + 600, b: 3}
-	deadline, _ := ctx.Deadline()
 	if err := poll.Wait(time.Until(deadline), poll.Every, func() error {
 		for g, high := range wantHigh {
 			d := group(g)
