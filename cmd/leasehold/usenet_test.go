@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 	}
 	code := nodetest.RunRecorded(m)
 	if builtBinary.path != "" {
-		os.RemoveAll(filepath.Dir(builtBinary.path)) // the front door's build
+		os.RemoveAll(filepath.Dir(builtBinary.path)) // leaseholdBinary's build
 	}
 	os.Exit(code)
 }
