@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -362,20 +363,25 @@ func workUntil(t *testing.T, ctx context.Context, name string, done func() bool,
 	wctx, stop := context.WithCancel(ctx)
 	ended := make(chan error, 1)
 	go func() { ended <- runWorker(wctx, args, &logs, &logs) }()
-	for !done() {
+	deadline, _ := ctx.Deadline()
+	// Every 50 ms, not poll.Every: done asks the node over HTTP.
+	err := poll.Wait(time.Until(deadline), 50*time.Millisecond, func() error {
 		select {
 		case err := <-ended:
 			stop()
 			t.Fatalf("%s: the worker ended early: %v\n%s", name, err, logs.String())
-		case <-ctx.Done():
-			stop()
-			<-ended
-			t.Fatalf("%s: not done in time\n%s", name, logs.String())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-	}
+		if !done() {
+			return errors.New("not done")
+		}
+		return nil
+	})
 	stop()
 	<-ended
+	if err != nil {
+		t.Fatalf("%s: not done in time\n%s", name, logs.String())
+	}
 	return logs.String()
 }
 
