@@ -1,4 +1,4 @@
-package appliance
+package appliance_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -17,20 +19,16 @@ import (
 func TestDeleteGroupRemovesWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	app, err := Open(Config{DataDir: dir, LeaseTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
-	g, _, err := app.Coordinator.PutGroup(ctx, "g", store.GroupSpec{RangeSize: ptr(int64(100)), Start: ptr(int64(1))})
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Minute})
+	app, dir := n.App, n.DataDir
+	g, _, err := app.Coordinator.PutGroup(ctx, "g", store.GroupSpec{RangeSize: leasehold.Int(100), Start: leasehold.Int(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := app.Coordinator.PlanTail(ctx, "g", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Snapshots.Put(ctx, Upload{GroupID: g.ID, Next: 1, Body: strings.NewReader("the window")}); err != nil {
+	if _, err := app.Snapshots.Put(ctx, appliance.Upload{GroupID: g.ID, Next: 1, Body: strings.NewReader("the window")}); err != nil {
 		t.Fatal(err)
 	}
 	files := func() []string {

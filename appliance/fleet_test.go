@@ -1,4 +1,4 @@
-package appliance
+package appliance_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -64,8 +66,8 @@ func (f *claimFleet) Want(string)                             {}
 func (f *claimFleet) ClaimNow(context.Context, []string) bool { return false }
 func (f *claimFleet) Ensure(context.Context, string) error    { return nil }
 func (f *claimFleet) Idle(int64)                              {}
-func (f *claimFleet) Forward(context.Context, string, AdminOp) (AdminResult, error) {
-	return AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "no forwarding in this test")
+func (f *claimFleet) Forward(context.Context, string, appliance.AdminOp) (appliance.AdminResult, error) {
+	return appliance.AdminResult{}, leasehold.Errorf(leasehold.KindUnavailable, "no forwarding in this test")
 }
 
 func (f *claimFleet) Ready() error {
@@ -83,7 +85,7 @@ const fleetClaimRev = 5
 type fleetWorld struct {
 	t     *testing.T
 	ctx   context.Context
-	app   *Appliance
+	app   *appliance.Appliance
 	fleet *claimFleet
 	dir   string
 	view  *sql.DB
@@ -96,19 +98,16 @@ type fleetWorld struct {
 func newFleetWorld(t *testing.T) *fleetWorld {
 	t.Helper()
 	fl := &claimFleet{held: map[string]uint64{"g": fleetClaimRev}}
-	dir := t.TempDir()
-	app, err := Open(Config{DataDir: dir, LeaseTTL: time.Minute, Fleet: fl, Store: store.Options{BatchFunc: fl.committed},
-		NowFunc: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
+	clock := nodetest.NewClock()
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Minute, Fleet: fl, Store: store.Options{BatchFunc: fl.committed}, Clock: clock.Now})
+	app, dir := n.App, n.DataDir
 	w := &fleetWorld{t: t, ctx: context.Background(), app: app, fleet: fl, dir: dir}
 	c := app.Coordinator
-	if w.w, err = c.RegisterNode(w.ctx, NodeSpec{Name: "w"}); err != nil {
+	var err error
+	if w.w, err = c.RegisterNode(w.ctx, appliance.NodeSpec{Name: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.PutGroup(w.ctx, "g", store.GroupSpec{RangeSize: ptr(int64(100)), Start: ptr(int64(1))}); err != nil {
+	if _, _, err := c.PutGroup(w.ctx, "g", store.GroupSpec{RangeSize: leasehold.Int(100), Start: leasehold.Int(1)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.PlanTail(w.ctx, "g", 1000); err != nil {
@@ -127,7 +126,7 @@ func newFleetWorld(t *testing.T) *fleetWorld {
 		t.Fatalf("next: %v, %v", r, err)
 	}
 	w.r = *r
-	if _, err := app.Snapshots.Put(w.ctx, Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 1, Body: strings.NewReader("the window")}); err != nil {
+	if _, err := app.Snapshots.Put(w.ctx, appliance.Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 1, Body: strings.NewReader("the window")}); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	w.view, err = sql.Open("sqlite", "file:"+filepath.Join(dir, "catalog.db")+"?mode=ro&_pragma=busy_timeout(10000)")
@@ -244,7 +243,7 @@ var fleetCalls = []fleetCall{
 		return w.app.Coordinator.ReleaseUnreadable(w.ctx, leasehold.GroupHolder{NodeID: w.w.ID, GroupID: w.gid, Fence: w.fence}, "gzip: invalid header")
 	}},
 	{"SnapshotUpload", func(w *fleetWorld) error {
-		_, err := w.app.Snapshots.Put(w.ctx, Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 50, Body: strings.NewReader("a newer window")})
+		_, err := w.app.Snapshots.Put(w.ctx, appliance.Upload{GroupID: w.gid, NodeID: w.w.ID, Fence: w.fence, Next: 50, Body: strings.NewReader("a newer window")})
 		return err
 	}},
 }

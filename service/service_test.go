@@ -17,6 +17,8 @@ func TestStopWaits(t *testing.T) {
 	var ended atomic.Int32
 	slow := func(ctx context.Context) error {
 		<-ctx.Done()
+		// Deliberately slow to wind down, no step to wait for: a Stop
+		// that did not wait would return before it ends.
 		time.Sleep(50 * time.Millisecond)
 		ended.Add(1)
 		return nil

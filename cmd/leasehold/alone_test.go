@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,47 +18,94 @@ import (
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
-// servedNode is a Main run by a test until the test ends or stop.
+// servedNode is a node run in the test's process by Main.Run, as
+// `leasehold serve` runs one: its flags parsed, its parts assembled by
+// node.Assemble, its end the end of Run's context. It is the command's
+// tests' one in-process node: they test serve itself (its flags, its
+// start and its shutdown), which nodetest.Start, assembling a node from a
+// config, goes around; a test of the built binary's process runs a
+// procNode.
 type servedNode struct {
 	m    *Main
 	log  *syncbuf.Buffer
-	url  string
+	url  string // http:// (also under TLS: a test that serves TLS asks m.Addr)
 	done chan error
-	stop context.CancelFunc
+	end  context.CancelFunc
 }
 
-// serveNode runs Main with args until the test ends, once it serves.
+// serveNode runs Main with args (after --listen 127.0.0.1:0 and
+// --log-level debug, which args may override) until the test ends or
+// stop, and returns it once it serves.
 func serveNode(t *testing.T, args ...string) *servedNode {
+	t.Helper()
+	return serveNodeWith(t, nil, args...)
+}
+
+// serveNodeWith is serveNode with prepare called on Main once its flags
+// are parsed, to set what no flag sets (how often it looks at its
+// certificate files, say).
+func serveNodeWith(t *testing.T, prepare func(*Main), args ...string) *servedNode {
 	t.Helper()
 	n := &servedNode{log: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	n.m = newTestMain(t, io.Discard, n.log)
 	if err := n.m.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n.stop = func() {
-		cancel()
-		select {
-		case err := <-n.done:
-			if err != nil {
-				t.Errorf("Run after shutdown: %v\n%s", err, n.log.String())
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("a node did not stop within 60s of its context's end")
-		}
-		n.done <- nil // a second stop returns at once
+	if prepare != nil {
+		prepare(n.m)
 	}
-	t.Cleanup(n.stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	n.end = cancel
+	t.Cleanup(func() {
+		if err := n.stop(); err != nil {
+			t.Errorf("Run after shutdown: %v\n%s", err, n.log.String())
+		}
+	})
 	go func() { n.done <- n.m.Run(ctx) }()
 	select {
 	case <-n.m.Ready():
 	case err := <-n.done:
+		n.done <- nil // the cleanup's stop returns at once
 		t.Fatalf("Run ended at start: %v\n%s", err, n.log.String())
 	case <-time.After(60 * time.Second):
 		t.Fatal("Run did not serve within 60s")
 	}
 	n.url = "http://" + n.m.Addr().String()
 	return n
+}
+
+// stop ends the node as SIGTERM does and returns how Run ended; a second
+// stop returns nil at once.
+func (n *servedNode) stop() error {
+	n.end()
+	select {
+	case err := <-n.done:
+		n.done <- nil
+		return err
+	case <-time.After(60 * time.Second):
+		return errors.New("the node did not stop within 60s of its context's end")
+	}
+}
+
+// ended says whether Run has returned, and with what, without waiting.
+func (n *servedNode) ended() (bool, error) {
+	select {
+	case err := <-n.done:
+		n.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// adminToken is the admin token the node made in its data dir.
+func (n *servedNode) adminToken(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.m.DataDir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // natsSecret writes a fleet's NATS secret into a file and returns its path.

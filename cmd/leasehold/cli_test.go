@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,10 +117,7 @@ func TestOutputFlag(t *testing.T) {
 // with SIGINT, as Ctrl-C does: exit code 130.
 func TestInterruptExitCode(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "leasehold")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := leaseholdBinary(t)
 	n := nodetest.Start(t, nodetest.Options{})
 	admin(t, n, "groups", "create", "alt.wait")
 	admin(t, n, "groups", "tail", "alt.wait", "100")

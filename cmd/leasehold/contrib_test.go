@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // contribFiles are the shipped alert rules and Grafana dashboard, whose
@@ -36,8 +34,8 @@ var metricName = regexp.MustCompile(`\b(?:leasehold|process|go)_[a-z0-9_]+`)
 func TestContribMetricsExist(t *testing.T) {
 	t.Setenv("LEASEHOLD_LOG_FORMAT", "json")
 	dir := t.TempDir()
-	var stderr syncbuf.Buffer
-	url, _ := serveNATS(t, &stderr, "--data", dir, "--name", "node-a")
+	n, _ := serveNATS(t, "--data", dir, "--name", "node-a")
+	url, stderr := n.url, n.log
 	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,12 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/internal/poll"
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // TestOneProcessADataDir runs the real binary twice on one data dir (rule
@@ -24,12 +20,9 @@ import (
 // the first is killed with -9 the next serve starts on the dir at once.
 func TestOneProcessADataDir(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "leasehold")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := leaseholdBinary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	first := startServe(t, bin, data)
+	first := startProcNode(t, "first", data, "--nats", "off")
 
 	// A second node that did start is stopped after a while: its exit is
 	// then not 2.
@@ -43,15 +36,15 @@ func TestOneProcessADataDir(t *testing.T) {
 		t.Fatalf("second serve on %s: exit %d (%v), want 2; output %q", data, code, err, out.String())
 	}
 	line := strings.TrimSpace(out.String())
-	if strings.Contains(line, "\n") || !strings.Contains(line, data) || !strings.Contains(line, fmt.Sprintf("pid %d", first.proc.Pid)) {
-		t.Fatalf("second serve said %q, want one line naming %s and pid %d", line, data, first.proc.Pid)
+	if strings.Contains(line, "\n") || !strings.Contains(line, data) || !strings.Contains(line, fmt.Sprintf("pid %d", first.cmd.Process.Pid)) {
+		t.Fatalf("second serve said %q, want one line naming %s and pid %d", line, data, first.cmd.Process.Pid)
 	}
 
 	restore := exec.CommandContext(ctx, bin, "restore", "--data", data, t.TempDir())
 	out.Reset()
 	restore.Stdout, restore.Stderr = &out, &out
 	restore.Run()
-	if code := restore.ProcessState.ExitCode(); code != 2 || !strings.Contains(out.String(), fmt.Sprintf("pid %d", first.proc.Pid)) {
+	if code := restore.ProcessState.ExitCode(); code != 2 || !strings.Contains(out.String(), fmt.Sprintf("pid %d", first.cmd.Process.Pid)) {
 		t.Fatalf("restore onto a served dir: exit %d, output %q; want 2 naming the holder", code, out.String())
 	}
 
@@ -73,56 +66,12 @@ func TestOneProcessADataDir(t *testing.T) {
 	}
 
 	// kill -9 leaves the lock file; the kernel's lock went with the process.
-	first.proc.Signal(syscall.SIGKILL)
-	<-first.exited
+	first.kill(t)
 	if _, err := os.Stat(filepath.Join(data, "leasehold.lock")); err != nil {
 		t.Fatalf("the lock file after kill -9: %v", err)
 	}
-	startServe(t, bin, data)
+	startProcNode(t, "next", data, "--nats", "off")
 }
 
+// servingURL finds a node's URL in its serving line.
 var servingURL = regexp.MustCompile(`url=(http://[0-9.:]+)`)
-
-// served is a serve process started by startServe.
-type served struct {
-	proc   *os.Process
-	url    string
-	exited chan struct{}
-	log    *syncbuf.Buffer
-}
-
-// startServe starts bin serve on data, alone, and returns it once it
-// serves; the test's end stops it.
-func startServe(t *testing.T, bin, data string) *served {
-	t.Helper()
-	cmd := exec.Command(bin, "serve", "--data", data, "--listen", "127.0.0.1:0", "--nats", "off")
-	var log syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	var url string
-	poll.Until(t, 30*time.Second, "serve on "+data+" to start", func() error {
-		if m := servingURL.FindStringSubmatch(log.String()); m != nil {
-			url = m[1]
-			return nil
-		}
-		select {
-		case <-exited:
-			t.Fatalf("serve on %s exited at start: %s", data, log.String())
-		default:
-		}
-		return fmt.Errorf("not serving yet: %s", log.String())
-	})
-	return &served{proc: cmd.Process, url: url, exited: exited, log: &log}
-}

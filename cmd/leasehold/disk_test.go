@@ -16,9 +16,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // The data disk failing under a running node: full, or turned read-only.
@@ -40,54 +37,19 @@ func mountTmpfs(t *testing.T, size string) string {
 	return dir
 }
 
-// diskNode is a node run by Main on a data dir, as `leasehold serve` runs.
+// diskNode is a node served on a data dir (serveNode), with its admin
+// token.
 type diskNode struct {
-	t      *testing.T
-	url    string
-	admin  string
-	cancel context.CancelFunc
-	done   chan error
-	log    *syncbuf.Buffer // WARN and above
+	*servedNode
+	t     *testing.T
+	admin string
 }
 
+// startDiskNode serves a node alone on data, logging WARN and above.
 func startDiskNode(t *testing.T, data string) *diskNode {
 	t.Helper()
-	log := &syncbuf.Buffer{}
-	m := newTestMain(t, io.Discard, log)
-	if err := m.ParseFlags([]string{"--data", data, "--listen", "127.0.0.1:0", "--history-min-free-bytes", "0", "--log-level", "warn", "--nats", "off"}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &diskNode{t: t, cancel: cancel, done: make(chan error, 1), log: log}
-	go func() { n.done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-n.done:
-		t.Fatalf("the node did not start: %v", err)
-	}
-	n.url = "http://" + m.Addr().String()
-	token, err := os.ReadFile(filepath.Join(data, "admin.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.admin = strings.TrimSpace(string(token))
-	t.Cleanup(func() { n.stop() })
-	return n
-}
-
-// stop ends the node as SIGTERM does and reports how Run ended.
-func (n *diskNode) stop() error {
-	if n.cancel == nil {
-		return nil
-	}
-	n.cancel()
-	n.cancel = nil
-	select {
-	case err := <-n.done:
-		return err
-	case <-time.After(30 * time.Second):
-		return errors.New("Run did not return within 30s of its context ending")
-	}
+	n := serveNode(t, "--data", data, "--history-min-free-bytes", "0", "--log-level", "warn", "--nats", "off")
+	return &diskNode{servedNode: n, t: t, admin: n.adminToken(t)}
 }
 
 type diskAnswer struct {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,73 +31,9 @@ func TestWorkerFleetFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}
-	secret := filepath.Join(t.TempDir(), "nats.secret")
-	if err := os.WriteFile(secret, []byte("worker-failover-secret-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	routes := freePorts(t, 3)
-	names := []string{"node-a", "node-b", "node-c"}
-	type node struct {
-		m       *Main
-		log     *syncbuf.Buffer
-		url     string
-		admin   *client.Client
-		adminT  string // the admin token, for the dashboard
-		cancel  context.CancelFunc
-		done    chan error
-		stopped bool
-	}
-	nodes := make([]*node, 3)
-	for i := range nodes {
-		var others []string
-		for j, p := range routes {
-			if j != i {
-				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		dir := t.TempDir()
-		n := &node{log: &syncbuf.Buffer{}, done: make(chan error, 1)}
-		n.m = newTestMain(t, io.Discard, n.log)
-		if err := n.m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", names[i],
-			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
-			"--nats-routes", strings.Join(others, ","), "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s"}); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		n.cancel = cancel
-		go func() { n.done <- n.m.Run(ctx) }()
-		t.Cleanup(func() {
-			if n.stopped {
-				return
-			}
-			cancel()
-			select {
-			case <-n.done:
-			case <-time.After(60 * time.Second):
-				t.Errorf("%s did not stop within 60s of its context's end", names[i])
-			}
-		})
-		select {
-		case <-n.m.Ready():
-		case err := <-n.done:
-			t.Fatalf("%s ended at start: %v\n%s", names[i], err, n.log.String())
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not serve within 30s", names[i])
-		}
-		n.url = "http://" + n.m.Addr().String()
-		token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.adminT = strings.TrimSpace(string(token))
-		n.admin = client.New(n.url, n.adminT)
-		nodes[i] = n
-	}
+	nodes := serveFleet(t, natsSecret(t, "worker-failover-secret-0123456789"), "node-a", "node-b", "node-c")
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ctx := context.Background()
-	for _, n := range nodes {
-		pollReady(t, n.url, 120*time.Second)
-	}
 	w, err := b.admin.RegisterNode(ctx, client.NodeSpec{Name: "w"})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +51,7 @@ func TestWorkerFleetFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	left := func(n *node) int {
+	left := func(n *fleetNode) int {
 		total := 0
 		for _, g := range groups {
 			d, err := n.admin.Group(ctx, g)
@@ -177,12 +111,8 @@ func TestWorkerFleetFailover(t *testing.T) {
 
 	// b stops while the worker holds groups there.
 	before := left(a)
-	b.cancel()
-	select {
-	case <-b.done:
-		b.stopped = true
-	case <-time.After(60 * time.Second):
-		t.Fatal("b did not stop")
+	if err := b.stop(); err != nil {
+		t.Fatalf("b's stop: %v", err)
 	}
 	stopped := time.Now()
 	waitUntil(60*time.Second, "the worker works at another node", func() bool {
@@ -193,8 +123,8 @@ func TestWorkerFleetFailover(t *testing.T) {
 	// The survivors' timelines say b went down, and its groups were
 	// adopted (by a or c, whichever claimed them).
 	adoptions := 0
-	for _, n := range []*node{a, c} {
-		page := overviewPage(t, n.url, n.adminT)
+	for _, n := range []*fleetNode{a, c} {
+		page := overviewPage(t, n.url, n.token)
 		if !strings.Contains(page, `data-kind="peer_down"`) || !strings.Contains(page, "node-b") {
 			t.Errorf("%s's timeline does not say node-b went down:\n%s", n.url, page)
 		}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,8 +16,38 @@ import (
 	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
-// procNode is one node of a fleet of real leasehold processes: it can be
-// killed (SIGKILL), signalled and started again on its data.
+// builtBinary is the leasehold binary the tests of its process run,
+// built once for them (TestMain removes it).
+var builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// leaseholdBinary builds the leasehold binary once and returns its path.
+func leaseholdBinary(t *testing.T) string {
+	t.Helper()
+	builtBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "leasehold-bin-")
+		if err != nil {
+			builtBinary.err = err
+			return
+		}
+		builtBinary.path = filepath.Join(dir, "leasehold")
+		builtBinary.out, builtBinary.err = exec.Command("go", "build", "-o", builtBinary.path, ".").CombinedOutput()
+	})
+	if builtBinary.err != nil {
+		t.Fatalf("build: %v\n%s", builtBinary.err, builtBinary.out)
+	}
+	return builtBinary.path
+}
+
+// procNode is a node run as the built binary's own process (`leasehold
+// serve`): it can be killed (SIGKILL), signalled and started again on its
+// data. It is the command's tests' one node process, for what only a
+// process shows (its exit code, its signals, its lock on the data dir, a
+// crash); servedNode runs serve in the test's process.
 type procNode struct {
 	name   string
 	data   string
@@ -29,24 +60,28 @@ type procNode struct {
 	admin  *client.Client
 }
 
+// startProcNode starts the binary's serve on data, with --listen
+// 127.0.0.1:0 and args, and returns it once it serves; the test's end
+// stops it.
+func startProcNode(t *testing.T, name, data string, args ...string) *procNode {
+	t.Helper()
+	n := &procNode{name: name, data: data, args: append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0"}, args...), bin: leaseholdBinary(t)}
+	n.start(t)
+	n.waitServing(t)
+	return n
+}
+
 // startProcFleet starts len(names) leasehold processes clustered over
 // NATS on loopback, each with the flags of extra(i) added, and returns
 // them once every one is ready; the test's end stops them.
 func startProcFleet(t *testing.T, names []string, extra func(i int) []string) []*procNode {
 	t.Helper()
-	bin := frontdoorBinary(t)
+	bin := leaseholdBinary(t)
 	routes := freePorts(t, len(names))
 	nodes := make([]*procNode, len(names))
 	for i, name := range names {
-		var others []string
-		for j, p := range routes {
-			if j != i {
-				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		args := []string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0", "--name", name,
-			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
-			"--nats-routes", strings.Join(others, ",")}
+		args := append([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0", "--name", name,
+			"--nats-listen", "127.0.0.1:0"}, routeArgs(routes, i)...)
 		n := &procNode{name: name, data: args[2], args: append(args, extra(i)...), bin: bin}
 		n.start(t)
 		nodes[i] = n

@@ -9,11 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -168,40 +165,13 @@ func metricValue(t *testing.T, url, series string) float64 {
 	return -1
 }
 
-// builtBinary is the leasehold binary the front door's tests run, built
-// once for them.
-var builtBinary struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
-
-func frontdoorBinary(t *testing.T) string {
-	t.Helper()
-	builtBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "leasehold-frontdoor-")
-		if err != nil {
-			builtBinary.err = err
-			return
-		}
-		builtBinary.path = filepath.Join(dir, "leasehold")
-		builtBinary.out, builtBinary.err = exec.Command("go", "build", "-o", builtBinary.path, ".").CombinedOutput()
-	})
-	if builtBinary.err != nil {
-		t.Fatalf("build: %v\n%s", builtBinary.err, builtBinary.out)
-	}
-	return builtBinary.path
-}
-
 // TestSIGHUPNeverStopsANode: a node serving plain HTTP takes SIGHUP,
 // says there is nothing to reload, and goes on serving; SIGTERM still
 // stops it cleanly.
 func TestSIGHUPNeverStopsANode(t *testing.T) {
 	t.Parallel()
-	bin := frontdoorBinary(t)
-	p := startServe(t, bin, filepath.Join(t.TempDir(), "data"))
-	if err := p.proc.Signal(syscall.SIGHUP); err != nil {
+	p := startProcNode(t, "sighup", filepath.Join(t.TempDir(), "data"), "--nats", "off")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 30*time.Second, "the node to log the SIGHUP", func() error {
@@ -223,7 +193,7 @@ func TestSIGHUPNeverStopsANode(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz after SIGHUP: %d", resp.StatusCode)
 	}
-	p.proc.Signal(syscall.SIGTERM)
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-time.After(30 * time.Second):

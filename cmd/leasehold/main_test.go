@@ -33,20 +33,8 @@ func newTestMain(t *testing.T, stdout, stderr io.Writer) *Main {
 func TestServe(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	var stderr bytes.Buffer
-	m := newTestMain(t, io.Discard, &stderr) // read only after Run returns
-	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--lease-ttl", "5s", "--nats", "off"}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("Run ended at start: %v", err)
-	}
-	url := "http://" + m.Addr().String()
+	n := serveNode(t, "--data", dir, "--lease-ttl", "5s", "--nats", "off")
+	url := n.url
 	resp, err := http.Get(url + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", resp, err)
@@ -63,17 +51,11 @@ func TestServe(t *testing.T) {
 		t.Fatalf("create group: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after shutdown: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+	if err := n.stop(); err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
 	}
-	if !strings.Contains(stderr.String(), "catalog flushed and closed") {
-		t.Fatalf("no clean shutdown logged:\n%s", stderr.String())
+	if !strings.Contains(n.log.String(), "catalog flushed and closed") {
+		t.Fatalf("no clean shutdown logged:\n%s", n.log.String())
 	}
 }
 
@@ -87,24 +69,8 @@ func TestServeFleet(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("  fleet-secret-0123456789\nsecond line ignored\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	m := newTestMain(t, io.Discard, &stderr) // read only after Run returns
-	if err := m.ParseFlags([]string{"--data", dir, "--listen", "127.0.0.1:0", "--name", "node-a",
-		"--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s", "--log-level", "debug", "--nats-secret-file", secret}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("Run ended at start: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("Run did not get ready")
-	}
-	url := "http://" + m.Addr().String()
+	n := serveNode(t, "--data", dir, "--name", "node-a", "--nats-listen", "127.0.0.1:0", "--claim-ttl", "2s", "--nats-secret-file", secret)
+	url := n.url
 	resp, err := http.Get(url + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", resp, err)
@@ -144,16 +110,10 @@ func TestServeFleet(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
 		t.Fatalf("JetStream not kept under <data>/nats: %v", err)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after shutdown: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after its context ended")
+	if err := n.stop(); err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
 	}
-	log := stderr.String()
+	log := n.log.String()
 	natsURL := regexp.MustCompile(`nats=nats://127\.0\.0\.1:(\d+)`).FindStringSubmatch(log)
 	if natsURL == nil || natsURL[1] == "4222" || natsURL[1] == "0" {
 		t.Fatalf("serving line does not name the NATS server on a free port:\n%s", log)

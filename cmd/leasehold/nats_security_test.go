@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,40 +19,17 @@ import (
 
 	"github.com/leasehold/leasehold/fleet"
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
-// serveNATS runs serve with args on a free HTTP port and NATS client port
-// until the test ends, and waits until it has joined its fleet. It
-// returns the node's URL and its NATS client address.
-func serveNATS(t *testing.T, log io.Writer, args ...string) (string, string) {
+// serveNATS serves a node (serveNode) with args and its NATS client
+// port on a free port until the test ends, and waits until it has joined
+// its fleet. It returns the node and its NATS client address.
+func serveNATS(t *testing.T, args ...string) (*servedNode, string) {
 	t.Helper()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
-	m := newTestMain(t, io.Discard, log)
-	if err := m.ParseFlags(append([]string{"--listen", "127.0.0.1:0", "--nats-listen", natsAddr, "--claim-ttl", "2s"}, args...)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return after its context ended")
-		}
-	})
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("Run ended at start: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("Run did not get ready")
-	}
-	url := "http://" + m.Addr().String()
-	pollReady(t, url, 90*time.Second)
-	return url, natsAddr
+	n := serveNode(t, append([]string{"--nats-listen", natsAddr, "--claim-ttl", "2s"}, args...)...)
+	pollReady(t, n.url, 90*time.Second)
+	return n, natsAddr
 }
 
 // TestServeNATSClosedByDefault is the review's first finding: a node run
@@ -67,8 +43,8 @@ func serveNATS(t *testing.T, log io.Writer, args ...string) (string, string) {
 // it.
 func TestServeNATSClosedByDefault(t *testing.T) {
 	dir := t.TempDir()
-	var log syncbuf.Buffer
-	url, natsAddr := serveNATS(t, &log, "--data", dir, "--name", "node-a")
+	n, natsAddr := serveNATS(t, "--data", dir, "--name", "node-a")
+	url, log := n.url, n.log
 
 	fi, err := os.Stat(filepath.Join(dir, "nats.secret"))
 	if err != nil {
@@ -182,8 +158,7 @@ func TestServeNATSClosedByDefault(t *testing.T) {
 // own connection (which verifies the server against the CA) joins.
 func TestServeNATSTLS(t *testing.T) {
 	certs := natstest.MakeCerts(t, "fleet-ca", "node-a")
-	var log syncbuf.Buffer
-	_, natsAddr := serveNATS(t, &log, "--data", t.TempDir(), "--name", "node-a",
+	_, natsAddr := serveNATS(t, "--data", t.TempDir(), "--name", "node-a",
 		"--nats-tls-cert", certs.Cert["node-a"], "--nats-tls-key", certs.Key["node-a"], "--nats-tls-ca", certs.CA)
 
 	if nc, err := nats.Connect("nats://"+natsAddr, nats.Timeout(2*time.Second)); err == nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ type fleetNode struct {
 	name  string
 	data  string
 	args  []string // its serve flags, to start it again on its data
+	token string   // the admin token, for the dashboard
 	admin *client.Client
 }
 
@@ -33,22 +32,12 @@ func serveFleet(t *testing.T, secret string, names ...string) []*fleetNode {
 	routes := freePorts(t, len(names))
 	nodes := make([]*fleetNode, len(names))
 	for i, name := range names {
-		var others []string
-		for j, p := range routes {
-			if j != i {
-				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
 		data := t.TempDir()
-		args := []string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s",
-			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
-			"--nats-routes", strings.Join(others, ",")}
+		args := append([]string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s",
+			"--nats-listen", "127.0.0.1:0"}, routeArgs(routes, i)...)
 		n := serveNode(t, args...)
-		token, err := os.ReadFile(filepath.Join(data, "admin.token"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i] = &fleetNode{servedNode: n, name: name, data: data, args: args, admin: client.New(n.url, strings.TrimSpace(string(token)))}
+		token := n.adminToken(t)
+		nodes[i] = &fleetNode{servedNode: n, name: name, data: data, args: args, token: token, admin: client.New(n.url, token)}
 	}
 	for _, n := range nodes {
 		pollReady(t, n.url, 120*time.Second)

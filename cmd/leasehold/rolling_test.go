@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/poll"
-	"github.com/leasehold/leasehold/internal/syncbuf"
 )
 
 // freePorts returns n loopback ports free a moment ago.
@@ -35,6 +31,18 @@ func freePorts(t *testing.T, n int) []int {
 	return ports
 }
 
+// routeArgs are the flags that make node i of a fleet on loopback listen
+// for routes on routes[i] and route to the others.
+func routeArgs(routes []int, i int) []string {
+	var others []string
+	for j, p := range routes {
+		if j != i {
+			others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
+		}
+	}
+	return []string{"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]), "--nats-routes", strings.Join(others, ",")}
+}
+
 // TestRollingStart: a fleet of three clustered nodes started one at a
 // time, as service managers do, comes up. The first node answers
 // /healthz at once and /readyz 503 with what it waits for, keeps trying
@@ -46,57 +54,14 @@ func TestRollingStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a three-node fleet takes a while")
 	}
-	secret := filepath.Join(t.TempDir(), "nats.secret")
-	if err := os.WriteFile(secret, []byte("rolling-start-secret-0123456789\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	secret := natsSecret(t, "rolling-start-secret-0123456789")
 	routes := freePorts(t, 3)
 	names := []string{"node-a", "node-b", "node-c"}
-	type node struct {
-		m    *Main
-		log  *syncbuf.Buffer
-		url  string
-		done chan error
+	start := func(i int) *servedNode {
+		return serveNode(t, append([]string{"--data", t.TempDir(), "--name", names[i], "--nats-listen", "127.0.0.1:0",
+			"--nats-secret-file", secret, "--claim-ttl", "4s"}, routeArgs(routes, i)...)...)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var nodes []*node
-	t.Cleanup(func() {
-		cancel()
-		for _, n := range nodes {
-			select {
-			case <-n.done:
-			case <-time.After(60 * time.Second):
-				t.Errorf("a node did not stop within 60s of its context's end")
-			}
-		}
-	})
-	start := func(i int) *node {
-		var others []string
-		for j, p := range routes {
-			if j != i {
-				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
-			}
-		}
-		n := &node{log: &syncbuf.Buffer{}, done: make(chan error, 1)}
-		n.m = newTestMain(t, io.Discard, n.log)
-		if err := n.m.ParseFlags([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--name", names[i],
-			"--nats-listen", "127.0.0.1:0", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routes[i]),
-			"--nats-routes", strings.Join(others, ","), "--nats-secret-file", secret, "--claim-ttl", "4s"}); err != nil {
-			t.Fatal(err)
-		}
-		go func() { n.done <- n.m.Run(ctx) }()
-		select {
-		case <-n.m.Ready():
-		case err := <-n.done:
-			t.Fatalf("%s ended at start: %v\n%s", names[i], err, n.log.String())
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not serve within 30s", names[i])
-		}
-		n.url = "http://" + n.m.Addr().String()
-		nodes = append(nodes, n)
-		return n
-	}
-	status := func(n *node, path string) (int, string) {
+	status := func(n *servedNode, path string) (int, string) {
 		resp, err := http.Get(n.url + path)
 		if err != nil {
 			return 0, err.Error()
@@ -118,10 +83,8 @@ func TestRollingStart(t *testing.T) {
 	// Twice (20 s): a node that gave up on its fleet after a while would
 	// be gone by then.
 	poll.Until(t, 45*time.Second, "a's log to say what it waits for", func() error {
-		select {
-		case err := <-a.done:
+		if ended, err := a.ended(); ended {
 			t.Fatalf("a exited while its peers were not up: %v\n%s", err, a.log.String())
-		default:
 		}
 		if strings.Count(a.log.String(), "joining the fleet: still waiting") < 2 {
 			return fmt.Errorf("the log so far:\n%s", a.log.String())
@@ -130,16 +93,14 @@ func TestRollingStart(t *testing.T) {
 	})
 	b := start(1)
 	c := start(2)
-	for _, n := range []*node{a, b, c} {
+	for _, n := range []*servedNode{a, b, c} {
 		poll.Until(t, 90*time.Second, "a node ready after the fleet was started", func() error {
 			code, body := status(n, "/readyz")
 			if code == 200 {
 				return nil
 			}
-			select {
-			case err := <-n.done:
+			if ended, err := n.ended(); ended {
 				t.Fatalf("a node exited while joining: %v\n%s", err, n.log.String())
-			default:
 			}
 			return fmt.Errorf("%d %s\n%s", code, body, n.log.String())
 		})

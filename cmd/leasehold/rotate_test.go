@@ -101,6 +101,9 @@ func TestFleetSecretRotation(t *testing.T) {
 				case errors.As(err, &he) && he.StatusCode != 503:
 					return err
 				}
+				// A worker's pause before it asks an unavailable node
+				// again (load pacing, as client.Worker's back-off): no
+				// step of the node's to wait for.
 				time.Sleep(100 * time.Millisecond)
 			}
 		}

@@ -66,36 +66,12 @@ func (p *testPKI) leaf(ca, cn string) (cert, key string) {
 	return filepath.Join(p.dir, cn+".pem"), filepath.Join(p.dir, cn+".key")
 }
 
-// startNode runs Main with args (and --data, --listen :0, --nats off)
-// until the test ends; its log is returned.
+// startNode serves a node alone (serveNodeWith) on a new data dir with
+// args, until the test ends; its Main and its log are returned.
 func startNode(t *testing.T, prepare func(*Main), args ...string) (*Main, *syncbuf.Buffer) {
 	t.Helper()
-	log := &syncbuf.Buffer{}
-	m := newTestMain(t, io.Discard, log)
-	args = append([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--nats", "off"}, args...)
-	if err := m.ParseFlags(args); err != nil {
-		t.Fatal(err)
-	}
-	if prepare != nil {
-		prepare(m)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the node did not stop")
-		}
-	})
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("Run ended at start: %v\n%s", err, log)
-	}
-	return m, log
+	n := serveNodeWith(t, prepare, append([]string{"--data", t.TempDir(), "--nats", "off"}, args...)...)
+	return n.m, n.log
 }
 
 // httpsClient trusts the CA in caFile only, and presents cert/key when

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -19,8 +20,10 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/nntp"
+	"github.com/leasehold/leasehold/web"
 )
 
 // TestIndexFaultRun is the fault run of the shared index (scripts/index-fault.sh
@@ -71,7 +74,8 @@ func TestIndexFaultRun(t *testing.T) {
 	}
 	posted := time.Since(began)
 
-	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second})
+	handed := nodetest.NewSignal() // told each group a box is handed a range of
+	n := nodetest.Start(t, nodetest.Options{LeaseTTL: time.Second, Web: web.Options{WrapFunc: nodetest.RangesHanded(handed)}})
 	for _, g := range groups {
 		admin(t, n, "groups", "create", g, "--kind", "nntp", "--range-size", "100")
 	}
@@ -120,49 +124,56 @@ func TestIndexFaultRun(t *testing.T) {
 		}
 		return d
 	}
-	// midGroup waits for a group b holds with ranges done and ranges to
-	// come, and returns it with its fence; "" when none comes within
-	// wait (a box whose groups are all read by the time).
-	midGroup := func(b *box, what string, wait time.Duration) (string, int64) {
+	// midGroup waits for a group b holds with ranges done and at least
+	// left ranges to come, and returns it with its fence; "" when none
+	// comes within wait (a box whose groups are all read by the time).
+	midGroup := func(b *box, wait time.Duration, left int64) (group string, fence int64) {
 		t.Helper()
-		until := time.Now().Add(wait)
-		for time.Now().Before(until) {
+		poll.Wait(wait, midRange, func() error {
 			for _, g := range groups {
 				d := detail(g)
-				left := d.Ranges[leasehold.StatusPlanned] + d.Ranges[leasehold.StatusLeased]
-				if d.Lease != nil && d.Lease.Node == b.name && d.Ranges[leasehold.StatusDone] >= 1 && left >= 2 {
-					return g, d.Lease.Fence
+				if d.Lease != nil && d.Lease.Node == b.name && d.Ranges[leasehold.StatusDone] >= 1 &&
+					d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] >= left {
+					group, fence = g, d.Lease.Fence
+					return nil
 				}
 			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		return "", 0
+			return errors.New("no group in its middle")
+		})
+		return group, fence
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not in time\n%s", what, logs())
+		if poll.Wait(time.Until(deadline), poll.Every, func() error {
+			if !cond() {
+				return errors.New("not yet")
 			}
-			time.Sleep(20 * time.Millisecond)
+			return nil
+		}) != nil {
+			t.Fatalf("%s: not in time\n%s", what, logs())
 		}
 	}
 
 	// Box 2 stopped in the middle of a group.
 	stopped := boxes[1]
-	g2, oldFence := midGroup(stopped, "SIGSTOP", time.Minute)
+	g2, oldFence := midGroup(stopped, time.Minute, 3)
 	if g2 == "" {
 		t.Fatalf("box 2 never held a group in its middle\n%s", logs())
 	}
 	// A range is leased and finished in a moment; it is read for longer:
-	// stopped a little after a range ended, the box is reading the next.
-	time.Sleep(30 * time.Millisecond)
+	// stopped once handed its next range of the group, the box is reading
+	// it. (Three ranges were to come: one handed between the look and
+	// the drain still leaves one to hand.)
+	g2ID := detail(g2).ID
+	handed.Drain()
+	for handed.Wait(t, "box 2 handed a range of "+g2) != g2ID {
+	}
 	syscall.Kill(stopped.pid, syscall.SIGSTOP)
 	t.Logf("SIGSTOP %s holding %s at fence %d", stopped.name, g2, oldFence)
 	// Box 1 killed, in the middle of a group when it holds one soon.
 	killed := boxes[0]
-	g1, _ := midGroup(killed, "kill -9", 5*time.Second)
+	g1, _ := midGroup(killed, 5*time.Second, 2)
 	syscall.Kill(killed.pid, syscall.SIGKILL)
 	killed.cmd.Wait()
 	t.Logf("kill -9 %s, which held %q", killed.name, g1)
@@ -170,7 +181,7 @@ func TestIndexFaultRun(t *testing.T) {
 	// Box 3 stopped and started again, in the middle of a group when it
 	// holds one soon.
 	restarted := boxes[2]
-	g3, _ := midGroup(restarted, "restart", 5*time.Second)
+	g3, _ := midGroup(restarted, 5*time.Second, 2)
 	syscall.Kill(restarted.pid, syscall.SIGTERM)
 	restarted.cmd.Wait()
 	start(restarted)
@@ -193,10 +204,12 @@ func TestIndexFaultRun(t *testing.T) {
 	}
 	// A fenced worker says so at its first write; an unfenced one (the
 	// planted fault) writes on to its range's end: given two seconds.
-	held := time.Now()
-	for refused() == 0 && time.Since(held) < 2*time.Second {
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Wait(2*time.Second, poll.Every, func() error {
+		if refused() == 0 {
+			return errors.New("no write refused yet")
+		}
+		return nil
+	})
 	stopped.link.Release()
 
 	for _, g := range groups {

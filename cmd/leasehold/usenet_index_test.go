@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/syncbuf"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/binaries"
@@ -106,16 +107,21 @@ func TestUsenetWorkerPostgres(t *testing.T) {
 	ended := make(chan error, 1)
 	go func() { ended <- runWorker(wctx, args, &logs, &logs) }()
 	defer func() { stop(); <-ended }()
+	deadline, _ := ctx.Deadline()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
+		if poll.Wait(time.Until(deadline), poll.Every, func() error {
 			select {
 			case err := <-ended:
 				t.Fatalf("the worker ended: %v\n%s", err, logs.String())
-			case <-ctx.Done():
-				t.Fatalf("%s: not in time\n%s", what, logs.String())
-			case <-time.After(20 * time.Millisecond):
+			default:
 			}
+			if !cond() {
+				return errors.New("not yet")
+			}
+			return nil
+		}) != nil {
+			t.Fatalf("%s: not in time\n%s", what, logs.String())
 		}
 	}
 	waitFor("box B at work", func() bool { return strings.Contains(logs.String(), "leased group") })

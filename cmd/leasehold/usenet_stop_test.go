@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/nodetest"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -55,15 +57,15 @@ func TestUsenetWorkerStopped(t *testing.T) {
 			worker := startWorkerProcess(t, log, "--url", n.URL, "--token", token, "--source", "nntp://"+s.Addr, "--out", out,
 				"--nzb", filepath.Join(dir, "nzb"), "--capacity", "1", "--connections", "1", "--batch", "1",
 				"--source-compress="+fmt.Sprint(compress), "--snapshot-every", "1h", "--watermark-every", "100ms")
-			for {
-				if raw, _ := os.ReadFile(out); bytes.Count(raw, []byte("\n")) >= 2 {
-					break
+			deadline, _ := ctx.Deadline()
+			if poll.Wait(time.Until(deadline), midRange, func() error {
+				if raw, _ := os.ReadFile(out); bytes.Count(raw, []byte("\n")) < 2 {
+					return errors.New("not two records yet")
 				}
-				if ctx.Err() != nil {
-					logs, _ := os.ReadFile(log)
-					t.Fatalf("%s: nothing written:\n%s", name, logs)
-				}
-				time.Sleep(2 * time.Millisecond)
+				return nil
+			}) != nil {
+				logs, _ := os.ReadFile(log)
+				t.Fatalf("%s: nothing written:\n%s", name, logs)
 			}
 			worker.Process.Signal(syscall.SIGTERM)
 			werr := worker.Wait()

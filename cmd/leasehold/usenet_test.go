@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,10 +58,15 @@ func TestMain(m *testing.M) {
 	}
 	code := nodetest.RunRecorded(m)
 	if builtBinary.path != "" {
-		os.RemoveAll(filepath.Dir(builtBinary.path)) // the front door's build
+		os.RemoveAll(filepath.Dir(builtBinary.path)) // leaseholdBinary's build
 	}
 	os.Exit(code)
 }
+
+// midRange is how often a test looks for a worker in the middle of a
+// range, to stop it there: a range is read in well under a second, so
+// the look is more often than poll.Every.
+const midRange = 2 * time.Millisecond
 
 // startWorkerProcess runs `leasehold worker args…` as a child process
 // logging to log.
@@ -133,20 +139,20 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	}
 	// Kill it with SIGKILL while group a is half done.
 	var killedAt map[leasehold.RangeStatus]int64
-	for {
+	deadline, _ := ctx.Deadline()
+	if err := poll.Wait(time.Until(deadline), midRange, func() error {
 		d := group(a)
 		if d.Ranges[leasehold.StatusDone] >= 3 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] > 0 {
 			killedAt = d.Ranges
-			break
+			return nil
 		}
 		if d.Ranges[leasehold.StatusDone] > 0 && d.Ranges[leasehold.StatusPlanned]+d.Ranges[leasehold.StatusLeased] == 0 {
 			t.Fatalf("group %s was done before the worker could be killed in it: %v", a, d.Ranges)
 		}
-		if ctx.Err() != nil {
-			logs, _ := os.ReadFile(log)
-			t.Fatalf("the worker never got half through %s: %v\n%s", a, d.Ranges, logs)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return fmt.Errorf("ranges %v", d.Ranges)
+	}); err != nil {
+		logs, _ := os.ReadFile(log)
+		t.Fatalf("the worker never got half through %s: %v\n%s", a, err, logs)
 	}
 	worker.Process.Signal(syscall.SIGKILL)
 	worker.Wait()
@@ -154,7 +160,6 @@ func TestUsenetWorkerKilled(t *testing.T) {
 	startWorkerProcess(t, log, args...)
 
 	wantHigh := map[string]int64{a: 15 + 600, b: 3}
-	deadline, _ := ctx.Deadline()
 	if err := poll.Wait(time.Until(deadline), poll.Every, func() error {
 		for g, high := range wantHigh {
 			d := group(g)
@@ -358,20 +363,25 @@ func workUntil(t *testing.T, ctx context.Context, name string, done func() bool,
 	wctx, stop := context.WithCancel(ctx)
 	ended := make(chan error, 1)
 	go func() { ended <- runWorker(wctx, args, &logs, &logs) }()
-	for !done() {
+	deadline, _ := ctx.Deadline()
+	// Every 50 ms, not poll.Every: done asks the node over HTTP.
+	err := poll.Wait(time.Until(deadline), 50*time.Millisecond, func() error {
 		select {
 		case err := <-ended:
 			stop()
 			t.Fatalf("%s: the worker ended early: %v\n%s", name, err, logs.String())
-		case <-ctx.Done():
-			stop()
-			<-ended
-			t.Fatalf("%s: not done in time\n%s", name, logs.String())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-	}
+		if !done() {
+			return errors.New("not done")
+		}
+		return nil
+	})
 	stop()
 	<-ended
+	if err != nil {
+		t.Fatalf("%s: not done in time\n%s", name, logs.String())
+	}
 	return logs.String()
 }
 

@@ -42,7 +42,12 @@ type Options struct {
 	// UploadStoring is told when a snapshot upload's body begins to be
 	// stored (appliance.Config.UploadStoring).
 	UploadStoring func(groupID int64)
-	// Web is the web server's options (its slow-client timeouts, say);
+	// Fleet, if set, is the node's fleet as its appliance sees it (the
+	// claims it holds, whether it joined): a test's stand-in for a fleet
+	// it does not run (appliance.Config.Fleet).
+	Fleet appliance.Fleet
+	// Web is the web server's options (its slow-client timeouts, say, or
+	// a WrapFunc through which a test sees the calls the node answers);
 	// the admin token, the metrics and the logger are the node's.
 	Web web.Options
 }
@@ -83,7 +88,7 @@ func Start(t testing.TB, o Options) *Node {
 		Appliance: appliance.Config{
 			DataDir: dir, LeaseTTL: o.LeaseTTL, MaxAttempts: int64(o.MaxAttempts), NowFunc: o.Clock,
 			SnapshotMaxBytes: o.SnapshotMaxBytes, SnapshotMaxExpandedBytes: o.SnapshotMaxExpandedBytes, Store: o.Store, Logger: log,
-			UploadStoring: o.UploadStoring,
+			UploadStoring: o.UploadStoring, Fleet: o.Fleet,
 		},
 		ShutdownTimeout: time.Second, // open connections are cut after a second
 		Web:             func() (web.Options, net.Listener, error) { return n.web(log, o) },
@@ -127,6 +132,9 @@ func (n *Node) web(log *slog.Logger, o Options) (web.Options, net.Listener, erro
 			return web.Options{}, nil, fmt.Errorf("recording the API: %w", err)
 		}
 		wo.WrapFunc = n.rec.wrap
+		if inner := o.Web.WrapFunc; inner != nil { // the test's, inside the recording
+			wo.WrapFunc = func(h http.Handler) http.Handler { return n.rec.wrap(inner(h)) }
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,8 +1,14 @@
 package nodetest
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
 // Signal is a test's wait for a step a node tells through a hook (such
@@ -44,4 +50,38 @@ func (s *Signal) Wait(t testing.TB, what string) int64 {
 		t.Fatalf("%s: not told within 10s", what)
 		return 0
 	}
+}
+
+// RangesHanded is a web.Options.WrapFunc (Options.Web) that fires s with
+// a group's id each time the node hands a worker one of its ranges (a
+// POST /api/v1/leases/{group}/next answered with a range): a test lands
+// a step (a stop, a kill) while a worker process reads a range by
+// waiting for it, not by sleeping a guessed while.
+func RangesHanded(s *Signal) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var group int64
+			if _, err := fmt.Sscanf(r.URL.Path, "/api/v1/leases/%d/next", &group); err != nil || r.Method != http.MethodPost {
+				next.ServeHTTP(w, r)
+				return
+			}
+			tw := &teeWriter{ResponseWriter: w}
+			next.ServeHTTP(tw, r)
+			var a leasehold.NextAnswer
+			if json.Unmarshal(tw.body.Bytes(), &a) == nil && a.Range != nil {
+				s.Fire(group)
+			}
+		})
+	}
+}
+
+// teeWriter keeps a copy of the answer it writes.
+type teeWriter struct {
+	http.ResponseWriter
+	body bytes.Buffer
+}
+
+func (w *teeWriter) Write(b []byte) (int, error) {
+	w.body.Write(b)
+	return w.ResponseWriter.Write(b)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -190,16 +191,14 @@ func TestRetryMissingINN(t *testing.T) {
 	}
 	reader := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
 	defer reader.Close()
-	for {
+	deadline, _ := ctx.Deadline()
+	poll.Until(t, time.Until(deadline), "the cancel of article 5 to take", func() error {
 		hs, _, err := reader.Overview(ctx, g, 4, 6)
-		if err == nil && len(hs) == 2 {
-			break
+		if err == nil && len(hs) != 2 {
+			err = fmt.Errorf("article 5 still answered: %v", hs)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("article 5 still answered after the cancel: %v, %v", hs, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	var ups []Update
 	sink := sinkFunc(func(_ context.Context, u []Update) error { ups = append(ups, u...); return nil })
 	ix := &Indexer{Source: reader, Sink: sink, Batch: 100, RetryMissing: 2}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/internal/usenettest"
 	"github.com/leasehold/leasehold/source/nntp"
 )
@@ -47,16 +48,18 @@ func wireGroup(t *testing.T, n int, dates func(i int) time.Time, gaps ...int64) 
 			t.Fatal(err)
 		}
 	} else {
-		for {
-			gi, err := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1}).Group(ctx, group)
-			if err == nil && gi.High >= int64(n) {
-				break
+		// The server files a dated post a moment after taking it: its
+		// group's high mark says when all are there.
+		deadline, _ := ctx.Deadline()
+		poll.Until(t, time.Until(deadline), fmt.Sprintf("the %d dated articles of %s filed", n, group), func() error {
+			reader := nntp.New(nntp.Config{Addr: s.Addr, Connections: 1})
+			defer reader.Close()
+			gi, err := reader.Group(ctx, group)
+			if err == nil && gi.High < int64(n) {
+				err = fmt.Errorf("the server has %+v", gi)
 			}
-			if ctx.Err() != nil {
-				t.Fatalf("group %s: %d dated articles posted, the server has %+v (%v)", group, n, gi, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err
+		})
 	}
 	if len(gaps) > 0 {
 		if err := s.Cancel(ctx, group, gaps...); err != nil {
