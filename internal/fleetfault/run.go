@@ -144,6 +144,8 @@ type run struct {
 	nats map[string]*Node
 	// replaced are the upgrade mode's replacements done.
 	replaced []Replacement
+	// pressure is what the CPU burners did, once they are stopped.
+	pressure *Pressure
 }
 
 func (r *run) since() time.Duration { return time.Since(r.t0) }
@@ -248,14 +250,23 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	stopBurners := func() {}
 	if cfg.Burners > 0 {
 		// Bounded by the run's longest faulted time, and killed once the
-		// faults are over (or with the harness).
+		// faults are over (or with the harness, or by the script's trap).
 		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
-		if stop, err := startBurners(cfg.Burners, bound); err != nil {
-			r.logf("CPU burners could not be started: %v", err)
+		nice := r.nodesNice()
+		b, err := startBurners(cfg.Burners, bound, nice, filepath.Join(cfg.Out, BurnersPIDFile))
+		if err != nil {
 			r.violation("CPU burners could not be started: %v", err)
 		} else {
-			stopBurners = stop
-			r.logf("load: %d CPU burners (busy loops) for at most %s", cfg.Burners, bound)
+			stopBurners = func() {
+				p, early := b.stop()
+				if r.pressure == nil {
+					r.pressure = &p
+					for _, e := range early {
+						r.violation("%s", e)
+					}
+				}
+			}
+			r.logf("load: %d CPU burners (busy loops) at nice %d (the nodes') for at most %s", cfg.Burners, nice, bound)
 		}
 	}
 	defer stopBurners()
@@ -309,9 +320,10 @@ func (r *run) result(final *Final) *Report {
 	if r.cfg.FromBin == "" && !r.t0.IsZero() {
 		// An upgrade's replacements stop nodes for good reasons of
 		// their own; its downs are not judged.
-		downs, unrenewed := r.downs()
-		rep.CheckDowns(downs, faults, unrenewed, r.cfg.ClaimTTL)
+		downs, lapsed := r.downs()
+		rep.CheckDowns(downs, faults, lapsed, r.cfg.ClaimTTL)
 	}
+	rep.Pressure = r.pressure
 	rep.Other = append(rep.Other, r.other...)
 	if r.cfg.FromBin != "" {
 		ctx := context.Background()
