@@ -343,7 +343,7 @@ func TestCheckDowns(t *testing.T) {
 		{Node: "node-a", Peer: "node-c", At: at(5)},   // before any fault of c or a
 		{Node: "node-a", Peer: "node-b", At: at(35)},  // past the grace
 		{Node: "node-a", Peer: "node-b", At: at(60)},  // b's life lapsed at 57s
-		{Node: "node-a", Peer: "node-b", At: at(79)},  // b, starved, said so at 80s
+		{Node: "node-a", Peer: "node-b", At: at(77)},  // b, starved, said so at 80s
 		{Node: "node-c", Peer: "node-b", At: at(70)},  // but not at 70s
 		{Node: "node-c", Peer: "node-b", At: at(100)}, // nor at 100s: its lapse at 110s is another
 	}

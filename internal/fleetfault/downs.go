@@ -74,10 +74,11 @@ func (r *run) downs() (downs []Down, lapsed map[string][]time.Duration) {
 // before it (a killed node's life lapses a claim TTL after the kill; a
 // node paused or cut off judges from what it last saw); failing that, by
 // the member's own word that its life lapsed (lapsed, by node: its
-// claims given up) in the claim TTL + 2 s before the down or the 2 s
-// after it (a node starved of CPU says so late): a fleet whose streams
-// stall under load lapses lives that no fault touched, and a member shown
-// down then is down. Any other down is false.
+// claims given up) in the claim TTL + 2 s before the down or the claim
+// TTL after it (a member gives up a margin before its life's TTL runs
+// out, but one starved of CPU says so late): a fleet whose streams stall
+// under load lapses lives that no fault touched, and a member shown down
+// then is down. Any other down is false.
 func (r *Report) CheckDowns(downs []Down, faults []Fault, lapsed map[string][]time.Duration, ttl time.Duration) {
 	r.DownsChecked, r.DownsByFault, r.DownsByLapse, r.FalseDowns = len(downs), 0, 0, nil
 	for _, d := range downs {
@@ -93,7 +94,7 @@ func (r *Report) CheckDowns(downs []Down, faults []Fault, lapsed map[string][]ti
 			continue
 		}
 		for _, u := range lapsed[d.Peer] {
-			if d.At-ttl-2*time.Second <= u && u <= d.At+2*time.Second {
+			if d.At-ttl-2*time.Second <= u && u <= d.At+ttl {
 				explained = true
 				break
 			}
