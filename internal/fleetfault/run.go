@@ -252,6 +252,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 		// Bounded by the run's longest faulted time, and killed once the
 		// faults are over (or with the harness, or by the script's trap).
 		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
+		if cfg.FromBin != "" {
+			// Each replacement: the stop, the wait for its /readyz and
+			// the fleet's settle, each bounded.
+			bound += time.Duration(len(r.nodes)) * (cfg.StopGrace + 2*cfg.ReadyWithin + cfg.Gap)
+		}
 		nice := r.nodesNice()
 		b, err := startBurners(cfg.Burners, bound, nice, filepath.Join(cfg.Out, BurnersPIDFile))
 		if err != nil {
