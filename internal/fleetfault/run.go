@@ -249,9 +249,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	r.logf("load: %d workers a node, %d groups, ranges of %d ids, the tail kept %d ranges ahead of the work", cfg.WorkersPerNode, cfg.Groups, cfg.RangeSize, cfg.PlanAhead)
 	stopBurners := func() {}
 	if cfg.Burners > 0 {
-		// Bounded by the run's longest faulted time, and killed once the
-		// faults are over (or with the harness, or by the script's trap).
-		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
+		// Bounded by the run's longest faulted time (a restart waits up
+		// to ReadyWithin), and killed once the faults are over (or with
+		// the harness, or by the script's trap).
+		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+cfg.ReadyWithin+30*time.Second)
 		if cfg.FromBin != "" {
 			// Each replacement: the stop, the wait for its /readyz and
 			// the fleet's settle, each bounded.
