@@ -21,6 +21,7 @@
 # Usage: scripts/fleetfault.sh [--short|--long] [--skip-if-unsupported]
 #          [--start serial|together] [--kills N --pauses N --partitions N --removes N] [--out DIR]
 #          [--nats external] [--upgrade-from REV [--replace term|kill] [--downgrade]]
+#          [--burners N]
 #   --short    one fault of each kind, serial start, under three minutes
 #   --long     twenty faults of each kind
 #   --skip-if-unsupported  exit 0, saying why, when not root or ip netns
@@ -48,6 +49,16 @@
 #              finishes acknowledged before the last one (none may be lost)
 #   --downgrade  with --upgrade-from: the other way round, this checkout's
 #              build first, replaced by REV's
+#   --burners N  N CPU burners (busy-loop processes, at the nodes' nice
+#              value, not below it) run from the load's start until the
+#              faults are over: the fleet under CPU pressure (2 keeps both
+#              cores of a 2-core machine busy). Check (8), no member shown
+#              down on a timeline while its life was renewed, gates as in
+#              every run; the summary adds the burners' CPU and the load
+#              average while they ran, and each takeover after a rejoin
+#              against the claim TTL + 5 s (reported, not gated). The
+#              trap kills any burner left (their ids are in the run's
+#              directory, burners.pid, while they run)
 # Other flags go to the harness (fleetfault -h lists them). Needs root and
 # iproute2.
 set -euo pipefail
@@ -137,6 +148,15 @@ cleanup() {
 			kill -0 "$child" 2>/dev/null || break
 			sleep 0.1
 		done
+	fi
+	# Burners a killed harness left (Pdeathsig kills them too): only
+	# processes that are still the harness's binary run as a burner.
+	if [ -f "$out/burners.pid" ]; then
+		for pid in $(cat "$out/burners.pid"); do
+			cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+			case "$cmd" in */fleetfault\ burn\ *) kill -KILL "$pid" 2>/dev/null || true ;; esac
+		done
+		rm -f "$out/burners.pid"
 	fi
 	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep "^${prefix}[a-z]\$" || true); do
 		# Processes still in a namespace of this run are this run's nodes.

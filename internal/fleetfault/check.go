@@ -202,9 +202,14 @@ type Report struct {
 	Upgrade *UpgradeFigures
 
 	// FalseDowns are members a node showed down on its timeline while
-	// their lives were renewed (CheckDowns), of DownsChecked.
-	FalseDowns   []Down
-	DownsChecked int
+	// their lives were renewed (CheckDowns), of DownsChecked; the others
+	// were explained by a fault (DownsByFault) or by the member's own life
+	// lapsing (DownsByLapse).
+	FalseDowns                 []Down
+	DownsChecked               int
+	DownsByFault, DownsByLapse int
+	// Pressure is what the CPU burners did, nil in a run without them.
+	Pressure *Pressure
 	// TakeoverBound, when set, is the liveness figure's bound: a fault
 	// that lasts longer should see the faulted node's groups taken over
 	// within it. Late lists the faults that did not (set by
@@ -822,6 +827,9 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "liveness (reported, not counted as violations): of %d faults longer than %s with groups in work, %d left some not taken over within it\n", r.long, b, len(r.Late))
 	}
 	r.printRejoins(w, r.TakeoverBound)
+	if r.Pressure != nil {
+		r.Pressure.Print(w)
+	}
 	if r.Upgrade != nil {
 		r.Upgrade.Print(w)
 	}
@@ -844,7 +852,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "    takeovers across nodes that resumed from an older replicated window or none, past no window answered kept (work redone, rule 2; not a violation): %d\n", len(r.OlderWindows))
 	section(fmt.Sprintf("(5) final windows against an uninterrupted pass (%d groups)", r.GroupsChecked), r.WindowHoles)
 	section("(6) other", r.Other)
-	section(fmt.Sprintf("(8) members shown down on a timeline while their lives were renewed: no fault of theirs or of the node showing them, and no renewal of their own life failing in the claim TTL before (of %d downs shown)", r.DownsChecked), strs(r.FalseDowns))
+	section(fmt.Sprintf("(8) members shown down on a timeline (peer_down) while their lives were renewed: no fault of theirs or of the node showing them, and no lapse of their own life (claims lost) in the claim TTL before (of %d downs shown: %d explained by a fault, %d by the member's own life lapsing)", r.DownsChecked, r.DownsByFault, r.DownsByLapse), strs(r.FalseDowns))
 	if r.RequireTakeover {
 		section(fmt.Sprintf("(7) takeover: faults longer than %s (claim TTL + 5s) whose groups in work were not all granted or owned elsewhere within it (of %d)", r.TakeoverBound, r.long), r.Late)
 	}

@@ -331,28 +331,35 @@ func TestSelfTestLateTakeover(t *testing.T) {
 
 // TestCheckDowns: a member shown down during, or within the grace after,
 // a fault of its own or of the node showing it is explained, and so is
-// one that said its life went unrenewed just before; one shown down with
-// neither is a false down, and a violation.
+// one whose own life lapsed (claims lost) just before or just after; one
+// shown down with neither is a false down, and a violation.
 func TestCheckDowns(t *testing.T) {
 	t.Parallel()
 	faults := []Fault{{Kind: "kill", Node: "node-b", Start: at(10), End: at(20)}, {Kind: "pause", Node: "node-c", Start: at(40), End: at(50)}}
 	downs := []Down{
-		{Node: "node-a", Peer: "node-b", At: at(15)}, // b killed
-		{Node: "node-a", Peer: "node-b", At: at(28)}, // within the grace
-		{Node: "node-c", Peer: "node-a", At: at(52)}, // c paused: its view is stale
-		{Node: "node-a", Peer: "node-c", At: at(5)},  // before any fault of c or a
-		{Node: "node-a", Peer: "node-b", At: at(35)}, // past the grace
-		{Node: "node-c", Peer: "node-b", At: at(60)}, // b's life went unrenewed at 57s
-		{Node: "node-c", Peer: "node-b", At: at(70)}, // but not at 70s
+		{Node: "node-a", Peer: "node-b", At: at(15)},  // b killed
+		{Node: "node-a", Peer: "node-b", At: at(28)},  // within the grace
+		{Node: "node-c", Peer: "node-a", At: at(52)},  // c paused: its view is stale
+		{Node: "node-a", Peer: "node-c", At: at(5)},   // before any fault of c or a
+		{Node: "node-a", Peer: "node-b", At: at(35)},  // past the grace
+		{Node: "node-a", Peer: "node-b", At: at(60)},  // b's life lapsed at 57s
+		{Node: "node-a", Peer: "node-b", At: at(77)},  // b, starved, said so at 80s
+		{Node: "node-c", Peer: "node-b", At: at(70)},  // but not at 70s
+		{Node: "node-c", Peer: "node-b", At: at(100)}, // nor at 100s: its lapse at 110s is another
 	}
-	unrenewed := map[string][]time.Duration{"node-b": {at(57)}}
+	lapsed := map[string][]time.Duration{"node-b": {at(57), at(80), at(110)}}
 	r := Check(cleanHistory(), faults, cleanFinal())
 	before := r.Violations()
-	r.CheckDowns(downs, faults, unrenewed, 4*time.Second)
-	if len(r.FalseDowns) != 3 || r.FalseDowns[0].At != at(5) || r.FalseDowns[1].At != at(35) || r.FalseDowns[2].At != at(70) || r.DownsChecked != 7 {
-		t.Fatalf("false downs %v of %d; want node-c at 5s, node-b at 35s and 70s", r.FalseDowns, r.DownsChecked)
+	r.CheckDowns(downs, faults, lapsed, 4*time.Second)
+	var got []string
+	for _, d := range r.FalseDowns {
+		got = append(got, d.String())
 	}
-	if r.Violations() != before+3 {
-		t.Errorf("violations %d, want %d", r.Violations(), before+3)
+	want := "node-a showed node-c down at 5.0s; node-a showed node-b down at 35.0s; node-c showed node-b down at 70.0s; node-c showed node-b down at 100.0s"
+	if strings.Join(got, "; ") != want || r.DownsChecked != 9 || r.DownsByFault != 3 || r.DownsByLapse != 2 {
+		t.Fatalf("false downs %q of %d (%d by a fault, %d by a lapse); want %q of 9 (3, 2)", got, r.DownsChecked, r.DownsByFault, r.DownsByLapse, want)
+	}
+	if r.Violations() != before+4 {
+		t.Errorf("violations %d, want %d", r.Violations(), before+4)
 	}
 }

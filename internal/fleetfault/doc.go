@@ -27,6 +27,11 @@
 // none of which may be lost. The nodes' flags are the harness's, so both
 // builds must know them.
 //
+// Config.Burners runs CPU burners (burners.go) beside the load until the
+// faults are over, at the nodes' nice value, and every run but an
+// upgrade checks that no node's timeline showed a member down while its
+// life was renewed (CheckDowns, downs.go).
+//
 // scripts/fleetfault.sh builds the binary and runs the harness
 // (internal/fleetfault/cmd/fleetfault); it needs root and `ip netns`.
 package fleetfault

@@ -3,16 +3,20 @@ package fleetfault
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/leasehold/leasehold"
 )
 
-// LogPeerDown is the message of a node's log line that shows a member
-// down on its timeline (fleet's members watch).
-const LogPeerDown = "peers: peer down"
+// logPeerDown is what marks a node's log line that is a member shown
+// down on its timeline: the attribute the node's log handler copies the
+// line onto the dashboard's timeline by (leasehold.TimelineAttr), of
+// kind peer_down. The log holds every such entry of the run, a restarted
+// node's from before its restart too, where the timeline's ring holds
+// the newest few hundred entries since the node's start.
+var logPeerDown = " " + leasehold.TimelineAttr + "=" + string(leasehold.TimelinePeerDown)
 
 // Down is node showing peer down on its timeline at At (since the load
 // began).
@@ -25,15 +29,17 @@ func (d Down) String() string {
 	return fmt.Sprintf("%s showed %s down at %.1fs", d.Node, d.Peer, d.At.Seconds())
 }
 
-// LogLifeUnrenewed are the messages of a node's log lines that say its
-// own life in the fleet was not renewed (the claims' renewals).
-var LogLifeUnrenewed = []string{"claims: renewing this node's life failed", "claims: claims lost"}
+// LogLifeLapsed is the message of a node's log line that says its own
+// life in the fleet lapsed: it went unrenewed past its margin, and the
+// node gave its claims up (fleet's claims). A renewal that failed once
+// is not that: the life stands until its TTL.
+const LogLifeLapsed = "claims: claims lost"
 
-// downs reads the peer-down lines of every node's log, in the load's
+// downs reads the peer-down entries of every node's log, in the load's
 // time (lines from before the load, a serial start, are left out), and
-// when each node said its own life was not renewed.
-func (r *run) downs() (downs []Down, unrenewed map[string][]time.Duration) {
-	unrenewed = map[string][]time.Duration{}
+// when each node said its own life lapsed.
+func (r *run) downs() (downs []Down, lapsed map[string][]time.Duration) {
+	lapsed = map[string][]time.Duration{}
 	for _, n := range r.nodes {
 		b, err := os.ReadFile(filepath.Join(r.cfg.Out, n.Name+".log"))
 		if err != nil {
@@ -41,11 +47,8 @@ func (r *run) downs() (downs []Down, unrenewed map[string][]time.Duration) {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			down := strings.Contains(line, `msg="`+LogPeerDown+`"`)
-			lapse := false
-			for _, m := range LogLifeUnrenewed {
-				lapse = lapse || strings.Contains(line, `msg="`+m+`"`)
-			}
+			down := strings.Contains(line, logPeerDown)
+			lapse := strings.Contains(line, `msg="`+LogLifeLapsed+`"`)
 			if !down && !lapse {
 				continue
 			}
@@ -54,7 +57,7 @@ func (r *run) downs() (downs []Down, unrenewed map[string][]time.Duration) {
 				continue
 			}
 			if lapse {
-				unrenewed[n.Name] = append(unrenewed[n.Name], t.Sub(r.t0))
+				lapsed[n.Name] = append(lapsed[n.Name], t.Sub(r.t0))
 				continue
 			}
 			if peer := logField(line, "peer"); peer != "" {
@@ -62,19 +65,22 @@ func (r *run) downs() (downs []Down, unrenewed map[string][]time.Duration) {
 			}
 		}
 	}
-	return downs, unrenewed
+	return downs, lapsed
 }
 
 // CheckDowns lists as false the downs shown of a member whose life was
-// renewed: no fault of the member, nor of the node showing it, began
-// before the down and ended less than ttl + 10 s before it (a killed
-// node's life lapses a claim TTL after the kill; a node paused or cut off
-// judges from what it last saw), and the member said nothing of its life
-// going unrenewed (unrenewed, by node) in the claim TTL (+ 2 s) before
-// it: a fleet whose streams stall under load lapses lives that no fault
-// touched, and a member shown down then is down.
-func (r *Report) CheckDowns(downs []Down, faults []Fault, unrenewed map[string][]time.Duration, ttl time.Duration) {
-	r.DownsChecked, r.FalseDowns = len(downs), nil
+// renewed. A down is explained by a fault of the member, or of the node
+// showing it, that began before the down and ended less than ttl + 10 s
+// before it (a killed node's life lapses a claim TTL after the kill; a
+// node paused or cut off judges from what it last saw); failing that, by
+// the member's own word that its life lapsed (lapsed, by node: its
+// claims given up) in the claim TTL + 2 s before the down or the claim
+// TTL after it (a member gives up a margin before its life's TTL runs
+// out, but one starved of CPU says so late): a fleet whose streams stall
+// under load lapses lives that no fault touched, and a member shown down
+// then is down. Any other down is false.
+func (r *Report) CheckDowns(downs []Down, faults []Fault, lapsed map[string][]time.Duration, ttl time.Duration) {
+	r.DownsChecked, r.DownsByFault, r.DownsByLapse, r.FalseDowns = len(downs), 0, 0, nil
 	for _, d := range downs {
 		explained := false
 		for _, f := range faults {
@@ -83,54 +89,20 @@ func (r *Report) CheckDowns(downs []Down, faults []Fault, unrenewed map[string][
 				break
 			}
 		}
-		for _, u := range unrenewed[d.Peer] {
-			if d.At-ttl-2*time.Second <= u && u <= d.At {
+		if explained {
+			r.DownsByFault++
+			continue
+		}
+		for _, u := range lapsed[d.Peer] {
+			if d.At-ttl-2*time.Second <= u && u <= d.At+ttl {
 				explained = true
 				break
 			}
 		}
-		if !explained {
-			r.FalseDowns = append(r.FalseDowns, d)
+		if explained {
+			r.DownsByLapse++
+			continue
 		}
+		r.FalseDowns = append(r.FalseDowns, d)
 	}
-}
-
-// BurnArg is the first argument that makes the harness's own binary a
-// CPU burner (Burn): a busy loop until its time is up.
-const BurnArg = "burn"
-
-// Burn is a CPU burner's whole life: a busy loop for d.
-func Burn(d time.Duration) {
-	end := time.Now().Add(d)
-	for n := 0; ; n++ {
-		if n%1_000_000 == 0 && time.Now().After(end) {
-			return
-		}
-	}
-}
-
-// startBurners starts n CPU burners, each the harness's own binary as
-// Burn for at most bound, dying with the harness; stop kills them.
-func startBurners(n int, bound time.Duration) (stop func(), err error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	var cmds []*exec.Cmd
-	stop = func() {
-		for _, c := range cmds {
-			c.Process.Kill()
-			c.Wait()
-		}
-	}
-	for range n {
-		c := exec.Command(self, BurnArg, bound.String())
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := c.Start(); err != nil {
-			stop()
-			return nil, err
-		}
-		cmds = append(cmds, c)
-	}
-	return stop, nil
 }

@@ -164,6 +164,16 @@ func (n *Node) signal(sig syscall.Signal, paused bool) error {
 	return n.cmd.Process.Signal(sig)
 }
 
+// Pid is the node's process id while it runs, else 0.
+func (n *Node) Pid() int {
+	if !n.Running() {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
+
 // Running reports whether the process is up.
 func (n *Node) Running() bool {
 	n.mu.Lock()

@@ -144,6 +144,8 @@ type run struct {
 	nats map[string]*Node
 	// replaced are the upgrade mode's replacements done.
 	replaced []Replacement
+	// pressure is what the CPU burners did, once they are stopped.
+	pressure *Pressure
 }
 
 func (r *run) since() time.Duration { return time.Since(r.t0) }
@@ -247,15 +249,30 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (rep *Report, err error
 	r.logf("load: %d workers a node, %d groups, ranges of %d ids, the tail kept %d ranges ahead of the work", cfg.WorkersPerNode, cfg.Groups, cfg.RangeSize, cfg.PlanAhead)
 	stopBurners := func() {}
 	if cfg.Burners > 0 {
-		// Bounded by the run's longest faulted time, and killed once the
-		// faults are over (or with the harness).
-		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+30*time.Second)
-		if stop, err := startBurners(cfg.Burners, bound); err != nil {
-			r.logf("CPU burners could not be started: %v", err)
+		// Bounded by the run's longest faulted time (a restart waits up
+		// to ReadyWithin), and killed once the faults are over (or with
+		// the harness, or by the script's trap).
+		bound := cfg.Settle + time.Duration(cfg.Kills+cfg.Pauses+cfg.Partitions+cfg.Removals)*(cfg.Gap+max(cfg.Down, cfg.PauseFor, cfg.CutFor)+cfg.ClaimTTL+cfg.ReadyWithin+30*time.Second)
+		if cfg.FromBin != "" {
+			// Each replacement: the stop, the wait for its /readyz and
+			// the fleet's settle, each bounded.
+			bound += time.Duration(len(r.nodes)) * (cfg.StopGrace + 2*cfg.ReadyWithin + cfg.Gap)
+		}
+		nice := r.nodesNice()
+		b, err := startBurners(cfg.Burners, bound, nice, filepath.Join(cfg.Out, BurnersPIDFile))
+		if err != nil {
 			r.violation("CPU burners could not be started: %v", err)
 		} else {
-			stopBurners = stop
-			r.logf("load: %d CPU burners (busy loops) for at most %s", cfg.Burners, bound)
+			stopBurners = func() {
+				p, early := b.stop()
+				if r.pressure == nil {
+					r.pressure = &p
+					for _, e := range early {
+						r.violation("%s", e)
+					}
+				}
+			}
+			r.logf("load: %d CPU burners (busy loops) at nice %d (the nodes') for at most %s", cfg.Burners, nice, bound)
 		}
 	}
 	defer stopBurners()
@@ -309,9 +326,10 @@ func (r *run) result(final *Final) *Report {
 	if r.cfg.FromBin == "" && !r.t0.IsZero() {
 		// An upgrade's replacements stop nodes for good reasons of
 		// their own; its downs are not judged.
-		downs, unrenewed := r.downs()
-		rep.CheckDowns(downs, faults, unrenewed, r.cfg.ClaimTTL)
+		downs, lapsed := r.downs()
+		rep.CheckDowns(downs, faults, lapsed, r.cfg.ClaimTTL)
 	}
+	rep.Pressure = r.pressure
 	rep.Other = append(rep.Other, r.other...)
 	if r.cfg.FromBin != "" {
 		ctx := context.Background()

@@ -21,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == fleetfault.BurnArg {
-		// A CPU burner the harness started (--burn).
+		// A CPU burner the harness started (--burners).
 		d, err := time.ParseDuration(os.Args[2])
 		if err != nil {
 			os.Exit(2)
@@ -60,9 +60,14 @@ func mainExit(ctx context.Context, args []string) int {
 	fromBin := fs.String("from-bin", "", "the upgrade mode: start the fleet on this leasehold build and, under the load, replace each node in turn with --bin on the same data (no faults unless --kills, --pauses or --partitions ask; they come after)")
 	replace := fs.String("replace", fleetfault.ReplaceTerm, `how the upgrade mode stops a node: "term" (SIGTERM, SIGKILL after --stop-grace) or "kill" (SIGKILL)`)
 	stopGrace := fs.Duration("stop-grace", 20*time.Second, "how long the upgrade mode waits for a node to exit on SIGTERM")
-	burn := fs.Int("burn", 0, "CPU burners: this many busy-loop processes run beside the load until the faults are over (2 fills two cores)")
+	burners := fs.Int("burners", 0, "CPU burners: this many busy-loop processes, at the nodes' nice value, run beside the load until the faults are over (2 fills two cores); the summary adds their CPU and the load average")
+	fs.IntVar(burners, "burn", 0, "the same as --burners")
 	requireTakeover := fs.Bool("require-takeover", false, "fail the run when a pause or partition longer than the claim TTL + 5s leaves some of its node's groups in work neither granted nor owned elsewhere within that")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *burners < 0 {
+		fmt.Fprintf(os.Stderr, "fleetfault: --burners %d: want 0 or more\n", *burners)
 		return 2
 	}
 	if (*natsMode != "embedded" && *natsMode != "external") || (*natsMode == "external") != (*natsd != "") {
@@ -129,7 +134,7 @@ func mainExit(ctx context.Context, args []string) int {
 	}
 	cfg.Bin, cfg.Out, cfg.Prefix, cfg.LogLevel, cfg.RequireTakeover = *bin, *out, *prefix, *logLevel, *requireTakeover
 	cfg.NATSBin = *natsd
-	cfg.Burners = *burn
+	cfg.Burners = *burners
 	if cfg.Bin == "" || cfg.Out == "" || (cfg.Start != "serial" && cfg.Start != "together") || len(cfg.Prefix) > 10 {
 		fmt.Fprintln(os.Stderr, "fleetfault: --bin and --out are required, --start is serial or together, --prefix at most 10 bytes")
 		return 2
