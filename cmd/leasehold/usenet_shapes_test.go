@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -57,12 +58,13 @@ func TestUsenetWorkerShapes(t *testing.T) {
 	if !reflect.DeepEqual(once.Files, killed.Files) || !reflect.DeepEqual(once.Releases, killed.Releases) {
 		for k, r := range once.Releases {
 			if !reflect.DeepEqual(killed.Releases[k], r) {
-				t.Errorf("release %s:\n one pass %+v\n killed   %+v", k, r, killed.Releases[k])
+				t.Errorf("release %s:\n one pass %s\n killed   %s", k, asJSON(r), asJSON(killed.Releases[k]))
 			}
 		}
 		for k, f := range once.Files {
-			if !reflect.DeepEqual(killed.Files[k], f) {
-				t.Errorf("file %s (%s):\n one pass %+v\n killed   %+v", k, f.Name, f, killed.Files[k])
+			if g := killed.Files[k]; !reflect.DeepEqual(g, f) {
+				f.Segments, g.Segments = nil, nil
+				t.Errorf("file %s (%s), its segments aside:\n one pass %s\n killed   %s", k, f.Name, asJSON(f), asJSON(g))
 			}
 		}
 		t.Errorf("%d files and %d releases in one pass, %d and %d killed twice: the records differ",
@@ -71,7 +73,7 @@ func TestUsenetWorkerShapes(t *testing.T) {
 	a, b := readTree(t, onceNZB), readTree(t, killedNZB)
 	for p, body := range a {
 		if !bytes.Equal(b[p], body) {
-			t.Errorf("NZB %s: %d bytes in one pass, %d killed twice:\n%s\n---\n%s", p, len(body), len(b[p]), body, b[p])
+			t.Errorf("NZB %s: %d bytes in one pass, %d killed twice", p, len(body), len(b[p]))
 		}
 	}
 	for p := range b {
@@ -86,8 +88,11 @@ func TestUsenetWorkerShapes(t *testing.T) {
 	reader := usenettest.NNRPD(t)
 	t.Run("nzbget", func(t *testing.T) {
 		for _, r := range corpus.Complete() {
-			rec := byRelease[r.Name]
+			rec, ok := byRelease[r.Name]
 			t.Run(r.Files[0].Name, func(t *testing.T) {
+				if !ok || rec.NZB == nil {
+					t.Fatalf("no NZB of %q", r.Name)
+				}
 				t.Parallel()
 				dir := t.TempDir()
 				usenettest.NZBGet(t, ctx, filepath.Join(onceNZB, *rec.NZB), reader, dir)
@@ -103,6 +108,7 @@ func TestUsenetWorkerShapes(t *testing.T) {
 				}
 				if !reflect.DeepEqual(got, want) {
 					logs, _ := os.ReadFile(filepath.Join(dir, "nzbget.log"))
+					logs = logs[max(0, len(logs)-4000):]
 					t.Errorf("NZBGet's job of %s (%s) rebuilt %s, want exactly %s byte for byte\n%s", r.Name, *rec.NZB, fileList(got), fileList(want), logs)
 				}
 			})
@@ -262,6 +268,11 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+func asJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func fileList(files map[string][]byte) string {
