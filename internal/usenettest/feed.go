@@ -1,6 +1,7 @@
 package usenettest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -71,7 +72,66 @@ func (f *feeder) feed(ctx context.Context, articles []Article) error {
 	return nil
 }
 
-// feedAtOnce offers articles over conns connections at once, in no
+// stream sends articles over one connection in streaming mode (MODE
+// STREAM, then TAKETHIS after TAKETHIS without waiting for the answers,
+// read as they come): many times faster than IHAVE's round trip per
+// article, for the fillers of a corpus.
+func (f *feeder) stream(ctx context.Context, articles []Article) error {
+	if len(articles) == 0 {
+		return nil
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	defer stop()
+	tp := textproto.NewConn(nc)
+	if _, _, err := tp.ReadCodeLine(200); err != nil {
+		return fmt.Errorf("%s greets: %w", f.addr, err)
+	}
+	if err := tp.PrintfLine("MODE STREAM"); err != nil {
+		return err
+	}
+	if _, _, err := tp.ReadCodeLine(203); err != nil {
+		return fmt.Errorf("MODE STREAM: %w", err)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(nc, 64<<10)
+		for _, a := range articles {
+			id := fmt.Sprintf("<shape.%s.%d@lh.example>", f.tag, f.seq.Add(1))
+			date := a.Date
+			if date.IsZero() {
+				date = time.Now()
+			}
+			fmt.Fprintf(w, "TAKETHIS %s\r\nPath: lh.example!not-for-mail\r\nMessage-ID: %s\r\nFrom: %s\r\nNewsgroups: %s\r\nSubject: %s\r\nDate: %s\r\n\r\n",
+				id, id, a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z))
+			for _, line := range strings.Split(a.Body, "\r\n") {
+				if strings.HasPrefix(line, ".") {
+					line = "." + line
+				}
+				w.WriteString(line + "\r\n")
+			}
+			w.WriteString(".\r\n")
+		}
+		sent <- w.Flush()
+	}()
+	for range articles {
+		if _, _, err := tp.ReadCodeLine(239); err != nil {
+			return fmt.Errorf("TAKETHIS: %w", err)
+		}
+	}
+	if err := <-sent; err != nil {
+		return err
+	}
+	tp.PrintfLine("QUIT")
+	return nil
+}
+
+// feedAtOnce streams articles over conns connections at once, in no
 // order among themselves: the fillers of a corpus, many and alike.
 func (f *feeder) feedAtOnce(ctx context.Context, articles []Article, conns int) error {
 	conns = max(1, min(conns, len(articles)))
@@ -82,7 +142,7 @@ func (f *feeder) feedAtOnce(ctx context.Context, articles []Article, conns int) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = f.feed(ctx, articles[lo:hi])
+			errs[i] = f.stream(ctx, articles[lo:hi])
 		}()
 	}
 	wg.Wait()
