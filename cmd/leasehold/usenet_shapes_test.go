@@ -83,6 +83,21 @@ func TestUsenetWorkerShapes(t *testing.T) {
 	}
 
 	byRelease := asPosted(t, corpus, once)
+	// The halves were posted hours apart, as their files' times say.
+	var first, last time.Time
+	for _, f := range once.Files {
+		if at, err := time.Parse(time.RFC3339, f.Posted); err == nil && f.Release == byRelease[usenettest.Halves].Key {
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	if last.Sub(first) < usenettest.HalvesApart-time.Minute {
+		t.Errorf("the release posted in two halves: its files posted from %v to %v, want %v apart", first, last, usenettest.HalvesApart)
+	}
 
 	// Each complete release's NZB, a job of its own.
 	reader := usenettest.NNRPD(t)

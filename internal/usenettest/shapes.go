@@ -32,6 +32,9 @@ type Corpus struct {
 // worker's --release-window, 24 hours by default).
 const HalvesApart = 5 * time.Hour
 
+// Halves is the name of the release posted in two halves.
+const Halves = "Halves.2026"
+
 // PostedRelease is a release as it was posted: what an indexer must
 // write of it.
 type PostedRelease struct {
@@ -110,12 +113,12 @@ func Shapes(prefix string, fillers int, seed uint64) Corpus {
 
 	// The first half of the release posted in two halves, dated hours
 	// before the rest.
-	halves := files("Halves.2026", ".part1.rar", ".part2.rar", ".part3.rar", ".part4.rar", ".part5.rar", ".par2")
+	halves := files(Halves, ".part1.rar", ".part2.rar", ".part3.rar", ".part4.rar", ".part5.rar", ".par2")
 	var first []Article
 	post(&first, a, Nyuu, halves, nyuu)
 	cut := 0
 	for i, art := range first {
-		if strings.Contains(art.Subject, `"Halves.2026.part4.rar"`) {
+		if strings.Contains(art.Subject, `"`+Halves+`.part4.rar"`) {
 			cut = i
 			break
 		}
@@ -125,7 +128,7 @@ func Shapes(prefix string, fillers int, seed uint64) Corpus {
 	}
 	c.Before = append(c.Before, first[:cut]...)
 	c.After = first[cut:]
-	release("posted in two halves, hours and the fillers apart", "Halves.2026", Nyuu, halves, a)
+	release("posted in two halves, hours and the fillers apart", Halves, Nyuu, halves, a)
 
 	for _, name := range []string{"Alpha.2026", "Beta.2026", "Gamma.2026"} {
 		fs := files(name, ".part1.rar", ".part2.rar", ".part3.rar", ".par2")
