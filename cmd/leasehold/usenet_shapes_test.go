@@ -41,8 +41,8 @@ func TestUsenetWorkerShapes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	prefix := fmt.Sprintf("alt.binaries.lh.shapes.t%d", time.Now().UnixNano())
-	// A few hundred fillers between the halves, not the 250,000 of the
-	// issue's run: a release closes by posted time (--release-window),
+	// A few hundred fillers between the halves, not the 250,000 a busy
+	// group gets in hours: a release closes by posted time (--release-window),
 	// not by article distance, so the distance no longer matters to
 	// the worker, only that the halves fall in different ranges read at
 	// different times (and across the kills). TestReleaseIdentity puts

@@ -1,7 +1,8 @@
 // Package usenettest gives leasehold's tests and demos a real news server:
 // the INN that scripts/inn.sh starts (found by LEASEHOLD_TEST_NNTP), fresh
 // groups in it (ctlinnd newgroup), and a fixed set of articles posted into
-// them, with what an indexer must make of them.
+// them, with what an indexer must make of them, and a corpus of the
+// shapes today's posting tools give posts (Shapes).
 package usenettest
 
 import (
