@@ -12,6 +12,13 @@
 #                           multi-part files into PREFIX.a, for speed runs;
 #                           with MIXDIR a realistic mix of yEnc posts too,
 #                           its complete files written into MIXDIR)
+#   scripts/inn.sh shapes PREFIX DIR [FILLERS]
+#                           make groups PREFIX.a and PREFIX.b and post the
+#                           shapes of today's posting tools into them (a
+#                           release in two halves 5 hours and FILLERS plain
+#                           articles apart, default 300), each release's
+#                           files into DIR/NN/, the releases as posted
+#                           into DIR/releases.json
 #
 # start and env print `export LEASEHOLD_TEST_NNTP=127.0.0.1:PORT` (and the
 # ctlinnd and password file the tests use), so
@@ -220,8 +227,13 @@ post)
 	eval "$(print_env)"
 	go run ./internal/usenettest/cmd/usenet-post --prefix "$2" --files "${3:-0}" ${4:+--mix "$4"}
 	;;
+shapes)
+	[ -n "${2:-}" ] && [ -n "${3:-}" ] || { echo "usage: $0 shapes PREFIX DIR [FILLERS]" >&2; exit 2; }
+	eval "$(print_env)"
+	go run ./internal/usenettest/cmd/usenet-post --prefix "$2" --shapes "$3" --fillers "${4:-300}"
+	;;
 *)
-	echo "usage: $0 start|stop|env|post PREFIX [N]" >&2
+	echo "usage: $0 start|stop|env|post PREFIX [N [MIXDIR]]|shapes PREFIX DIR [FILLERS]" >&2
 	exit 2
 	;;
 esac

@@ -17,16 +17,32 @@
 # every file byte for byte against what was posted, and prints the
 # uninterrupted worker's headers a second.
 #
+# Into two groups of their own it posts the shapes today's posting tools
+# give posts (usenettest.Shapes: releases of one poster in Nyuu's default
+# subject with the same file count, a release posted in two halves 5
+# hours and USENET_DEMO_FILLERS articles apart, files without counters,
+# a cross-post to different group sets, a par2 volume set, a
+# multi-volume rar, a 3,000-byte subject, a Windows-1252 subject, a file
+# missing a part), indexed by the same crashed and uninterrupted
+# workers; it prints the releases it got as a user sees them, checks
+# each against what was posted (name, poster, groups, files, complete),
+# and has NZBGet download each complete one's NZB as a job of its own,
+# whose files must be exactly that release's, byte for byte.
+#
 # Usage: sudo scripts/usenet-demo.sh    (needs Go, jq, nzbget, root for INN)
 #   USENET_DEMO_FILES       generated files of 20 parts each (default 200)
 #   USENET_DEMO_RANGE_SIZE  the groups' range size (default 200)
 #   USENET_DEMO_BATCH       article numbers an OVER asks for (default 100)
+#   USENET_DEMO_FILLERS     plain articles between the two halves of the
+#                           release posted in two halves (default 1000;
+#                           250000 is an indexer's day, minutes to post)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 files="${USENET_DEMO_FILES:-200}"
 range_size="${USENET_DEMO_RANGE_SIZE:-200}"
 batch="${USENET_DEMO_BATCH:-100}"
+fillers="${USENET_DEMO_FILLERS:-1000}"
 ttl=2s
 command -v jq >/dev/null || { echo "usenet-demo: needs jq" >&2; exit 1; }
 command -v nzbget >/dev/null || { echo "usenet-demo: needs nzbget (apt-get install nzbget)" >&2; exit 1; }
@@ -61,6 +77,11 @@ a="$prefix.a"
 b="$prefix.b"
 step "posting the fixed set, $files files of 20 parts and the yEnc mix into $a and $b"
 bash scripts/inn.sh post "$prefix" "$files" "$tmp/posted"
+sa="$prefix.shapes.a"
+sb="$prefix.shapes.b"
+step "posting the shapes of today's posting tools into $sa and $sb ($fillers articles between the halves)"
+bash scripts/inn.sh shapes "$prefix.shapes" "$tmp/shapes" "$fillers"
+groups=("$a" "$b" "$sa" "$sb")
 
 step "building leasehold"
 . scripts/prebuilt.sh
@@ -81,12 +102,13 @@ start_node() { # dir log: sets url
 	[ -n "$url" ] && [ -s "$1/admin.token" ] || { echo "usenet-demo: the node did not start" >&2; exit 1; }
 }
 
-# setup_node URL DIR: groups a and b (nothing planned), a worker node w1.
+# setup_node URL DIR: the groups (nothing planned), a worker node w1.
 setup_node() {
 	export LEASEHOLD_URL="$1" LEASEHOLD_ADMIN_TOKEN
 	LEASEHOLD_ADMIN_TOKEN=$(cat "$2/admin.token")
-	"$lh" admin groups create "$a" --kind nntp --range-size "$range_size" >/dev/null
-	"$lh" admin groups create "$b" --kind nntp --range-size "$range_size" >/dev/null
+	for g in "${groups[@]}"; do
+		"$lh" admin groups create "$g" --kind nntp --range-size "$range_size" >/dev/null
+	done
 	"$lh" admin nodes register w1 --kinds nntp --capacity 2 -q >"$2/w1.token"
 }
 
@@ -97,9 +119,9 @@ start_worker() { # url tokenfile out log nzbdir
 	last_pid=$!
 }
 
-# caught_up: both groups' tails planned up to their reported high marks.
+# caught_up: every group's tail planned up to its reported high mark.
 caught_up() {
-	for g in "$a" "$b"; do
+	for g in "${groups[@]}"; do
 		"$lh" admin --json groups show "$g" | jq -e '.high != null and .tail_end == .high' >/dev/null || return 1
 	done
 }
@@ -113,7 +135,7 @@ wait_done() {
 	"$lh" admin wait --timeout 300s --every 200ms >/dev/null
 }
 
-step "starting a node; creating $a and $b with nothing planned"
+step "starting a node; creating ${groups[*]} with nothing planned"
 start_node "$tmp/data1" "$tmp/node1.log"
 setup_node "$url" "$tmp/data1"
 start_worker "$url" "$tmp/data1/w1.token" "$tmp/killed.jsonl" "$tmp/w1.log" "$tmp/nzb-killed"
@@ -135,7 +157,7 @@ step "killed the worker with kill -9 in the middle of $a (ranges $ranges); its g
 start_worker "$url" "$tmp/data1/w1.token" "$tmp/killed.jsonl" "$tmp/w1-again.log" "$tmp/nzb-killed"
 wait_done
 grep -q 'takeover=true' "$tmp/w1-again.log" || { echo "usenet-demo: the restarted worker took nothing over" >&2; exit 1; }
-step "both groups done after the crash: $(wc -l <"$tmp/killed.jsonl") lines in killed.jsonl"
+step "the groups done after the crash: $(wc -l <"$tmp/killed.jsonl") lines in killed.jsonl"
 
 step "indexing the same groups at a second node, uninterrupted"
 start_node "$tmp/data2" "$tmp/node2.log"
@@ -146,7 +168,7 @@ start_worker "$url2" "$tmp/data2/w1.token" "$tmp/once.jsonl" "$tmp/once.log" "$t
 wait_done
 t1=$(date +%s.%N)
 headers=0 # every article low..high is there: the groups are fresh
-for g in "$a" "$b"; do
+for g in "${groups[@]}"; do
 	headers=$((headers + $("$lh" admin --json groups show "$g" | jq '.high - .low + 1')))
 done
 
@@ -186,15 +208,20 @@ for _ in $(seq 100); do
 	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 	sleep 0.1
 done
-step "NZBGet downloads the mix's complete releases from their NZBs (nnrpd on 127.0.0.1:$port)"
-get="$tmp/nzbget"
-for nzb in $(jq -r 'select(.type == "release" and .complete and (.poster | test("mix.example"))) | .nzb' "$tmp/killed.final"); do
+# nzbget_job NZB DIR: NZBGet downloads NZB as one job into DIR.
+nzbget_job() {
+	local get="$2"
 	nzbget -n -o MainDir="$get" -o DestDir="$get/dst" -o InterDir="$get/inter" -o TempDir="$get/tmp" -o QueueDir="$get/queue" \
 		-o NzbDir="$get/nzb" -o LogFile="$get/nzbget.log" -o WriteLog=append -o LockFile="$get/nzbget.lock" -o ScriptDir="$get/scripts" \
 		-o WebDir= -o ConfigTemplate= -o ControlIP=127.0.0.1 -o ControlPort=0 -o OutputMode=loggable \
 		-o Server1.Active=yes -o Server1.Host=127.0.0.1 -o Server1.Port="$port" -o Server1.Connections=2 -o Server1.Level=0 \
 		-o ParCheck=force -o ParRepair=yes -o Unpack=no -o DirectRename=no -o FileNaming=article -o CrcCheck=yes \
-		"$tmp/nzb-killed/$nzb" >>"$tmp/nzbget.out" 2>&1
+		"$1" >>"$tmp/nzbget.out" 2>&1
+}
+step "NZBGet downloads the mix's complete releases from their NZBs (nnrpd on 127.0.0.1:$port)"
+get="$tmp/nzbget"
+for nzb in $(jq -r 'select(.type == "release" and .complete and (.poster | test("mix.example"))) | .nzb' "$tmp/killed.final"); do
+	nzbget_job "$tmp/nzb-killed/$nzb" "$get"
 done
 # Every posted file must be among the downloaded ones, byte for byte (by
 # content: NZBGet may spell a name with other characters).
@@ -206,6 +233,48 @@ for f in "$tmp"/posted/*; do
 	rebuilt=$((rebuilt + 1))
 done
 step "NZBGet rebuilt all $rebuilt complete files of the mix byte for byte"
+
+# The shapes' releases as a user sees them, each against what was posted.
+step "the shapes' releases (name by poster: files, complete, groups, NZB):"
+jq -r 'select(.type == "release" and (.poster | test("shapes.example"))) |
+	"  \(.name | if length > 48 then .[:40] + "… (\(length) chars)" else . end) by \(.poster):" +
+	" \(.complete_files)/\(.files) files complete\(if .total_files then " of \(.total_files) announced" else ", no file counters" end)," +
+	" complete=\(.complete), \(.groups | map(split(".") | .[-1]) | join("+")), nzb \(.nzb | .[:60])"' "$tmp/killed.final"
+jq -n -r --slurpfile posted "$tmp/shapes/releases.json" --slurpfile got <(jq -c 'select(.type == "release" and (.poster | test("shapes.example")))' "$tmp/killed.final") '
+	$posted[0][] as $p |
+	[$got[] | select(.name == $p.name and .poster == $p.poster)] as $r |
+	if ($r | length) != 1 or $r[0].files != ($p.files | length) or $r[0].complete != $p.complete or ($r[0].groups | sort) != $p.groups
+	then "\($p.shape): \($p.name[:40]) by \($p.poster): got \($r | map({files, complete, groups}))" else empty end' >"$tmp/shapes.wrong"
+posted_releases=$(jq length "$tmp/shapes/releases.json")
+got_releases=$(jq -s '[.[] | select(.type == "release" and (.poster | test("shapes.example")))] | length' "$tmp/killed.final")
+if [ -s "$tmp/shapes.wrong" ] || [ "$posted_releases" != "$got_releases" ]; then
+	echo "usenet-demo: the shapes' releases are not as posted ($got_releases releases, $posted_releases posted):" >&2
+	cat "$tmp/shapes.wrong" >&2
+	exit 1
+fi
+step "all $posted_releases releases of the shapes as posted (name, poster, groups, files, complete)"
+# Each complete release's NZB a job of its own, which must rebuild
+# exactly that release's files, byte for byte.
+jobs=0
+for i in $(seq 0 $((posted_releases - 1))); do
+	jq -e ".[$i].complete" "$tmp/shapes/releases.json" >/dev/null || continue
+	dir=$(jq -r ".[$i].dir" "$tmp/shapes/releases.json")
+	nzb=$(jq -r --slurpfile posted "$tmp/shapes/releases.json" --argjson i "$i" \
+		'select(.type == "release" and .name == $posted[0][$i].name and .poster == $posted[0][$i].poster) | .nzb' "$tmp/killed.final")
+	nzbget_job "$tmp/nzb-killed/$nzb" "$tmp/shapes-get/$dir"
+	(cd "$tmp/shapes/$dir" && sha256sum -- * | sort) >"$tmp/shapes-want.sums"
+	# (InterDir is not made when nothing was left there.)
+	{ find "$tmp/shapes-get/$dir/dst" "$tmp/shapes-get/$dir/inter" -type f -exec sha256sum {} + 2>/dev/null || true; } |
+		awk '{ n = $0; sub(/^[0-9a-f]+  /, "", n); sub(/.*\//, "", n); print $1 "  " n }' | sort >"$tmp/shapes-got.sums"
+	if ! cmp -s "$tmp/shapes-want.sums" "$tmp/shapes-got.sums"; then
+		echo "usenet-demo: NZBGet's job of $nzb did not rebuild exactly its release's files:" >&2
+		diff "$tmp/shapes-want.sums" "$tmp/shapes-got.sums" >&2 || true
+		tail -n 30 "$tmp/shapes-get/$dir/nzbget.log" >&2
+		exit 1
+	fi
+	jobs=$((jobs + 1))
+done
+step "NZBGet downloaded each of the shapes' $jobs complete releases as a job of its own, exactly its files byte for byte"
 rate=$(echo "$headers $t0 $t1" | awk '{ printf "%.0f", $1 / ($3 - $2) }')
 step "one uninterrupted worker: $headers headers in $(echo "$t0 $t1" | awk '{ printf "%.1f", $2 - $1 }') s, $rate headers/s (node and INN on this machine, lease to release)"
 echo "usenet-demo: $nfiles files and $nreleases releases, worker killed and restarted, records and NZBs match one uninterrupted pass"

@@ -1,7 +1,8 @@
 // Package usenettest gives leasehold's tests and demos a real news server:
 // the INN that scripts/inn.sh starts (found by LEASEHOLD_TEST_NNTP), fresh
 // groups in it (ctlinnd newgroup), and a fixed set of articles posted into
-// them, with what an indexer must make of them.
+// them, with what an indexer must make of them, and a corpus of the
+// shapes today's posting tools give posts (Shapes).
 package usenettest
 
 import (
@@ -202,6 +203,9 @@ func (s *Server) CancelID(ctx context.Context, id string) error {
 // comma-separated (a cross-post).
 type Article struct {
 	Group, From, Subject, Body string
+	// Date is the article's Date header when it is fed to the server
+	// (Corpus.Post); zero is the time it is fed.
+	Date time.Time
 }
 
 // Bytes is the article as POST sends it.
@@ -228,29 +232,32 @@ const (
 func Fixed(prefix string) []Article {
 	a, b := prefix+".a", prefix+".b"
 	y := func(group, from, name string, file, files, part, parts int) Article {
-		return Article{group, from, fmt.Sprintf("[%d/%d] - %q yEnc (%d/%d)", file, files, name, part, parts),
-			fmt.Sprintf("=ybegin part=%d total=%d name=%s", part, parts, name)}
+		return Article{Group: group, From: from, Subject: fmt.Sprintf("[%d/%d] - %q yEnc (%d/%d)", file, files, name, part, parts),
+			Body: fmt.Sprintf("=ybegin part=%d total=%d name=%s", part, parts, name)}
+	}
+	txt := func(group, from, subject, body string) Article {
+		return Article{Group: group, From: from, Subject: subject, Body: body}
 	}
 	return []Article{
 		y(a, Alice, "holiday.rar", 1, 2, 1, 3),
 		y(a, Bob, "holiday.rar", 1, 1, 1, 2),
 		y(a, Alice, "holiday.rar", 1, 2, 2, 3),
-		{a, Carol, "what is a good newsreader?", "Asking for a friend."},
+		txt(a, Carol, "what is a good newsreader?", "Asking for a friend."),
 		y(a, Bob, "holiday.rar", 1, 1, 2, 2),
 		y(a, Alice, "holiday.rar", 1, 2, 3, 3),
 		y(a, Alice, "holiday.par2", 2, 2, 1, 1),
-		{a, Dave, "Linux ISO disc (1/4)", "part 1"},
-		{a, Dave, "Linux ISO disc (2/4)", "part 2"},
-		{a, Erin, `"song.mp3" yEnc (1/2)`, "=ybegin"},
-		{a, Dave, "Linux ISO disc (4/4)", "part 4 (part 3 never came)"},
-		{a, Erin, `"song.mp3" yEnc (2/2)`, "=ybegin"},
-		{a, Carol, "Re: what is a good newsreader?", "slrn."},
+		txt(a, Dave, "Linux ISO disc (1/4)", "part 1"),
+		txt(a, Dave, "Linux ISO disc (2/4)", "part 2"),
+		txt(a, Erin, `"song.mp3" yEnc (1/2)`, "=ybegin"),
+		txt(a, Dave, "Linux ISO disc (4/4)", "part 4 (part 3 never came)"),
+		txt(a, Erin, `"song.mp3" yEnc (2/2)`, "=ybegin"),
+		txt(a, Carol, "Re: what is a good newsreader?", "slrn."),
 		// Bob posts his file again.
 		y(a, Bob, "holiday.rar", 1, 1, 1, 2),
 		y(a, Bob, "holiday.rar", 1, 1, 2, 2),
 		y(b, Frank, "notes.txt", 1, 1, 1, 1),
-		{b, Grace, "vacation photos (1/2)", "jpeg"},
-		{b, Grace, "vacation photos (2/2)", "jpeg"},
+		txt(b, Grace, "vacation photos (1/2)", "jpeg"),
+		txt(b, Grace, "vacation photos (2/2)", "jpeg"),
 	}
 }
 
@@ -277,7 +284,7 @@ func Generated(group string, files, parts int) []Article {
 					break
 				}
 				name := fmt.Sprintf("gen%06d.rar", f+i)
-				out = append(out, Article{group, from, fmt.Sprintf("[1/1] - %q yEnc (%d/%d)", name, p, parts), "=ybegin"})
+				out = append(out, Article{Group: group, From: from, Subject: fmt.Sprintf("[1/1] - %q yEnc (%d/%d)", name, p, parts), Body: "=ybegin"})
 			}
 		}
 	}
@@ -318,7 +325,12 @@ func Post(ctx context.Context, c *nntp.Client, articles []Article) error {
 // articles arrive (seen with INN 2.7 when the tests of several packages
 // make groups at once); a new nnrpd reads the overview afresh.
 func freshGroup(ctx context.Context, c *nntp.Client, group string) (nntp.GroupInfo, error) {
-	fresh := nntp.New(nntp.Config{Addr: c.Addr(), Connections: 1, Timeout: 10 * time.Second})
+	return freshGroupAt(ctx, c.Addr(), group)
+}
+
+// freshGroupAt is freshGroup of the server at addr.
+func freshGroupAt(ctx context.Context, addr, group string) (nntp.GroupInfo, error) {
+	fresh := nntp.New(nntp.Config{Addr: addr, Connections: 1, Timeout: 10 * time.Second})
 	defer fresh.Close()
 	return fresh.Group(ctx, group)
 }
