@@ -25,7 +25,14 @@
 # N*C / (CPU a range) ranges/s, against C / (lone CPU a range) alone.
 #
 # Usage: [SCALEOUT_SIZES="1 3 5"] [SCALEOUT_GROUPS=5000] [SCALEOUT_WORKERS=16]
-#        [SCALEOUT_SECONDS=10] [SCALEOUT_LONE=3] [SCALEOUT_PAIRS=1] scripts/bench-scaleout.sh
+#        [SCALEOUT_SECONDS=10] [SCALEOUT_LONE=3] [SCALEOUT_PAIRS=1] [SCALEOUT_RANGES=12]
+#        [SCALEOUT_WARM=0] scripts/bench-scaleout.sh
+# SCALEOUT_RANGES is each group's ranges. SCALEOUT_WARM=S drives every
+# node for S seconds before the idle seconds and the measured load, so
+# that the groups leased then are claimed when it starts: with enough
+# ranges a group (a cycle finishes up to 10) and few enough groups for
+# the warm load to lease each, the measured load begins no group, as a
+# fleet that holds its groups' claims.
 # SCALEOUT_PAIRS > 1 runs the lone row and the fleet rows again, interleaved, as
 # the way to compare figures on a machine that drifts.
 # SCALEOUT_PROFILE=DIR writes a CPU profile of the first node of each
@@ -43,6 +50,8 @@ secs=${SCALEOUT_SECONDS:-10}
 lone=${SCALEOUT_LONE:-3}
 pairs=${SCALEOUT_PAIRS:-1}
 idle_secs=5
+granges=${SCALEOUT_RANGES:-12}
+warm=${SCALEOUT_WARM:-0}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-scaleout.XXXXXX")
 pids=()
 cleanup() {
@@ -93,7 +102,7 @@ run_size() {
 	for ((i = 0; i < nodes; i++)); do routes+="${routes:+,}nats://127.0.0.1:${ports[3 * i + 2]}"; done
 	for ((i = 0; i < nodes; i++)); do
 		local data=$tmp/d$n-$i-$RANDOM
-		"$bl" seed -data "$data" -groups "$g" -ranges 12 -prefix "n$i." >/dev/null
+		"$bl" seed -data "$data" -groups "$g" -ranges "$granges" -prefix "n$i." >/dev/null
 		datas+=("$data")
 		urls+=("http://127.0.0.1:${ports[3 * i]}")
 		local -a fleet=()
@@ -107,7 +116,7 @@ run_size() {
 		pids+=($!)
 	done
 	# Ready (joined), and every catalog holds the whole fleet's ranges.
-	local want=$((nodes * g * 12)) ok
+	local want=$((nodes * g * granges)) ok
 	for _ in $(seq 1200); do
 		ok=1
 		for u in "${urls[@]}"; do
@@ -117,6 +126,17 @@ run_size() {
 		sleep 0.25
 	done
 	[ $ok = 1 ] || { echo "bench-scaleout: fleet of $n did not form (logs in $tmp)" >&2; KEEP=1; exit 1; }
+	if [ "$warm" -gt 0 ]; then
+		# A load before the measured one, so that the groups it leased are
+		# claimed already (a fleet that holds its claims) when it starts.
+		local -a wpids=()
+		for ((i = 0; i < nodes; i++)); do
+			"$bl" cycle -url "${urls[i]}" -admin-token "$(cat "${datas[i]}/admin.token")" -workers "$w" -duration "${warm}s" \
+				-pattern steady -prefix "v$i" >/dev/null &
+			wpids+=($!)
+		done
+		for p in "${wpids[@]}"; do wait "$p"; done
+	fi
 	local c0=0 c1=0 i0=0 p
 	# What the nodes spend idle: a fleet's background work (renewals,
 	# heartbeats, polls) is paid whatever the load.

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -133,6 +135,56 @@ func TestGroupCommit(t *testing.T) {
 	t.Logf("%d writes in %d commits (%.1f per commit)", st.Writes, st.Commits, float64(st.Writes)/float64(st.Commits))
 	if st.Commits*4 > st.Writes {
 		t.Errorf("%d commits for %d writes: group commit is not batching", st.Commits, st.Writes)
+	}
+}
+
+// TestGroupCommitBareBetween: a bare write queued among busy writers ends
+// the batch being gathered and runs after it; no write is lost or left
+// waiting.
+func TestGroupCommitBareBetween(t *testing.T) {
+	t.Parallel()
+	db := openTest(t, "", Options{})
+	ctx := context.Background()
+	const writers, each, bares = 6, 100, 200
+	var bare atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each+bares)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if err := db.Write(ctx, func(tx *Tx) error {
+					_, _, err := tx.PutGroup(fmt.Sprintf("g%d-%d", w, i), GroupSpec{})
+					return err
+				}); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range bares {
+			if err := db.writeBare(ctx, func(*Tx) error { bare.Add(1); return nil }); err != nil {
+				errs <- err
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("writes still waiting after a minute: %d of %d bare writes ran", bare.Load(), bares)
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var n int
+	if err := db.r.QueryRow("SELECT count(*) FROM groups").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != writers*each || bare.Load() != bares {
+		t.Errorf("groups stored = %d, bare writes run = %d; want %d and %d", n, bare.Load(), writers*each, bares)
 	}
 }
 
