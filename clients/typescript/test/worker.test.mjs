@@ -1,8 +1,12 @@
 // The worker pull loop against a real node: capacity, windows uploaded
 // and loaded, heartbeats, failures reported, a window that will not load
-// quarantined, and every group released on stop.
+// quarantined, and every group released on stop: as stopped (no attempt
+// used) when its progress and window went up, by run's abort signal or a
+// worker process's SIGINT or SIGTERM.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { gunzipSync, gzipSync } from "node:zlib";
 
 import { Client, Worker, PermanentError } from "../dist/index.js";
@@ -189,4 +193,84 @@ test("heartbeats keep a long range's lease, and stopping sends the progress and 
   const win = await windowOf(admin, "ts.long");
   assert.equal(win.next, 50);
   assert.equal(win.ids.length, 49);
+});
+
+// startSignalWorker runs test/signal-worker.mjs, a worker process whose
+// SIGINT and SIGTERM abort its run as examples/worker.mjs's do.
+async function startSignalWorker(t, url, token) {
+  const proc = spawn(process.execPath, [fileURLToPath(new URL("./signal-worker.mjs", import.meta.url))], {
+    env: { ...process.env, LEASEHOLD_URL: url, LEASEHOLD_TOKEN: token },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let log = "";
+  proc.stdout.on("data", (b) => (out += b));
+  proc.stderr.on("data", (b) => (log += b));
+  const exited = new Promise((r) => proc.on("exit", (code, signal) => r({ code, signal })));
+  t.after(() => proc.exitCode === null && proc.signalCode === null && proc.kill("SIGKILL"));
+  await waitFor("the worker process to start", () => {
+    if (proc.exitCode !== null) throw new Error(`the worker exited: ${log}`);
+    return out.includes("running");
+  });
+  return { proc, exited, log: () => log };
+}
+
+test("a worker process stopped mid-range by SIGTERM, then by SIGINT, hands its range back each time at its progress with no attempt used; a stop whose window cannot be uploaded uses one", async (t) => {
+  // One range of 100000 ids, indexed 2 ms an id: in work at every stop.
+  const { admin, client } = await setup(t, [], ["--lease-ttl", "1s"]);
+  await admin.putGroup("ts.sig", { range_size: 100_000, start: 1 });
+  await admin.planTail("ts.sig", 100_000);
+  const range = async () => (await admin.listRanges("ts.sig")).ranges[0];
+  let progress = 1;
+  for (const sig of ["SIGTERM", "SIGINT"]) {
+    const w = await startSignalWorker(t, admin.url, client.token);
+    // In the range, past where the last stop left it: progress sent.
+    await waitFor(`the worker in the range past ${progress}`, async () => {
+      const r = await range();
+      return r.status === "leased" && r.next > progress + 10;
+    });
+    w.proc.kill(sig);
+    const { code, signal } = await w.exited;
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, `${sig}: the worker exits 0:\n${w.log()}`);
+    assert.match(w.log(), /msg="released group" group="ts.sig" why="stopping"/, `${sig}: released as stopping`);
+    const r = await range();
+    assert.equal(r.status, "planned", `${sig}: planned again`);
+    assert.ok(r.next > progress, `${sig}: the range moved on past ${progress}: next ${r.next}`);
+    assert.equal(r.attempts, 0, `${sig}: a clean stop is no attempt: released with stopped`);
+    assert.equal(r.last_error ?? null, null, `${sig}: no error`);
+    assert.equal((await admin.getGroup("ts.sig")).lease, null, `${sig}: released`);
+    const win = await windowOf(admin, "ts.sig");
+    assert.equal(win.next, r.next, `${sig}: the window uploaded at the range's progress`);
+    assert.equal(win.ids.length, r.next - 1, `${sig}: the window holds every id below its next, the last stop's window loaded`);
+    progress = r.next;
+  }
+
+  // A stop whose window cannot be uploaded is no clean stop: released
+  // plainly, the lease counts as an attempt.
+  const w = runWorker(t, {
+    client,
+    newWindow: () =>
+      new (class extends IdWindow {
+        save() {
+          throw new Error("the disk is full");
+        }
+      })(),
+    async index({ signal, range, window, progress }) {
+      for (let id = range.next; id <= range.end; id++) {
+        await new Promise((r) => setTimeout(r, 2));
+        if (signal.aborted) throw signal.reason;
+        window.ids.add(id);
+        progress(id + 1, 0);
+      }
+    },
+  });
+  await waitFor(`the worker in the range past ${progress}`, async () => {
+    const r = await range();
+    return r.status === "leased" && r.next > progress + 10;
+  });
+  await w.stop();
+  const r = await range();
+  assert.equal((await admin.getGroup("ts.sig")).lease, null, "released");
+  assert.deepEqual([r.status, r.attempts], ["planned", 1], "a stop with its window not saved counts its attempt");
+  assert.equal((await windowOf(admin, "ts.sig")).next, progress, "the window stays the last one uploaded");
 });
