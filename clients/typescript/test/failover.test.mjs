@@ -8,18 +8,7 @@ import { gunzipSync } from "node:zlib";
 
 import { Client, Worker, unreachable, UnavailableError } from "../dist/index.js";
 import { startNode, waitFor } from "./node.mjs";
-
-class IdWindow {
-  ids = new Set();
-  async load(input) {
-    const parts = [];
-    for await (const c of input) parts.push(Buffer.from(c));
-    this.ids = new Set(JSON.parse(Buffer.concat(parts).toString()).ids);
-  }
-  save() {
-    return JSON.stringify({ ids: [...this.ids] });
-  }
-}
+import { IdWindow } from "./window.mjs";
 
 async function nodeWithGroup(t, name, high) {
   const node = await startNode(["--lease-ttl", "2s"]);

@@ -6,18 +6,7 @@
 // name the node and the worker node's token; it exits 0 once run
 // resolves.
 import { Client, Worker } from "../dist/index.js";
-
-class IdWindow {
-  ids = new Set();
-  async load(input) {
-    const parts = [];
-    for await (const c of input) parts.push(Buffer.from(c));
-    this.ids = new Set(JSON.parse(Buffer.concat(parts).toString()).ids);
-  }
-  save() {
-    return JSON.stringify({ ids: [...this.ids] });
-  }
-}
+import { IdWindow, slowIndex } from "./window.mjs";
 
 const stop = new AbortController();
 process.once("SIGINT", () => stop.abort());
@@ -28,14 +17,7 @@ const worker = new Worker({
   poll: { minMs: 20, maxMs: 200 },
   snapshotIntervalMs: -1, // the window goes up at the stop only
   newWindow: () => new IdWindow(),
-  async index({ signal, range, window, progress }) {
-    for (let id = range.next; id <= range.end; id++) {
-      await new Promise((r) => setTimeout(r, 2));
-      if (signal.aborted) throw signal.reason;
-      window.ids.add(id);
-      progress(id + 1, id + 1 - range.start);
-    }
-  },
+  index: slowIndex,
 });
 // Tells the test the signal handlers are in place.
 process.stdout.write("running\n");

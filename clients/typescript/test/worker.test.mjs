@@ -11,22 +11,9 @@ import { gunzipSync, gzipSync } from "node:zlib";
 
 import { Client, Worker, PermanentError } from "../dist/index.js";
 import { startNode, waitFor } from "./node.mjs";
+import { IdWindow, slowIndex } from "./window.mjs";
 
 const quiet = { info() {}, warn() {}, error() {} };
-
-// A window counts the ids it holds, once each.
-class IdWindow {
-  ids = new Set();
-  async load(input) {
-    const parts = [];
-    for await (const c of input) parts.push(Buffer.from(c));
-    const w = JSON.parse(Buffer.concat(parts).toString());
-    this.ids = new Set(w.ids);
-  }
-  save() {
-    return JSON.stringify({ ids: [...this.ids] });
-  }
-}
 
 async function setup(t, groups, args = []) {
   const node = await startNode(args);
@@ -255,14 +242,7 @@ test("a worker process stopped mid-range by SIGTERM, then by SIGINT, hands its r
           throw new Error("the disk is full");
         }
       })(),
-    async index({ signal, range, window, progress }) {
-      for (let id = range.next; id <= range.end; id++) {
-        await new Promise((r) => setTimeout(r, 2));
-        if (signal.aborted) throw signal.reason;
-        window.ids.add(id);
-        progress(id + 1, 0);
-      }
-    },
+    index: slowIndex,
   });
   await waitFor(`the worker in the range past ${progress}`, async () => {
     const r = await range();
