@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,26 +75,107 @@ func startProcNode(t *testing.T, name, data string, args ...string) *procNode {
 
 // startProcFleet starts len(names) leasehold processes clustered over
 // NATS on loopback, each with the flags of extra(i) added, and returns
-// them once every one is ready; the test's end stops them.
+// them once every one is ready; the test's end stops them. The route
+// ports are free a moment before the nodes bind them, and on a loaded
+// machine another test may take one meanwhile: a node that exits at start
+// because its address is in use stops the fleet, which starts again on
+// new ports (three tries).
 func startProcFleet(t *testing.T, names []string, extra func(i int) []string) []*procNode {
 	t.Helper()
 	bin := leaseholdBinary(t)
-	routes := freePorts(t, len(names))
-	nodes := make([]*procNode, len(names))
-	for i, name := range names {
-		args := append([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0", "--name", name,
-			"--nats-listen", "127.0.0.1:0"}, routeArgs(routes, i)...)
-		n := &procNode{name: name, data: args[2], args: append(args, extra(i)...), bin: bin}
-		n.start(t)
-		nodes[i] = n
+	for try := 1; ; try++ {
+		routes := freePorts(t, len(names))
+		nodes := make([]*procNode, len(names))
+		for i, name := range names {
+			args := append([]string{"serve", "--data", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0", "--name", name,
+				"--nats-listen", "127.0.0.1:0"}, routeArgs(routes, i)...)
+			n := &procNode{name: name, data: args[2], args: append(args, extra(i)...), bin: bin}
+			n.start(t)
+			nodes[i] = n
+		}
+		if lost := portTaken(nodes); lost != nil && try < 3 {
+			t.Logf("%s could not bind its address, the fleet starts again on new ports:\n%s", lost.name, lost.log.String())
+			for _, n := range nodes {
+				n.kill(t)
+			}
+			continue
+		}
+		for _, n := range nodes {
+			n.waitServing(t)
+		}
+		for _, n := range nodes {
+			n.waitReady(t, 120*time.Second)
+		}
+		return nodes
 	}
-	for _, n := range nodes {
-		n.waitServing(t)
+}
+
+// portTaken waits until every node of a fleet just started is ready or
+// one has exited, and returns the one that exited because an address it
+// was given is in use; nil if none did.
+func portTaken(nodes []*procNode) *procNode {
+	var lost *procNode
+	_ = poll.Wait(120*time.Second, poll.Every, func() error {
+		for _, n := range nodes {
+			select {
+			case <-n.exited:
+				if strings.Contains(n.log.String(), "address already in use") {
+					lost = n
+				}
+				return nil
+			default:
+			}
+		}
+		for _, n := range nodes {
+			m := servingURL.FindStringSubmatch(n.log.String())
+			if m == nil {
+				return errors.New("not serving yet")
+			}
+			if err := readyz(m[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return lost
+}
+
+// natsURL is the client URL of the node's embedded NATS, as its log says
+// once it has joined its fleet.
+func (n *procNode) natsURL(t *testing.T) string {
+	t.Helper()
+	var url string
+	poll.Until(t, 60*time.Second, n.name+" to say its NATS URL", func() error {
+		m := joinedNATS.FindStringSubmatch(n.log.String())
+		if m == nil {
+			return errors.New("not joined yet")
+		}
+		url = m[1]
+		return nil
+	})
+	return url
+}
+
+// joinedNATS finds a node's NATS client URL in its log line that it
+// joined its fleet.
+var joinedNATS = regexp.MustCompile(`peers: joined the fleet.* nats=(nats://[0-9.:]+)`)
+
+// waitReady polls the node's /readyz until it answers 200, failing t
+// after d with the node's log, and at once (with its log) if its process
+// has exited: a node that dies after it serves is refused connections
+// from then on, which says nothing of why.
+func (n *procNode) waitReady(t *testing.T, d time.Duration) {
+	t.Helper()
+	if err := poll.Wait(d, poll.Every, func() error {
+		select {
+		case <-n.exited:
+			t.Fatalf("%s exited before it was ready:\n%s", n.name, n.log.String())
+		default:
+		}
+		return readyz(n.url)
+	}); err != nil {
+		t.Fatalf("waited %s for %s's readyz to answer 200: %v\n%s", d, n.name, err, n.log.String())
 	}
-	for _, n := range nodes {
-		pollReady(t, n.url, 120*time.Second)
-	}
-	return nodes
 }
 
 // start runs the node's process (again) on its data.

@@ -214,16 +214,19 @@ func TestParseBytes(t *testing.T) {
 // pollReady polls url's /readyz until it answers 200, failing t after d.
 func pollReady(t *testing.T, url string, d time.Duration) {
 	t.Helper()
-	poll.Until(t, d, "readyz to answer 200", func() error {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d: %s", resp.StatusCode, body)
-		}
-		return nil
-	})
+	poll.Until(t, d, "readyz to answer 200", func() error { return readyz(url) })
+}
+
+// readyz asks url's /readyz once: nil when it answers 200, else why not.
+func readyz(url string) error {
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("readyz %d: %s", resp.StatusCode, body)
+	}
+	return nil
 }

@@ -25,6 +25,10 @@ type fleetNode struct {
 	admin *client.Client
 }
 
+// fleetClaimTTL is the claim TTL of a serveFleet fleet, the measure of
+// its waits (formedWithin, stepWithin).
+const fleetClaimTTL = 4 * time.Second
+
 // serveFleet runs a fleet of real nodes named names on loopback, each
 // routed to all the others, and waits until every one is ready.
 func serveFleet(t *testing.T, secret string, names ...string) []*fleetNode {
@@ -33,7 +37,7 @@ func serveFleet(t *testing.T, secret string, names ...string) []*fleetNode {
 	nodes := make([]*fleetNode, len(names))
 	for i, name := range names {
 		data := t.TempDir()
-		args := append([]string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", "4s", "--lease-ttl", "3s",
+		args := append([]string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", fleetClaimTTL.String(), "--lease-ttl", "3s",
 			"--nats-listen", "127.0.0.1:0"}, routeArgs(routes, i)...)
 		n := serveNode(t, args...)
 		token := n.adminToken(t)
@@ -57,6 +61,10 @@ func TestDeleteTravels(t *testing.T) {
 	}
 	nodes := serveFleet(t, natsSecret(t, "delete-travels-secret-0123456789"), "node-a", "node-b")
 	a, b := nodes[0], nodes[1]
+	fleet := servedMembers(nodes)
+	// Each node is ready alone first: what one does reaches the other
+	// once the fleet is formed.
+	waitFleetFormed(t, formedWithin(fleetClaimTTL), fleet)
 	ctx := context.Background()
 	rs := int64(100)
 	const g = "alt.delete.travels"
@@ -66,7 +74,7 @@ func TestDeleteTravels(t *testing.T) {
 	if _, err := b.admin.PlanTail(ctx, g, 500); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 30*time.Second, "node-b's group seen at node-a", func() error {
+	untilFleet(t, stepWithin(fleetClaimTTL), "node-b's group seen at node-a", fleet, func() error {
 		d, err := a.admin.Group(ctx, g)
 		if err == nil && (d.Peer == nil || d.Peer.Owner != "node-b") {
 			err = fmt.Errorf("%s at node-a: peer %+v, want owned by node-b", g, d.Peer)
@@ -80,21 +88,23 @@ func TestDeleteTravels(t *testing.T) {
 	atB := client.New(b.url, w.Token)
 	grant, err := atB.Lease(ctx)
 	if err != nil || grant == nil {
-		t.Fatalf("a lease at node-b: %+v, %v", grant, err)
+		t.Fatalf("a lease at node-b: %+v, %v\nwhat each node saw:%s", grant, err, fleetSeen(fleet))
 	}
 	if err := a.admin.DeleteGroup(ctx, g); !errors.Is(err, leasehold.ErrConflict) || !strings.Contains(err.Error(), "held") {
-		t.Fatalf("deleting a held group through node-a: %v; want a conflict saying it is held", err)
+		t.Fatalf("deleting a held group through node-a: %v; want a conflict saying it is held\nwhat each node saw:%s", err, fleetSeen(fleet))
 	}
 	if err := atB.Release(ctx, grant.Group.ID, grant.Fence); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.admin.DeleteGroup(ctx, g); err != nil {
-		t.Fatalf("deleting node-b's group through node-a: %v", err)
+		t.Fatalf("deleting node-b's group through node-a: %v\nwhat each node saw:%s", err, fleetSeen(fleet))
 	}
 	for _, n := range nodes {
-		poll.Eventually(t, 15*time.Second, g+" gone at "+n.name, func() bool {
-			_, err := n.admin.Group(ctx, g)
-			return errors.Is(err, leasehold.ErrNotFound)
+		untilFleet(t, stepWithin(fleetClaimTTL), g+" gone at "+n.name, fleet, func() error {
+			if _, err := n.admin.Group(ctx, g); !errors.Is(err, leasehold.ErrNotFound) {
+				return fmt.Errorf("%s at %s: %v, want not found", g, n.name, err)
+			}
+			return nil
 		})
 	}
 	// The group's earlier events are in the stream still; a node folding
@@ -105,9 +115,9 @@ func TestDeleteTravels(t *testing.T) {
 		t.Errorf("planning the deleted group at node-b: %v; want not found", err)
 	}
 	if _, _, err := a.admin.PutGroup(ctx, g, client.GroupSpec{RangeSize: &rs}); err != nil {
-		t.Fatalf("making %s anew at node-a: %v", g, err)
+		t.Fatalf("making %s anew at node-a: %v\nwhat each node saw:%s", g, err, fleetSeen(fleet))
 	}
-	poll.Until(t, 30*time.Second, "the group made anew seen at node-b", func() error {
+	untilFleet(t, stepWithin(fleetClaimTTL), "the group made anew seen at node-b", fleet, func() error {
 		d, err := b.admin.Group(ctx, g)
 		if err == nil && (d.Peer == nil || d.Peer.Owner != "node-a") {
 			err = fmt.Errorf("%s at node-b: peer %+v, want owned by node-a", g, d.Peer)

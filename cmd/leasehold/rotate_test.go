@@ -38,10 +38,10 @@ func TestFleetSecretRotation(t *testing.T) {
 	const (
 		oldSecret = "rotate-old-secret-0123456789abcdef"
 		newSecret = "rotate-new-secret-fedcba9876543210"
+		claimTTL  = 6 * time.Second
 	)
 	dir := t.TempDir()
 	files := make([]string, 3)
-	clientPorts := freePorts(t, 3)
 	for i := range files {
 		files[i] = filepath.Join(dir, fmt.Sprintf("secret-%d", i))
 		if err := os.WriteFile(files[i], []byte(oldSecret+"\n"), 0o600); err != nil {
@@ -49,10 +49,13 @@ func TestFleetSecretRotation(t *testing.T) {
 		}
 	}
 	nodes := startProcFleet(t, []string{"rot-a", "rot-b", "rot-c"}, func(i int) []string {
-		return []string{"--nats-secret-file", files[i], "--claim-ttl", "6s", "--lease-ttl", "4s",
-			"--nats-listen", fmt.Sprintf("127.0.0.1:%d", clientPorts[i])}
+		return []string{"--nats-secret-file", files[i], "--claim-ttl", claimTTL.String(), "--lease-ttl", "4s"}
 	})
 	a := nodes[0]
+	fleet := procMembers(nodes)
+	// Ready is each node alone; the worker's writes at rot-a need its
+	// peers (the stream's copies) and the roll is of routes up.
+	waitFleetFormed(t, formedWithin(claimTTL), fleet)
 	ctx := context.Background()
 	w, err := a.admin.RegisterNode(ctx, client.NodeSpec{Name: "rot-w"})
 	if err != nil {
@@ -71,7 +74,7 @@ func TestFleetSecretRotation(t *testing.T) {
 	// call tried again while unanswered or 503; a 409 is a lease lost.
 	wc := client.New(a.url, w.Token)
 	var g *client.Grant
-	poll.Until(t, 30*time.Second, "a lease at rot-a", func() error {
+	untilFleet(t, stepWithin(claimTTL), "a lease at rot-a", fleet, func() error {
 		if g, err = wc.Lease(ctx); err != nil {
 			return err
 		}
@@ -140,11 +143,11 @@ func TestFleetSecretRotation(t *testing.T) {
 	wrote := func(what string) {
 		t.Helper()
 		from := written()
-		poll.Until(t, 60*time.Second, "the worker to write "+what, func() error {
+		untilFleet(t, stepWithin(claimTTL), "the worker to write "+what, fleet, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if werr != nil {
-				t.Fatalf("the worker's call was refused %s: %v", what, werr)
+				t.Fatalf("the worker's call was refused %s: %v\nwhat each node saw:%s", what, werr, fleetSeen(fleet))
 			}
 			if finished <= from {
 				return errors.New("no range finished yet")
@@ -163,7 +166,7 @@ func TestFleetSecretRotation(t *testing.T) {
 			if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			poll.Until(t, 30*time.Second, n.name+" to reload its secret ("+pass+")", func() error {
+			untilFleet(t, stepWithin(claimTTL), n.name+" to reload its secret ("+pass+")", fleet, func() error {
 				if strings.Count(n.log.String(), "the fleet secret file reloaded") <= before {
 					return errors.New("not reloaded yet")
 				}
@@ -175,8 +178,8 @@ func TestFleetSecretRotation(t *testing.T) {
 	roll("pass 1: old, then new", oldSecret+"\n"+newSecret+"\n")
 	roll("pass 2: new", newSecret+"\n")
 
-	for i, n := range nodes {
-		url := fmt.Sprintf("nats://127.0.0.1:%d", clientPorts[i])
+	for _, n := range nodes {
+		url := n.natsURL(t)
 		if nc, err := nats.Connect(url, nats.Token(oldSecret), nats.MaxReconnects(0)); err == nil {
 			nc.Close()
 			t.Errorf("%s's NATS still takes the old secret after the roll", n.name)
@@ -193,12 +196,13 @@ func TestFleetSecretRotation(t *testing.T) {
 	// it: it joins, and the fleet serves it.
 	c := nodes[2]
 	c.restart(t)
-	pollReady(t, c.url, 120*time.Second)
+	c.waitReady(t, formedWithin(claimTTL))
+	waitFleetFormed(t, formedWithin(claimTTL), fleet)
 	wrote("after rot-c restarted with the new secret")
 	stopWorker()
 	wg.Wait()
 	if werr != nil {
-		t.Fatalf("the worker's call was refused: %v", werr)
+		t.Fatalf("the worker's call was refused: %v\nwhat each node saw:%s", werr, fleetSeen(fleet))
 	}
 }
 
