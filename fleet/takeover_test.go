@@ -67,6 +67,7 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 		return true
 	})
 
+	lifeA, lifeB := a.fleet.claims.Life(), b.fleet.claims.Life()
 	killed := time.Now()
 	c.stop() // neither its claims nor its life are released
 	bound := fleetTTL + 5*time.Second
@@ -92,7 +93,13 @@ func TestFleetTakeoverPrompt(t *testing.T) {
 		}
 	}
 	t.Logf("claim TTL %s: taken over %v after the stop; share %v", fleetTTL, took, share)
-	if share[a.name] == 0 || share[b.name] == 0 {
+	if a.fleet.claims.Life() != lifeA || b.fleet.claims.Life() != lifeB {
+		// A survivor whose own life lapsed meanwhile (a loaded machine
+		// starving its renewals: a fresh-clone run saw it) takes nothing
+		// over until its new life is a TTL old, so the other takes all:
+		// right, and not a share this test can judge.
+		t.Logf("a survivor's life began anew during the takeover (a %t, b %t): the share is not checked", a.fleet.claims.Life() != lifeA, b.fleet.claims.Life() != lifeB)
+	} else if share[a.name] == 0 || share[b.name] == 0 {
 		t.Fatalf("one survivor took every group: %v; want them shared", share)
 	}
 	// Owned too, not only claimed: each survivor leases its share.
