@@ -121,13 +121,18 @@ func run(ctx context.Context, cfg config) (*session, error) {
 	if err := s.setup(ctx); err != nil {
 		return s, fmt.Errorf("setting up: %w", err)
 	}
-	for k := 0; k < cfg.kills && !s.failed(); k++ {
+	// A fault waits for a kill that leaves it something to break (a
+	// snapshot of some size, a group with no call in doubt); on a loaded
+	// machine the short runs' first kills can all come too early, so it
+	// is given up to twice as many kills more.
+	k := 0
+	for ; (k < cfg.kills || cfg.fault != "" && s.stats.faultsDone == 0 && k < 3*cfg.kills) && !s.failed(); k++ {
 		if err := s.round(ctx); err != nil {
 			return s, err
 		}
 	}
 	if cfg.fault != "" && s.stats.faultsDone == 0 {
-		return s, fmt.Errorf("fault %s found nothing to break in %d kills", cfg.fault, cfg.kills)
+		return s, fmt.Errorf("fault %s found nothing to break in %d kills", cfg.fault, k)
 	}
 	return s, nil
 }
