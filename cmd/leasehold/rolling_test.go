@@ -55,10 +55,16 @@ func TestRollingStart(t *testing.T) {
 		t.Skip("a three-node fleet takes a while")
 	}
 	secret := natsSecret(t, "rolling-start-secret-0123456789")
-	routes := freePorts(t, 3)
+	// Every port a node listens on is taken from one call: node-b's NATS
+	// client port, left to the system, was once handed the port node-b's
+	// routes were to listen on (closed 20 s before, while node-a waited
+	// alone), and node-b exited.
+	ports := freePorts(t, 9)
+	routes, clients, https := ports[:3], ports[3:6], ports[6:]
 	names := []string{"node-a", "node-b", "node-c"}
 	start := func(i int) *servedNode {
-		return serveNode(t, append([]string{"--data", t.TempDir(), "--name", names[i], "--nats-listen", "127.0.0.1:0",
+		return serveNode(t, append([]string{"--data", t.TempDir(), "--name", names[i],
+			"--listen", fmt.Sprintf("127.0.0.1:%d", https[i]), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", clients[i]),
 			"--nats-secret-file", secret, "--claim-ttl", "4s"}, routeArgs(routes, i)...)...)
 	}
 	status := func(n *servedNode, path string) (int, string) {
