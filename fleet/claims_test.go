@@ -97,7 +97,7 @@ func claimThroughout(t *testing.T, window, every time.Duration, cond func() erro
 		if time.Since(start) >= window {
 			return
 		}
-		time.Sleep(every)
+		time.Sleep(every) // stays: the sampling interval across a window that must hold throughout, no step to wait for
 	}
 }
 
@@ -626,11 +626,20 @@ func TestClaimUnreachable(t *testing.T) {
 				won, fb = time.Now(), f
 				return
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // stays: b's pace between tries in the race, no step to wait for
 		}
 	}()
-	for a.Held(group) {
-		time.Sleep(time.Millisecond)
+	// Held turns false by the clock (a's last renewal + TTL − margin): no
+	// step fires to wait on. Asked every millisecond, so letGo is taken
+	// close to the moment b may claim.
+	if err := poll.Wait(10*claimTestTTL, time.Millisecond, func() error {
+		if a.Held(group) {
+			return errors.New("a still holds its group")
+		}
+		return nil
+	}); err != nil {
+		<-bDone
+		t.Fatalf("%v %s after the cut", err, 10*claimTestTTL)
 	}
 	letGo = time.Now()
 	<-bDone
@@ -787,6 +796,8 @@ func TestClaimServerLapse(t *testing.T) {
 			t.Fatalf("claiming a group whose owner's life lapsed: %v", err)
 		}
 		c.Stop()
+		// stays: starts the next life 100 ms later in the server's 250 ms
+		// expiry period, so the four lapses measure its phases, not one.
 		time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 	}
 	t.Logf("unrenewed lives removed at most %s after their TTL of %s (poll period 10ms)", worst.Round(time.Millisecond), claimTestTTL)
@@ -875,14 +886,14 @@ func TestClaimHistory(t *testing.T) {
 			l := start(node, n)
 			for ctx.Err() == nil {
 				l.c.ClaimFree(ctx, groups, 2-len(l.c.Owned()))
-				time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond)
+				time.Sleep(time.Duration(100+r.IntN(300)) * time.Millisecond) // stays: the node's random pace between acts
 				switch r.IntN(8) {
 				case 0: // killed, and down long enough for its claims to lapse
 					l.c.Stop()
 					countMu.Lock()
 					kills++
 					countMu.Unlock()
-					time.Sleep(claimTestTTL + time.Duration(r.Int64N(int64(claimTestTTL))))
+					time.Sleep(claimTestTTL + time.Duration(r.Int64N(int64(claimTestTTL)))) // stays: down long enough for its claims to lapse
 					n++
 					l = start(node, n)
 				case 1: // lets one group go
@@ -930,7 +941,7 @@ func TestClaimHistory(t *testing.T) {
 				cancel()
 			}
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // stays: the sampler's interval over the whole run
 	}
 	wg.Wait()
 

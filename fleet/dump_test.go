@@ -41,7 +41,18 @@ func dumpOpen(t testing.TB, name, dir string) *dumpNode {
 
 // dumpOpenIn is dumpOpen with the appliance's Fleet (nil: alone): the
 // node the fleet's parts are tested over, each part's fixture (foldPeer,
-// ownNode, snapNode) adding that part.
+// ownNode, snapNode) adding that part. It is assembled by node.Assemble
+// (openApp), as serve assembles a node, but without the node's fleet part
+// (node.Fleet, fleet.New over a Gate), which fleetJoin's nodes have: that
+// part starts claims, ownership, publisher, folder, replicator and dumper
+// together and its Gate refuses admin writes until the fleet has joined,
+// while these tests run one part alone, started when the test says
+// (BenchmarkPeerSync's fold-after starts the folder once the publisher
+// has drained), over a catalog set up first (ownFleet lets those writes
+// through until its Ownership is made), with stand-ins the whole fleet
+// would not take (snapNode's PeersFunc). Nor nodetest.Start: it adds only
+// an HTTP server these tests never call. The catalog's open makes the
+// indexes peer sync reads, as a node in a fleet's does (no NoOutbox).
 func dumpOpenIn(t testing.TB, name, dir string, fleet appliance.Fleet) *dumpNode {
 	t.Helper()
 	app, db, err := openApp(appliance.Config{DataDir: dir, HistoryMinFreeBytes: 0, Logger: claimQuiet, Fleet: fleet})
@@ -49,10 +60,6 @@ func dumpOpenIn(t testing.TB, name, dir string, fleet appliance.Fleet) *dumpNode
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { app.Close() })
-	// As the fleet's join does: the publisher's and the dumper's reads need them.
-	if _, err := db.PeerIndexes(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
 	return &dumpNode{name: name, dir: dir, app: app, db: db}
 }
 

@@ -99,7 +99,7 @@ func TestFleetExternalCluster(t *testing.T) {
 				notReady = append(notReady, n.name+" at "+time.Since(killed).Round(time.Millisecond).String()+": "+err.Error())
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // stays: the interval of checks that must hold across the whole window
 	}
 	if len(notReady) > 0 {
 		t.Fatalf("not ready after the loss of one NATS server of three:\n%s", strings.Join(notReady, "\n"))

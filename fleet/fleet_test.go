@@ -588,16 +588,17 @@ func TestFleetNATSUnreachable(t *testing.T) {
 	// a's worker goes on heartbeating the lease: served until the claim
 	// reaches its margin, then refused, before the claim could lapse.
 	var stopped time.Time
-	for time.Since(cut) < 2*fleetTTL {
-		if err := a.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence}); err != nil {
-			if leasehold.KindOf(err) != leasehold.KindLeaseLost {
-				t.Fatalf("heartbeat while cut off: %v; want lease lost", err)
-			}
-			stopped = time.Now()
-			break
+	poll.Wait(2*fleetTTL, 20*time.Millisecond, func() error {
+		err := a.app.Coordinator.Heartbeat(ctx, leasehold.GroupHolder{NodeID: a.worker, GroupID: g.Group.ID, Fence: g.Fence})
+		if err == nil {
+			return errors.New("still served")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		if leasehold.KindOf(err) != leasehold.KindLeaseLost {
+			t.Fatalf("heartbeat while cut off: %v; want lease lost", err)
+		}
+		stopped = time.Now()
+		return nil
+	})
 	if stopped.IsZero() {
 		t.Fatalf("a still served its group %s after NATS went away (claim TTL %s)", 2*fleetTTL, fleetTTL)
 	}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -60,28 +61,29 @@ func TestFleetWorkSpread(t *testing.T) {
 		return true
 	})
 	start := time.Now()
-	for {
-		g, err := b.app.Coordinator.Lease(ctx, b.worker)
-		if err != nil {
+	var g *leasehold.Grant
+	// Asked every 100 ms, a worker's idle poll.
+	if err := poll.Wait(30*time.Second, 100*time.Millisecond, func() error {
+		var err error
+		if g, err = b.app.Coordinator.Lease(ctx, b.worker); err != nil {
 			t.Fatalf("lease at b: %v", err)
 		}
-		if g != nil {
-			took := time.Since(start)
-			t.Logf("a worker at b got %s, planned at a, %v after b saw the work", g.Group.Name, took.Round(time.Millisecond))
-			if took > 5*time.Second {
-				t.Errorf("the worker at b waited %v; want at most 5s", took)
-			}
-			if _, held := a.fleet.gate.Holds(g.Group.Name); held {
-				t.Errorf("a still holds the claim of %s, granted at b", g.Group.Name)
-			}
-			if _, held := b.fleet.gate.Holds(g.Group.Name); !held {
-				t.Errorf("b granted %s without holding its claim", g.Group.Name)
-			}
-			return
+		if g == nil {
+			return errors.New("nothing leased")
 		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatal("the worker at b got nothing within 30s while a had six groups planned")
-		}
-		time.Sleep(100 * time.Millisecond) // a worker's idle poll
+		return nil
+	}); err != nil {
+		t.Fatal("the worker at b got nothing within 30s while a had six groups planned")
+	}
+	took := time.Since(start)
+	t.Logf("a worker at b got %s, planned at a, %v after b saw the work", g.Group.Name, took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("the worker at b waited %v; want at most 5s", took)
+	}
+	if _, held := a.fleet.gate.Holds(g.Group.Name); held {
+		t.Errorf("a still holds the claim of %s, granted at b", g.Group.Name)
+	}
+	if _, held := b.fleet.gate.Holds(g.Group.Name); !held {
+		t.Errorf("b granted %s without holding its claim", g.Group.Name)
 	}
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/appliance"
+	"github.com/leasehold/leasehold/internal/poll"
 	"github.com/leasehold/leasehold/store"
 )
 
@@ -39,6 +41,11 @@ func BenchmarkPeerSync(b *testing.B) {
 		b.Run("peer="+mode, func(b *testing.B) { benchPeerSync(b, mode) })
 	}
 }
+
+// benchWait bounds a benchmark's wait for its publisher to drain or its
+// folder to catch up: far beyond what either takes, only so a stuck one
+// fails rather than hangs.
+const benchWait = 10 * time.Minute
 
 func benchPeerSync(b *testing.B, mode string) {
 	ctx := context.Background()
@@ -105,15 +112,21 @@ func benchPeerSync(b *testing.B, mode string) {
 	defer cancel()
 	// The catalog's making is published and folded before the clock runs.
 	drain := func() {
-		for pub != nil {
+		if pub == nil {
+			return
+		}
+		// Asked every 5 ms: the figures time the drain to that.
+		if err := poll.Wait(benchWait, 5*time.Millisecond, func() error {
 			evs, err := a.db.Unsent(ctx, 0, 1)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(evs) == 0 {
-				break
+			if len(evs) > 0 {
+				return errors.New("events unsent")
 			}
-			time.Sleep(5 * time.Millisecond)
+			return nil
+		}); err != nil {
+			b.Fatalf("the publisher did not drain within %s: %v", benchWait, err)
 		}
 	}
 	caughtUp := func() {
@@ -125,15 +138,17 @@ func benchPeerSync(b *testing.B, mode string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
+		if err := poll.Wait(benchWait, 5*time.Millisecond, func() error {
 			_, mark, err := bNode.db.FoldMark(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if mark >= info.State.LastSeq {
-				return
+			if mark < info.State.LastSeq {
+				return fmt.Errorf("folded to %d of %d", mark, info.State.LastSeq)
 			}
-			time.Sleep(5 * time.Millisecond)
+			return nil
+		}); err != nil {
+			b.Fatalf("the folder did not catch up within %s: %v", benchWait, err)
 		}
 	}
 	drain()
