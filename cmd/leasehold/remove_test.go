@@ -33,12 +33,17 @@ const fleetClaimTTL = 4 * time.Second
 // routed to all the others, and waits until every one is ready.
 func serveFleet(t *testing.T, secret string, names ...string) []*fleetNode {
 	t.Helper()
-	routes := freePorts(t, len(names))
+	// Every port the nodes listen on is taken in one call, so a node's
+	// own listener left to the system cannot be handed a later node's
+	// route port (TestRollingStart's node-b was, once).
+	k := len(names)
+	ports := freePorts(t, 3*k)
+	routes, clients, https := ports[:k], ports[k:2*k], ports[2*k:]
 	nodes := make([]*fleetNode, len(names))
 	for i, name := range names {
 		data := t.TempDir()
 		args := append([]string{"--data", data, "--name", name, "--nats-secret-file", secret, "--claim-ttl", fleetClaimTTL.String(), "--lease-ttl", "3s",
-			"--nats-listen", "127.0.0.1:0"}, routeArgs(routes, i)...)
+			"--listen", fmt.Sprintf("127.0.0.1:%d", https[i]), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", clients[i])}, routeArgs(routes, i)...)
 		n := serveNode(t, args...)
 		token := n.adminToken(t)
 		nodes[i] = &fleetNode{servedNode: n, name: name, data: data, args: args, token: token, admin: client.New(n.url, token)}
