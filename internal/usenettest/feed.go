@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/textproto"
 	"strings"
@@ -28,39 +29,62 @@ func newFeeder(addr string) *feeder {
 	return &feeder{addr: addr, tag: fmt.Sprintf("%x", time.Now().UnixNano()), seq: new(atomic.Int64)}
 }
 
+// dial connects to the server as a peer and reads its greeting; done
+// closes the connection (and ends the watch on ctx).
+func (f *feeder) dial(ctx context.Context) (net.Conn, *textproto.Conn, func(), error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", f.addr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
+	done := func() { stop(); nc.Close() }
+	tp := textproto.NewConn(nc)
+	if _, _, err := tp.ReadCodeLine(200); err != nil {
+		done()
+		return nil, nil, nil, fmt.Errorf("%s greets: %w (a peer's IHAVE and TAKETHIS need innd's port, which takes 127.0.0.1 for a peer)", f.addr, err)
+	}
+	return nc, tp, done, nil
+}
+
+// nextID is a Message-ID no article fed before has.
+func (f *feeder) nextID() string {
+	return fmt.Sprintf("<shape.%s.%d@lh.example>", f.tag, f.seq.Add(1))
+}
+
+// writeHead writes article a's head under id, and the blank line after
+// it; an article without a date is dated now.
+func writeHead(w io.Writer, id string, a Article) {
+	date := a.Date
+	if date.IsZero() {
+		date = time.Now()
+	}
+	fmt.Fprintf(w, "Path: lh.example!not-for-mail\r\nMessage-ID: %s\r\nFrom: %s\r\nNewsgroups: %s\r\nSubject: %s\r\nDate: %s\r\n\r\n",
+		id, a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z))
+}
+
 // feed offers articles in order over one connection; each is stored
 // (235) before the next is offered, so the server numbers them in order.
 func (f *feeder) feed(ctx context.Context, articles []Article) error {
 	if len(articles) == 0 {
 		return nil
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", f.addr)
+	_, tp, done, err := f.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
-	defer stop()
-	tp := textproto.NewConn(nc)
-	if _, _, err := tp.ReadCodeLine(200); err != nil {
-		return fmt.Errorf("%s greets: %w (IHAVE needs innd's port, which takes 127.0.0.1 for a peer)", f.addr, err)
-	}
+	defer done()
 	for _, a := range articles {
-		id := fmt.Sprintf("<shape.%s.%d@lh.example>", f.tag, f.seq.Add(1))
+		id := f.nextID()
 		if err := tp.PrintfLine("IHAVE %s", id); err != nil {
 			return err
 		}
 		if _, _, err := tp.ReadCodeLine(335); err != nil {
 			return fmt.Errorf("IHAVE %q to %s: %w", a.Subject, a.Group, err)
 		}
-		date := a.Date
-		if date.IsZero() {
-			date = time.Now()
-		}
 		w := tp.DotWriter()
-		fmt.Fprintf(w, "Path: lh.example!not-for-mail\r\nMessage-ID: %s\r\nFrom: %s\r\nNewsgroups: %s\r\nSubject: %s\r\nDate: %s\r\n\r\n%s\r\n",
-			id, a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z), a.Body)
+		writeHead(w, id, a)
+		fmt.Fprintf(w, "%s\r\n", a.Body)
 		if err := w.Close(); err != nil {
 			return err
 		}
@@ -80,18 +104,11 @@ func (f *feeder) stream(ctx context.Context, articles []Article) error {
 	if len(articles) == 0 {
 		return nil
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", f.addr)
+	nc, tp, done, err := f.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
-	defer stop()
-	tp := textproto.NewConn(nc)
-	if _, _, err := tp.ReadCodeLine(200); err != nil {
-		return fmt.Errorf("%s greets: %w", f.addr, err)
-	}
+	defer done()
 	if err := tp.PrintfLine("MODE STREAM"); err != nil {
 		return err
 	}
@@ -102,13 +119,9 @@ func (f *feeder) stream(ctx context.Context, articles []Article) error {
 	go func() {
 		w := bufio.NewWriterSize(nc, 64<<10)
 		for _, a := range articles {
-			id := fmt.Sprintf("<shape.%s.%d@lh.example>", f.tag, f.seq.Add(1))
-			date := a.Date
-			if date.IsZero() {
-				date = time.Now()
-			}
-			fmt.Fprintf(w, "TAKETHIS %s\r\nPath: lh.example!not-for-mail\r\nMessage-ID: %s\r\nFrom: %s\r\nNewsgroups: %s\r\nSubject: %s\r\nDate: %s\r\n\r\n",
-				id, id, a.From, a.Group, a.Subject, date.UTC().Format(time.RFC1123Z))
+			id := f.nextID()
+			fmt.Fprintf(w, "TAKETHIS %s\r\n", id)
+			writeHead(w, id, a)
 			for _, line := range strings.Split(a.Body, "\r\n") {
 				if strings.HasPrefix(line, ".") {
 					line = "." + line
