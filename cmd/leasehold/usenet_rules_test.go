@@ -74,14 +74,7 @@ func TestUsenetWorkerRules(t *testing.T) {
 	c := client.New(n.URL, n.AdminToken)
 	workUntil(t, ctx, "rules", caughtUp(t, ctx, c, group, int64(len(arts))),
 		"--url", n.URL, "--token", token, "--source", "nntp://"+s.Addr, "--out", out, "--capacity", "1", "--watermark-every", "200ms")
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := binaries.ReadJSONL(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readRecords(t, out)
 	got := map[string]int{}
 	for _, r := range recs.Releases {
 		got[r.Name] = r.Files
@@ -94,4 +87,19 @@ func TestUsenetWorkerRules(t *testing.T) {
 			t.Errorf("file %q (complete %v): not named by the group's expression", f.Name, f.Complete)
 		}
 	}
+}
+
+// readRecords reads the JSON-lines records a worker wrote to path.
+func readRecords(t *testing.T, path string) binaries.Records {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := binaries.ReadJSONL(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }

@@ -194,14 +194,7 @@ func indexShapes(t *testing.T, ctx context.Context, s *usenettest.Server, corpus
 	if logs, _ := os.ReadFile(log); kills > 0 && !bytes.Contains(logs, []byte("takeover=true")) {
 		fail("the restarted worker took no group over")
 	}
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := binaries.ReadJSONL(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readRecords(t, out)
 	return recs, nzbs
 }
 
