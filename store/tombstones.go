@@ -17,7 +17,13 @@ import (
 // claim or an earlier one is then a late event (the owner's own, still in
 // the stream, or an earlier owner's that was slow) and is not folded: the
 // group is not made again. A group created anew is claimed under a later
-// revision of the claims bucket, so it is let in.
+// revision of the claims bucket, so it is let in. One made anew whose
+// claim could not be made yet (PutGroup lets it wait for the first lease
+// or admin write) goes out under claim 0 and is buried at the peers until
+// then: its state under no claim cannot be told from a late one of the
+// group deleted. The claim, when made, is later than the tombstone's, and
+// its first state carries the whole group, so every peer has it from
+// there (fleet's TestTombstoneUnclaimedGroupHeals).
 //
 // A member removed from the fleet is remembered by name: its events are
 // not folded, it leaves the peers, and the worker nodes registered at it
