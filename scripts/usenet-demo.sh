@@ -23,7 +23,7 @@
 # hours and USENET_DEMO_FILLERS articles apart, files without counters,
 # a cross-post to different group sets, a par2 volume set, a
 # multi-volume rar, a 3,000-byte subject, a Windows-1252 subject, a file
-# missing a part), indexed by the same crashed and uninterrupted
+# missing a part, two films of one poster tagged [MOVIE]), indexed by the same crashed and uninterrupted
 # workers; it prints the releases it got as a user sees them, checks
 # each against what was posted (name, poster, groups, files, complete),
 # and has NZBGet download each complete one's NZB as a job of its own,

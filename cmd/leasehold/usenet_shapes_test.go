@@ -27,7 +27,8 @@ import (
 // with the same file count, a release in two halves hours apart, files
 // without counters, a cross-post to different group sets, a par2 volume
 // set, a multi-volume rar, a 3,000-byte subject, a Windows-1252 subject,
-// a file missing a part) and indexes it twice with the worker as a
+// a file missing a part, two films of one poster tagged [MOVIE] and
+// nothing else) and indexes it twice with the worker as a
 // process of its own, writing JSON lines and NZBs: once in one pass, once
 // killed with SIGKILL twice in the middle of group a and started again.
 // The records (the last line of each key) and the NZBs are the same

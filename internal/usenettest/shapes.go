@@ -72,7 +72,10 @@ const (
 //   - a subject of over 3,000 bytes (posted folded);
 //   - a subject in Windows-1252, not UTF-8 (fed as a peer feeds it:
 //     INN's nnrpd refuses it from a poster);
-//   - a release with a file missing a part: incomplete.
+//   - a release with a file missing a part: incomplete;
+//   - two releases of one poster with the same file count whose only
+//     words outside the counters and the name are a category tag
+//     (`[MOVIE] [01/03] - "Film.2026.part1.rar" yEnc (1/2)`).
 //
 // Every file is a few hundred bytes to a few KB of random data in yEnc
 // parts of 500 bytes, with its part's and file's CRCs.
@@ -189,6 +192,14 @@ func Shapes(prefix string, fillers int, seed uint64) Corpus {
 	c.Before = append(c.Before, arts...)
 	release("a file missing a part", "Broken.2026", "broken <broken@shapes.example>", broken, a)
 	c.Releases[len(c.Releases)-1].Complete = false
+
+	// A category tag the only words outside the counters and the name:
+	// the tag named every film of the poster alike, and merged them.
+	for _, name := range []string{"Film.2026", "Other.Film.2026"} {
+		fs := files(name, ".part1.rar", ".part2.rar", ".par2")
+		post(&c.Before, a, "movie <movie@shapes.example>", fs, func(k, n int, name string) string { return "[MOVIE] " + nyuu(k, n, name) })
+		release("a category tag ([MOVIE]), one poster, the same file count", name, "movie <movie@shapes.example>", fs, a)
+	}
 
 	for i := range fillers {
 		c.Fillers = append(c.Fillers, Article{Group: a, From: "talk <talk@shapes.example>", Subject: fmt.Sprintf("chat %d", i), Body: "hello"})

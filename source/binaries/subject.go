@@ -308,33 +308,42 @@ var (
 //
 // An advertiser's tag says nothing of the release either: the text
 // between brackets that holds a web address (<www.town.ag >, [ partner
-// of www.ssl-news.info ], <<< www.nfo-underground.xxx >>>) or an IRC
-// channel ([#scnzb@efnet]) is taken out, and with it, in a subject that
-// carries such a tag, every bracketed lone word (<TOWN>, [ 1080p ],
-// [ MOVIE ], <Games-NDS >): the advertiser's name and category, the same
-// in every post of theirs. What is left is tidied (empty and unmatched
-// brackets dropped, one pair around the whole taken off).
+// of www.ssl-news.info ], <<< www.nfo-underground.xxx >>>, <example.com>)
+// or an IRC channel ([#scnzb@efnet]) is taken out, and with it, in a
+// subject that carries such a tag, every bracketed lone word (<TOWN>,
+// [ 1080p ], [ MOVIE ], <Games-NDS >): the advertiser's name and
+// category, the same in every post of theirs. A subject left with
+// nothing but such lone words, address or not ([MOVIE] "Film.mkv"), is
+// named by its file's base: the category named every film of a poster
+// alike. What is left is tidied (empty and unmatched brackets dropped,
+// one pair around the whole taken off).
 func releaseName(keySubject, name string) string {
 	if strings.Contains(keySubject, privateTag) {
 		return ReleaseBase(name)
 	}
-	s := tidyRelease(dropAdvertisersTags(clutter.ReplaceAllString(keySubject, " ")))
-	if strings.IndexFunc(s, func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }) < 0 {
+	s := dropAdvertisersTags(clutter.ReplaceAllString(keySubject, " "))
+	if name != "" && onlyLabels(s) {
+		return ReleaseBase(name)
+	}
+	s = tidyRelease(s)
+	if strings.IndexFunc(s, isWordRune) < 0 {
 		return ReleaseBase(name)
 	}
 	return s
 }
 
+func isWordRune(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }
+
 // holdsAddress reports whether s holds what marks an advertiser's tag:
-// a www. or http address, a host of two or three labels in a top-level
-// domain the tags use (ssl-news.info, News.Info, town.ag), or an IRC
-// channel (#chan@net), each a whole word. A release's own words with
-// dots are not addresses: they have more labels (Dragons.Den.UK.S11E02…)
-// or end otherwise (Alpha.2024, Pro 3.21-Sebaro); .xxx is an address
-// only after www., as XXX ends release names (Site.Name.XXX). It is a
-// plain scan, not a regular expression: every part of every post is
-// read.
-func holdsAddress(s string) bool {
+// a www. or http address, a host of two or three labels (tagHost), or
+// an IRC channel (#chan@net), each a whole word; inTag is whether s
+// stands in a tag's brackets, where a host may be in any top-level
+// domain. A release's own words with dots are not addresses: they have
+// more labels (Dragons.Den.UK.S11E02…) or end otherwise (Alpha.2024,
+// Pro 3.21-Sebaro, Name.mkv); .xxx is an address only after www., as
+// XXX ends release names (Site.Name.XXX). It is a plain scan, not a
+// regular expression: every part of every post is read.
+func holdsAddress(s string, inTag bool) bool {
 	for i := 0; i < len(s); i++ {
 		// Only a word's start: each byte is looked at from one start at
 		// most, so a 16 KiB subject costs one pass.
@@ -355,7 +364,7 @@ func holdsAddress(s string) bool {
 			for j < len(t) && (isAlnum(t[j]) || t[j] == '.' || t[j] == '-') {
 				j++
 			}
-			if tagHost(t[:j]) {
+			if tagHost(t[:j], inTag) {
 				return true
 			}
 		}
@@ -370,14 +379,18 @@ func afterPrefixFold(s, prefix string) bool {
 }
 
 // tagHost reports whether a word of letters, digits, dots and hyphens is
-// a host of two or three labels, each starting with a letter or digit,
-// in .ag or .info.
-func tagHost(w string) bool {
+// a host of two or three labels, each starting with a letter or digit:
+// in .ag or .info (ssl-news.info, News.Info, town.ag), or, with anyTLD,
+// in a top-level domain of 2 to 6 lower-case letters that ends no file's
+// or release's name (example.com, usenet-site.net; not Name.mkv,
+// file.part01.rar, Show.web).
+func tagHost(w string, anyTLD bool) bool {
 	dot := strings.LastIndexByte(w, '.')
-	if dot < 0 || !strings.EqualFold(w[dot+1:], "ag") && !strings.EqualFold(w[dot+1:], "info") {
+	if dot <= 0 || !isAlnum(w[0]) {
 		return false
 	}
-	if dot == 0 || !isAlnum(w[0]) {
+	tld := w[dot+1:]
+	if !strings.EqualFold(tld, "ag") && !strings.EqualFold(tld, "info") && !(anyTLD && bareTLD(tld)) {
 		return false
 	}
 	labels := 1
@@ -392,6 +405,20 @@ func tagHost(w string) bool {
 	return labels <= 2
 }
 
+// nameEnds end file and release names though shaped like a top-level
+// domain (.zip and .mov are both): extensions and release words.
+const nameEnds = " rar zip tar gz tgz txt jpg jpeg png gif sfv nfo nzb srr srs par mkv avi mov wmv mpg mpeg ts iso " +
+	"img bin exe flac ogg epub pdf mobi cbr cbz srt sub idx ass ssa sup cue log wav ape aac dts vob ifo bup webm flv " +
+	"azw djvu doc docx htm html xml url apk dmg pkg msi cab web webrip webdl hdtv bluray bdrip brrip dvdrip dvdr " +
+	"hdrip remux repack proper rerip xxx german french dutch multi dubbed subbed nordic hevc avc uhd hdr "
+
+// bareTLD reports whether tld may end a bare host in a tag: 2 to 6
+// lower-case letters, none of nameEnds.
+func bareTLD(tld string) bool {
+	return len(tld) >= 2 && len(tld) <= 6 && strings.Trim(tld, "abcdefghijklmnopqrstuvwxyz") == "" &&
+		!strings.Contains(nameEnds, " "+tld+" ")
+}
+
 // ircChannel reports whether s (after a #) is a channel@network.
 func ircChannel(s string) bool {
 	j := 0
@@ -403,21 +430,18 @@ func ircChannel(s string) bool {
 
 func isAlnum(c byte) bool { return isLetter(c) || c >= '0' && c <= '9' }
 
-// dropAdvertisersTags takes the advertisers' tags out of a blanked
-// subject (see releaseName). The subject is cut into pieces at each
-// bracket, and at " - " outside brackets; a run of two or more < or >
-// is the tag's own arrow (<<< www.… >>>, with>>> www.… <<<), not a
-// bracket, so the words it points with go with the address.
-func dropAdvertisersTags(s string) string {
-	if !holdsAddress(s) {
-		return s
-	}
-	type piece struct {
-		lo, hi int
-		open   bool // a one-byte opening bracket
-		close  bool // a one-byte closing bracket
-		text   bool
-	}
+// piece is a one-byte bracket, a " - " outside brackets or the text
+// between them, of a blanked subject (pieces).
+type piece struct {
+	lo, hi            int
+	open, close, text bool
+}
+
+// pieces cuts s at each bracket, and at " - " outside brackets; a run
+// of two or more < or > is a tag's own arrow (<<< www.… >>>, with>>>
+// www.… <<<), not a bracket, so the words it points with go with the
+// address.
+func pieces(s string) []piece {
 	var ps []piece
 	depth, lo := 0, 0
 	flush := func(i int) {
@@ -451,17 +475,38 @@ func dropAdvertisersTags(s string) string {
 		}
 	}
 	flush(len(s))
+	return ps
+}
 
+// bracketed reports whether piece i stands between an opening and a
+// closing bracket.
+func bracketed(ps []piece, i int) bool {
+	return i > 0 && i+1 < len(ps) && ps[i-1].open && ps[i+1].close
+}
+
+// dropAdvertisersTags takes the advertisers' tags out of a blanked
+// subject (see releaseName): the pieces holding an address (a host in any
+// domain in brackets or by a tag's arrow), then lone bracketed words.
+func dropAdvertisersTags(s string) string {
+	if !holdsAddress(s, true) {
+		return s
+	}
+	ps := pieces(s)
 	drop := make([]bool, len(ps))
+	tagged := false
 	for i, p := range ps {
-		drop[i] = p.text && holdsAddress(s[p.lo:p.hi])
+		t := s[p.lo:p.hi]
+		drop[i] = p.text && holdsAddress(t, bracketed(ps, i) || strings.Contains(t, "<<") || strings.Contains(t, ">>"))
+		tagged = tagged || drop[i]
+	}
+	if !tagged {
+		return s
 	}
 	glued := func(i int) bool {
 		return i >= 0 && i < len(s) && (isWordByte(s[i]) || s[i] == '.')
 	}
-	for i := 1; i+1 < len(ps); i++ {
-		p := ps[i]
-		if !p.text || drop[i] || !ps[i-1].open || !ps[i+1].close || glued(ps[i-1].lo-1) || glued(ps[i+1].hi) {
+	for i, p := range ps {
+		if !p.text || drop[i] || !bracketed(ps, i) || glued(ps[i-1].lo-1) || glued(ps[i+1].hi) {
 			continue
 		}
 		drop[i] = tagLabel(strings.TrimSpace(s[p.lo:p.hi]))
@@ -473,6 +518,29 @@ func dropAdvertisersTags(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// onlyLabels reports whether every word of s is a lone word in brackets
+// with a letter in it ([MOVIE], [ TV ] [1080p]): a poster's category
+// and labels, the same in every post of theirs. Numbers in brackets
+// ([140022]-[04]) are a release's id, its own.
+func onlyLabels(s string) bool {
+	if !strings.ContainsAny(s, "<[({") {
+		return false
+	}
+	ps := pieces(s)
+	labels := 0
+	for i, p := range ps {
+		w := strings.TrimSpace(s[p.lo:p.hi])
+		if !p.text || strings.IndexFunc(w, isWordRune) < 0 {
+			continue
+		}
+		if !bracketed(ps, i) || !tagLabel(w) || strings.IndexFunc(w, unicode.IsLetter) < 0 {
+			return false
+		}
+		labels++
+	}
+	return labels > 0
 }
 
 // tagLabel reports whether w is a lone word without a dot: standing in

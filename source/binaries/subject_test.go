@@ -111,7 +111,9 @@ func TestReadSubjectLongAndNotUTF8(t *testing.T) {
 }
 
 // TestHoldsAddress: what marks an advertiser's tag (rule 3) and the
-// release words with dots that do not.
+// release words with dots that do not, in a tag's brackets or not; a
+// bare host in any top-level domain marks one only in a tag's brackets,
+// and file names and scene names never do.
 func TestHoldsAddress(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{
@@ -143,8 +145,49 @@ func TestHoldsAddress(t *testing.T) {
 		".info":                         false,
 		"a..info":                       false,
 	} {
-		if got := holdsAddress(s); got != want {
-			t.Errorf("holdsAddress(%q) = %v, want %v", s, got, want)
+		for _, inTag := range []bool{false, true} {
+			if got := holdsAddress(s, inTag); got != want {
+				t.Errorf("holdsAddress(%q, %v) = %v, want %v", s, inTag, got, want)
+			}
+		}
+	}
+	for s, want := range map[string]bool{
+		"example.com":                   true,
+		" usenet-site.net ":             true,
+		"posted via newsgroup-host.org": true,
+		"Usenet-Site.net":               true,
+		"a.example.de":                  true,
+		"mirror.example.to":             true,
+		"Some.Film.2019.1080p":          false,
+		"Show.S01E02.720p.WEB":          false,
+		"file.part01.rar":               false,
+		"Name.mkv":                      false,
+		"name.mkv":                      false,
+		"clip.mov":                      false,
+		"Film.zip":                      false,
+		"movie.nfo":                     false,
+		"sample.mkv":                    false,
+		"subs.srt":                      false,
+		"show.web":                      false,
+		"site.name.xxx":                 false,
+		"Rho.xxx":                       false,
+		"Die.Hard":                      false,
+		"Film.GERMAN":                   false,
+		"Example.COM":                   false,
+		"show.s01e02.web":               false,
+		"a.b.example.com":               false,
+		"example.c":                     false,
+		"example.network":               false,
+		"example.c0m":                   false,
+		".com":                          false,
+		"a..com":                        false,
+		"-a.com":                        false,
+	} {
+		if got := holdsAddress(s, true); got != want {
+			t.Errorf("holdsAddress(%q) in a tag = %v, want %v", s, got, want)
+		}
+		if holdsAddress(s, false) {
+			t.Errorf("holdsAddress(%q) outside a tag = true, want false", s)
 		}
 	}
 }

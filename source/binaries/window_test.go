@@ -778,30 +778,57 @@ func TestReleaseIdentityWtFnZb(t *testing.T) {
 // release's words, so two town.ag posts of different files by one poster
 // with the same file count an hour apart are two releases, each of its
 // files' base and complete, not one release of 4 files of 2 named
-// "<TOWN><www.town.ag > <partner of www.ssl-news.info >".
+// "<TOWN><www.town.ag > <partner of www.ssl-news.info >"; so too with a
+// bare host's tag (<example.com>, [ usenet-site.net ], (posted via
+// newsgroup-host.org)) and with a lone category and no address
+// ([MOVIE], [TV] [1080p]), with file counters or without, which named
+// every film of a poster "MOVIE" and merged them.
 func TestReleaseIdentityTags(t *testing.T) {
 	t.Parallel()
-	const from = "town <t@lh>"
 	p := &poster{group: "alt.binaries.lh.tags"}
-	for i, base := range []string{"Dragons.Den.S11E02", "D.Olivier.Wer.Boeses"} {
-		for f, name := range []string{base + ".part1.rar", base + ".par2"} {
-			p.file(from, fmt.Sprintf(`<TOWN><www.town.ag > <partner of www.ssl-news.info > [%d/2] - "%s" - 288,96 MB yEnc (%%d/2)`, f+1, name),
-				2, day.Add(time.Duration(i)*time.Hour))
+	bases := []string{"Dragons.Den.S11E02", "D.Olivier.Wer.Boeses"}
+	shapes := map[string]string{
+		"town <t@lh>":     `<TOWN><www.town.ag > <partner of www.ssl-news.info > [%d/2] - "%s" - 288,96 MB yEnc (%%d/2)`,
+		"host <h@lh>":     `<example.com> [%d/2] - "%s" yEnc (%%d/2)`,
+		"site <s@lh>":     `[ usenet-site.net ]-[ MOVIE ] [%d/2] - "%s" yEnc (%%d/2)`,
+		"via <v@lh>":      `(posted via newsgroup-host.org) [%d/2] - "%s" yEnc (%%d/2)`,
+		"movie <m@lh>":    `[MOVIE] [%02d/02] - "%s" yEnc (%%d/2)`,
+		"tv <tv@lh>":      `[TV] [1080p] [%d/2] - "%s" yEnc (%%d/2)`,
+		"bare-tag <b@lh>": `[MOVIE] "%[2]s" yEnc (%%d/2)`, // one file a film, no file counter
+	}
+	for from, subject := range shapes {
+		for i, base := range bases {
+			names := []string{base + ".part1.rar", base + ".par2"}
+			if from == "bare-tag <b@lh>" {
+				names = []string{base + ".mkv"}
+			}
+			for f, name := range names {
+				p.file(from, fmt.Sprintf(subject, f+1, name), 2, day.Add(time.Duration(i)*time.Hour))
+			}
 		}
 	}
 	w := NewWindow(p.group)
 	out := newRecords()
 	readRange(t, w, p.hs, 1, p.n, 100, p.n, false, out)
 
-	rels := out.releasesOf(from)
-	for _, name := range []string{"Dragons.Den.S11E02", "D.Olivier.Wer.Boeses"} {
-		rs := rels[name]
-		if len(rs) != 1 || rs[0].Files != 2 || rs[0].TotalFiles == nil || *rs[0].TotalFiles != 2 || !rs[0].Complete {
-			t.Errorf("release %s: %+v", name, rs)
+	for from := range shapes {
+		rels, files := out.releasesOf(from), 2
+		if from == "bare-tag <b@lh>" {
+			files = 1
 		}
-	}
-	if len(rels) != 2 {
-		t.Errorf("%d release names, want Dragons.Den.S11E02 and D.Olivier.Wer.Boeses: %v", len(rels), rels)
+		for _, name := range bases {
+			rs := rels[name]
+			if len(rs) != 1 || rs[0].Files != files || !rs[0].Complete {
+				t.Errorf("%s: release %s: %+v", from, name, rs)
+				continue
+			}
+			if tf := rs[0].TotalFiles; files == 2 && (tf == nil || *tf != 2) || files == 1 && tf != nil {
+				t.Errorf("%s: release %s announces %v files", from, name, tf)
+			}
+		}
+		if len(rels) != 2 {
+			t.Errorf("%s: %d release names, want %v: %v", from, len(rels), bases, rels)
+		}
 	}
 }
 
