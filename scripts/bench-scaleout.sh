@@ -26,13 +26,17 @@
 #
 # Usage: [SCALEOUT_SIZES="1 3 5"] [SCALEOUT_GROUPS=5000] [SCALEOUT_WORKERS=16]
 #        [SCALEOUT_SECONDS=10] [SCALEOUT_LONE=3] [SCALEOUT_PAIRS=1] [SCALEOUT_RANGES=12]
-#        [SCALEOUT_WARM=0] scripts/bench-scaleout.sh
+#        [SCALEOUT_WARM=0] [SCALEOUT_NODE_LONE=1] scripts/bench-scaleout.sh
 # SCALEOUT_RANGES is each group's ranges. SCALEOUT_WARM=S drives every
 # node for S seconds before the idle seconds and the measured load, so
 # that the groups leased then are claimed when it starts: with enough
 # ranges a group (a cycle finishes up to 10) and few enough groups for
 # the warm load to lease each, the measured load begins no group, as a
 # fleet that holds its groups' claims.
+# SCALEOUT_NODE_LONE=1 adds, after the lone node, a lone node of one fleet
+# node's workers (SCALEOUT_WORKERS) on the same catalog: its ratio to the
+# reference is what a fleet node's smaller batches cost before any peer
+# sync (BENCHMARKS.md, issue 45 round 4, the floor).
 # SCALEOUT_PAIRS > 1 runs the lone row and the fleet rows again, interleaved, as
 # the way to compare figures on a machine that drifts.
 # SCALEOUT_PROFILE=DIR writes a CPU profile of the first node of each
@@ -93,9 +97,10 @@ printf '%-26s %10s %12s %8s %10s %10s %12s %6s\n' "fleet" "ranges/s" "CPU a rang
 
 # run_size N LABEL: one row; N=0 is the lone node.
 run_size() {
-	local n=$1 label=$2 nodes=$1 g=$groups w=$workers
+	local n=$1 label=$2 nodes=$1 g=$groups w=$workers ref=0
 	local -a urls=() npids=() datas=()
 	if [ "$n" = 0 ]; then nodes=1 g=$((groups * lone)) w=$((workers * lone)); fi
+	if [ "$n" = -1 ]; then nodes=1 g=$((groups * lone)) n=0 ref=1; fi
 	local -a ports
 	read -r -a ports <<<"$(free_ports $((3 * nodes)))"
 	local routes="" i
@@ -160,7 +165,7 @@ run_size() {
 	if [ -n "${SCALEOUT_PROFILE:-}" ]; then
 		# A CPU profile of the first node under the load, to read with
 		# go tool pprof.
-		curl -fs -H "Authorization: Bearer $(cat "${datas[0]}/admin.token")" -o "$SCALEOUT_PROFILE/cpu-$n.pprof" \
+		curl -fs -H "Authorization: Bearer $(cat "${datas[0]}/admin.token")" -o "$SCALEOUT_PROFILE/cpu-$n$([ "$ref" = 1 ] && echo -node).pprof" \
 			"${urls[0]}/debug/pprof/profile?seconds=$((secs > 3 ? secs - 2 : 1))" || true
 	fi
 	for p in "${lpids[@]}"; do wait "$p"; done
@@ -200,19 +205,20 @@ run_size() {
 	for d in "${datas[@]}"; do rm -rf "$d"; done
 	local us
 	us=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v r="$ranges" 'BEGIN { printf "%.0f", 1e6 * t / hz / (r > 0 ? r : 1) }')
-	[ "$n" = 0 ] && echo "$us" >"$tmp/lone-us"
+	[ "$n" = 0 ] && [ "$ref" = 0 ] && echo "$us" >"$tmp/lone-us"
 	local price="-"
-	[ "$n" != 0 ] && [ -s "$tmp/lone-us" ] && price=$(awk -v a="$us" -v b="$(cat "$tmp/lone-us")" 'BEGIN { printf "%.2fx", a / b }')
+	{ [ "$n" != 0 ] || [ "$ref" = 1 ]; } && [ -s "$tmp/lone-us" ] && price=$(awk -v a="$us" -v b="$(cat "$tmp/lone-us")" 'BEGIN { printf "%.2fx", a / b }')
 	printf '%-26s %10.0f %9s µs %8s %10s %10s %12s %6s\n' "$label" "$(awk -v r="$ranges" -v s="$secsum" 'BEGIN { print r / s }')" "$us" "$price" "$idle" "$lag" "$conv" "$(cut -d' ' -f1 /proc/loadavg)"
 	[ "$errs" = 0 ] || echo "  ($errs failed cycles, the first: ${first_err:0:300})"
 	if [ "$n" = 3 ] && [ "$price" != "-" ]; then
 		awk -v p="${price%x}" 'BEGIN { printf "  (target for three, issue 45: at most 2x the lone node'"'"'s CPU a range: %s)\n", p <= 2 ? "met" : "not met" }'
 	fi
-	echo "$n $us" >>"$tmp/costs"
+	if [ "$ref" = 0 ]; then echo "$n $us" >>"$tmp/costs"; fi
 }
 
 for pair in $(seq "$pairs"); do
 	run_size 0 "lone node ($((workers * lone)) workers)"
+	[ -n "${SCALEOUT_NODE_LONE:-}" ] && run_size -1 "lone node ($workers workers)"
 	for n in $sizes; do
 		run_size "$n" "fleet of $n ($workers each)"
 	done
