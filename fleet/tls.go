@@ -73,14 +73,15 @@ func (t TLS) CheckClient() error {
 
 // serverConfig is the embedded server's side, for its client port and its
 // routes (a route is both server and client, so the CA is both pools): a
-// peer without a certificate the CA signed is refused in the handshake.
+// peer without a certificate the CA signed is refused in the handshake,
+// and TLS 1.2 offers AEAD suites only (leasehold.ServerCipherSuites).
 func (t TLS) serverConfig() (*tls.Config, error) {
 	f, err := t.load(true)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*f.cert},
+		MinVersion: tls.VersionTLS12, CipherSuites: leasehold.ServerCipherSuites(), Certificates: []tls.Certificate{*f.cert},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: f.ca, RootCAs: f.ca,
 	}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -234,18 +236,40 @@ func (s *Server) Serve(ln net.Listener) error {
 // ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
 
+// readyz answers anyone, without a token: its reason says what the node
+// waits for, with every URL in it cut to its scheme (publicReason).
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
 	defer cancel()
 	if err := s.node.Reads.Ready(ctx); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": publicReason(err.Error())})
 	}
 	// Trouble outside the node's own API (peer sync stuck) is told, not
 	// made a 503: the node still serves its workers.
 	if ts := s.node.Reads.Troubles(); len(ts) > 0 {
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": string(ts[0].Kind) + ": " + ts[0].Detail})
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "reason": publicReason(string(ts[0].Kind) + ": " + ts[0].Detail)})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// urlInText is a URL in a message: a scheme, "://", and what follows up
+// to a space or a comma (URLs listed). A password may hold quotes and
+// parentheses, so they do not end it; the punctuation of the sentence
+// after it is given back (publicReason).
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s,]+`)
+
+// publicReason is a readiness reason as a caller without a token may read
+// it: each URL in it (an external NATS's, with any user and password in
+// it) is cut to its scheme, "nats://…", so /readyz does not map the
+// fleet's network for whoever reaches the port. The node's log keeps the
+// whole text (the join's still-waiting line, the WARNs of a stuck peer
+// sync).
+func publicReason(s string) string {
+	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		scheme, rest, _ := strings.Cut(u, "://")
+		host := strings.TrimRight(rest, ":.;)\"'")
+		return scheme + "://…" + rest[len(host):] // "(nats://…): 0 peers routed"
+	})
 }
 
 // deadlines bounds how long a request body may take to arrive; streaming

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold"
 )
 
 // Certificates are the HTTPS listener's certificate, its key and, when
@@ -61,6 +63,9 @@ func (c *Certificates) read() (*tls.Config, error) {
 	cfg := &tls.Config{
 		Certificates: []tls.Certificate{pair},
 		MinVersion:   tls.VersionTLS12,
+		// TLS 1.2 offers AEAD suites only, as every TLS server the node
+		// runs does.
+		CipherSuites: leasehold.ServerCipherSuites(),
 		// HTTP/1.1 only: the snapshot streams' idle deadlines are set on
 		// the connection.
 		NextProtos: []string{"http/1.1"},

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/nodetest/natstest"
+	"github.com/leasehold/leasehold/internal/poll"
 )
 
 // TestServeNATSClientFlags: the credentials of an external NATS are taken
@@ -46,5 +51,36 @@ func TestServeNATSClientFlags(t *testing.T) {
 				t.Fatalf("ParseFlags = %v; want an error naming %q", err, tc.msg)
 			}
 		})
+	}
+}
+
+// TestReadyzHidesNATSURL: a node joining an external NATS it cannot reach
+// answers /readyz (no token asked) 503 saying what it waits for, with the
+// NATS URL, its address and the password in it cut to "nats://…" (the
+// second review's N11); its admin API answers meanwhile.
+func TestReadyzHidesNATSURL(t *testing.T) {
+	port := natstest.FreePort(t) // nothing listens there
+	data := t.TempDir()
+	n := serveNodeWith(t, nil, "--data", data, "--name", "rz", "--nats-insecure",
+		"--nats", fmt.Sprintf("nats://lhuser:lhpass-0123456789@127.0.0.1:%d", port))
+	const want = "joining the fleet as rz: waiting for NATS at nats://…: no routes"
+	var body struct{ Status, Reason string }
+	poll.Until(t, 20*time.Second, "/readyz to say the node waits for NATS", func() error {
+		resp, err := http.Get(n.url + "/readyz")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(raw, &body); err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body.Reason, "NATS at") {
+			return fmt.Errorf("%d %s", resp.StatusCode, raw)
+		}
+		return nil
+	})
+	if body.Status != "unavailable" || body.Reason != want {
+		t.Fatalf("/readyz: %+v, want status unavailable and reason %q", body, want)
+	}
+	if code, b := adminCall(t, n.url, data, "GET", "/api/v1/nodes", ""); code != http.StatusOK {
+		t.Fatalf("the admin API while joining: %d %s", code, b)
 	}
 }

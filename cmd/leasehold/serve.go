@@ -92,6 +92,9 @@ type Main struct {
 	stdout, stderr io.Writer
 	// adminTokenValue is the admin token given, once read.
 	adminTokenValue string
+	// adminTokenInArgs: the admin token came from --admin-token on the
+	// command line, which ps shows every user (not from its variable).
+	adminTokenInArgs bool
 
 	// certEvery is how often the TLS files are looked at for a change.
 	certEvery time.Duration
@@ -203,6 +206,7 @@ func (m *Main) ParseFlags(args []string) error {
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("serve takes no arguments, got %q", fs.Args()))
 	}
+	m.adminTokenInArgs = m.AdminToken != "" && setInArgs(args, "admin-token")
 	switch {
 	case m.LeaseTTL <= 0:
 		return usageError(fmt.Errorf("--lease-ttl must be positive"))
@@ -662,7 +666,30 @@ func (m *Main) givenAdminToken(log *slog.Logger) error {
 	default:
 		return nil
 	}
-	return checkAdminToken(m.adminTokenValue)
+	if err := checkAdminToken(m.adminTokenValue); err != nil {
+		return err
+	}
+	// Taken, but every user of the host has read it in ps.
+	if m.adminTokenInArgs {
+		log.Warn("the admin token was given on the command line, where ps shows it to every user on this host: give it by --admin-token-file (0600), or LEASEHOLD_ADMIN_TOKEN in the environment",
+			"flag", "--admin-token")
+	}
+	return nil
+}
+
+// setInArgs reports whether args, as serve's flags parse them, set the
+// flag name: ParseFlags has read the environment into the same flags
+// first, so their own record does not tell the two apart. Called once
+// args have parsed.
+func setInArgs(args []string, name string) bool {
+	fs := NewMain(io.Discard, io.Discard).flagSet()
+	fs.SetOutput(io.Discard)
+	if fs.Parse(args) != nil {
+		return false
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func checkAdminToken(token string) error {

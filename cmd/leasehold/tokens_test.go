@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,5 +102,57 @@ func TestAdminRotateToken(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if err := runAdmin(context.Background(), []string{"--url", n.URL, "--data", n.DataDir, "nodes", "list"}, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "w1") {
 		t.Errorf("nodes list with the token from the data dir: %v, %q", err, stdout.String())
+	}
+}
+
+// TestServeAdminTokenOnCommandLine: serve given --admin-token on its
+// command line (which ps shows every user) says so in a WARN at start,
+// naming the flag and what to use instead, never the token; given the
+// same token by LEASEHOLD_ADMIN_TOKEN or --admin-token-file it does not.
+// Either way the token is the node's, and in no line of its log.
+func TestServeAdminTokenOnCommandLine(t *testing.T) {
+	const token = "lha_given_on_the_command_line_0001"
+	file := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  string
+		warn bool
+	}{
+		{"Flag", []string{"--admin-token", token}, "", true},
+		{"FlagWithEquals", []string{"-admin-token=" + token}, "", true},
+		{"Env", nil, token, false},
+		{"File", []string{"--admin-token-file", file}, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("LEASEHOLD_ADMIN_TOKEN", c.env)
+			}
+			n := serveNodeWith(t, nil, append([]string{"--data", t.TempDir(), "--nats", "off"}, c.args...)...)
+			req, _ := http.NewRequest("GET", n.url+"/api/v1/nodes", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the token given: %s, want 200", resp.Status)
+			}
+			var warned bool
+			for _, line := range strings.Split(n.log.String(), "\n") {
+				if strings.Contains(line, token) {
+					t.Errorf("the admin token is in the log: %s", line)
+				}
+				warned = warned || strings.Contains(line, "level=WARN") && strings.Contains(line, "command line") &&
+					strings.Contains(line, "flag=--admin-token") && strings.Contains(line, "--admin-token-file")
+			}
+			if warned != c.warn {
+				t.Fatalf("a WARN naming --admin-token on the command line: %v, want %v\n%s", warned, c.warn, n.log.String())
+			}
+		})
 	}
 }
