@@ -120,7 +120,11 @@ type Fleet struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	url  string
-	conn atomic.Bool
+	// shownURL is url with any user, password or token in it hidden:
+	// what the log, /readyz and errors name (an external NATS's URL may
+	// carry its credentials).
+	shownURL string
+	conn     atomic.Bool
 	// closing quiets the disconnect warning of a node leaving on purpose.
 	closing atomic.Bool
 	// joined is closed once every part below is made and started.
@@ -237,7 +241,7 @@ func (f *Fleet) run(ctx context.Context) error {
 	}
 	f.gate.open()
 	close(f.joined)
-	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.url, "copies", f.copies.Load(), "target", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
+	f.log.Info("peers: joined the fleet", "name", f.cfg.Name, "nats", f.shownURL, "copies", f.copies.Load(), "target", f.cfg.Replicas, "took", time.Since(start).Round(time.Millisecond))
 	select {
 	case <-ctx.Done():
 		return nil
@@ -276,7 +280,7 @@ func (f *Fleet) startNATS() error {
 	cfg := &f.cfg
 	if cfg.NATS != "" {
 		// Replicas 0 is settled once connected (externalReplicas).
-		f.url = cfg.NATS
+		f.url, f.shownURL = cfg.NATS, ShownURL(cfg.NATS)
 		return nil
 	}
 	if cfg.Replicas == 0 {
@@ -294,6 +298,7 @@ func (f *Fleet) startNATS() error {
 	f.srvOpts = opts.Clone()
 	f.mu.Unlock()
 	f.url = srv.ClientURL()
+	f.shownURL = ShownURL(f.url)
 	return nil
 }
 
@@ -306,7 +311,7 @@ func (f *Fleet) startNATS() error {
 func (f *Fleet) setUpStream(ctx context.Context) (jetstream.KeyValue, error) {
 	cfg := &f.cfg
 	var records jetstream.KeyValue
-	f.gate.waitingOn(fmt.Sprintf("the fleet's JetStream (%s): %s", f.url, f.routesUp()))
+	f.gate.waitingOn(fmt.Sprintf("the fleet's JetStream (%s): %s", f.shownURL, f.routesUp()))
 	if cfg.Replicas == 0 {
 		cfg.Replicas = f.externalReplicas()
 	}
@@ -488,12 +493,12 @@ func (f *Fleet) connect(ctx context.Context) error {
 		nats.ConnectHandler(func(*nats.Conn) { f.conn.Store(true) }),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			f.conn.Store(true)
-			f.log.Info("peers: NATS reconnected", "url", f.url)
+			f.log.Info("peers: NATS reconnected", "url", f.shownURL)
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			f.conn.Store(false)
 			if !f.closing.Load() {
-				f.log.Warn("peers: NATS disconnected", "url", f.url, "err", err)
+				f.log.Warn("peers: NATS disconnected", "url", f.shownURL, "err", err)
 			}
 		})}
 	switch {
@@ -522,15 +527,15 @@ func (f *Fleet) connect(ctx context.Context) error {
 		}
 		opts = append(opts, nats.Secure(f.tlsCert.reloadable(tc)))
 	}
-	f.gate.waitingOn("NATS at " + f.url)
+	f.gate.waitingOn("NATS at " + f.shownURL)
 	err = f.retry(ctx, func(context.Context) error {
 		var err error
 		f.nc, err = nats.Connect(f.url, opts...)
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
-			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its credentials are wrong or missing (%s): %v", f.url, f.credentialFlags(), err)}
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s refused this node: its credentials are wrong or missing (%s): %v", f.shownURL, f.credentialFlags(), err)}
 		}
 		if refusedTLS(err) {
-			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s: its certificate is not one this node can verify (--nats-tls-ca): %v", f.url, err)}
+			return backoffStop{leasehold.Wrap(leasehold.KindInvalid, err, "NATS at %s: its certificate is not one this node can verify (--nats-tls-ca): %v", f.shownURL, err)}
 		}
 		return err
 	})

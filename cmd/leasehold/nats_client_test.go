@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,5 +83,16 @@ func TestReadyzHidesNATSURL(t *testing.T) {
 	}
 	if code, b := adminCall(t, n.url, data, "GET", "/api/v1/nodes", ""); code != http.StatusOK {
 		t.Fatalf("the admin API while joining: %d %s", code, b)
+	}
+	// The log names the NATS it waits for, its credentials hidden: the
+	// join's "still waiting" line (every 10 s) printed them whole.
+	poll.Until(t, 30*time.Second, "the join's still-waiting line", func() error {
+		if !strings.Contains(n.log.String(), "still waiting") {
+			return errors.New("not logged yet")
+		}
+		return nil
+	})
+	if log := n.log.String(); strings.Contains(log, "lhpass") || strings.Contains(log, "lhuser") || !strings.Contains(log, "nats://***@127.0.0.1:") {
+		t.Fatalf("the log shows the NATS URL's credentials (or not the URL hidden):\n%s", log)
 	}
 }
