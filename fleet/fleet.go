@@ -438,6 +438,9 @@ func (f *Fleet) makeParts(ctx context.Context, records jetstream.KeyValue) error
 	f.removals.rebuilder = dumpRebuilder{f.nc, node.DB, node.MaxAttempts, f.gate.ring, f.removals}
 	f.folder = NewFolder(f.js, node.DB, cfg.Name, records, node.MaxAttempts, f.removals.rebuilder, f.log)
 	f.folder.ring = f.gate.ring
+	if cfg.NATS == "" {
+		f.folder.server = cfg.Name // the embedded server's name (startNATS)
+	}
 	f.removals.want = own.Want
 	admin := NewAdmin(f.nc, node.Coordinator, own, cfg.Name, f.claims.Life, f.log)
 	admin.id, admin.ring = f.gate.id, f.gate.ring

@@ -43,6 +43,10 @@ type Folder struct {
 	// ring checks each message's signature before it is read: a message
 	// not signed by the node its subject names is passed over.
 	ring *Keyring
+	// server is the name of the node's embedded NATS server, where its
+	// consumer is placed if it can be (see consumer); "" on an external
+	// NATS.
+	server string
 
 	// rebuilder rebuilds origin's part from its dump; nil skips rebuilds
 	// (the gap is logged and counted).
@@ -238,15 +242,57 @@ func (f *Folder) rebuildFrom(ctx context.Context, inc string, mark, from uint64,
 // consumer makes this node's durable consumer of the stream, starting
 // after mark: the catalog's mark is what was folded, whatever the server
 // last delivered.
+//
+// It is one copy, in memory, on this node's own server when the fleet's
+// NATS is embedded. The consumer is only the fold's read cursor, made
+// again from the mark at every start, so copies of it on three servers
+// kept nothing worth keeping, while each was a raft group replicating
+// (and, with SyncAlways, syncing on every server) a record of every
+// message it delivered: the three folds' groups were the fleet's
+// busiest, and a restarted server had the most of them to catch up. In a rolling
+// upgrade on a loaded machine they once had no quorum for about a minute
+// after a node's stop (RELIABILITY.md): the folds stalled, and the
+// takeovers that wait for the fold with them. One copy on the node's own
+// server reads the node's own replica of the stream and needs no other
+// server; placed elsewhere (an external NATS, or its own server not
+// picked in foldPlaceTries) its server's loss ends the fetches and the
+// fold makes it again.
 func (f *Folder) consumer(ctx context.Context, stream jetstream.Stream, mark uint64) (jetstream.Consumer, error) {
 	durable := "fold_" + consumerName(f.node)
-	_ = stream.DeleteConsumer(ctx, durable)
-	return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable: durable, Description: "leasehold fold of " + f.node,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: mark + 1,
 		AckPolicy: jetstream.AckAllPolicy, MaxAckPending: -1, InactiveThreshold: time.Hour,
-	})
+		Replicas: 1, MemoryStorage: true,
+	}
+	began := time.Now()
+	for try := 1; ; try++ {
+		_ = stream.DeleteConsumer(ctx, durable)
+		cons, err := stream.CreateOrUpdateConsumer(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		on := ""
+		if c := cons.CachedInfo().Cluster; c != nil {
+			on = c.Leader
+		}
+		if f.server == "" || on == "" || on == f.server || try == foldPlaceTries || time.Since(began) >= foldPlaceWithin {
+			if on != f.server && f.server != "" && on != "" {
+				f.log.Debug("peers: the fold's consumer is on another server", "server", on, "tries", try)
+			}
+			return cons, nil
+		}
+	}
 }
+
+// foldPlaceTries and foldPlaceWithin bound the consumers made to get one
+// on the node's own server (NATS places a one-copy consumer on any server
+// of the stream that is caught up, at random): one elsewhere folds as
+// well, so a slow meta leader does not hold the fold's start for it.
+const (
+	foldPlaceTries  = 24
+	foldPlaceWithin = 2 * time.Second
+)
 
 // loop folds batches from cons until ctx ends; a batch that starts past
 // the mark (the consumer skipped what retention dropped) rebuilds first.
@@ -258,6 +304,9 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 			if err != nil {
 				return err
 			}
+			continue
+		}
+		if msgs = unfolded(msgs, mark); len(msgs) == 0 {
 			continue
 		}
 		if first, _ := msgs[0].Metadata(); first != nil && f.hole(mark, first.Sequence.Stream) {
@@ -302,6 +351,23 @@ func (f *Folder) loop(ctx context.Context, cons jetstream.Consumer, inc string, 
 		}
 	}
 	return nil
+}
+
+// unfolded is msgs without those at or before mark, acknowledging them
+// if none is left. A consumer is kept in memory: made again from its
+// config when its server restarts, it delivers again from the position
+// it was first made at, which the fold has passed.
+func unfolded(msgs []jetstream.Msg, mark uint64) []jetstream.Msg {
+	i := 0
+	for ; i < len(msgs); i++ {
+		if md, err := msgs[i].Metadata(); err != nil || md.Sequence.Stream > mark {
+			break
+		}
+	}
+	if i == len(msgs) {
+		_ = msgs[i-1].Ack()
+	}
+	return msgs[i:]
 }
 
 // fetch reads the next batch, waiting up to 250 ms; an error with some
