@@ -65,9 +65,16 @@ func TestFleetExternalCluster(t *testing.T) {
 	if _, _, err := a.app.Coordinator.PutGroup(ctx, "alt.before", store.GroupSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.app.Coordinator.PlanTail(ctx, "alt.before", 100000); err != nil {
-		t.Fatal(err)
-	}
+	// The plan claims the group: on a cluster just formed and a loaded
+	// machine a's life may not be held yet (its first write waits on the
+	// lives bucket's election), which is unavailable, "try again".
+	poll.Until(t, 20*time.Second, "a plans its group", func() error {
+		_, err := a.app.Coordinator.PlanTail(ctx, "alt.before", 100000)
+		if err != nil && leasehold.KindOf(err) != leasehold.KindUnavailable {
+			t.Fatal(err)
+		}
+		return err
+	})
 	var g *leasehold.Grant
 	poll.Eventually(t, 20*time.Second, "a leases its group", func() bool {
 		var err error
