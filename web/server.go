@@ -261,9 +261,9 @@ var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s,]+`)
 // publicReason is a readiness reason as a caller without a token may read
 // it: each URL in it (an external NATS's, with any user and password in
 // it) is cut to its scheme, "nats://…", so /readyz does not map the
-// fleet's network for whoever reaches the port. The node's log keeps the
-// whole text (the join's still-waiting line, the WARNs of a stuck peer
-// sync).
+// fleet's network for whoever reaches the port. The node's log names
+// the URL with its credentials hidden (fleet.ShownURL; the join's
+// still-waiting line, the WARNs of a stuck peer sync).
 func publicReason(s string) string {
 	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
 		scheme, rest, _ := strings.Cut(u, "://")
